@@ -1,0 +1,301 @@
+"""Aggregated queries: ``grouping`` + ``projection`` (Q-8), and the accumulators views reuse.
+
+Each group keeps one accumulator per aggregate call of the projection. Accumulators support
+``remove`` as well as ``add`` so that a view can retract a record's old contribution when it is
+updated or deleted; MIN and MAX keep a sorted multiset so they stay right under deletes.
+Non-aggregated, non-grouped items take the last processed record's value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sortedcontainers import SortedDict
+
+from sowdb.errors import ExpressionError
+from sowdb.expr import nodes as n
+from sowdb.expr.compiler import _AggregateValues, _Compiler
+from sowdb.expr.parser import parse_list
+from sowdb.expr.values import NAN, is_null, order_key, to_number
+
+
+class Accumulator:
+    """One aggregate over one group: values come and go; :meth:`value` is the current result."""
+
+    def add(self, x: Any) -> None:
+        raise NotImplementedError
+
+    def remove(self, x: Any) -> None:
+        raise NotImplementedError
+
+    def value(self) -> Any:
+        raise NotImplementedError
+
+
+class _Count(Accumulator):
+    def __init__(self) -> None:
+        self.n = 0
+
+    def add(self, x: Any) -> None:
+        self.n += 1
+
+    def remove(self, x: Any) -> None:
+        self.n -= 1
+
+    def value(self) -> Any:
+        return self.n
+
+
+class _Moments(Accumulator):
+    """Count, sum and sum of squares of the numeric values: SUM, AVG, STDDEV_*.
+
+    NaNs are counted apart so that removing the only NaN makes the sum finite again.
+    """
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.n = 0
+        self.nans = 0
+        self.total: int | float = 0
+        self.squares: float = 0.0
+
+    def _num(self, x: Any) -> int | float | None:
+        return to_number(x)
+
+    def add(self, x: Any) -> None:
+        v = self._num(x)
+        if v is None:
+            return
+        self.n += 1
+        if v != v:
+            self.nans += 1
+        else:
+            self.total += v
+            self.squares += float(v) * float(v)
+
+    def remove(self, x: Any) -> None:
+        v = self._num(x)
+        if v is None:
+            return
+        self.n -= 1
+        if v != v:
+            self.nans -= 1
+        else:
+            self.total -= v
+            self.squares -= float(v) * float(v)
+
+    def value(self) -> Any:
+        if self.n == 0:
+            return None
+        if self.nans:
+            return NAN
+        if self.kind == "SUM":
+            return self.total
+        mean = self.total / self.n
+        if self.kind == "AVG":
+            return mean
+        denominator = self.n if self.kind == "STDDEV_POP" else self.n - 1
+        if denominator <= 0:
+            return None
+        variance = max((self.squares - self.n * mean * mean) / denominator, 0.0)
+        return math.sqrt(variance)
+
+
+class _Extreme(Accumulator):
+    """MIN / MAX over a sorted multiset, ordered like order_by."""
+
+    def __init__(self, largest: bool) -> None:
+        self.largest = largest
+        self.values: SortedDict = SortedDict()
+
+    def add(self, x: Any) -> None:
+        k = order_key(x)
+        entry = self.values.get(k)
+        if entry is None:
+            self.values[k] = [x, 1]
+        else:
+            entry[0] = x
+            entry[1] += 1
+
+    def remove(self, x: Any) -> None:
+        k = order_key(x)
+        entry = self.values.get(k)
+        if entry is not None:
+            entry[1] -= 1
+            if entry[1] <= 0:
+                del self.values[k]
+
+    def value(self) -> Any:
+        if not self.values:
+            return None
+        return self.values.peekitem(-1 if self.largest else 0)[1][0]
+
+
+class _Distinct(Accumulator):
+    def __init__(self) -> None:
+        self.seen: Counter[Any] = Counter()
+
+    def add(self, x: Any) -> None:
+        self.seen[order_key(x)] += 1
+
+    def remove(self, x: Any) -> None:
+        k = order_key(x)
+        self.seen[k] -= 1
+        if self.seen[k] <= 0:
+            del self.seen[k]
+
+    def value(self) -> Any:
+        return len(self.seen)
+
+
+def new_accumulator(name: str) -> Accumulator:
+    if name == "COUNT":
+        return _Count()
+    if name in ("SUM", "AVG", "STDDEV_POP", "STDDEV_SAMP"):
+        return _Moments(name)
+    if name in ("MIN", "MAX"):
+        return _Extreme(name == "MAX")
+    if name == "COUNT_DISTINCT":
+        return _Distinct()
+    raise ValueError(name)
+
+
+def _hashable(x: Any) -> Any:
+    if type(x) is list:
+        return tuple(_hashable(e) for e in x) or None
+    if type(x) is dict or (type(x) is str and not x):
+        return None
+    return x
+
+
+@dataclass
+class _Slot:
+    name: str
+    arg: Callable[..., Any]
+
+
+class Group:
+    """The running state of one group."""
+
+    def __init__(self, aggregation: Aggregation) -> None:
+        self.aggregation = aggregation
+        self.accumulators = [new_accumulator(s.name) for s in aggregation.slots]
+        self.members = 0
+        self.last: dict[str, Any] | None = None
+        self.last_ctx: Any = None
+
+    def _each(self, data: dict[str, Any], ctx: Any) -> Iterable[tuple[Accumulator, Any]]:
+        for slot, acc in zip(self.aggregation.slots, self.accumulators, strict=True):
+            x = slot.arg(data, ctx)
+            if not is_null(x):
+                yield acc, x
+
+    def add(self, data: dict[str, Any], ctx: Any = None) -> None:
+        self.members += 1
+        for acc, x in self._each(data, ctx):
+            acc.add(x)
+        self.last, self.last_ctx = data, ctx
+
+    def remove(self, data: dict[str, Any], ctx: Any = None) -> None:
+        self.members -= 1
+        for acc, x in self._each(data, ctx):
+            acc.remove(x)
+
+    def result(self) -> dict[str, Any]:
+        self.aggregation._aggregate_values.values = [a.value() for a in self.accumulators]
+        out: dict[str, Any] = {}
+        data = self.last or {}
+        for fn, steps in self.aggregation.outputs:
+            cur = out
+            for s in steps[:-1]:
+                nxt = cur.get(s)  # type: ignore[arg-type]
+                if type(nxt) is not dict:
+                    nxt = cur[s] = {}  # type: ignore[index]
+                cur = nxt
+            value = fn(data, self.last_ctx)
+            if value is not None:
+                cur[steps[-1]] = value  # type: ignore[index]
+        return out
+
+
+class Aggregation:
+    """A compiled grouping + projection.
+
+    Attributes:
+        slots: one per aggregate call of the projection, in order.
+        outputs: per projection item, its evaluator and output path.
+    """
+
+    def __init__(self, grouping: Sequence[str] | str, projection: Sequence[str] | str) -> None:
+        group_items = _items(grouping, aggregates=False, allow_as=False, field="grouping")
+        proj_items = _items(projection, aggregates=True, allow_as=True, field="projection")
+        self.grouping_text = grouping
+        self.projection_text = projection
+        self._aggregate_values = holder = _AggregateValues()
+        compiler = _Compiler(holder)
+        self._group_fns = [compiler.value(node) for node, _, _ in group_items]
+        self.slots: list[_Slot] = []
+        for node, _, _ in proj_items:
+            for sub in node.walk():
+                if isinstance(sub, n.Aggregate):
+                    holder.slot(sub)
+                    self.slots.append(_Slot(sub.name, compiler.value(sub.arg)))
+        self.outputs: list[tuple[Callable[..., Any], tuple[str | int, ...]]] = []
+        for node, out, source in proj_items:
+            if out is None:
+                if not isinstance(node, n.Path):
+                    raise ExpressionError(
+                        "a computed projection item needs AS /field", column=node.pos + 1, token=source, field="projection"
+                    )
+                out = node.steps
+            if any(type(s) is int for s in out):
+                raise ExpressionError(
+                    "output paths cannot index arrays", column=node.pos + 1, token=source, field="projection"
+                )
+            self.outputs.append((compiler.value(node), out))
+
+    def group_key(self, data: dict[str, Any], ctx: Any = None) -> tuple[Any, ...]:
+        return tuple(_hashable(fn(data, ctx)) for fn in self._group_fns)
+
+    def new_group(self) -> Group:
+        return Group(self)
+
+    def run(self, records: Iterable[tuple[dict[str, Any], Any]]) -> list[dict[str, Any]]:
+        """Aggregate (data, ctx) pairs into one result record per group, in first-seen order."""
+        groups: dict[tuple[Any, ...], Group] = {}
+        for data, ctx in records:
+            key = self.group_key(data, ctx)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = Group(self)
+            group.add(data, ctx)
+        return [g.result() for g in groups.values()]
+
+
+def _items(
+    spec: Sequence[str] | str, *, aggregates: bool, allow_as: bool, field: str
+) -> list[tuple[n.Node, tuple[str | int, ...] | None, str]]:
+    texts = [spec] if isinstance(spec, str) else list(spec)
+    out: list[tuple[n.Node, tuple[str | int, ...] | None, str]] = []
+    try:
+        for t in texts:
+            out.extend(parse_list(t, aggregates=aggregates, allow_as=allow_as))
+    except ExpressionError as exc:
+        raise exc.for_field(field) from None
+    if not out:
+        raise ExpressionError(f"empty {field}", column=1, token="", field=field)
+    return out
+
+
+def parse_aggregation(grouping: Sequence[str] | str, projection: Sequence[str] | str) -> Aggregation:
+    """Compile a grouping + projection pair (both required together, Q-8)."""
+    if not grouping or not projection:
+        missing = "projection" if grouping else "grouping"
+        raise ExpressionError(
+            "grouping and projection must be given together", column=1, token="", field=missing
+        )
+    return Aggregation(grouping, projection)

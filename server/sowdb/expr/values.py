@@ -1,0 +1,409 @@
+"""Runtime value semantics of the filter language (FILTERS.md, "Types and comparison").
+
+Values in flight are the plain Python objects that JSON decoding produces -- ``None``, ``bool``,
+``int``, ``float``, ``str``, ``list``, ``dict`` -- so that a compiled filter reads a decoded
+message without any conversion step. The functions here define what those values mean to the
+language; both the compiler's fast paths and the reference evaluator must agree with them.
+
+Three-valued logic: predicates return ``True``, ``False`` or ``None`` (NULL). A value "matches"
+when it is TRUE or a non-zero number (:func:`truthy`).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable, Iterable
+from functools import lru_cache
+from typing import Any
+
+import regex
+
+Value = Any
+"""Any JSON-decoded value (or a NaN produced by arithmetic)."""
+
+NAN = float("nan")
+
+# Bound on how long one regular-expression match may run: LIKE and REGEXP_REPLACE patterns
+# come from clients, and a catastrophic pattern must cost a record, not the server.
+REGEX_TIMEOUT_S = 0.05
+
+_NUMBER = regex.compile(r"[+-]?(?:\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
+@lru_cache(maxsize=8192)
+def parse_number(text: str) -> int | float | None:
+    """Parse a whole string as a number, or return None when it is not one.
+
+    Strict on purpose: no surrounding blanks, no ``_`` separators, no ``inf``/``nan`` words, so
+    that ``'2.000' <> '2.0'`` stays a string comparison and ``'Crank It Up'`` never converts.
+    """
+    m = _NUMBER.fullmatch(text)
+    if m is None:
+        return None
+    if m.group(1) is None and m.group(2) is None:
+        return int(text)
+    return float(text)
+
+
+def is_null(v: Value) -> bool:
+    """NULL is a missing value, JSON null, the empty string, the empty array or an object."""
+    t = type(v)
+    if t is str or t is list:
+        return not v
+    return v is None or t is dict
+
+
+def is_number(v: Value) -> bool:
+    t = type(v)
+    return t is int or t is float
+
+
+def truthy(v: Value) -> bool:
+    """TRUE, or a non-zero (non-NaN) number: the values that make a filter match."""
+    if v is True:
+        return True
+    t = type(v)
+    return (t is int or t is float) and v != 0 and v == v
+
+
+def falsy(v: Value) -> bool:
+    """FALSE or a zero number: the values ``OR`` looks past (AMPS's left-to-right tables)."""
+    if v is False:
+        return True
+    t = type(v)
+    return (t is int or t is float) and v == 0
+
+
+def logical_not(v: Value) -> bool | None:
+    if truthy(v):
+        return False
+    if falsy(v):
+        return True
+    return None
+
+
+# --- comparison -------------------------------------------------------------------------------
+
+_STR_ABOVE_NUMBER = (1, 0)
+_NUMBER_BELOW_STR = (0, 1)
+
+
+def _comparable(a: Value, b: Value) -> tuple[Any, Any] | None:
+    """Bring two scalars to a pair Python can compare, or None when either is NULL.
+
+    A string meets a number by conversion; a string that does not convert is greater than
+    every number, which the two sentinel pairs encode.
+    """
+    ta, tb = type(a), type(b)
+    if ta is bool:
+        a, ta = int(a), int
+    if tb is bool:
+        b, tb = int(b), int
+    a_num = ta is int or ta is float
+    b_num = tb is int or tb is float
+    if a_num and b_num:
+        return a, b
+    if ta is str and tb is str:
+        if not a or not b:
+            return None
+        return a, b
+    if ta is str and b_num:
+        if not a:
+            return None
+        n = parse_number(a)
+        return _STR_ABOVE_NUMBER if n is None else (n, b)
+    if a_num and tb is str:
+        if not b:
+            return None
+        n = parse_number(b)
+        return _NUMBER_BELOW_STR if n is None else (a, n)
+    return None
+
+
+def _scalar_compare(op: Callable[[Any, Any], bool], a: Value, b: Value) -> bool | None:
+    pair = _comparable(a, b)
+    if pair is None:
+        return None
+    return bool(op(pair[0], pair[1]))
+
+
+def compare(op: Callable[[Any, Any], bool], a: Value, b: Value) -> bool | None:
+    """Compare two values; with arrays, TRUE if any element (pair) satisfies the operator."""
+    if type(a) is list or type(b) is list:
+        result: bool | None = None
+        for x in a if type(a) is list else (a,):
+            for y in b if type(b) is list else (b,):
+                r = _scalar_compare(op, x, y)
+                if r:
+                    return True
+                if r is False:
+                    result = False
+        return result
+    return _scalar_compare(op, a, b)
+
+
+COMPARISON_OPS: dict[str, Callable[[Any, Any], bool]] = {
+    "=": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def cmp_eq(a: Value, b: Value) -> bool | None:
+    return compare(operator.eq, a, b)
+
+
+def cmp_ne(a: Value, b: Value) -> bool | None:
+    return compare(operator.ne, a, b)
+
+
+def cmp_lt(a: Value, b: Value) -> bool | None:
+    return compare(operator.lt, a, b)
+
+
+def cmp_le(a: Value, b: Value) -> bool | None:
+    return compare(operator.le, a, b)
+
+
+def cmp_gt(a: Value, b: Value) -> bool | None:
+    return compare(operator.gt, a, b)
+
+
+def cmp_ge(a: Value, b: Value) -> bool | None:
+    return compare(operator.ge, a, b)
+
+
+COMPARE_FUNCS: dict[str, Callable[[Value, Value], bool | None]] = {
+    "=": cmp_eq,
+    "!=": cmp_ne,
+    "<": cmp_lt,
+    "<=": cmp_le,
+    ">": cmp_gt,
+    ">=": cmp_ge,
+}
+
+
+def between(x: Value, low: Value, high: Value) -> bool | None:
+    """Inclusive range test; an array matches if any element lies in the range."""
+    if type(x) is list:
+        result: bool | None = None
+        for e in x:
+            r = between(e, low, high) if type(e) is not list else None
+            if r:
+                return True
+            if r is False:
+                result = False
+        return result
+    lo = _scalar_compare(operator.ge, x, low)
+    if lo is not True:
+        return lo
+    return _scalar_compare(operator.le, x, high)
+
+
+def expand(items: Iterable[Value]) -> list[Value]:
+    """Flatten array-valued IN-list items into their elements."""
+    out: list[Value] = []
+    for item in items:
+        if type(item) is list:
+            out.extend(item)
+        else:
+            out.append(item)
+    return out
+
+
+def in_list(x: Value, items: Iterable[Value]) -> bool | None:
+    """``x IN (items)``: NULL on the left is NULL; NULL items never match."""
+    if is_null(x):
+        return None
+    candidates = expand(items)
+    for e in x if type(x) is list else (x,):
+        for item in candidates:
+            if _scalar_compare(operator.eq, e, item):
+                return True
+    return False
+
+
+def not3(v: bool | None) -> bool | None:
+    """NOT over a three-valued predicate result."""
+    return None if v is None else not v
+
+
+# --- text -------------------------------------------------------------------------------------
+
+
+def format_number(v: int | float) -> str:
+    """Numbers in string context: integers (also integral floats) print without ``.0``."""
+    if type(v) is int:
+        return str(v)
+    if v != v:
+        return "NaN"
+    if v in (math.inf, -math.inf):
+        return "Infinity" if v > 0 else "-Infinity"
+    if v.is_integer() and abs(v) < 1e16:
+        return str(int(v))
+    return repr(v)
+
+
+def to_text(v: Value) -> str | None:
+    """A scalar in string context, or None for NULL. Booleans read as ``true``/``false``."""
+    t = type(v)
+    if t is str:
+        return v or None
+    if t is bool:
+        return "true" if v else "false"
+    if t is int or t is float:
+        return format_number(v)
+    if t is list:
+        return to_text(v[0]) if v else None
+    return None
+
+
+def _text_test(x: Value, test: Callable[[str], bool]) -> bool | None:
+    if type(x) is list:
+        result: bool | None = None
+        for e in x:
+            r = _text_test(e, test) if type(e) is not list else None
+            if r:
+                return True
+            if r is False:
+                result = False
+        return result
+    s = to_text(x)
+    if s is None:
+        return None
+    return test(s)
+
+
+def like(x: Value, rx: Any) -> bool | None:
+    """Unanchored regex search; numbers are formatted first; a runaway match is NULL."""
+
+    def search(s: str) -> bool:
+        try:
+            return rx.search(s, timeout=REGEX_TIMEOUT_S) is not None
+        except TimeoutError:
+            return False
+
+    return _text_test(x, search)
+
+
+def begins_with(x: Value, prefixes: tuple[str, ...]) -> bool | None:
+    return _text_test(x, lambda s: s.startswith(prefixes))
+
+
+def ends_with(x: Value, suffixes: tuple[str, ...]) -> bool | None:
+    return _text_test(x, lambda s: s.endswith(suffixes))
+
+
+# --- arithmetic -------------------------------------------------------------------------------
+
+
+def to_number(v: Value) -> int | float | None:
+    """A value in arithmetic: NULL stays None, an unparseable string is NaN, arrays use their
+    first element, booleans are 1 and 0."""
+    t = type(v)
+    if t is int or t is float:
+        return v  # type: ignore[no-any-return]
+    if t is bool:
+        return int(v)
+    if t is str:
+        if not v:
+            return None
+        n = parse_number(v)
+        return NAN if n is None else n
+    if t is list:
+        return to_number(v[0]) if v else None
+    return None
+
+
+def _numeric_op(fn: Callable[[Any, Any], Any]) -> Callable[[Value, Value], Value]:
+    def op(a: Value, b: Value) -> Value:
+        x, y = to_number(a), to_number(b)
+        if x is None or y is None:
+            return None
+        try:
+            return fn(x, y)
+        except (OverflowError, ValueError):
+            return NAN
+
+    op.__name__ = fn.__name__
+    return op
+
+
+def _div(x: int | float, y: int | float) -> int | float | None:
+    if x != x or y != y:
+        return NAN
+    if y == 0:
+        return None
+    if type(x) is int and type(y) is int:
+        q = abs(x) // abs(y)
+        return q if (x < 0) == (y < 0) else -q
+    return x / y
+
+
+def _mod(x: int | float, y: int | float) -> int | float | None:
+    if x != x or y != y:
+        return NAN
+    if y == 0:
+        return None
+    if type(x) is int and type(y) is int:
+        r = abs(x) % abs(y)
+        return -r if x < 0 else r
+    return math.fmod(x, y)
+
+
+add = _numeric_op(operator.add)
+sub = _numeric_op(operator.sub)
+mul = _numeric_op(operator.mul)
+div = _numeric_op(_div)
+mod = _numeric_op(_mod)
+
+
+def neg(v: Value) -> Value:
+    x = to_number(v)
+    return None if x is None else -x
+
+
+def pos(v: Value) -> Value:
+    return to_number(v)
+
+
+ARITHMETIC_FUNCS: dict[str, Callable[[Value, Value], Value]] = {
+    "+": add,
+    "-": sub,
+    "*": mul,
+    "/": div,
+    "%": mod,
+}
+
+
+def is_nan(v: Value) -> bool:
+    """IS NAN: a NaN number (from arithmetic or NAN_VALUE()); arrays test every element."""
+    if type(v) is list:
+        return any(is_nan(e) for e in v)
+    return type(v) is float and v != v
+
+
+# --- ordering ---------------------------------------------------------------------------------
+
+
+def order_key(v: Value) -> tuple[int, Any]:
+    """A total order for sorting: NULL, NaN, numbers, then strings (bytewise).
+
+    The comparison operators are not a total order (a numeric string equals a number but sorts
+    among strings), so ``order_by``, MIN/MAX and ARRAY_MIN/MAX use this one instead.
+    """
+    t = type(v)
+    if t is list:
+        return order_key(v[0]) if v else (0, 0)
+    if t is bool:
+        return (2, int(v))
+    if t is int or t is float:
+        return (1, 0) if v != v else (2, v)
+    if t is str and v:
+        return (3, v)
+    return (0, 0)
