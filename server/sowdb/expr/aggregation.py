@@ -249,7 +249,10 @@ class Aggregation:
             if out is None:
                 if not isinstance(node, n.Path):
                     raise ExpressionError(
-                        "a computed projection item needs AS /field", column=node.pos + 1, token=source, field="projection"
+                        "a computed projection item needs AS /field",
+                        column=node.pos + 1,
+                        token=source,
+                        field="projection",
                     )
                 out = node.steps
             if any(type(s) is int for s in out):
@@ -295,7 +298,5 @@ def parse_aggregation(grouping: Sequence[str] | str, projection: Sequence[str] |
     """Compile a grouping + projection pair (both required together, Q-8)."""
     if not grouping or not projection:
         missing = "projection" if grouping else "grouping"
-        raise ExpressionError(
-            "grouping and projection must be given together", column=1, token="", field=missing
-        )
+        raise ExpressionError("grouping and projection must be given together", column=1, token="", field=missing)
     return Aggregation(grouping, projection)

@@ -318,10 +318,14 @@ def _conjuncts(root: n.Node) -> tuple[Conjunct, ...]:
             path, lit = (p.left, p.right) if isinstance(p.left, n.Path) else (p.right, p.left)
             if isinstance(path, n.Path) and isinstance(lit, n.Literal) and not v.is_null(lit.value):
                 out.append(Conjunct(path.steps, path.text, (lit.value,)))
-        elif isinstance(p, n.In) and not p.negated and isinstance(p.operand, n.Path):
-            if all(isinstance(i, n.Literal) for i in p.items):
-                vals = tuple(i.value for i in p.items if not v.is_null(i.value))  # type: ignore[attr-defined]
-                out.append(Conjunct(p.operand.steps, p.operand.text, vals))
+        elif (
+            isinstance(p, n.In)
+            and not p.negated
+            and isinstance(p.operand, n.Path)
+            and all(isinstance(i, n.Literal) for i in p.items)
+        ):
+            vals = tuple(i.value for i in p.items if not v.is_null(i.value))  # type: ignore[attr-defined]
+            out.append(Conjunct(p.operand.steps, p.operand.text, vals))
     return tuple(out)
 
 

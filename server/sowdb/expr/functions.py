@@ -61,7 +61,7 @@ def _num_fn(fn: Callable[..., Value]) -> Callable[..., Value]:
         nums = [to_number(a) for a in args]
         if any(n is None for n in nums):
             return None
-        if any(n != n for n in nums):  # type: ignore[comparison-overlap]
+        if any(n != n for n in nums):
             return NAN
         try:
             return fn(*nums)
@@ -181,7 +181,8 @@ def _round(x: int | float, places: int | float = 0) -> int | float:
         q = Decimal(repr(x)).quantize(Decimal(1).scaleb(-p), rounding=ROUND_HALF_UP)
     except InvalidOperation:
         return x
-    return int(q) if p <= 0 and type(x) is int else float(q)
+    result: int | float = int(q) if p <= 0 and type(x) is int else float(q)
+    return result
 
 
 def _sign(x: int | float) -> int:
@@ -190,7 +191,7 @@ def _sign(x: int | float) -> int:
 
 def _power(x: int | float, y: int | float) -> int | float:
     if type(x) is int and type(y) is int and 0 <= y <= 64 and abs(x) < 2**32:
-        r = x**y
+        r: int = x**y
         if -(2**63) <= r < 2**63:
             return r
     return math.pow(x, y)
@@ -366,9 +367,7 @@ FUNCTIONS: dict[str, Function] = {
     ]
 }
 
-AGGREGATES = frozenset(
-    ["COUNT", "COUNT_DISTINCT", "SUM", "AVG", "MIN", "MAX", "STDDEV_POP", "STDDEV_SAMP"]
-)
+AGGREGATES = frozenset(["COUNT", "COUNT_DISTINCT", "SUM", "AVG", "MIN", "MAX", "STDDEV_POP", "STDDEV_SAMP"])
 
 
 def scalar(v: Value) -> Value:

@@ -7,9 +7,8 @@ division where an operator is expected, so ``/a/b`` is a path, ``/a / /b`` and `
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import re
+from typing import NamedTuple
 
 from sowdb.errors import ExpressionError
 
@@ -91,7 +90,7 @@ def tokenize(text: str) -> list[Token]:
             if c == "[":
                 raise ExpressionError("unterminated or empty [/field name]", column=i + 1, token=text[i : i + 20])
             raise ExpressionError("unexpected character", column=i + 1, token=c)
-        kind = m.lastgroup
+        kind = m.lastgroup or "end"
         if kind == "end":
             break
         i, end = m.span(kind)

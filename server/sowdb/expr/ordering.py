@@ -25,7 +25,7 @@ class _Descending:
         self.key = key
 
     def __lt__(self, other: _Descending) -> bool:
-        return other.key < self.key  # type: ignore[no-any-return]
+        return other.key < self.key
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Descending) and other.key == self.key

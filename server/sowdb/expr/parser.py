@@ -210,7 +210,7 @@ class Parser:
             operand = self.unary()
             self.nesting -= 1
             if tok.key == "-" and type(operand) is n.Literal and type(operand.value) in (int, float):
-                return n.Literal(tok.pos, -operand.value)  # type: ignore[operator]
+                return n.Literal(tok.pos, -operand.value)
             return self.checked(n.Unary(tok.pos, tok.key, operand), tok)
         return self.primary()
 
@@ -283,7 +283,7 @@ class Parser:
             # like LIKE, a literal pattern reaches the regex engine as written
             pattern = args[1]
             try:
-                compile_regex(pattern.written)  # type: ignore[arg-type]
+                compile_regex(pattern.written)
             except ValueError as exc:
                 raise ExpressionError(
                     f"invalid REGEXP_REPLACE pattern ({exc})", column=pattern.pos + 1, token=pattern.written or ""

@@ -15,7 +15,7 @@ from sowdb.expr.compiler import get_path
 from sowdb.expr.functions import FUNCTIONS, call, compile_regex
 
 
-def evaluate(node: n.Node, m: dict[str, Any], ctx: Any = None) -> Any:  # noqa: C901, PLR0911, PLR0912
+def evaluate(node: n.Node, m: dict[str, Any], ctx: Any = None) -> Any:
     """The value of ``node`` for message ``m``."""
     if isinstance(node, n.Literal):
         return node.value

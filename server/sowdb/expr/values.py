@@ -244,7 +244,7 @@ def format_number(v: int | float) -> str:
         return "NaN"
     if v in (math.inf, -math.inf):
         return "Infinity" if v > 0 else "-Infinity"
-    if v.is_integer() and abs(v) < 1e16:
+    if float(v).is_integer() and abs(v) < 1e16:
         return str(int(v))
     return repr(v)
 
