@@ -110,7 +110,7 @@ def test_fuzz_arbitrary_text_only_raises_expression_error(text: str) -> None:
             fn(text)
     with contextlib.suppress(ExpressionError):
         parse_aggregation(text, text)
-    assert time.perf_counter() - start < 1.0
+    assert time.perf_counter() - start < 5.0  # a hang detector; the machine is shared and noisy
 
 
 TOKENS = [
