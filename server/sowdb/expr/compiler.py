@@ -15,7 +15,6 @@ million records a second (``tools/bench/bench_expr.py``).
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,14 +28,6 @@ Fn = Callable[[Any, Any], Any]
 """A compiled node: ``(message, ctx) -> value``."""
 
 _NUM = (int, float)
-_PYOPS: dict[str, Callable[[Any, Any], bool]] = {
-    "=": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-}
 
 
 def get_path(m: Any, steps: tuple[str | int, ...]) -> Any:
@@ -154,7 +145,7 @@ class _Compiler:
             k = right.value
             if v.is_null(k):
                 return lambda m, ctx: None
-            fast = _PYOPS[op]
+            fast = v.COMPARISON_OPS[op]
             single = isinstance(left, n.Path) and len(left.steps) == 1 and type(left.steps[0]) is str
             a = self.value(left)
             if _plain_number(k):

@@ -305,18 +305,14 @@ def _strptime(s: Value, fmt: Value) -> Value:
         return None
 
 
-def _text1(fn: Callable[[str], Value]) -> Callable[[Value], Value]:
-    return _text_fn(fn)
-
-
 FUNCTIONS: dict[str, Function] = {
     f.name: f
     for f in [
         # string
         Function("CONCAT", _concat, 1, None),
-        Function("UPPER", _text1(lambda s: s.upper()), 1, 1),
-        Function("LOWER", _text1(lambda s: s.lower()), 1, 1),
-        Function("LENGTH", _text1(len), 1, 1),
+        Function("UPPER", _text_fn(lambda s: s.upper()), 1, 1),
+        Function("LOWER", _text_fn(lambda s: s.lower()), 1, 1),
+        Function("LENGTH", _text_fn(len), 1, 1),
         Function("INSTR", _text_fn(_instr), 2, 2),
         Function("INSTR_I", _text_fn(_instr_i), 2, 2),
         Function("STREQUAL_I", _text_fn(_strequal_i), 2, 2),
@@ -328,7 +324,7 @@ FUNCTIONS: dict[str, Function] = {
         Function("TRIM", _trimmer("strip"), 1, 2),
         Function("LTRIM", _trimmer("lstrip"), 1, 2),
         Function("RTRIM", _trimmer("rstrip"), 1, 2),
-        Function("REVERSE", _text1(lambda s: s[::-1]), 1, 1),
+        Function("REVERSE", _text_fn(lambda s: s[::-1]), 1, 1),
         # numeric
         Function("ABS", _num_fn(abs), 1, 1),
         Function("CEILING", _num_fn(_ceil), 1, 1),

@@ -54,11 +54,6 @@ def is_null(v: Value) -> bool:
     return v is None or t is dict
 
 
-def is_number(v: Value) -> bool:
-    t = type(v)
-    return t is int or t is float
-
-
 def truthy(v: Value) -> bool:
     """TRUE, or a non-zero (non-NaN) number: the values that make a filter match."""
     if v is True:
