@@ -40,6 +40,7 @@ def compile_expression(text: str) -> CompiledExpression:
 
 
 __all__ = [
+    "FILTER_CACHE_SIZE",
     "Aggregation",
     "CompiledExpression",
     "CompiledFilter",

@@ -1,0 +1,87 @@
+"""What callers of the engine rely on: the cache, paths, conjuncts, flags, and the parsers for
+order_by, select and grouping/projection."""
+
+from __future__ import annotations
+
+from sowdb.expr import (
+    FILTER_CACHE_SIZE,
+    compile_filter,
+    parse_aggregation,
+    parse_order_by,
+    parse_select,
+)
+from sowdb.expr.compiler import Conjunct
+
+
+def test_compiled_filters_are_cached_by_text_and_bounded() -> None:
+    a = compile_filter("/cache_probe = 1")
+    assert compile_filter("/cache_probe = 1") is a
+    assert compile_filter.cache_info().maxsize == FILTER_CACHE_SIZE
+
+
+def test_paths_and_index_conjuncts() -> None:
+    f = compile_filter("/symbol = 'SYM42' AND /venue IN ('V1', 'V2', NULL) AND /price > 5 AND /a/b[0] = 1")
+    assert set(f.paths) == {"/symbol", "/venue", "/price", "/a/b[0]"}
+    assert f.conjuncts == (
+        Conjunct(("symbol",), "/symbol", ("SYM42",)),
+        Conjunct(("venue",), "/venue", ("V1", "V2")),
+        Conjunct(("a", "b", 0), "/a/b[0]", (1,)),
+    )
+    assert compile_filter("'x' = /k").conjuncts == (Conjunct(("k",), "/k", ("x",)),)
+    # an OR or a NOT IN at the top cannot be served by an index
+    assert compile_filter("/a = 1 OR /b = 2").conjuncts == ()
+    assert compile_filter("/a NOT IN (1, 2)").conjuncts == ()
+
+
+def test_nondeterministic_functions_are_flagged() -> None:
+    assert compile_filter("UNIX_TIMESTAMP() - /ts > 60").nondeterministic
+    assert not compile_filter("/ts > 60").nondeterministic
+
+
+def test_order_by_sorts_nulls_first_numbers_before_strings_and_desc() -> None:
+    rows = [{"p": "b"}, {"p": 2}, {}, {"p": 10}, {"p": "a"}, {"p": 2.5}]
+    asc = parse_order_by("/p")
+    assert [r.get("p") for r in sorted(rows, key=asc.key)] == [None, 2, 2.5, 10, "a", "b"]
+    desc = parse_order_by("/p DESC")
+    assert [r.get("p") for r in sorted(rows, key=desc.key)] == ["b", "a", 10, 2.5, 2, None]
+    two = parse_order_by("/g ASC, /p DESC")
+    data = [{"g": 1, "p": 1}, {"g": 0, "p": 1}, {"g": 1, "p": 3}]
+    assert sorted(data, key=two.key) == [{"g": 0, "p": 1}, {"g": 1, "p": 3}, {"g": 1, "p": 1}]
+
+
+def test_select_includes_and_excludes_without_touching_the_record() -> None:
+    record = {"a": 1, "b": {"c": 2, "d": 3}, "e": 4}
+    assert parse_select("[-/,+/a,+/b/c]").apply(record) == {"a": 1, "b": {"c": 2}}
+    assert parse_select("[-/e, -/b/d]").apply(record) == {"a": 1, "b": {"c": 2}}
+    assert parse_select("+/missing").apply(record) == record
+    assert record == {"a": 1, "b": {"c": 2, "d": 3}, "e": 4}
+
+
+def test_aggregation_matches_filters_md_and_retracts_correctly() -> None:
+    agg = parse_aggregation(
+        "[/oid]",
+        "[/oid, SUM(/qty) AS /total, COUNT(/qty) AS /n, AVG(/qty) AS /avg, MIN(/qty) AS /lo, "
+        "MAX(/qty) AS /hi, COUNT_DISTINCT(/qty) AS /kinds, STDDEV_POP(/qty) AS /sd, /note AS /last/note]",
+    )
+    rows = [{"oid": 1, "qty": 10, "note": "x"}, {"oid": 1, "qty": 10}, {"oid": 1, "qty": 25, "note": "z"}]
+    [result] = agg.run([(r, None) for r in rows])
+    assert result["oid"] == 1 and result["total"] == 45 and result["n"] == 3
+    assert (result["lo"], result["hi"], result["kinds"], result["avg"]) == (10, 25, 2, 15.0)
+    assert abs(result["sd"] - 7.0710678) < 1e-6
+    assert result["last"] == {"note": "z"}
+    # views retract old contributions: MIN/MAX stay right under deletes
+    group = agg.new_group()
+    for r in rows:
+        group.add(r)
+    group.remove(rows[2])
+    out = group.result()
+    assert (out["total"], out["hi"], out["n"]) == (20, 10, 2)
+    group.remove(rows[0])
+    group.remove(rows[1])
+    assert group.members == 0 and group.result()["n"] == 0 and "total" not in group.result()
+
+
+def test_grouping_by_several_fields_and_null_groups() -> None:
+    agg = parse_aggregation(["/a", "/b"], ["/a", "/b", "COUNT(/x) AS /n"])
+    out = agg.run([({"a": 1, "b": "x", "x": 1}, None), ({"a": 1, "b": "x", "x": 2}, None), ({"x": 3}, None)])
+    assert out == [{"a": 1, "b": "x", "n": 2}, {"n": 1}]
