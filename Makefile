@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup test lint typecheck unit bench-expr clean
+.PHONY: setup run test lint typecheck unit generate check-generated bench bench-expr clean
 
 setup: $(STAMP)
 
@@ -14,12 +14,22 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-build-isolation -e '.[dev]'
 	touch $(STAMP)
 
-## The whole suite: lint, types, tests. This is what CI runs.
+## Start the server on its embedded default: built-in demo config, 127.0.0.1:9007, data in ./data.
+run: setup
+	$(BIN)/sowd
+
+## The whole suite: lint (ruff, buf, generated code), types, tests. This is what CI runs.
 test: lint typecheck unit
 
 lint: setup
-	$(BIN)/ruff check server tests tools
-	$(BIN)/ruff format --check server tests tools
+	$(BIN)/ruff check server clients tests tools
+	$(BIN)/ruff format --check server clients tests tools
+	$(BIN)/buf lint
+	$(BIN)/python tools/codegen/generate.py --check
+
+## Regenerate the Python API package (clients/python/sowdb_api) from proto/.
+generate: setup
+	$(BIN)/python tools/codegen/generate.py
 
 typecheck: setup
 	$(BIN)/mypy

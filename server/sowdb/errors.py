@@ -40,3 +40,50 @@ class ExpressionError(InvalidArgument):
     def for_field(self, field: str) -> ExpressionError:
         """Return the same error attributed to a request field (the parser does not know it)."""
         return ExpressionError(self.reason, column=self.column, token=self.token, field=field)
+
+
+class NotFound(SowdbError):
+    """The request names something that does not exist (an unknown sub_id)."""
+
+
+class FailedPrecondition(SowdbError):
+    """The request is well formed but the topic cannot serve it (sow on a non-SOW topic,
+    publish to a view)."""
+
+
+class OutOfRange(SowdbError):
+    """A bookmark outside the retained history or journal.
+
+    Attributes:
+        oldest_bookmark: the oldest bookmark still available, for the client to retry from.
+    """
+
+    def __init__(self, message: str, *, oldest_bookmark: int, field: str | None = None) -> None:
+        super().__init__(message, field=field)
+        self.oldest_bookmark = oldest_bookmark
+
+
+class ResourceExhausted(SowdbError):
+    """A limit was passed (document size, a slow consumer's queue)."""
+
+
+class Unimplemented(SowdbError):
+    """A part of the API that this version does not provide yet."""
+
+
+class PublishError(SowdbError):
+    """A publish batch was refused because of one of its messages.
+
+    Wraps the error of that message and names it, so that the client knows which of its
+    messages to fix; nothing of the batch was stored (K-3).
+
+    Attributes:
+        index: 0-based index of the message in the request.
+        cause: the error of that message.
+    """
+
+    def __init__(self, index: int, cause: SowdbError) -> None:
+        sub = cause.field or "data"
+        super().__init__(f"message {index}: {cause.message}", field=f"messages[{index}].{sub}")
+        self.index = index
+        self.cause = cause

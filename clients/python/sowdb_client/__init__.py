@@ -1,0 +1,36 @@
+"""The sowdb Python SDK: sync (:class:`Client`) and asyncio (:class:`AsyncClient`) clients."""
+
+from sowdb_client.aio import AsyncClient, AsyncSowResult
+from sowdb_client.client import Client, SowResult
+from sowdb_client.errors import (
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+    OutOfRangeError,
+    PublishError,
+    ResourceExhaustedError,
+    SowdbError,
+    UnavailableError,
+    UnimplementedError,
+)
+from sowdb_client.types import DEFAULT_BATCH_SIZE, Message, PublishAck, Record
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "AsyncClient",
+    "AsyncSowResult",
+    "Client",
+    "FailedPreconditionError",
+    "InvalidArgumentError",
+    "Message",
+    "NotFoundError",
+    "OutOfRangeError",
+    "PublishAck",
+    "PublishError",
+    "Record",
+    "ResourceExhaustedError",
+    "SowResult",
+    "SowdbError",
+    "UnavailableError",
+    "UnimplementedError",
+]

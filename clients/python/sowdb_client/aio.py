@@ -1,0 +1,182 @@
+"""The asyncio client: the same calls as :class:`sowdb_client.Client`, awaitable."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from sowdb_api.v1 import sow_pb2 as pb
+from sowdb_api.v1 import sow_pb2_grpc
+from sowdb_client.client import SERVICE, _publish_error
+from sowdb_client.errors import SowdbError, from_rpc_error
+from sowdb_client.types import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_PUBLISH_BATCH,
+    DEFAULT_TARGET,
+    PublishAck,
+    PublishItem,
+    Record,
+    channel_options,
+    publish_requests,
+    sow_delete_request,
+    sow_request,
+)
+
+
+class AsyncSowResult:
+    """The result of an asyncio ``sow`` query: ``async for`` it for the records."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self.group_begin: pb.GroupBegin | None = None
+        self.group_end: pb.GroupEnd | None = None
+
+    async def events(self) -> AsyncIterator[pb.SowResponse]:
+        """Every response of the stream: group_begin, record batches, group_end."""
+        try:
+            async for resp in self._call:
+                kind = resp.WhichOneof("event")
+                if kind == "group_begin":
+                    self.group_begin = resp.group_begin
+                elif kind == "group_end":
+                    self.group_end = resp.group_end
+                yield resp
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+
+    async def __aiter__(self) -> AsyncIterator[Record]:
+        from_pb = Record.from_pb
+        async for resp in self.events():
+            if resp.WhichOneof("event") == "records":
+                for r in resp.records.records:
+                    yield from_pb(r)
+
+    async def records(self) -> list[Record]:
+        """Every record of the result, as a list."""
+        return [r async for r in self]
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+
+class AsyncClient:
+    """An asyncio connection to a sowdb server; use ``async with AsyncClient(target) as c``."""
+
+    def __init__(self, target: str = DEFAULT_TARGET, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+        self.target = target
+        self._channel = grpc.aio.insecure_channel(target, options=channel_options(max_message_bytes))
+        self._stub = sow_pb2_grpc.SowServiceStub(self._channel)
+        self._health: Any = health_pb2_grpc.HealthStub(self._channel)  # its stubs omit Check
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def ping(self, *, timeout: float = 5.0) -> float:
+        """Round-trip time in seconds of a health check."""
+        start = time.perf_counter()
+        try:
+            resp = await self._health.Check(health_pb2.HealthCheckRequest(service=SERVICE), timeout=timeout)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+        if resp.status != health_pb2.HealthCheckResponse.SERVING:
+            raise SowdbError(grpc.StatusCode.UNAVAILABLE, "server is not serving")
+        return time.perf_counter() - start
+
+    async def publish(
+        self,
+        topic: str,
+        messages: Iterable[PublishItem],
+        *,
+        delta: bool = False,
+        batch_size: int = DEFAULT_PUBLISH_BATCH,
+        timeout: float | None = None,
+    ) -> PublishAck:
+        """Publish in atomic batches; see :meth:`sowdb_client.Client.publish`."""
+        sizes: list[int] = []
+        call = self._stub.Publish(
+            publish_requests(topic, messages, delta=delta, batch_size=batch_size, sizes=sizes), timeout=timeout
+        )
+        first = last = count = i = 0
+        try:
+            async for resp in call:
+                if resp.HasField("error"):
+                    call.cancel()
+                    raise _publish_error(resp, offset=sum(sizes[:i]))
+                first = first or resp.first_bookmark
+                last = resp.last_bookmark
+                count += sizes[i]
+                i += 1
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+        return PublishAck(count, first, last)
+
+    def sow(
+        self,
+        topic: str,
+        *,
+        filter: str = "",
+        order_by: str = "",
+        top_n: int | None = None,
+        skip_n: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        sow_keys: Sequence[str] = (),
+        query_id: str = "",
+        bookmark: str = "",
+        grouping: Sequence[str] = (),
+        projection: Sequence[str] = (),
+        select: str = "",
+        timeout: float | None = None,
+    ) -> AsyncSowResult:
+        """Query the state of a topic; ``async for`` the result."""
+        req = sow_request(
+            topic,
+            filter=filter,
+            order_by=order_by,
+            top_n=top_n,
+            skip_n=skip_n,
+            batch_size=batch_size,
+            sow_keys=sow_keys,
+            query_id=query_id,
+            bookmark=bookmark,
+            grouping=grouping,
+            projection=projection,
+            select=select,
+        )
+        return AsyncSowResult(self._stub.Sow(req, timeout=timeout))
+
+    async def sow_delete(
+        self,
+        topic: str,
+        *,
+        filter: str = "",
+        sow_keys: Sequence[str] = (),
+        data: bytes | str | Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> int:
+        """Delete by exactly one of filter, SowKeys or data; returns the number deleted."""
+        try:
+            resp = await self._stub.SowDelete(
+                sow_delete_request(topic, filter=filter, sow_keys=sow_keys, data=data), timeout=timeout
+            )
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+        return resp.deleted_count
+
+    async def list_topics(self, *, timeout: float | None = None) -> list[pb.TopicInfo]:
+        """The configured topics."""
+        try:
+            resp = await self._stub.ListTopics(pb.ListTopicsRequest(), timeout=timeout)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+        return list(resp.topics)

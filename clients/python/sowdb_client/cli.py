@@ -1,0 +1,212 @@
+"""``sow``: the command-line client, after AMPS's ``spark`` (SPEC §7).
+
+    sow ping       -server HOST:PORT
+    sow publish    -topic T [-file F] [-delta] [-rate N] [-batchsize N] [-sowkey K]
+    sow sow        -topic T [-filter F] [-orderby O] [-topn N] [-skipn N] [-batchsize N]
+                   [-bookmark B] [-sowkeys K,...] [-queryid Q] [-grouping G -projection P]
+                   [-select S] [-format data|full]
+    sow sow_delete -topic T (-filter F | -sowkeys K,... | -data JSON)
+
+Flags take one dash (``-topic``) like spark, or two. Records print as one JSON document a
+line; ``-format full`` prints one JSON object a line with the frame's command and metadata.
+Errors print one line on stderr and exit non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from typing import IO, Any
+
+from sowdb_api.v1 import sow_pb2 as pb
+from sowdb_client.client import Client
+from sowdb_client.errors import PublishError, SowdbError
+from sowdb_client.types import DEFAULT_TARGET, Message, Record
+
+
+def _flag(p: argparse.ArgumentParser, name: str, **kw: Any) -> None:
+    p.add_argument(f"-{name}", f"--{name}", **kw)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sow", description="sowdb command-line client", allow_abbrev=False)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help, allow_abbrev=False)
+        _flag(
+            p, "server", default=DEFAULT_TARGET, metavar="HOST:PORT", help=f"server address (default {DEFAULT_TARGET})"
+        )
+        return p
+
+    command("ping", "check that the server answers")
+
+    p = command("publish", "publish JSON documents, one a line, from a file or stdin")
+    _flag(p, "topic", required=True)
+    _flag(p, "file", help="read from this file instead of stdin")
+    _flag(p, "delta", action="store_true", help="merge into existing records (delta publish)")
+    _flag(p, "rate", type=float, help="messages per second (default: as fast as possible)")
+    _flag(p, "batchsize", type=int, default=100, help="messages per atomic request (default 100)")
+    _flag(p, "sowkey", help="SowKey for a single message to a topic whose publishers supply keys")
+
+    p = command("sow", "query the state of a topic")
+    _flag(p, "topic", required=True, help="topic name or regular expression")
+    _flag(p, "filter", default="")
+    _flag(p, "orderby", default="", help="e.g. '/price DESC, /orderId'")
+    _flag(p, "topn", type=int)
+    _flag(p, "skipn", type=int)
+    _flag(p, "batchsize", type=int, default=10, help="records per response, 1..10000 (default 10)")
+    _flag(p, "bookmark", default="")
+    _flag(p, "sowkeys", default="", help="comma-separated SowKeys")
+    _flag(p, "queryid", default="")
+    _flag(p, "grouping", action="append", default=[], help="grouping expression (repeatable)")
+    _flag(p, "projection", action="append", default=[], help="projection expression (repeatable)")
+    _flag(p, "select", default="", help="e.g. '[-/,+/orderId,+/price]'")
+    _flag(p, "format", choices=["data", "full"], default="data")
+
+    p = command("sow_delete", "delete records by filter, SowKeys or data; prints the count")
+    _flag(p, "topic", required=True)
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("-filter", "--filter")
+    group.add_argument("-sowkeys", "--sowkeys", help="comma-separated SowKeys")
+    group.add_argument("-data", "--data", help="a JSON document whose key fields name the record")
+    return parser
+
+
+def _lines(stream: IO[str]) -> Iterator[str]:
+    for line in stream:
+        line = line.strip()
+        if line:
+            yield line
+
+
+def _paced(items: Iterator[str], rate: float | None) -> Iterator[str]:
+    if not rate:
+        yield from items
+        return
+    start = time.perf_counter()
+    for i, item in enumerate(items):
+        delay = start + i / rate - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        yield item
+
+
+def _publish(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
+    stream = open(a.file, encoding="utf-8") if a.file else sys.stdin  # noqa: SIM115 (closed below)
+    start = time.perf_counter()
+    try:
+        lines = _paced(_lines(stream), a.rate)
+        if a.sowkey:
+            items: list[Message] = [Message(line, sow_key=a.sowkey) for line in lines]
+            if len(items) != 1:
+                raise SystemExit("sow: -sowkey publishes exactly one message; the input has " + str(len(items)))
+            ack = c.publish(a.topic, items, delta=a.delta, batch_size=a.batchsize)
+        else:
+            ack = c.publish(a.topic, lines, delta=a.delta, batch_size=a.batchsize)
+    finally:
+        if a.file:
+            stream.close()
+    took = time.perf_counter() - start
+    rate = f", {ack.count / took:,.0f} msg/s" if took > 0 and ack.count else ""
+    bookmarks = f" (bookmarks {ack.first_bookmark}..{ack.last_bookmark})" if ack.count else ""
+    print(f"published {ack.count} messages to {a.topic}{bookmarks} in {took:.2f}s{rate}", file=out)
+    return 0
+
+
+def _full(command: str, **fields: Any) -> str:
+    return json.dumps({"command": command, **fields}, separators=(",", ":"), ensure_ascii=False)
+
+
+def _record_line(rec: Record, fmt: str, command: str) -> str:
+    if fmt == "data":
+        return rec.data.decode()
+    return _full(
+        command,
+        topic=rec.topic,
+        sow_key=rec.sow_key,
+        bookmark=rec.bookmark,
+        timestamp=rec.timestamp.isoformat().replace("+00:00", "Z"),
+        data=rec.json(),
+    )
+
+
+def _sow(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
+    result = c.sow(
+        a.topic,
+        filter=a.filter,
+        order_by=a.orderby,
+        top_n=a.topn,
+        skip_n=a.skipn,
+        batch_size=a.batchsize,
+        sow_keys=[k for k in a.sowkeys.split(",") if k],
+        query_id=a.queryid,
+        bookmark=a.bookmark,
+        grouping=a.grouping,
+        projection=a.projection,
+        select=a.select,
+    )
+    for resp in result.events():
+        kind = resp.WhichOneof("event")
+        if kind == "records":
+            for r in resp.records.records:
+                print(_record_line(Record.from_pb(r), a.format, "sow"), file=out)
+        elif a.format == "full" and kind == "group_begin":
+            gb = resp.group_begin
+            print(_full("group_begin", query_id=gb.query_id, bookmark=gb.bookmark), file=out)
+        elif a.format == "full" and kind == "group_end":
+            print(_full("group_end", **_group_end(resp.group_end)), file=out)
+    return 0
+
+
+def _group_end(ge: pb.GroupEnd) -> dict[str, Any]:
+    return {
+        "query_id": ge.query_id,
+        "records_returned": ge.records_returned,
+        "records_matched": ge.records_matched,
+        "records_scanned": ge.records_scanned,
+    }
+
+
+def _sow_delete(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
+    keys = [k for k in (a.sowkeys or "").split(",") if k]
+    count = c.sow_delete(a.topic, filter=a.filter or "", sow_keys=keys, data=a.data)
+    print(count, file=out)
+    return 0
+
+
+def _describe(exc: SowdbError) -> str:
+    parts = [f"{exc.code.name}: {exc.message}"]
+    if isinstance(exc, PublishError) and exc.message_index is not None:
+        parts.append(f"(input message {exc.message_index + 1})")
+    elif exc.field:
+        parts.append(f"(field {exc.field})")
+    return " ".join(parts)
+
+
+def main(argv: Sequence[str] | None = None, *, out: IO[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    stdout = out or sys.stdout
+    try:
+        with Client(args.server) as c:
+            if args.command == "ping":
+                took = c.ping()
+                print(f"pong from {args.server} in {took * 1000:.1f} ms", file=stdout)
+                return 0
+            handlers = {"publish": _publish, "sow": _sow, "sow_delete": _sow_delete}
+            return handlers[args.command](c, args, stdout)
+    except SowdbError as exc:
+        print(f"sow: {_describe(exc)}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"sow: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""The synchronous client."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from sowdb_api.v1 import sow_pb2 as pb
+from sowdb_api.v1 import sow_pb2_grpc
+from sowdb_client.errors import PublishError, SowdbError, from_rpc_error, from_status
+from sowdb_client.types import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_PUBLISH_BATCH,
+    DEFAULT_TARGET,
+    PublishAck,
+    PublishItem,
+    Record,
+    channel_options,
+    publish_requests,
+    sow_delete_request,
+    sow_request,
+)
+
+SERVICE = "sowdb.v1.SowService"
+
+
+class SowResult:
+    """The result of a ``sow`` query: iterate it for the records.
+
+    ``group_begin`` and ``group_end`` (with the counts) are set as the frames arrive;
+    :meth:`events` gives the raw frames instead of records.
+    """
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self.group_begin: pb.GroupBegin | None = None
+        self.group_end: pb.GroupEnd | None = None
+
+    def events(self) -> Iterator[pb.SowResponse]:
+        """Every response of the stream: group_begin, record batches, group_end."""
+        try:
+            for resp in self._call:
+                kind = resp.WhichOneof("event")
+                if kind == "group_begin":
+                    self.group_begin = resp.group_begin
+                elif kind == "group_end":
+                    self.group_end = resp.group_end
+                yield resp
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+
+    def __iter__(self) -> Iterator[Record]:
+        from_pb = Record.from_pb
+        for resp in self.events():
+            if resp.WhichOneof("event") == "records":
+                for r in resp.records.records:
+                    yield from_pb(r)
+
+    def cancel(self) -> None:
+        """Stop receiving (the server stops sending)."""
+        self._call.cancel()
+
+
+class Client:
+    """A connection to a sowdb server.
+
+    Usage::
+
+        with Client("127.0.0.1:9007") as c:
+            c.publish("orders", [{"orderId": 1, "symbol": "SYM1"}])
+            for rec in c.sow("orders", filter="/symbol = 'SYM1'"):
+                print(rec.json())
+    """
+
+    def __init__(self, target: str = DEFAULT_TARGET, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+        self.target = target
+        self._channel = grpc.insecure_channel(target, options=channel_options(max_message_bytes))
+        self._stub = sow_pb2_grpc.SowServiceStub(self._channel)
+        self._health: Any = health_pb2_grpc.HealthStub(self._channel)  # its stubs omit Check
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def ping(self, *, timeout: float = 5.0) -> float:
+        """Round-trip time in seconds of a health check.
+
+        Raises:
+            SowdbError: the server is unreachable or not serving.
+        """
+        start = time.perf_counter()
+        try:
+            resp = self._health.Check(health_pb2.HealthCheckRequest(service=SERVICE), timeout=timeout)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+        if resp.status != health_pb2.HealthCheckResponse.SERVING:
+            raise SowdbError(grpc.StatusCode.UNAVAILABLE, "server is not serving")
+        return time.perf_counter() - start
+
+    def publish(
+        self,
+        topic: str,
+        messages: Iterable[PublishItem],
+        *,
+        delta: bool = False,
+        batch_size: int = DEFAULT_PUBLISH_BATCH,
+        timeout: float | None = None,
+    ) -> PublishAck:
+        """Publish messages in atomic batches of ``batch_size`` over one stream.
+
+        Messages are JSON bytes or str, mappings (encoded here), or :class:`Message` for a
+        SowKey or expiration. Returns once every batch is acknowledged.
+
+        Raises:
+            PublishError: a batch was refused (that batch and later ones are not stored; earlier
+                batches are). ``message_index`` counts from the first message of this call.
+            SowdbError: the call failed.
+        """
+        sizes: list[int] = []
+        call = self._stub.Publish(
+            publish_requests(topic, messages, delta=delta, batch_size=batch_size, sizes=sizes), timeout=timeout
+        )
+        first = last = count = 0
+        try:
+            for i, resp in enumerate(call):
+                if resp.HasField("error"):
+                    call.cancel()
+                    raise _publish_error(resp, offset=sum(sizes[:i]))
+                first = first or resp.first_bookmark
+                last = resp.last_bookmark
+                count += sizes[i]
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+        return PublishAck(count, first, last)
+
+    def sow(
+        self,
+        topic: str,
+        *,
+        filter: str = "",
+        order_by: str = "",
+        top_n: int | None = None,
+        skip_n: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        sow_keys: Sequence[str] = (),
+        query_id: str = "",
+        bookmark: str = "",
+        grouping: Sequence[str] = (),
+        projection: Sequence[str] = (),
+        select: str = "",
+        timeout: float | None = None,
+    ) -> SowResult:
+        """Query the state of a topic (or of every topic a regex matches); iterate the result."""
+        req = sow_request(
+            topic,
+            filter=filter,
+            order_by=order_by,
+            top_n=top_n,
+            skip_n=skip_n,
+            batch_size=batch_size,
+            sow_keys=sow_keys,
+            query_id=query_id,
+            bookmark=bookmark,
+            grouping=grouping,
+            projection=projection,
+            select=select,
+        )
+        return SowResult(self._stub.Sow(req, timeout=timeout))
+
+    def sow_delete(
+        self,
+        topic: str,
+        *,
+        filter: str = "",
+        sow_keys: Sequence[str] = (),
+        data: bytes | str | Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> int:
+        """Delete by exactly one of filter, SowKeys or data; returns the number deleted."""
+        try:
+            resp = self._stub.SowDelete(
+                sow_delete_request(topic, filter=filter, sow_keys=sow_keys, data=data), timeout=timeout
+            )
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+        return resp.deleted_count
+
+    def list_topics(self, *, timeout: float | None = None) -> list[pb.TopicInfo]:
+        """The configured topics with kind, key, durability and record count."""
+        try:
+            return list(self._stub.ListTopics(pb.ListTopicsRequest(), timeout=timeout).topics)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+
+
+def _publish_error(resp: pb.PublishResponse, *, offset: int) -> PublishError:
+    base = from_status(resp.error)
+    index = base.metadata.get("message_index")
+    return PublishError(base, offset + int(index) if index is not None else None)

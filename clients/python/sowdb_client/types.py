@@ -1,0 +1,159 @@
+"""The SDK's value types and the request builders shared by the sync and asyncio clients."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf import duration_pb2
+
+from sowdb_api.v1 import sow_pb2 as pb
+
+DEFAULT_TARGET = "127.0.0.1:9007"
+DEFAULT_BATCH_SIZE = 10
+"""Records per query response when the caller does not say (Q-6: the SDK default is 10)."""
+DEFAULT_PUBLISH_BATCH = 100
+DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A record as received.
+
+    Attributes:
+        data: the JSON document as bytes; :meth:`json` decodes it.
+    """
+
+    topic: str
+    sow_key: str
+    bookmark: int
+    timestamp: datetime
+    data: bytes
+
+    def json(self) -> Any:
+        """The decoded document."""
+        return json.loads(self.data)
+
+    @classmethod
+    def from_pb(cls, r: pb.Record) -> Record:
+        ts = datetime.fromtimestamp(r.timestamp.seconds, UTC).replace(microsecond=r.timestamp.nanos // 1000)
+        return cls(r.topic, r.sow_key, r.bookmark, ts, r.data)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A message to publish, when it needs more than its data.
+
+    Attributes:
+        data: a JSON document (bytes or str) or a mapping to encode.
+        sow_key: the SowKey, for topics whose publishers supply it.
+        expiration: time to live in seconds; None keeps the topic's default.
+    """
+
+    data: bytes | str | Mapping[str, Any]
+    sow_key: str = ""
+    expiration: float | None = None
+
+
+PublishItem = bytes | str | Mapping[str, Any] | Message
+
+
+@dataclass(frozen=True, slots=True)
+class PublishAck:
+    """The outcome of a ``publish`` call: the bookmarks of its first and last message."""
+
+    count: int
+    first_bookmark: int
+    last_bookmark: int
+
+
+def encode_data(data: bytes | str | Mapping[str, Any]) -> bytes:
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, str):
+        return data.encode()
+    return json.dumps(data, separators=(",", ":")).encode()
+
+
+def publish_message(item: PublishItem) -> pb.PublishMessage:
+    if not isinstance(item, Message):
+        return pb.PublishMessage(data=encode_data(item))
+    msg = pb.PublishMessage(data=encode_data(item.data), sow_key=item.sow_key)
+    if item.expiration is not None:
+        d = duration_pb2.Duration()
+        d.FromNanoseconds(round(item.expiration * 1e9))
+        msg.expiration.CopyFrom(d)
+    return msg
+
+
+def publish_requests(
+    topic: str, messages: Iterable[PublishItem], *, delta: bool, batch_size: int, sizes: list[int]
+) -> Iterator[pb.PublishRequest]:
+    """Group messages into requests of ``batch_size``; appends each request's size to ``sizes``."""
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    batch: list[pb.PublishMessage] = []
+    n = 0
+    for item in messages:
+        batch.append(publish_message(item))
+        if len(batch) >= batch_size:
+            sizes.append(len(batch))
+            yield pb.PublishRequest(topic=topic, messages=batch, delta=delta, correlation_id=str(n))
+            n += 1
+            batch = []
+    if batch:
+        sizes.append(len(batch))
+        yield pb.PublishRequest(topic=topic, messages=batch, delta=delta, correlation_id=str(n))
+
+
+def sow_request(
+    topic: str,
+    *,
+    filter: str = "",
+    order_by: str = "",
+    top_n: int | None = None,
+    skip_n: int | None = None,
+    batch_size: int | None = DEFAULT_BATCH_SIZE,
+    sow_keys: Sequence[str] = (),
+    query_id: str = "",
+    bookmark: str = "",
+    grouping: Sequence[str] = (),
+    projection: Sequence[str] = (),
+    select: str = "",
+) -> pb.SowRequest:
+    req = pb.SowRequest(
+        topic=topic,
+        filter=filter,
+        order_by=order_by,
+        sow_keys=list(sow_keys),
+        query_id=query_id,
+        bookmark=bookmark,
+        grouping=list(grouping),
+        projection=list(projection),
+        select=select,
+    )
+    if top_n is not None:
+        req.top_n = top_n
+    if skip_n is not None:
+        req.skip_n = skip_n
+    if batch_size is not None:
+        req.batch_size = batch_size
+    return req
+
+
+def sow_delete_request(
+    topic: str, *, filter: str = "", sow_keys: Sequence[str] = (), data: bytes | str | Mapping[str, Any] | None = None
+) -> pb.SowDeleteRequest:
+    return pb.SowDeleteRequest(
+        topic=topic, filter=filter, sow_keys=list(sow_keys), data=encode_data(data) if data is not None else b""
+    )
+
+
+def channel_options(max_message_bytes: int) -> list[tuple[str, int]]:
+    return [
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+    ]

@@ -1,0 +1,1 @@
+"""The protocol layer: the gRPC servicer, conversions and the error-status table."""

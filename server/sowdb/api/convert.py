@@ -1,0 +1,102 @@
+"""Conversions between protobuf messages and the engine's types (and nothing else)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from google.protobuf import duration_pb2, timestamp_pb2
+
+from sowdb.engine import GroupBegin, GroupEnd, InMessage, QueryOptions, RecordBatch, StoredRecord, TopicSummary
+from sowdb.errors import InvalidArgument
+from sowdb_api.v1 import sow_pb2 as pb
+
+_Timestamp = timestamp_pb2.Timestamp
+_Record = pb.Record
+
+
+def record(r: StoredRecord) -> pb.Record:
+    ts = r.timestamp_us
+    return _Record(
+        topic=r.topic,
+        sow_key=r.sow_key,
+        bookmark=r.bookmark,
+        timestamp=_Timestamp(seconds=ts // 1_000_000, nanos=(ts % 1_000_000) * 1000),
+        data=r.raw,
+    )
+
+
+def records(batch: Sequence[StoredRecord]) -> pb.RecordBatch:
+    return pb.RecordBatch(records=[record(r) for r in batch])
+
+
+def sow_response(event: GroupBegin | RecordBatch | GroupEnd) -> pb.SowResponse:
+    if isinstance(event, RecordBatch):
+        return pb.SowResponse(records=records(event.records))
+    if isinstance(event, GroupBegin):
+        return pb.SowResponse(group_begin=pb.GroupBegin(query_id=event.query_id, bookmark=event.bookmark))
+    return pb.SowResponse(
+        group_end=pb.GroupEnd(
+            query_id=event.query_id,
+            records_returned=event.returned,
+            records_matched=event.matched,
+            records_scanned=event.scanned,
+        )
+    )
+
+
+def query_options(req: pb.SowRequest) -> QueryOptions:
+    return QueryOptions(
+        topic=req.topic,
+        filter=req.filter,
+        sow_keys=list(req.sow_keys),
+        query_id=req.query_id,
+        order_by=req.order_by,
+        top_n=req.top_n if req.HasField("top_n") else None,
+        skip_n=req.skip_n if req.HasField("skip_n") else None,
+        batch_size=req.batch_size if req.HasField("batch_size") else None,
+        bookmark=req.bookmark,
+        grouping=list(req.grouping),
+        projection=list(req.projection),
+        select=req.select,
+    )
+
+
+def seconds(d: duration_pb2.Duration, field: str) -> float:
+    value = d.seconds + d.nanos / 1e9
+    if value < 0:
+        raise InvalidArgument(f"{field} must not be negative", field=field)
+    return value
+
+
+def in_messages(req: pb.PublishRequest) -> list[InMessage]:
+    out = []
+    for i, m in enumerate(req.messages):
+        ttl = seconds(m.expiration, f"messages[{i}].expiration") if m.HasField("expiration") else None
+        out.append(InMessage(m.data, m.sow_key, ttl))
+    return out
+
+
+def duration(s: float) -> duration_pb2.Duration:
+    d = duration_pb2.Duration()
+    d.FromNanoseconds(round(s * 1e9))
+    return d
+
+
+_KINDS = {"sow": pb.TOPIC_KIND_SOW, "view": pb.TOPIC_KIND_VIEW, "conflated": pb.TOPIC_KIND_CONFLATED}
+_DURABILITY = {"persistent": pb.DURABILITY_PERSISTENT, "transient": pb.DURABILITY_TRANSIENT}
+
+
+def topic_info(t: TopicSummary) -> pb.TopicInfo:
+    info = pb.TopicInfo(
+        name=t.name,
+        kind=_KINDS[t.kind],
+        key=list(t.key),
+        durability=_DURABILITY[t.durability],
+        record_count=t.record_count,
+        indexes=list(t.indexes),
+        underlying=t.underlying,
+        expiration=duration(t.expiration_s),
+    )
+    if t.history is not None:
+        info.history.CopyFrom(pb.History(window=duration(t.history[0]), granularity=duration(t.history[1])))
+    return info

@@ -1,0 +1,367 @@
+"""The server configuration: the TOML contract of SPEC §3, validated into frozen dataclasses.
+
+Every problem stops the server with a :class:`ConfigError` whose message names the file, the
+entry and the problem (``sowdb.toml: [[topic]] #2 "orders": key: '/order Id' is not a field
+path``), because a server that starts with half its config ignored is worse than one that
+does not start.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sowdb.errors import ExpressionError
+from sowdb.expr import compile_filter, parse_aggregation
+from sowdb.expr import nodes as n
+from sowdb.expr.parser import parse
+
+DEFAULT_LISTEN = "127.0.0.1:9007"
+DEFAULT_DATA_DIR = "./data"
+DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+DEFAULT_MAX_DOCUMENT_BYTES = 1024 * 1024
+MIN_CONFLATION_INTERVAL_S = 0.1
+
+# Characters that make a topic name a regular expression (Q-3). "." is left out on purpose so
+# that dotted names such as "orders.eu" stay plain names.
+REGEX_METACHARACTERS = frozenset("^$*+?()[]{}|\\")
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+class ConfigError(Exception):
+    """The configuration is invalid; the message names file, entry and problem."""
+
+
+@dataclass(frozen=True)
+class HistoryConfig:
+    """History of past versions (H-1)."""
+
+    window_s: float
+    granularity_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """A SOW topic."""
+
+    name: str
+    key: tuple[str, ...] = ()
+    durability: str = "persistent"
+    history: HistoryConfig | None = None
+    expiration_s: float = 0.0
+    indexes: tuple[str, ...] = ()
+
+    @property
+    def explicit_keys(self) -> bool:
+        """True when publishers supply the SowKey (no key paths configured)."""
+        return not self.key
+
+
+@dataclass(frozen=True)
+class ConflatedTopicConfig:
+    """A conflated copy of another topic (C-2)."""
+
+    name: str
+    underlying: str
+    interval_s: float
+    filter: str = ""
+
+
+@dataclass(frozen=True)
+class ViewConfig:
+    """An aggregated view of another topic (V-1)."""
+
+    name: str
+    underlying: str
+    grouping: tuple[str, ...]
+    projection: tuple[str, ...]
+    filter: str = ""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Process-level settings."""
+
+    listen: str = DEFAULT_LISTEN
+    data_dir: str = DEFAULT_DATA_DIR
+    fsync: bool = False
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
+
+
+@dataclass(frozen=True)
+class Config:
+    """A whole, validated configuration."""
+
+    server: ServerConfig = field(default_factory=ServerConfig)
+    topics: tuple[TopicConfig, ...] = ()
+    conflated_topics: tuple[ConflatedTopicConfig, ...] = ()
+    views: tuple[ViewConfig, ...] = ()
+    source: str = "<built-in demo config>"
+
+
+DEMO_CONFIG_TOML = """
+# The built-in demo configuration, used when sowd starts without --config.
+[[topic]]
+name = "orders"
+key = ["/orderId"]
+indexes = ["/symbol"]
+
+[[topic]]
+name = "notes"           # publishers supply the SowKey (sow publish -sowkey K)
+
+[[topic]]
+name = "quotes"
+key = ["/symbol"]
+durability = "transient"
+"""
+
+
+def parse_duration(text: object) -> float:
+    """Parse ``500ms``, ``5s``, ``2m``, ``1h``, ``1d`` (or ``0``) into seconds.
+
+    Raises:
+        ValueError: the text is not a duration.
+    """
+    if text == "0" or text == 0:
+        return 0.0
+    m = _DURATION.match(text) if isinstance(text, str) else None
+    if not m:
+        raise ValueError(f"{text!r} is not a duration (use a number with ms, s, m, h or d, e.g. '5s')")
+    return float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+
+
+def is_regex_topic(name: str) -> bool:
+    """True when a topic in a request is a regular expression rather than a name (Q-3)."""
+    return any(c in REGEX_METACHARACTERS for c in name)
+
+
+def field_path_steps(text: str) -> tuple[str | int, ...]:
+    """The steps of a plain field path such as ``/orderId`` or ``/a/b``.
+
+    Raises:
+        ValueError: the text is not a single field path.
+    """
+    try:
+        node = parse(text)
+    except ExpressionError as exc:
+        raise ValueError(f"{text!r} is not a field path: {exc.message}") from None
+    if not isinstance(node, n.Path):
+        raise ValueError(f"{text!r} is not a field path (expected e.g. '/orderId')")
+    return node.steps
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a TOML config file.
+
+    Raises:
+        ConfigError: unreadable file, bad TOML or an invalid entry.
+    """
+    p = Path(path)
+    try:
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: not valid TOML: {exc}") from None
+    return config_from_dict(raw, source=str(p))
+
+
+def demo_config() -> Config:
+    """The built-in demo configuration (SPEC §3)."""
+    return config_from_dict(tomllib.loads(DEMO_CONFIG_TOML), source="<built-in demo config>")
+
+
+def config_from_dict(raw: dict[str, Any], *, source: str) -> Config:
+    """Validate a parsed TOML document.
+
+    Raises:
+        ConfigError: an invalid entry.
+    """
+    return _Reader(source).read(raw)
+
+
+class _Reader:
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, entry: str, problem: str) -> ConfigError:
+        return ConfigError(f"{self.source}: {entry}: {problem}")
+
+    def read(self, raw: dict[str, Any]) -> Config:
+        self._only(raw, "the file", {"server", "topic", "conflated_topic", "view"})
+        server = self._server(raw.get("server", {}))
+        topics = tuple(self._topic(i, t) for i, t in enumerate(self._tables(raw, "topic"), 1))
+        conflated = tuple(self._conflated(i, t) for i, t in enumerate(self._tables(raw, "conflated_topic"), 1))
+        views = tuple(self._view(i, t) for i, t in enumerate(self._tables(raw, "view"), 1))
+        seen: set[str] = set()
+        named: list[tuple[str, int, TopicConfig | ViewConfig | ConflatedTopicConfig]] = [
+            *(("topic", i, t) for i, t in enumerate(topics, 1)),
+            *(("view", i, v) for i, v in enumerate(views, 1)),
+            *(("conflated_topic", i, c) for i, c in enumerate(conflated, 1)),
+        ]
+        for kind, i, e in named:
+            if e.name in seen:
+                raise self.fail(f'[[{kind}]] #{i} "{e.name}"', "name: another topic, view or conflated topic has it")
+            seen.add(e.name)
+        for kind, i, e in named:
+            if isinstance(e, ViewConfig | ConflatedTopicConfig) and (
+                e.underlying not in seen or e.underlying == e.name
+            ):
+                raise self.fail(
+                    f'[[{kind}]] #{i} "{e.name}"', f"underlying: {e.underlying!r} is not a configured topic"
+                )
+        return Config(server, topics, conflated, views, self.source)
+
+    def _tables(self, raw: dict[str, Any], key: str) -> list[dict[str, Any]]:
+        value = raw.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(t, dict) for t in value):
+            raise self.fail(key, f"use [[{key}]] tables")
+        return value
+
+    def _only(self, table: dict[str, Any], entry: str, allowed: set[str]) -> None:
+        unknown = sorted(set(table) - allowed)
+        if unknown:
+            raise self.fail(entry, f"unknown setting {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
+
+    def _get(self, table: dict[str, Any], entry: str, key: str, kind: type, default: Any) -> Any:
+        value = table.get(key, default)
+        if kind is int and isinstance(value, bool):
+            raise self.fail(entry, f"{key}: expected an integer, got {value!r}")
+        if not isinstance(value, kind):
+            raise self.fail(entry, f"{key}: expected {kind.__name__}, got {value!r}")
+        return value
+
+    def _duration(self, table: dict[str, Any], entry: str, key: str, default: str) -> float:
+        try:
+            return parse_duration(table.get(key, default))
+        except ValueError as exc:
+            raise self.fail(entry, f"{key}: {exc}") from None
+
+    def _name(self, table: dict[str, Any], entry: str) -> str:
+        name = table.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise self.fail(entry, "name: required, a non-empty string")
+        bad = sorted({c for c in name if c in REGEX_METACHARACTERS or c == "\x00"})
+        if bad:
+            raise self.fail(entry, f"name: {name!r} contains {''.join(bad)!r}, which would make it a regex")
+        return name
+
+    def _paths(self, table: dict[str, Any], entry: str, key: str) -> tuple[str, ...]:
+        value = table.get(key, [])
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail(entry, f"{key}: expected a list of field paths such as ['/orderId']")
+        for v in value:
+            try:
+                field_path_steps(v)
+            except ValueError as exc:
+                raise self.fail(entry, f"{key}: {exc}") from None
+        return tuple(value)
+
+    def _filter(self, table: dict[str, Any], entry: str) -> str:
+        text = self._get(table, entry, "filter", str, "")
+        if text.strip():
+            try:
+                compile_filter(text)
+            except ExpressionError as exc:
+                raise self.fail(entry, f"filter: {exc.message}") from None
+        return str(text)
+
+    def _server(self, t: Any) -> ServerConfig:
+        entry = "[server]"
+        if not isinstance(t, dict):
+            raise self.fail(entry, "expected a table")
+        self._only(t, entry, {"listen", "data_dir", "fsync", "max_message_bytes", "max_document_bytes"})
+        listen = self._get(t, entry, "listen", str, DEFAULT_LISTEN)
+        if not re.match(r"^.+:\d+$", listen):
+            raise self.fail(entry, f"listen: {listen!r} is not HOST:PORT")
+        sizes = {}
+        for key, default in (
+            ("max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES),
+            ("max_document_bytes", DEFAULT_MAX_DOCUMENT_BYTES),
+        ):
+            sizes[key] = self._get(t, entry, key, int, default)
+            if sizes[key] < 1024:
+                raise self.fail(entry, f"{key}: at least 1024, got {sizes[key]}")
+        return ServerConfig(
+            listen=listen,
+            data_dir=self._get(t, entry, "data_dir", str, DEFAULT_DATA_DIR),
+            fsync=self._get(t, entry, "fsync", bool, False),
+            **sizes,
+        )
+
+    def _topic(self, i: int, t: dict[str, Any]) -> TopicConfig:
+        entry = f"[[topic]] #{i}"
+        name = self._name(t, entry)
+        entry = f'{entry} "{name}"'
+        self._only(t, entry, {"name", "key", "durability", "history", "expiration", "indexes"})
+        durability = self._get(t, entry, "durability", str, "persistent")
+        if durability not in ("persistent", "transient"):
+            raise self.fail(entry, f"durability: {durability!r} is neither 'persistent' nor 'transient'")
+        history = None
+        if "history" in t:
+            h = t["history"]
+            if not isinstance(h, dict):
+                raise self.fail(entry, 'history: expected { window = "1d", granularity = "0s" }')
+            self._only(h, f"{entry} history", {"window", "granularity"})
+            if "window" not in h:
+                raise self.fail(entry, "history: window is required")
+            window = self._duration(h, f"{entry} history", "window", "0")
+            if window <= 0:
+                raise self.fail(entry, "history: window must be longer than 0")
+            history = HistoryConfig(window, self._duration(h, f"{entry} history", "granularity", "0s"))
+        return TopicConfig(
+            name=name,
+            key=self._paths(t, entry, "key"),
+            durability=durability,
+            history=history,
+            expiration_s=self._duration(t, entry, "expiration", "0s"),
+            indexes=self._paths(t, entry, "indexes"),
+        )
+
+    def _conflated(self, i: int, t: dict[str, Any]) -> ConflatedTopicConfig:
+        entry = f"[[conflated_topic]] #{i}"
+        name = self._name(t, entry)
+        entry = f'{entry} "{name}"'
+        self._only(t, entry, {"name", "underlying", "interval", "filter"})
+        if "interval" not in t:
+            raise self.fail(entry, "interval: required (e.g. '5s')")
+        interval = self._duration(t, entry, "interval", "0")
+        if interval < MIN_CONFLATION_INTERVAL_S:
+            raise self.fail(entry, f"interval: at least 100ms, got {t['interval']!r}")
+        return ConflatedTopicConfig(
+            name=name,
+            underlying=self._get(t, entry, "underlying", str, ""),
+            interval_s=interval,
+            filter=self._filter(t, entry),
+        )
+
+    def _view(self, i: int, t: dict[str, Any]) -> ViewConfig:
+        entry = f"[[view]] #{i}"
+        name = self._name(t, entry)
+        entry = f'{entry} "{name}"'
+        self._only(t, entry, {"name", "underlying", "grouping", "projection", "filter"})
+        lists = {}
+        for key in ("grouping", "projection"):
+            value = t.get(key)
+            if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+                raise self.fail(entry, f"{key}: required, a non-empty list of expressions")
+            lists[key] = tuple(value)
+        try:
+            parse_aggregation(lists["grouping"], lists["projection"])
+        except ExpressionError as exc:
+            raise self.fail(entry, f"{exc.field}: {exc.message}") from None
+        return ViewConfig(
+            name=name,
+            underlying=self._get(t, entry, "underlying", str, ""),
+            grouping=lists["grouping"],
+            projection=lists["projection"],
+            filter=self._filter(t, entry),
+        )

@@ -1,0 +1,329 @@
+"""The engine: topics, the single-writer publish pipeline, deletes and queries.
+
+One writer, one total order: every publish, delete (and later expiration) runs synchronously
+on the event loop from validation to the RocksDB write and the in-memory update, so sequence
+numbers are handed out in exactly the order changes are applied, and nothing else observes a
+half-applied batch. A publish request is validated completely before it gets any sequence
+number; a refused request therefore changes nothing and leaves no gap in the journal.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+
+import orjson
+
+from sowdb.config import Config, is_regex_topic
+from sowdb.engine.query import PreparedQuery, QueryEvent, QueryOptions
+from sowdb.engine.records import StoredRecord, check_sow_key, merge_delta
+from sowdb.engine.topic import SowTopic
+from sowdb.errors import (
+    ExpressionError,
+    FailedPrecondition,
+    InvalidArgument,
+    PublishError,
+    ResourceExhausted,
+    SowdbError,
+)
+from sowdb.expr import compile_filter
+from sowdb.storage import Change, Store
+from sowdb.storage.keys import OP_DELETE, OP_PUBLISH
+
+Clock = Callable[[], int]
+"""Returns the time in microseconds since the epoch; injectable so tests control time."""
+
+
+def system_clock() -> int:
+    return time.time_ns() // 1000
+
+
+@dataclass(slots=True)
+class InMessage:
+    """One message of a publish request, as received."""
+
+    data: bytes
+    sow_key: str = ""
+    expiration_s: float | None = None
+
+
+@dataclass(frozen=True)
+class TopicSummary:
+    """What ListTopics reports about one topic."""
+
+    name: str
+    kind: str  # "sow", "view" or "conflated"
+    key: tuple[str, ...]
+    durability: str
+    history: tuple[float, float] | None
+    record_count: int
+    indexes: tuple[str, ...]
+    underlying: str
+    expiration_s: float
+
+
+class Engine:
+    """Owns the topics and the store; the servicer's only way to read or change state."""
+
+    def __init__(self, config: Config, store: Store, *, clock: Clock = system_clock) -> None:
+        self.config = config
+        self.store = store
+        self.clock = clock
+        self.max_document_bytes = config.server.max_document_bytes
+        self.topics: dict[str, SowTopic] = {t.name: SowTopic(t) for t in config.topics}
+        self._derived = {v.name: "view" for v in config.views} | {c.name: "conflated" for c in config.conflated_topics}
+        self.last_seq = store.last_sequence()
+        self._load()
+
+    def _load(self) -> None:
+        """Load the persistent topics' records from ``current``."""
+        loads = orjson.loads
+        for topic_name, sow_key, value in self.store.load_current():
+            topic = self.topics.get(topic_name)
+            if topic is None or not topic.persistent:
+                continue  # a topic no longer configured keeps its data on disk, unused
+            data = loads(value.payload)
+            topic.put(
+                StoredRecord(
+                    topic_name, sow_key, data, value.payload, value.bookmark, value.timestamp_us, value.expiry_us
+                )
+            )
+
+    def close(self) -> None:
+        self.store.close()
+
+    # --- publish ------------------------------------------------------------------------------
+
+    def publish(self, topic_name: str, messages: Sequence[InMessage], *, delta: bool = False) -> tuple[int, int]:
+        """Apply one atomic batch; returns the (first, last) bookmark assigned.
+
+        Raises:
+            InvalidArgument: the topic name or a message is invalid (``PublishError`` names it).
+            FailedPrecondition: the topic is a view or conflated topic (K-4).
+        """
+        self._check_topic_name(topic_name)
+        if topic_name in self._derived:
+            raise FailedPrecondition(
+                f"{topic_name!r} is a {self._derived[topic_name]} topic, which is read-only; publish to its "
+                "underlying topic",
+                field="topic",
+            )
+        if not messages:
+            raise InvalidArgument("a publish request needs at least one message", field="messages")
+        topic = self.topics.get(topic_name)
+        now = self.clock()
+        if topic is None:
+            return self._publish_plain(topic_name, messages, now)
+        keys = topic.keys
+        default_ttl = topic.config.expiration_s
+        history = topic.config.history is not None
+        pending: dict[str, StoredRecord] = {}  # this batch's latest version per key, for deltas
+        versions: list[StoredRecord] = []
+        changes: list[Change] = []
+        seq = self.last_seq
+        loads = orjson.loads
+        max_bytes = self.max_document_bytes
+        for i, msg in enumerate(messages):
+            try:
+                raw = msg.data
+                if len(raw) > max_bytes:
+                    raise ResourceExhausted(
+                        f"document of {len(raw)} bytes is over the limit of {max_bytes} bytes (max_document_bytes)",
+                        field="data",
+                    )
+                try:
+                    data = loads(raw)
+                except orjson.JSONDecodeError as exc:
+                    raise InvalidArgument(f"not valid JSON: {exc}", field="data") from None
+                if type(data) is not dict:
+                    raise InvalidArgument("a message must be a JSON object", field="data")
+                if keys is None:
+                    check_sow_key(msg.sow_key)
+                    sow_key = msg.sow_key
+                elif msg.sow_key:
+                    raise InvalidArgument(
+                        f"topic {topic_name!r} derives SowKeys from {', '.join(keys.paths)}; leave sow_key empty",
+                        field="sow_key",
+                    )
+                else:
+                    sow_key = keys.sow_key(data)
+                if delta:
+                    old = pending.get(sow_key) or topic.records.get(sow_key)
+                    if old is not None and old.data is not None:
+                        data = merge_delta(old.data, data)
+                        raw = orjson.dumps(data)
+                ttl = default_ttl if msg.expiration_s is None else msg.expiration_s
+            except SowdbError as exc:
+                raise PublishError(i, exc) from None
+            seq += 1
+            expiry = now + int(ttl * 1e6) if ttl > 0 else 0
+            rec = pending[sow_key] = StoredRecord(topic_name, sow_key, data, raw, seq, now, expiry)
+            versions.append(rec)
+            changes.append(Change(seq, now, OP_PUBLISH, topic_name, sow_key, raw, expiry, topic.persistent, history))
+        self.store.apply(changes)
+        first = self.last_seq + 1
+        self.last_seq = seq
+        put = topic.put
+        for rec in versions:
+            put(rec)
+        return first, seq
+
+    def _publish_plain(self, topic_name: str, messages: Sequence[InMessage], now: int) -> tuple[int, int]:
+        """K-5: a topic without a SOW is journaled (for subscribers and replay), not stored."""
+        changes = []
+        seq = self.last_seq
+        for i, msg in enumerate(messages):
+            try:
+                if len(msg.data) > self.max_document_bytes:
+                    raise ResourceExhausted(
+                        f"document of {len(msg.data)} bytes is over the limit of {self.max_document_bytes} bytes",
+                        field="data",
+                    )
+                try:
+                    data = orjson.loads(msg.data)
+                except orjson.JSONDecodeError as exc:
+                    raise InvalidArgument(f"not valid JSON: {exc}", field="data") from None
+                if type(data) is not dict:
+                    raise InvalidArgument("a message must be a JSON object", field="data")
+                if msg.sow_key:
+                    check_sow_key(msg.sow_key)
+            except SowdbError as exc:
+                raise PublishError(i, exc) from None
+            seq += 1
+            changes.append(Change(seq, now, OP_PUBLISH, topic_name, msg.sow_key, msg.data))
+        self.store.apply(changes)
+        first = self.last_seq + 1
+        self.last_seq = seq
+        return first, seq
+
+    # --- delete -------------------------------------------------------------------------------
+
+    def sow_delete(
+        self, topic_name: str, *, filter: str = "", sow_keys: Sequence[str] = (), data: bytes = b""
+    ) -> tuple[int, int]:
+        """Delete by exactly one of filter, SowKeys or data; returns (count, last bookmark).
+
+        Raises:
+            InvalidArgument: not exactly one selector, or an invalid one.
+            FailedPrecondition: not a SOW topic.
+        """
+        given = [name for name, v in (("filter", filter.strip()), ("sow_keys", sow_keys), ("data", data)) if v]
+        if len(given) != 1:
+            raise InvalidArgument(
+                "give exactly one of filter, sow_keys or data" + (f" (got {', '.join(given)})" if given else ""),
+                field=given[1] if len(given) > 1 else "filter",
+            )
+        topic = self._sow_topic(topic_name)
+        if filter.strip():
+            try:
+                flt = compile_filter(filter)
+            except ExpressionError as exc:
+                raise exc.for_field("filter") from None
+            records = topic.candidates(flt.conjuncts)
+            if records is None:
+                records = topic.snapshot()
+            victims = [r.sow_key for r in records if flt.matches(r.data, r)]
+        elif sow_keys:
+            victims = [k for k in dict.fromkeys(sow_keys) if k in topic.records]
+        else:
+            victims = [self._key_of_data(topic, data)]
+            victims = [k for k in victims if k in topic.records]
+        return self._delete(topic, victims)
+
+    def _key_of_data(self, topic: SowTopic, raw: bytes) -> str:
+        if topic.keys is None:
+            raise InvalidArgument(
+                f"topic {topic.name!r} has publisher-provided SowKeys; delete by sow_keys instead of data", field="data"
+            )
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise InvalidArgument(f"data is not valid JSON: {exc}", field="data") from None
+        if type(data) is not dict:
+            raise InvalidArgument("data must be a JSON object", field="data")
+        return topic.keys.sow_key(data)
+
+    def _delete(self, topic: SowTopic, victims: list[str]) -> tuple[int, int]:
+        if not victims:
+            return 0, 0
+        now = self.clock()
+        history = topic.config.history is not None
+        seq = self.last_seq
+        changes = []
+        for key in victims:
+            seq += 1
+            changes.append(Change(seq, now, OP_DELETE, topic.name, key, b"", 0, topic.persistent, history))
+        self.store.apply(changes)
+        self.last_seq = seq
+        for key in victims:
+            topic.remove(key)
+        return len(victims), seq
+
+    # --- queries ------------------------------------------------------------------------------
+
+    def sow(self, opts: QueryOptions) -> AsyncIterator[QueryEvent]:
+        """Prepare and run a SOW query (all validation happens before the first event).
+
+        Raises:
+            InvalidArgument, FailedPrecondition, Unimplemented: before any event is produced.
+        """
+        query = PreparedQuery(opts)
+        topics = self.query_topics(opts.topic)
+        sources = query.snapshot(topics)
+        return query.run(sources, self.last_seq, self.clock())
+
+    def query_topics(self, pattern: str) -> list[SowTopic]:
+        """The SOW topics a query's topic names (Q-3, Q-4)."""
+        if is_regex_topic(pattern):
+            try:
+                rx = re.compile(pattern)
+            except re.error as exc:
+                raise InvalidArgument(
+                    f"topic {pattern!r} is not a valid regular expression: {exc}", field="topic"
+                ) from None
+            return [t for name, t in sorted(self.topics.items()) if rx.search(name)]
+        return [self._sow_topic(pattern)]
+
+    def _sow_topic(self, name: str) -> SowTopic:
+        self._check_topic_name(name)
+        topic = self.topics.get(name)
+        if topic is not None:
+            return topic
+        if name in self._derived:
+            raise FailedPrecondition(f"{self._derived[name]} topics are not queryable in this version", field="topic")
+        raise FailedPrecondition(
+            f"topic {name!r} is not a SOW topic (configured SOW topics: {', '.join(sorted(self.topics)) or 'none'})",
+            field="topic",
+        )
+
+    @staticmethod
+    def _check_topic_name(name: str) -> None:
+        if not name:
+            raise InvalidArgument("topic is required", field="topic")
+        if "\x00" in name or len(name) > 1024:
+            raise InvalidArgument("topic must be at most 1024 characters without NUL", field="topic")
+
+    def list_topics(self) -> list[TopicSummary]:
+        out = []
+        for t in self.config.topics:
+            h = t.history
+            out.append(
+                TopicSummary(
+                    t.name,
+                    "sow",
+                    t.key,
+                    t.durability,
+                    (h.window_s, h.granularity_s) if h else None,
+                    len(self.topics[t.name].records),
+                    t.indexes,
+                    "",
+                    t.expiration_s,
+                )
+            )
+        for v in self.config.views:
+            out.append(TopicSummary(v.name, "view", (), "transient", None, 0, (), v.underlying, 0.0))
+        for c in self.config.conflated_topics:
+            out.append(TopicSummary(c.name, "conflated", (), "transient", None, 0, (), c.underlying, 0.0))
+        return sorted(out, key=lambda s: s.name)

@@ -1,0 +1,190 @@
+"""SOW queries (Q-1 … Q-9): validate once, snapshot atomically, scan, order, page, shape.
+
+A query is prepared (every option checked, the filter compiled) before anything is read, so a
+bad option never produces a half-sent result. Execution takes the snapshot of every topic it
+reads in one synchronous step — the engine's single writer cannot run in between — so the
+query sees exactly one sequence point (Q-2); the scan then proceeds in chunks and yields to the
+event loop between them, so a long query does not stall publishers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from sowdb.engine.records import StoredRecord
+from sowdb.engine.topic import SowTopic
+from sowdb.errors import ExpressionError, InvalidArgument, Unimplemented
+from sowdb.expr import (
+    Aggregation,
+    CompiledFilter,
+    OrderBy,
+    Select,
+    compile_filter,
+    parse_aggregation,
+    parse_order_by,
+    parse_select,
+)
+
+MAX_BATCH_SIZE = 10_000
+DEFAULT_BATCH_SIZE = 1
+SCAN_CHUNK = 50_000
+
+
+@dataclass(frozen=True)
+class QueryOptions:
+    """A SOW query as a client asks for it (the fields of ``SowRequest``)."""
+
+    topic: str
+    filter: str = ""
+    sow_keys: Sequence[str] = ()
+    query_id: str = ""
+    order_by: str = ""
+    top_n: int | None = None
+    skip_n: int | None = None
+    batch_size: int | None = None
+    bookmark: str = ""
+    grouping: Sequence[str] = ()
+    projection: Sequence[str] = ()
+    select: str = ""
+
+
+@dataclass(frozen=True)
+class GroupBegin:
+    """Opens a query's results; ``bookmark`` is the sequence point the query sees."""
+
+    query_id: str
+    bookmark: int
+
+
+@dataclass(frozen=True)
+class GroupEnd:
+    """Closes a query's results with its counts (Q-1)."""
+
+    query_id: str
+    returned: int
+    matched: int
+    scanned: int
+
+
+@dataclass(frozen=True)
+class RecordBatch:
+    """At most ``batch_size`` records of a query's results."""
+
+    records: list[StoredRecord]
+
+
+QueryEvent = GroupBegin | RecordBatch | GroupEnd
+
+
+def _expression(kind: str, text: str, parse: Any) -> Any:
+    try:
+        return parse(text)
+    except ExpressionError as exc:
+        raise exc.for_field(kind) from None
+
+
+class PreparedQuery:
+    """A validated query, ready to run against a set of topics."""
+
+    def __init__(self, opts: QueryOptions) -> None:
+        self.opts = opts
+        if opts.batch_size is not None and not 1 <= opts.batch_size <= MAX_BATCH_SIZE:
+            raise InvalidArgument(
+                f"batch_size must be between 1 and {MAX_BATCH_SIZE}, got {opts.batch_size}", field="batch_size"
+            )
+        self.batch_size = opts.batch_size or DEFAULT_BATCH_SIZE
+        if opts.skip_n is not None and opts.top_n is None:
+            raise InvalidArgument("skip_n requires top_n (give the page size too)", field="skip_n")
+        if opts.bookmark:
+            raise Unimplemented("historical queries (bookmark) are not available in this version", field="bookmark")
+        self.filter: CompiledFilter | None = (
+            _expression("filter", opts.filter, compile_filter) if opts.filter.strip() else None
+        )
+        self.order: OrderBy | None = (
+            _expression("order_by", opts.order_by, parse_order_by) if opts.order_by.strip() else None
+        )
+        self.select: Select | None = _expression("select", opts.select, parse_select) if opts.select.strip() else None
+        self.aggregation: Aggregation | None = None
+        if opts.grouping or opts.projection:
+            self.aggregation = parse_aggregation(list(opts.grouping), list(opts.projection))
+        for i, key in enumerate(opts.sow_keys):
+            if not key:
+                raise InvalidArgument(f"sow_keys[{i}] is empty", field=f"sow_keys[{i}]")
+
+    def snapshot(self, topics: Sequence[SowTopic]) -> list[list[StoredRecord]]:
+        """The records to scan, per topic, as of now; call with no await in between."""
+        out = []
+        conjuncts = self.filter.conjuncts if self.filter is not None else ()
+        for topic in topics:
+            if self.opts.sow_keys:
+                records = topic.records
+                out.append([records[k] for k in dict.fromkeys(self.opts.sow_keys) if k in records])
+                continue
+            candidates = topic.candidates(conjuncts) if conjuncts else None
+            out.append(topic.snapshot() if candidates is None else candidates)
+        return out
+
+    async def run(self, sources: list[list[StoredRecord]], bookmark: int, now_us: int) -> AsyncIterator[QueryEvent]:
+        """Scan the snapshot and yield group_begin, record batches, group_end."""
+        opts = self.opts
+        yield GroupBegin(opts.query_id, bookmark)
+        matched: list[StoredRecord] = []
+        scanned = 0
+        for records in sources:
+            for i in range(0, len(records), SCAN_CHUNK):
+                chunk = records[i : i + SCAN_CHUNK] if len(records) > SCAN_CHUNK else records
+                if self.filter is None:
+                    matched.extend(chunk)
+                else:
+                    match = self.filter.matches
+                    matched.extend([r for r in chunk if match(r.data, r)])
+                scanned += len(chunk)
+                if len(records) > SCAN_CHUNK:
+                    await asyncio.sleep(0)
+        n_matched = len(matched)
+        results = self._aggregate(matched, bookmark, now_us) if self.aggregation else matched
+        results = self._page(results)
+        if self.select is not None:
+            apply = self.select.apply
+            results = [_derived(r, apply(r.data)) for r in results if r.data is not None]
+        size = self.batch_size
+        for i in range(0, len(results), size):
+            yield RecordBatch(results[i : i + size])
+        yield GroupEnd(opts.query_id, len(results), n_matched, scanned)
+
+    def _page(self, results: list[StoredRecord]) -> list[StoredRecord]:
+        if self.order is not None:
+            key = self.order.key
+            results = sorted(results, key=lambda r: key(r.data or {}))
+        skip = self.opts.skip_n or 0
+        if self.opts.top_n is not None:
+            return results[skip : skip + self.opts.top_n]
+        return results[skip:] if skip else results
+
+    def _aggregate(self, matched: list[StoredRecord], bookmark: int, now_us: int) -> list[StoredRecord]:
+        agg = self.aggregation
+        assert agg is not None
+        groups: dict[tuple[Any, ...], tuple[str, Any]] = {}
+        for r in matched:
+            assert r.data is not None
+            key = agg.group_key(r.data, r)
+            entry = groups.get(key)
+            if entry is None:
+                entry = groups[key] = (r.topic, agg.new_group())
+            entry[1].add(r.data, r)
+        out = []
+        for key, (topic, group) in groups.items():
+            data = group.result()
+            out.append(
+                StoredRecord(topic, orjson.dumps(list(key)).decode(), data, orjson.dumps(data), bookmark, now_us)
+            )
+        return out
+
+
+def _derived(r: StoredRecord, data: dict[str, Any]) -> StoredRecord:
+    return StoredRecord(r.topic, r.sow_key, data, orjson.dumps(data), r.bookmark, r.timestamp_us, r.expiry_us)

@@ -1,0 +1,143 @@
+"""Records in memory, SowKeys (K-1) and delta merge (D-1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from sowdb.config import field_path_steps
+from sowdb.errors import InvalidArgument
+from sowdb.expr import get_path
+
+MAX_SOW_KEY_LENGTH = 1024
+
+
+class StoredRecord:
+    """One version of a record: immutable once built, so a query's snapshot can hold it while
+    publishes replace it in the topic. Also the metadata context of filters (``SOW_KEY()``,
+    ``TOPIC_NAME()``, ``BOOKMARK()``, ``LAST_UPDATED()``).
+
+    Attributes:
+        data: the decoded JSON object (None for records built only to be sent).
+        raw: the JSON bytes as stored and sent.
+        expiry_us: absolute expiry time in µs since the epoch; 0 = never.
+    """
+
+    __slots__ = ("bookmark", "data", "expiry_us", "raw", "sow_key", "timestamp_us", "topic")
+
+    def __init__(
+        self,
+        topic: str,
+        sow_key: str,
+        data: dict[str, Any] | None,
+        raw: bytes,
+        bookmark: int,
+        timestamp_us: int,
+        expiry_us: int = 0,
+    ) -> None:
+        self.topic = topic
+        self.sow_key = sow_key
+        self.data = data
+        self.raw = raw
+        self.bookmark = bookmark
+        self.timestamp_us = timestamp_us
+        self.expiry_us = expiry_us
+
+    @property
+    def timestamp(self) -> float:
+        """Seconds since the epoch (what ``LAST_UPDATED()`` returns)."""
+        return self.timestamp_us / 1e6
+
+    def __repr__(self) -> str:
+        return f"StoredRecord({self.topic!r}, {self.sow_key!r}, bookmark={self.bookmark}, raw={self.raw!r})"
+
+
+def _key_text(value: Any) -> str | None:
+    """The canonical text of one key value, or None when it cannot be a key.
+
+    Strings are JSON-quoted and numbers are not, so the string "42" and the number 42 are
+    different keys; integral floats are written as integers, so 42 and 42.0 are the same key.
+    """
+    t = type(value)
+    if t is int:
+        return str(value)
+    if t is str:
+        return orjson.dumps(value).decode()
+    if t is float:
+        if value != value or value in (float("inf"), float("-inf")):
+            return None
+        return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
+    if t is bool:
+        return "true" if value else "false"
+    return None
+
+
+class KeySpec:
+    """Derives the SowKey of a message from the topic's key paths (K-1).
+
+    The SowKey is the canonical text of the key values joined by commas: ``42`` for
+    ``{"orderId": 42}``, ``"EU",7`` for a two-field key. Each value's text is self-delimiting
+    (strings are JSON-quoted), so the function is collision-free, and it is stable across
+    restarts and versions because it depends only on the values.
+    """
+
+    def __init__(self, paths: tuple[str, ...]) -> None:
+        self.paths = paths
+        self._steps = [field_path_steps(p) for p in paths]
+        first = self._steps[0] if len(self._steps) == 1 else ()
+        self._single_top = first[0] if len(first) == 1 and isinstance(first[0], str) else None
+
+    def sow_key(self, data: dict[str, Any]) -> str:
+        """The SowKey of a message.
+
+        Raises:
+            InvalidArgument: a key field is missing or is not a string, number or boolean.
+        """
+        if self._single_top is not None:
+            v = data.get(self._single_top)
+            if type(v) is int:
+                return str(v)
+            text = _key_text(v)
+            if text is None:
+                raise self._missing(0, v)
+            return text
+        parts = []
+        for i, steps in enumerate(self._steps):
+            v = get_path(data, steps)
+            text = _key_text(v)
+            if text is None:
+                raise self._missing(i, v)
+            parts.append(text)
+        return ",".join(parts)
+
+    def _missing(self, i: int, value: Any) -> InvalidArgument:
+        path = self.paths[i]
+        if value is None:
+            return InvalidArgument(f"lacks the key field {path}", field="data")
+        return InvalidArgument(f"key field {path} must be a string, number or boolean, not {value!r}", field="data")
+
+
+def check_sow_key(sow_key: str) -> None:
+    """Validate a publisher-provided SowKey.
+
+    Raises:
+        InvalidArgument: empty, too long or containing NUL.
+    """
+    if not sow_key:
+        raise InvalidArgument("lacks a sow_key, which this topic requires (it has no key fields)", field="sow_key")
+    if len(sow_key) > MAX_SOW_KEY_LENGTH or "\x00" in sow_key:
+        raise InvalidArgument(f"sow_key must be at most {MAX_SOW_KEY_LENGTH} characters without NUL", field="sow_key")
+
+
+def merge_delta(old: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any]:
+    """Merge a delta into a record (D-1): named fields overwrite, new fields are appended,
+    missing fields stay; nested objects merge field by field; arrays are replaced whole."""
+    out = dict(old)
+    for key, value in delta.items():
+        prev = out.get(key)
+        if type(value) is dict and type(prev) is dict:
+            out[key] = merge_delta(prev, value)
+        else:
+            out[key] = value
+    return out

@@ -1,0 +1,140 @@
+"""A SOW topic's state in memory: its records by SowKey and its hash indexes.
+
+The in-memory map is what queries scan (decoding JSON per query would cost more than the
+filter itself); RocksDB's ``current`` column family is its durable copy for persistent topics
+and is loaded back at start. Records are immutable, so ``snapshot()`` is a list of references
+that later publishes cannot change.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from sowdb.config import TopicConfig, field_path_steps
+from sowdb.engine.records import KeySpec, StoredRecord
+from sowdb.expr import Conjunct, get_path
+from sowdb.expr.values import parse_number
+
+
+def index_terms(value: Any) -> list[Any]:
+    """The hash-index terms under which a field value is filed.
+
+    Equality in the filter language converts a string that holds a number when it meets a
+    number (``'42' = 42``), and compares arrays element by element. So a value is filed under
+    ``("s", text)`` for strings and ``("n", number)`` for numbers, booleans (as 0/1) and numeric
+    strings; an array under the terms of each element. A lookup with the literal's own terms
+    then returns a superset of the matches, and the filter, which always runs on the
+    candidates, removes the rest.
+    """
+    t = type(value)
+    if t is str:
+        num = parse_number(value)
+        if num is None or (isinstance(num, float) and math.isnan(num)):
+            return [("s", value)]
+        return [("s", value), ("n", num)]
+    if t is int or t is float or t is bool:
+        return [] if value != value else [("n", value)]
+    if t is list:
+        out: list[Any] = []
+        for e in value:
+            if type(e) is not list:
+                out.extend(index_terms(e))
+        return out
+    return []
+
+
+class HashIndex:
+    """Maps the terms of one field path to the SowKeys of the records holding them."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.steps = field_path_steps(path)
+        self._top = self.steps[0] if len(self.steps) == 1 and isinstance(self.steps[0], str) else None
+        self._map: dict[Any, dict[str, None]] = {}
+
+    def _terms(self, data: dict[str, Any]) -> list[Any]:
+        value = data.get(self._top) if self._top is not None else get_path(data, self.steps)
+        if type(value) is str:  # the common case, without the general function's checks
+            return index_terms(value) if value[:1] in "0123456789-+." else [("s", value)]
+        return index_terms(value)
+
+    def add(self, rec: StoredRecord) -> None:
+        assert rec.data is not None
+        for term in self._terms(rec.data):
+            bucket = self._map.get(term)
+            if bucket is None:
+                self._map[term] = {rec.sow_key: None}
+            else:
+                bucket[rec.sow_key] = None
+
+    def remove(self, rec: StoredRecord) -> None:
+        assert rec.data is not None
+        for term in self._terms(rec.data):
+            bucket = self._map.get(term)
+            if bucket is not None:
+                bucket.pop(rec.sow_key, None)
+                if not bucket:
+                    del self._map[term]
+
+    def lookup(self, values: Iterable[Any]) -> set[str]:
+        """SowKeys of every record that may equal one of ``values``."""
+        out: set[str] = set()
+        for v in values:
+            for term in index_terms(v):
+                bucket = self._map.get(term)
+                if bucket:
+                    out.update(bucket)
+        return out
+
+
+class SowTopic:
+    """State of one SOW topic."""
+
+    def __init__(self, config: TopicConfig) -> None:
+        self.config = config
+        self.name = config.name
+        self.persistent = config.durability == "persistent"
+        self.keys = KeySpec(config.key) if config.key else None
+        self.records: dict[str, StoredRecord] = {}
+        self.indexes = {path: HashIndex(path) for path in config.indexes}
+
+    def put(self, rec: StoredRecord) -> StoredRecord | None:
+        """Insert or replace; returns the previous version."""
+        old = self.records.get(rec.sow_key)
+        self.records[rec.sow_key] = rec
+        for index in self.indexes.values():
+            if old is not None:
+                index.remove(old)
+            index.add(rec)
+        return old
+
+    def remove(self, sow_key: str) -> StoredRecord | None:
+        """Delete; returns the removed version."""
+        old = self.records.pop(sow_key, None)
+        if old is not None:
+            for index in self.indexes.values():
+                index.remove(old)
+        return old
+
+    def snapshot(self) -> list[StoredRecord]:
+        """Every record, as of now."""
+        return list(self.records.values())
+
+    def candidates(self, conjuncts: tuple[Conjunct, ...]) -> list[StoredRecord] | None:
+        """The records an index says may match, or None when no index serves the filter.
+
+        With several indexed conjuncts, the one with the fewest candidates is used.
+        """
+        best: set[str] | None = None
+        for c in conjuncts:
+            index = self.indexes.get(c.path)
+            if index is not None:
+                keys = index.lookup(c.values)
+                if best is None or len(keys) < len(best):
+                    best = keys
+        if best is None:
+            return None
+        records = self.records
+        return [records[k] for k in sorted(best)]

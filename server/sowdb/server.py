@@ -1,0 +1,105 @@
+"""Assembles the gRPC server: the service, reflection, health, limits, graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from dataclasses import replace
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from sowdb.api.servicer import SowServicer
+from sowdb.config import Config
+from sowdb.engine import Engine, system_clock
+from sowdb.engine.engine import Clock
+from sowdb.storage import Store
+from sowdb_api.v1 import sow_pb2, sow_pb2_grpc
+
+log = logging.getLogger("sowdb.server")
+
+SERVICE_NAME = sow_pb2.DESCRIPTOR.services_by_name["SowService"].full_name
+SHUTDOWN_GRACE_S = 5.0
+
+
+class SowServer:
+    """One sowd instance: engine + store + gRPC server.
+
+    Usage: ``port = await server.start()``, then ``await server.stop()``.
+    """
+
+    def __init__(self, config: Config, *, clock: Clock = system_clock) -> None:
+        self.config = config
+        self.clock = clock
+        self.engine: Engine | None = None
+        self.port = 0
+        self._server: grpc.aio.Server | None = None
+        self._health = health.aio.HealthServicer()
+
+    async def start(self) -> int:
+        """Open the store, load state, listen; returns the bound port."""
+        cfg = self.config.server
+        store = Store(Path(cfg.data_dir), fsync=cfg.fsync)
+        self.engine = Engine(self.config, store, clock=self.clock)
+        limit = cfg.max_message_bytes
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", limit),
+                ("grpc.max_send_message_length", limit),
+                ("grpc.so_reuseport", 0),
+            ]
+        )
+        sow_pb2_grpc.add_SowServiceServicer_to_server(SowServicer(self.engine), server)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        reflection.enable_server_reflection((SERVICE_NAME, reflection.SERVICE_NAME, health.SERVICE_NAME), server)
+        self.port = server.add_insecure_port(cfg.listen)
+        if self.port == 0:
+            store.close()
+            raise OSError(f"cannot listen on {cfg.listen}")
+        await server.start()
+        self._server = server
+        for name in ("", SERVICE_NAME):
+            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        return self.port
+
+    async def stop(self, grace: float = SHUTDOWN_GRACE_S) -> None:
+        """Stop accepting calls, let running ones finish for ``grace`` seconds, close the store."""
+        await self._health.enter_graceful_shutdown()
+        if self._server is not None:
+            await self._server.stop(grace)
+            self._server = None
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+
+
+async def run(config: Config) -> None:
+    """Run until SIGTERM or SIGINT, then shut down gracefully."""
+    server = SowServer(config)
+    port = await server.start()
+    host = config.server.listen.rsplit(":", 1)[0]
+    print(
+        f"sowd listening on {host}:{port} (data {config.server.data_dir}, config {config.source})",
+        flush=True,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("shutting down")
+    await server.stop()
+    print("sowd stopped", flush=True)
+
+
+def with_overrides(config: Config, *, listen: str | None, data_dir: str | None) -> Config:
+    """The config with the command-line flags applied."""
+    server = config.server
+    if listen:
+        server = replace(server, listen=listen)
+    if data_dir:
+        server = replace(server, data_dir=data_dir)
+    return replace(config, server=server)

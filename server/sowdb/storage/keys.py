@@ -1,0 +1,122 @@
+"""Byte layouts of the RocksDB keys and values, beside their encoders.
+
+RocksDB orders keys by unsigned bytes, so every key is built so that byte order is the order
+the engine needs:
+
+- ``journal`` key: the sequence number as a big-endian u64 (8 bytes). Big-endian makes byte
+  order numeric order, so iterating the column family walks the journal in bookmark order and
+  ``seek(encode_seq(b))`` lands on bookmark ``b``.
+- ``current`` key: ``topic UTF-8 | 0x00 | SowKey UTF-8``. Topic names and SowKeys never contain
+  NUL (config validation and the SowKey encoder guarantee it), so 0x00 ends the topic: all
+  records of a topic are one contiguous range whose prefix is ``topic | 0x00``, and no topic's
+  range overlaps another's (``ab`` sorts before ``ab\\x00`` and ``abc``'s range starts with
+  ``abc``, after ``ab\\x00…``).
+- ``history`` key: ``topic | 0x00 | SowKey | 0x00 | seq (BE u64)``: the versions of one record
+  are contiguous and in bookmark order, so "the version as of b" is a reverse seek.
+- ``meta`` keys: ASCII names (``last_applied``: BE u64 of the last sequence applied to
+  ``current``).
+
+Values use fixed big-endian headers followed by the variable parts:
+
+- ``current`` value: ``bookmark u64 | timestamp_us u64 | expiry_us u64 (0 = never) | payload``.
+- ``journal`` value: ``timestamp_us u64 | op u8 | expiry_us u64 | len(topic) u16 |
+  len(SowKey) u16 | topic | SowKey | payload``; the payload of a delete or expiration is empty.
+- ``history`` value: ``op u8 | timestamp_us u64 | payload`` (op DELETE marks a deletion).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+OP_PUBLISH = 1
+OP_DELETE = 2
+OP_EXPIRE = 3
+
+SEQ = struct.Struct(">Q")
+_CURRENT_HEAD = struct.Struct(">QQQ")
+_JOURNAL_HEAD = struct.Struct(">QBQHH")
+_HISTORY_HEAD = struct.Struct(">BQ")
+
+META_LAST_APPLIED = b"last_applied"
+META_FORMAT = b"format"
+FORMAT_VERSION = b"1"
+
+encode_seq = SEQ.pack
+
+
+def decode_seq(key: bytes) -> int:
+    """The sequence number of a journal key (or a meta value)."""
+    return int(SEQ.unpack(key)[0])
+
+
+def topic_prefix(topic: str) -> bytes:
+    """The prefix shared by every ``current`` key of a topic."""
+    return topic.encode() + b"\x00"
+
+
+def current_key(topic: str, sow_key: str) -> bytes:
+    """``topic | 0x00 | SowKey``."""
+    return topic.encode() + b"\x00" + sow_key.encode()
+
+
+def split_current_key(key: bytes) -> tuple[str, str]:
+    """Inverse of :func:`current_key`."""
+    topic, _, sow_key = key.partition(b"\x00")
+    return topic.decode(), sow_key.decode()
+
+
+def history_key(topic: str, sow_key: str, seq: int) -> bytes:
+    """``topic | 0x00 | SowKey | 0x00 | seq``."""
+    return topic.encode() + b"\x00" + sow_key.encode() + b"\x00" + SEQ.pack(seq)
+
+
+def encode_current(bookmark: int, timestamp_us: int, expiry_us: int, payload: bytes) -> bytes:
+    """A ``current`` value."""
+    return _CURRENT_HEAD.pack(bookmark, timestamp_us, expiry_us) + payload
+
+
+class CurrentValue(NamedTuple):
+    """A decoded ``current`` value."""
+
+    bookmark: int
+    timestamp_us: int
+    expiry_us: int
+    payload: bytes
+
+
+def decode_current(value: bytes) -> CurrentValue:
+    """Inverse of :func:`encode_current`."""
+    b, t, e = _CURRENT_HEAD.unpack_from(value)
+    return CurrentValue(b, t, e, value[_CURRENT_HEAD.size :])
+
+
+def encode_journal(timestamp_us: int, op: int, expiry_us: int, topic: bytes, sow_key: bytes, payload: bytes) -> bytes:
+    """A ``journal`` value (topic and SowKey already UTF-8)."""
+    return _JOURNAL_HEAD.pack(timestamp_us, op, expiry_us, len(topic), len(sow_key)) + topic + sow_key + payload
+
+
+class JournalEntry(NamedTuple):
+    """A decoded journal entry."""
+
+    seq: int
+    timestamp_us: int
+    op: int
+    expiry_us: int
+    topic: str
+    sow_key: str
+    payload: bytes
+
+
+def decode_journal(key: bytes, value: bytes) -> JournalEntry:
+    """Inverse of :func:`encode_seq` + :func:`encode_journal`."""
+    ts, op, exp, lt, lk = _JOURNAL_HEAD.unpack_from(value)
+    o = _JOURNAL_HEAD.size
+    topic = value[o : o + lt].decode()
+    sow_key = value[o + lt : o + lt + lk].decode()
+    return JournalEntry(decode_seq(key), ts, op, exp, topic, sow_key, value[o + lt + lk :])
+
+
+def encode_history(op: int, timestamp_us: int, payload: bytes) -> bytes:
+    """A ``history`` value."""
+    return _HISTORY_HEAD.pack(op, timestamp_us) + payload
