@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 from dataclasses import replace
@@ -13,11 +14,12 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from sowdb.api.servicer import SowServicer
+from sowdb.api.wire import add_service
 from sowdb.config import Config
 from sowdb.engine import Engine, system_clock
 from sowdb.engine.engine import Clock
 from sowdb.storage import Store
-from sowdb_api.v1 import sow_pb2, sow_pb2_grpc
+from sowdb_api.v1 import sow_pb2
 
 log = logging.getLogger("sowdb.server")
 
@@ -44,6 +46,7 @@ class SowServer:
         cfg = self.config.server
         store = Store(Path(cfg.data_dir), fsync=cfg.fsync)
         self.engine = Engine(self.config, store, clock=self.clock)
+        _tune_gc()
         limit = cfg.max_message_bytes
         server = grpc.aio.server(
             options=[
@@ -52,7 +55,7 @@ class SowServer:
                 ("grpc.so_reuseport", 0),
             ]
         )
-        sow_pb2_grpc.add_SowServiceServicer_to_server(SowServicer(self.engine), server)
+        add_service(SowServicer(self.engine), server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection((SERVICE_NAME, reflection.SERVICE_NAME, health.SERVICE_NAME), server)
         self.port = server.add_insecure_port(cfg.listen)
@@ -76,19 +79,32 @@ class SowServer:
             self.engine = None
 
 
+def _tune_gc() -> None:
+    """Keep the cyclic garbage collector off the publish path.
+
+    Every stored record is a few long-lived container objects, so with a million records a
+    default-tuned collector spends a large share of the publish time re-scanning them. The
+    records loaded at start are moved out of its sight (``gc.freeze``), and young collections
+    run every 10,000 allocations instead of 700; nothing in the engine relies on prompt cycle
+    collection.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 20, 100)
+
+
 async def run(config: Config) -> None:
     """Run until SIGTERM or SIGINT, then shut down gracefully."""
     server = SowServer(config)
     port = await server.start()
-    host = config.server.listen.rsplit(":", 1)[0]
-    print(
-        f"sowd listening on {host}:{port} (data {config.server.data_dir}, config {config.source})",
-        flush=True,
-    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    host = config.server.listen.rsplit(":", 1)[0]
+    # Printed only once the signal handlers are in place, so a supervisor that waits for this
+    # line can stop the server at once without killing it half-way.
+    print(f"sowd listening on {host}:{port} (data {config.server.data_dir}, config {config.source})", flush=True)
     await stop.wait()
     log.info("shutting down")
     await server.stop()

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import sowdb.expr.compiler
 from sowdb.errors import ExpressionError, InvalidArgument
 from sowdb.expr import compile_expression, compile_filter, parse_aggregation, parse_order_by, parse_select
 from sowdb.expr.parser import MAX_DEPTH, parse
@@ -155,10 +154,3 @@ def test_fuzz_token_soup_only_raises_expression_error(tokens: list[str]) -> None
     except ExpressionError:
         return
     f.matches({"a": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!", "b": [1]}, None)
-
-
-def test_engine_never_imports_grpc() -> None:
-    import sys
-
-    assert sowdb.expr.compiler is not None
-    assert not any(name == "grpc" or name.startswith("grpc.") for name in sys.modules)

@@ -51,7 +51,9 @@ def generate(out: Path) -> None:
         f"--mypy_grpc_out={out}",
         *PROTOS,
     ]
-    subprocess.run(cmd, check=True)
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"protoc failed:\n{done.stderr}")
     generated = out / "sowdb"
     target = out / "sowdb_api"
     generated.rename(target)

@@ -24,14 +24,22 @@ class Record:
     """A record as received.
 
     Attributes:
+        timestamp_us: microseconds since the epoch; :attr:`timestamp` as a datetime.
         data: the JSON document as bytes; :meth:`json` decodes it.
     """
 
     topic: str
     sow_key: str
     bookmark: int
-    timestamp: datetime
+    timestamp_us: int
     data: bytes
+
+    @property
+    def timestamp(self) -> datetime:
+        """When the server applied the change that produced this version (UTC)."""
+        return datetime.fromtimestamp(self.timestamp_us // 1_000_000, UTC).replace(
+            microsecond=self.timestamp_us % 1_000_000
+        )
 
     def json(self) -> Any:
         """The decoded document."""
@@ -39,8 +47,8 @@ class Record:
 
     @classmethod
     def from_pb(cls, r: pb.Record) -> Record:
-        ts = datetime.fromtimestamp(r.timestamp.seconds, UTC).replace(microsecond=r.timestamp.nanos // 1000)
-        return cls(r.topic, r.sow_key, r.bookmark, ts, r.data)
+        ts = r.timestamp
+        return cls(r.topic, r.sow_key, r.bookmark, ts.seconds * 1_000_000 + ts.nanos // 1000, r.data)
 
 
 @dataclass(frozen=True, slots=True)

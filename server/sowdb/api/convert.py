@@ -2,36 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from google.protobuf import duration_pb2
 
-from google.protobuf import duration_pb2, timestamp_pb2
-
-from sowdb.engine import GroupBegin, GroupEnd, InMessage, QueryOptions, RecordBatch, StoredRecord, TopicSummary
+from sowdb.api.wire import records_frame
+from sowdb.engine import GroupBegin, GroupEnd, QueryOptions, RecordBatch, TopicSummary
 from sowdb.errors import InvalidArgument
 from sowdb_api.v1 import sow_pb2 as pb
 
-_Timestamp = timestamp_pb2.Timestamp
-_Record = pb.Record
 
-
-def record(r: StoredRecord) -> pb.Record:
-    ts = r.timestamp_us
-    return _Record(
-        topic=r.topic,
-        sow_key=r.sow_key,
-        bookmark=r.bookmark,
-        timestamp=_Timestamp(seconds=ts // 1_000_000, nanos=(ts % 1_000_000) * 1000),
-        data=r.raw,
-    )
-
-
-def records(batch: Sequence[StoredRecord]) -> pb.RecordBatch:
-    return pb.RecordBatch(records=[record(r) for r in batch])
-
-
-def sow_response(event: GroupBegin | RecordBatch | GroupEnd) -> pb.SowResponse:
+def sow_response(event: GroupBegin | RecordBatch | GroupEnd) -> pb.SowResponse | bytes:
+    """A Sow stream response; record batches come pre-encoded (:mod:`sowdb.api.wire`)."""
     if isinstance(event, RecordBatch):
-        return pb.SowResponse(records=records(event.records))
+        return records_frame(event.records)
     if isinstance(event, GroupBegin):
         return pb.SowResponse(group_begin=pb.GroupBegin(query_id=event.query_id, bookmark=event.bookmark))
     return pb.SowResponse(
@@ -68,12 +50,14 @@ def seconds(d: duration_pb2.Duration, field: str) -> float:
     return value
 
 
-def in_messages(req: pb.PublishRequest) -> list[InMessage]:
-    out = []
-    for i, m in enumerate(req.messages):
-        ttl = seconds(m.expiration, f"messages[{i}].expiration") if m.HasField("expiration") else None
-        out.append(InMessage(m.data, m.sow_key, ttl))
-    return out
+def ttls(req: pb.PublishRequest) -> list[float | None] | None:
+    """Per-message time to live, or None when no message sets one (the common case)."""
+    if not any(m.HasField("expiration") for m in req.messages):
+        return None
+    return [
+        seconds(m.expiration, f"messages[{i}].expiration") if m.HasField("expiration") else None
+        for i, m in enumerate(req.messages)
+    ]
 
 
 def duration(s: float) -> duration_pb2.Duration:

@@ -48,13 +48,13 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
         publish = self.engine.publish
         async for req in request_iterator:
             try:
-                first, last = publish(req.topic, convert.in_messages(req), delta=req.delta)
+                first, last = publish(req.topic, req.messages, delta=req.delta, ttls=convert.ttls(req))
             except SowdbError as exc:
                 yield pb.PublishResponse(correlation_id=req.correlation_id, error=rich_status(exc))
                 continue
             yield pb.PublishResponse(correlation_id=req.correlation_id, first_bookmark=first, last_bookmark=last)
 
-    async def Sow(self, request: pb.SowRequest, context: Context) -> AsyncIterator[pb.SowResponse]:
+    async def Sow(self, request: pb.SowRequest, context: Context) -> AsyncIterator[pb.SowResponse | bytes]:  # type: ignore[override]
         try:
             events = self.engine.sow(convert.query_options(request))
         except Exception as exc:

@@ -13,6 +13,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import orjson
 
@@ -29,8 +30,7 @@ from sowdb.errors import (
     SowdbError,
 )
 from sowdb.expr import compile_filter
-from sowdb.storage import Change, Store
-from sowdb.storage.keys import OP_DELETE, OP_PUBLISH
+from sowdb.storage import Store
 
 Clock = Callable[[], int]
 """Returns the time in microseconds since the epoch; injectable so tests control time."""
@@ -40,13 +40,22 @@ def system_clock() -> int:
     return time.time_ns() // 1000
 
 
+class MessageLike(Protocol):
+    """What the publish pipeline reads of a message."""
+
+    @property
+    def data(self) -> bytes: ...
+
+    @property
+    def sow_key(self) -> str: ...
+
+
 @dataclass(slots=True)
 class InMessage:
-    """One message of a publish request, as received."""
+    """One message to publish (for callers that do not hold a protobuf message)."""
 
     data: bytes
     sow_key: str = ""
-    expiration_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -96,11 +105,24 @@ class Engine:
 
     # --- publish ------------------------------------------------------------------------------
 
-    def publish(self, topic_name: str, messages: Sequence[InMessage], *, delta: bool = False) -> tuple[int, int]:
+    def publish(
+        self,
+        topic_name: str,
+        messages: Sequence[MessageLike],
+        *,
+        delta: bool = False,
+        ttls: Sequence[float | None] | None = None,
+    ) -> tuple[int, int]:
         """Apply one atomic batch; returns the (first, last) bookmark assigned.
 
+        Args:
+            messages: objects with ``data`` (JSON bytes) and ``sow_key`` (``InMessage`` or the
+                protobuf ``PublishMessage`` itself, which saves a copy per message).
+            ttls: per-message time to live in seconds (None: the topic's default), if any.
+
         Raises:
-            InvalidArgument: the topic name or a message is invalid (``PublishError`` names it).
+            PublishError: a message is invalid; it names the message (K-3). Nothing is stored.
+            InvalidArgument: the topic name is invalid or there are no messages.
             FailedPrecondition: the topic is a view or conflated topic (K-4).
         """
         self._check_topic_name(topic_name)
@@ -112,16 +134,19 @@ class Engine:
             )
         if not messages:
             raise InvalidArgument("a publish request needs at least one message", field="messages")
+        if ttls is not None and len(ttls) != len(messages):
+            raise InvalidArgument("one ttl per message", field="messages")
         topic = self.topics.get(topic_name)
         now = self.clock()
         if topic is None:
             return self._publish_plain(topic_name, messages, now)
         keys = topic.keys
         default_ttl = topic.config.expiration_s
-        history = topic.config.history is not None
+        batch = self.store.batch(topic_name, current=topic.persistent, history=topic.config.history is not None)
+        write = batch.publish
         pending: dict[str, StoredRecord] = {}  # this batch's latest version per key, for deltas
         versions: list[StoredRecord] = []
-        changes: list[Change] = []
+        append = versions.append
         seq = self.last_seq
         loads = orjson.loads
         max_bytes = self.max_document_bytes
@@ -154,15 +179,17 @@ class Engine:
                     if old is not None and old.data is not None:
                         data = merge_delta(old.data, data)
                         raw = orjson.dumps(data)
-                ttl = default_ttl if msg.expiration_s is None else msg.expiration_s
             except SowdbError as exc:
                 raise PublishError(i, exc) from None
+            ttl = default_ttl if ttls is None or ttls[i] is None else ttls[i]
+            expiry = now + int(ttl * 1e6) if ttl else 0
             seq += 1
-            expiry = now + int(ttl * 1e6) if ttl > 0 else 0
-            rec = pending[sow_key] = StoredRecord(topic_name, sow_key, data, raw, seq, now, expiry)
-            versions.append(rec)
-            changes.append(Change(seq, now, OP_PUBLISH, topic_name, sow_key, raw, expiry, topic.persistent, history))
-        self.store.apply(changes)
+            rec = StoredRecord(topic_name, sow_key, data, raw, seq, now, expiry)
+            write(seq, now, sow_key, raw, expiry)
+            append(rec)
+            if delta:
+                pending[sow_key] = rec
+        batch.commit()
         first = self.last_seq + 1
         self.last_seq = seq
         put = topic.put
@@ -170,9 +197,9 @@ class Engine:
             put(rec)
         return first, seq
 
-    def _publish_plain(self, topic_name: str, messages: Sequence[InMessage], now: int) -> tuple[int, int]:
+    def _publish_plain(self, topic_name: str, messages: Sequence[MessageLike], now: int) -> tuple[int, int]:
         """K-5: a topic without a SOW is journaled (for subscribers and replay), not stored."""
-        changes = []
+        batch = self.store.batch(topic_name, current=False, history=False)
         seq = self.last_seq
         for i, msg in enumerate(messages):
             try:
@@ -192,8 +219,8 @@ class Engine:
             except SowdbError as exc:
                 raise PublishError(i, exc) from None
             seq += 1
-            changes.append(Change(seq, now, OP_PUBLISH, topic_name, msg.sow_key, msg.data))
-        self.store.apply(changes)
+            batch.publish(seq, now, msg.sow_key, msg.data)
+        batch.commit()
         first = self.last_seq + 1
         self.last_seq = seq
         return first, seq
@@ -249,13 +276,12 @@ class Engine:
         if not victims:
             return 0, 0
         now = self.clock()
-        history = topic.config.history is not None
+        batch = self.store.batch(topic.name, current=topic.persistent, history=topic.config.history is not None)
         seq = self.last_seq
-        changes = []
         for key in victims:
             seq += 1
-            changes.append(Change(seq, now, OP_DELETE, topic.name, key, b"", 0, topic.persistent, history))
-        self.store.apply(changes)
+            batch.remove(seq, now, key)
+        batch.commit()
         self.last_seq = seq
         for key in victims:
             topic.remove(key)

@@ -24,7 +24,7 @@ class StoredRecord:
         expiry_us: absolute expiry time in µs since the epoch; 0 = never.
     """
 
-    __slots__ = ("bookmark", "data", "expiry_us", "raw", "sow_key", "timestamp_us", "topic")
+    __slots__ = ("bookmark", "data", "expiry_us", "raw", "sow_key", "timestamp_us", "topic", "wire")
 
     def __init__(
         self,
@@ -43,6 +43,7 @@ class StoredRecord:
         self.bookmark = bookmark
         self.timestamp_us = timestamp_us
         self.expiry_us = expiry_us
+        self.wire: bytes | None = None  # the protocol layer's encoding, cached when first sent
 
     @property
     def timestamp(self) -> float:

@@ -8,7 +8,6 @@ that later publishes cannot change.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -17,25 +16,28 @@ from sowdb.engine.records import KeySpec, StoredRecord
 from sowdb.expr import Conjunct, get_path
 from sowdb.expr.values import parse_number
 
+_NUMERIC_START = frozenset("0123456789+-.")
+
 
 def index_terms(value: Any) -> list[Any]:
     """The hash-index terms under which a field value is filed.
 
     Equality in the filter language converts a string that holds a number when it meets a
-    number (``'42' = 42``), and compares arrays element by element. So a value is filed under
-    ``("s", text)`` for strings and ``("n", number)`` for numbers, booleans (as 0/1) and numeric
-    strings; an array under the terms of each element. A lookup with the literal's own terms
-    then returns a superset of the matches, and the filter, which always runs on the
-    candidates, removes the rest.
+    number (``'42' = 42``), and compares arrays element by element. So a string is filed under
+    itself and, when it holds a number, also under that number; a number or boolean under
+    itself (Python already hashes ``1``, ``1.0`` and ``True`` alike, and never like ``"1"``); an
+    array under the terms of its elements. A lookup with the literal's own terms returns a
+    superset of the matches, and the filter, which always runs on the candidates, removes the
+    rest.
     """
     t = type(value)
     if t is str:
-        num = parse_number(value)
-        if num is None or (isinstance(num, float) and math.isnan(num)):
-            return [("s", value)]
-        return [("s", value), ("n", num)]
+        num = parse_number(value) if value and value[0] in _NUMERIC_START else None
+        if num is None or num != num:
+            return [value]
+        return [value, num]
     if t is int or t is float or t is bool:
-        return [] if value != value else [("n", value)]
+        return [] if value != value else [value]
     if t is list:
         out: list[Any] = []
         for e in value:
@@ -54,38 +56,47 @@ class HashIndex:
         self._top = self.steps[0] if len(self.steps) == 1 and isinstance(self.steps[0], str) else None
         self._map: dict[Any, dict[str, None]] = {}
 
-    def _terms(self, data: dict[str, Any]) -> list[Any]:
-        value = data.get(self._top) if self._top is not None else get_path(data, self.steps)
-        if type(value) is str:  # the common case, without the general function's checks
-            return index_terms(value) if value[:1] in "0123456789-+." else [("s", value)]
-        return index_terms(value)
+    def _value(self, rec: StoredRecord) -> Any:
+        assert rec.data is not None
+        return rec.data.get(self._top) if self._top is not None else get_path(rec.data, self.steps)
 
     def add(self, rec: StoredRecord) -> None:
-        assert rec.data is not None
-        for term in self._terms(rec.data):
-            bucket = self._map.get(term)
+        value = self._value(rec)
+        m = self._map
+        if type(value) is str and value and value[0] not in _NUMERIC_START:  # the common case, inline
+            bucket = m.get(value)
             if bucket is None:
-                self._map[term] = {rec.sow_key: None}
+                m[value] = {rec.sow_key: None}
+            else:
+                bucket[rec.sow_key] = None
+            return
+        for term in index_terms(value):
+            bucket = m.get(term)
+            if bucket is None:
+                m[term] = {rec.sow_key: None}
             else:
                 bucket[rec.sow_key] = None
 
     def remove(self, rec: StoredRecord) -> None:
-        assert rec.data is not None
-        for term in self._terms(rec.data):
-            bucket = self._map.get(term)
+        m = self._map
+        for term in index_terms(self._value(rec)):
+            bucket = m.get(term)
             if bucket is not None:
                 bucket.pop(rec.sow_key, None)
                 if not bucket:
-                    del self._map[term]
+                    del m[term]
 
-    def lookup(self, values: Iterable[Any]) -> set[str]:
-        """SowKeys of every record that may equal one of ``values``."""
-        out: set[str] = set()
+    def lookup(self, values: Iterable[Any]) -> dict[str, None]:
+        """SowKeys of every record that may equal one of ``values`` (an ordered set)."""
+        out: dict[str, None] = {}
         for v in values:
             for term in index_terms(v):
                 bucket = self._map.get(term)
                 if bucket:
-                    out.update(bucket)
+                    if out:
+                        out.update(bucket)
+                    else:
+                        out = dict(bucket)
         return out
 
 
@@ -99,15 +110,18 @@ class SowTopic:
         self.keys = KeySpec(config.key) if config.key else None
         self.records: dict[str, StoredRecord] = {}
         self.indexes = {path: HashIndex(path) for path in config.indexes}
+        self._index_list = list(self.indexes.values())
 
     def put(self, rec: StoredRecord) -> StoredRecord | None:
         """Insert or replace; returns the previous version."""
-        old = self.records.get(rec.sow_key)
-        self.records[rec.sow_key] = rec
-        for index in self.indexes.values():
-            if old is not None:
-                index.remove(old)
-            index.add(rec)
+        records = self.records
+        old = records.get(rec.sow_key)
+        records[rec.sow_key] = rec
+        if self._index_list:
+            for index in self._index_list:
+                if old is not None:
+                    index.remove(old)
+                index.add(rec)
         return old
 
     def remove(self, sow_key: str) -> StoredRecord | None:
@@ -127,7 +141,7 @@ class SowTopic:
 
         With several indexed conjuncts, the one with the fewest candidates is used.
         """
-        best: set[str] | None = None
+        best: dict[str, None] | None = None
         for c in conjuncts:
             index = self.indexes.get(c.path)
             if index is not None:
@@ -137,4 +151,4 @@ class SowTopic:
         if best is None:
             return None
         records = self.records
-        return [records[k] for k in sorted(best)]
+        return [records[k] for k in best]

@@ -1,5 +1,5 @@
-"""Storage: RocksDB column families behind a narrow interface (:class:`Store`)."""
+"""Storage: RocksDB column families behind a narrow interface (:class:`Store`, :class:`Batch`)."""
 
-from sowdb.storage.rocks import Change, Store
+from sowdb.storage.rocks import Batch, Store
 
-__all__ = ["Change", "Store"]
+__all__ = ["Batch", "Store"]

@@ -34,8 +34,8 @@ OP_DELETE = 2
 OP_EXPIRE = 3
 
 SEQ = struct.Struct(">Q")
-_CURRENT_HEAD = struct.Struct(">QQQ")
-_JOURNAL_HEAD = struct.Struct(">QBQHH")
+CURRENT_HEAD = struct.Struct(">QQQ")
+JOURNAL_HEAD = struct.Struct(">QBQHH")
 _HISTORY_HEAD = struct.Struct(">BQ")
 
 META_LAST_APPLIED = b"last_applied"
@@ -73,7 +73,7 @@ def history_key(topic: str, sow_key: str, seq: int) -> bytes:
 
 def encode_current(bookmark: int, timestamp_us: int, expiry_us: int, payload: bytes) -> bytes:
     """A ``current`` value."""
-    return _CURRENT_HEAD.pack(bookmark, timestamp_us, expiry_us) + payload
+    return CURRENT_HEAD.pack(bookmark, timestamp_us, expiry_us) + payload
 
 
 class CurrentValue(NamedTuple):
@@ -87,13 +87,13 @@ class CurrentValue(NamedTuple):
 
 def decode_current(value: bytes) -> CurrentValue:
     """Inverse of :func:`encode_current`."""
-    b, t, e = _CURRENT_HEAD.unpack_from(value)
-    return CurrentValue(b, t, e, value[_CURRENT_HEAD.size :])
+    b, t, e = CURRENT_HEAD.unpack_from(value)
+    return CurrentValue(b, t, e, value[CURRENT_HEAD.size :])
 
 
 def encode_journal(timestamp_us: int, op: int, expiry_us: int, topic: bytes, sow_key: bytes, payload: bytes) -> bytes:
     """A ``journal`` value (topic and SowKey already UTF-8)."""
-    return _JOURNAL_HEAD.pack(timestamp_us, op, expiry_us, len(topic), len(sow_key)) + topic + sow_key + payload
+    return JOURNAL_HEAD.pack(timestamp_us, op, expiry_us, len(topic), len(sow_key)) + topic + sow_key + payload
 
 
 class JournalEntry(NamedTuple):
@@ -110,8 +110,8 @@ class JournalEntry(NamedTuple):
 
 def decode_journal(key: bytes, value: bytes) -> JournalEntry:
     """Inverse of :func:`encode_seq` + :func:`encode_journal`."""
-    ts, op, exp, lt, lk = _JOURNAL_HEAD.unpack_from(value)
-    o = _JOURNAL_HEAD.size
+    ts, op, exp, lt, lk = JOURNAL_HEAD.unpack_from(value)
+    o = JOURNAL_HEAD.size
     topic = value[o : o + lt].decode()
     sow_key = value[o + lt : o + lt + lk].decode()
     return JournalEntry(decode_seq(key), ts, op, exp, topic, sow_key, value[o + lt + lk :])

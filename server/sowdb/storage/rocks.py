@@ -5,15 +5,14 @@
 - ``history``: past versions, for topics with history.
 - ``meta``: the last sequence applied to ``current`` and the format version.
 
-:meth:`Store.apply` writes one batch of changes as one RocksDB ``WriteBatch`` across the
+A :class:`Batch` (``Store.batch``) writes the changes of one request as one RocksDB ``WriteBatch`` across the
 column families, so a crash leaves either all of a publish request or none of it, and the
 journal and ``current`` never disagree. Key and value layouts are in :mod:`sowdb.storage.keys`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
 
@@ -24,27 +23,70 @@ from sowdb.storage import keys as k
 COLUMN_FAMILIES = ("journal", "current", "history", "meta")
 
 
-@dataclass(slots=True)
-class Change:
-    """One change in the total order, as the engine hands it to the store.
+class Batch:
+    """The changes of one request to one topic, written atomically by :meth:`commit`.
 
-    Attributes:
-        seq: the bookmark.
-        op: ``keys.OP_PUBLISH``, ``OP_DELETE`` or ``OP_EXPIRE``.
-        payload: the full record after the change (empty for deletes).
-        current: also write it to ``current`` (persistent SOW topics only).
-        history: also write a version to ``history``.
+    Nothing reaches RocksDB before ``commit``, so a request refused half-way is simply dropped.
+    Built for the publish path: the topic is encoded once and each change costs two ``put``s.
     """
 
-    seq: int
-    timestamp_us: int
-    op: int
-    topic: str
-    sow_key: str
-    payload: bytes
-    expiry_us: int = 0
-    current: bool = False
-    history: bool = False
+    __slots__ = ("_current", "_history", "_last", "_store", "_topic", "_topic_b", "_wb")
+
+    def __init__(self, store: Store, topic: str, *, current: bool, history: bool) -> None:
+        self._store = store
+        self._topic = topic
+        self._topic_b = topic.encode()
+        self._current = current
+        self._history = history
+        self._wb = WriteBatch(raw_mode=True)
+        self._last = 0
+
+    def publish(self, seq: int, timestamp_us: int, sow_key: str, payload: bytes, expiry_us: int = 0) -> None:
+        """Record a publish: journal entry, new ``current`` value, history version."""
+        cf = self._store._cf
+        key_b = sow_key.encode()
+        put = self._wb.put
+        put(
+            _SEQ(seq),
+            _JOURNAL_HEAD(timestamp_us, k.OP_PUBLISH, expiry_us, len(self._topic_b), len(key_b))
+            + self._topic_b
+            + key_b
+            + payload,
+            cf["journal"],
+        )
+        if self._current:
+            put(self._topic_b + b"\x00" + key_b, _CURRENT_HEAD(seq, timestamp_us, expiry_us) + payload, cf["current"])
+        if self._history:
+            put(
+                k.history_key(self._topic, sow_key, seq),
+                k.encode_history(k.OP_PUBLISH, timestamp_us, payload),
+                cf["history"],
+            )
+        self._last = seq
+
+    def remove(self, seq: int, timestamp_us: int, sow_key: str, op: int = k.OP_DELETE) -> None:
+        """Record a delete or expiration: journal entry, ``current`` delete, history marker."""
+        cf = self._store._cf
+        key_b = sow_key.encode()
+        self._wb.put(_SEQ(seq), k.encode_journal(timestamp_us, op, 0, self._topic_b, key_b, b""), cf["journal"])
+        if self._current:
+            self._wb.delete(self._topic_b + b"\x00" + key_b, cf["current"])
+        if self._history:
+            self._wb.put(
+                k.history_key(self._topic, sow_key, seq), k.encode_history(op, timestamp_us, b""), cf["history"]
+            )
+        self._last = seq
+
+    def commit(self) -> None:
+        """Write everything, plus the last applied sequence, as one RocksDB WriteBatch."""
+        if self._last:
+            self._wb.put(k.META_LAST_APPLIED, _SEQ(self._last), self._store._cf["meta"])
+            self._store._write(self._wb)
+
+
+_SEQ = k.SEQ.pack
+_JOURNAL_HEAD = k.JOURNAL_HEAD.pack
+_CURRENT_HEAD = k.CURRENT_HEAD.pack
 
 
 def _options() -> Options:
@@ -83,30 +125,16 @@ class Store:
         v = self._meta.get(k.META_LAST_APPLIED)
         return k.decode_seq(v) if v else 0
 
-    def apply(self, changes: Sequence[Change]) -> None:
-        """Write the changes as one atomic batch (journal, current, history, meta)."""
-        if not changes:
-            return
-        cf = self._cf
-        journal, current, history = cf["journal"], cf["current"], cf["history"]
-        wb = WriteBatch(raw_mode=True)
-        put, delete = wb.put, wb.delete
-        enc_seq, enc_journal, enc_current = k.encode_seq, k.encode_journal, k.encode_current
-        publish = k.OP_PUBLISH
-        for c in changes:
-            topic_b, key_b = c.topic.encode(), c.sow_key.encode()
-            put(enc_seq(c.seq), enc_journal(c.timestamp_us, c.op, c.expiry_us, topic_b, key_b, c.payload), journal)
-            if c.current:
-                ck = topic_b + b"\x00" + key_b
-                if c.op == publish:
-                    put(ck, enc_current(c.seq, c.timestamp_us, c.expiry_us, c.payload), current)
-                else:
-                    delete(ck, current)
-            if c.history:
-                put(
-                    k.history_key(c.topic, c.sow_key, c.seq), k.encode_history(c.op, c.timestamp_us, c.payload), history
-                )
-        put(k.META_LAST_APPLIED, enc_seq(changes[-1].seq), cf["meta"])
+    def batch(self, topic: str, *, current: bool, history: bool) -> Batch:
+        """Start an atomic batch of changes to ``topic``.
+
+        Args:
+            current: the topic is persistent: keep ``current`` up to date.
+            history: the topic keeps history versions.
+        """
+        return Batch(self, topic, current=current, history=history)
+
+    def _write(self, wb: WriteBatch) -> None:
         self._db.write(wb, self._write_opts)
 
     def load_current(self) -> Iterator[tuple[str, str, k.CurrentValue]]:

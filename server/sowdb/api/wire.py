@@ -1,0 +1,89 @@
+"""Pre-encoded responses: records are serialized once and reused, frames are concatenated.
+
+A record's protobuf encoding (``sowdb.v1.Record``) depends only on the stored version, so it
+is computed the first time the version is sent and kept on the version (``StoredRecord.wire``);
+later queries — and, with subscriptions, every subscriber — reuse the bytes. A frame of records
+is then a concatenation: protobuf encodes a repeated message field as ``tag | length | bytes``
+per element, and a message-typed field of the response the same way around the batch.
+
+The service's handlers are registered with a serializer that passes ``bytes`` through, so a
+handler may yield either a response message or its already-encoded bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+
+from sowdb.engine import StoredRecord
+from sowdb_api.v1 import sow_pb2 as pb
+
+# Field numbers of the event oneof, shared by SowResponse, SowAndSubscribeResponse and
+# SubscribeResponse (see proto/sowdb/v1/sow.proto).
+FIELD_RECORDS = 3
+FIELD_PUBLISH = 5
+_RECORD_TAG = b"\x0a"  # RecordBatch.records: field 1, wire type 2 (length-delimited)
+
+
+def varint(n: int) -> bytes:
+    """Protobuf base-128 varint of a non-negative integer."""
+    if n < 0x80:
+        return bytes((n,))
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def record_wire(r: StoredRecord) -> bytes:
+    """The encoded ``Record`` of a stored version (cached on it)."""
+    wire = r.wire
+    if wire is None:
+        rec = pb.Record(topic=r.topic, sow_key=r.sow_key, bookmark=r.bookmark, data=r.raw)
+        ts = r.timestamp_us
+        rec.timestamp.seconds = ts // 1_000_000
+        rec.timestamp.nanos = (ts % 1_000_000) * 1000
+        wire = r.wire = rec.SerializeToString()
+    return wire
+
+
+def records_frame(batch: Sequence[StoredRecord], field: int = FIELD_RECORDS) -> bytes:
+    """An encoded response whose event is a ``RecordBatch`` in ``field``."""
+    parts = []
+    for r in batch:
+        w = r.wire if r.wire is not None else record_wire(r)
+        parts.append(_RECORD_TAG)
+        parts.append(varint(len(w)))
+        parts.append(w)
+    inner = b"".join(parts)
+    return varint(field << 3 | 2) + varint(len(inner)) + inner
+
+
+def _serialize(response: Message | bytes) -> bytes:
+    return response if type(response) is bytes else response.SerializeToString()  # type: ignore[union-attr]
+
+
+def add_service(servicer: Any, server: grpc.aio.Server) -> None:
+    """Register ``sowdb.v1.SowService`` with pass-through serializers (like the generated
+    ``add_SowServiceServicer_to_server``, which would re-serialize every response)."""
+    service = pb.DESCRIPTOR.services_by_name["SowService"]
+    handlers = {}
+    for method in service.methods:
+        request_cls: Any = getattr(pb, method.input_type.name)
+        kind = {
+            (False, False): grpc.unary_unary_rpc_method_handler,
+            (False, True): grpc.unary_stream_rpc_method_handler,
+            (True, False): grpc.stream_unary_rpc_method_handler,
+            (True, True): grpc.stream_stream_rpc_method_handler,
+        }[(method.client_streaming, method.server_streaming)]
+        handlers[method.name] = kind(
+            getattr(servicer, method.name),
+            request_deserializer=request_cls.FromString,
+            response_serializer=_serialize,
+        )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Benchmarks of issue 3 against a real ``sowd`` process (not part of the test suite).
+
+Starts ``sowd`` on a fresh data directory, then from this (separate) client process:
+
+- publish: N orders of ``../shared/bench/make_orders.py``, 100 per request, over one stream;
+- query-range: ``/price > 190 AND /side = 'B'`` over the N orders, batch_size 100, every record
+  received by the client;
+- query-eq: ``/symbol = 'SYM42'`` served by the ``/symbol`` hash index;
+- the server's RSS after the load.
+
+Usage: ``python tools/bench/bench_server.py [--orders 1000000] [--rounds 5]`` (``make bench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from sowdb_client import Client
+
+ROOT = Path(__file__).resolve().parents[2]
+MAKE_ORDERS = ROOT.parent / "shared" / "bench" / "make_orders.py"
+
+
+def _orders(n: int) -> list[bytes]:
+    spec = importlib.util.spec_from_file_location("make_orders", MAKE_ORDERS)
+    assert spec and spec.loader, f"dataset generator not found at {MAKE_ORDERS}"
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return [json.dumps(mod.order(i), separators=(",", ":")).encode() for i in range(n)]
+
+
+def _start(data_dir: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sowdb.main",
+            "--data-dir",
+            data_dir,
+            "--listen",
+            "127.0.0.1:0",
+            "--log-level",
+            "WARNING",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "listening on" not in line:
+        raise SystemExit(f"sowd did not start: {line!r}")
+    return proc, line.split("listening on ")[1].split()[0]
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _timed_query(c: Client, rounds: int, **kw: object) -> tuple[float, int]:
+    times, count = [], 0
+    for _ in range(rounds):
+        start = time.perf_counter()
+        count = sum(1 for _ in c.sow("orders", **kw))  # type: ignore[arg-type]
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--orders", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    orders = _orders(args.orders)
+    with tempfile.TemporaryDirectory(prefix="sowdb-bench-") as data_dir:
+        proc, target = _start(data_dir)
+        try:
+            with Client(target) as c:
+                rss_empty = _rss_mb(proc.pid)
+                start = time.perf_counter()
+                ack = c.publish("orders", orders, batch_size=100)
+                took = time.perf_counter() - start
+                assert ack.count == len(orders)
+                print(
+                    f"publish      {len(orders):,} orders, 100/request: {len(orders) / took:,.0f} msg/s ({took:.2f} s)"
+                )
+                rss_loaded = _rss_mb(proc.pid)
+                c.sow("orders", filter="/orderId = 1", batch_size=1)  # warm the connection
+                t, n = _timed_query(c, args.rounds, filter="/price > 190 AND /side = 'B'", batch_size=100)
+                print(
+                    f"query-range  /price > 190 AND /side = 'B': {t * 1000:.0f} ms for {n:,} records "
+                    f"(median of {args.rounds})"
+                )
+                t, n = _timed_query(c, args.rounds * 4, filter="/symbol = 'SYM42'", batch_size=100)
+                print(
+                    f"query-eq     /symbol = 'SYM42' (index): {t * 1000:.2f} ms for {n:,} records "
+                    f"(median of {args.rounds * 4})"
+                )
+                t, n = _timed_query(c, args.rounds, filter="/trader = 't42'", batch_size=100)
+                print(f"query-scan   /trader = 't42' (no index): {t * 1000:.0f} ms for {n:,} records")
+                print(
+                    f"server RSS   {rss_empty:.0f} MB empty, {rss_loaded:.0f} MB after loading {len(orders):,} orders"
+                )
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
