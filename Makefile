@@ -37,6 +37,10 @@ typecheck: setup
 unit: setup
 	$(BIN)/pytest
 
+## Benchmarks of the server (issue 3 figures): 1M orders, publish and queries.
+bench: setup
+	$(BIN)/python tools/bench/bench_server.py
+
 bench-expr: setup
 	$(BIN)/python tools/bench/bench_expr.py
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -68,6 +69,22 @@ def _rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _settle(pid: int, limit_s: float = 60.0) -> float:
+    """Wait until sowd (RocksDB flushes and compactions after the load) is idle."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < limit_s:
+        before = _cpu_seconds(pid)
+        time.sleep(1.0)
+        if _cpu_seconds(pid) - before < 0.05:
+            break
+    return time.perf_counter() - start
+
+
 def _timed_query(c: Client, rounds: int, **kw: object) -> tuple[float, int]:
     times, count = [], 0
     for _ in range(rounds):
@@ -96,6 +113,8 @@ def main() -> None:
                     f"publish      {len(orders):,} orders, 100/request: {len(orders) / took:,.0f} msg/s ({took:.2f} s)"
                 )
                 rss_loaded = _rss_mb(proc.pid)
+                waited = _settle(proc.pid)
+                print(f"(waited {waited:.0f} s for RocksDB to finish compacting after the load)")
                 c.sow("orders", filter="/orderId = 1", batch_size=1)  # warm the connection
                 t, n = _timed_query(c, args.rounds, filter="/price > 190 AND /side = 'B'", batch_size=100)
                 print(

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from google.protobuf import duration_pb2
 
@@ -19,9 +19,8 @@ DEFAULT_PUBLISH_BATCH = 100
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    """A record as received.
+class Record(NamedTuple):
+    """A record as received (a named tuple: cheap to build for every record of a result).
 
     Attributes:
         timestamp_us: microseconds since the epoch; :attr:`timestamp` as a datetime.

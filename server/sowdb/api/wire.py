@@ -28,10 +28,7 @@ FIELD_PUBLISH = 5
 _RECORD_TAG = b"\x0a"  # RecordBatch.records: field 1, wire type 2 (length-delimited)
 
 
-def varint(n: int) -> bytes:
-    """Protobuf base-128 varint of a non-negative integer."""
-    if n < 0x80:
-        return bytes((n,))
+def _varint(n: int) -> bytes:
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -40,27 +37,31 @@ def varint(n: int) -> bytes:
     return bytes(out)
 
 
-def record_wire(r: StoredRecord) -> bytes:
-    """The encoded ``Record`` of a stored version (cached on it)."""
+_SMALL_VARINTS = tuple(_varint(i) for i in range(1 << 14))
+
+
+def varint(n: int) -> bytes:
+    """Protobuf base-128 varint of a non-negative integer (a table lookup below 16384)."""
+    return _SMALL_VARINTS[n] if n < 16384 else _varint(n)
+
+
+def record_element(r: StoredRecord) -> bytes:
+    """A stored version encoded as one element of ``RecordBatch.records`` (field tag, length,
+    ``Record``), cached on the version."""
     wire = r.wire
     if wire is None:
         rec = pb.Record(topic=r.topic, sow_key=r.sow_key, bookmark=r.bookmark, data=r.raw)
         ts = r.timestamp_us
         rec.timestamp.seconds = ts // 1_000_000
         rec.timestamp.nanos = (ts % 1_000_000) * 1000
-        wire = r.wire = rec.SerializeToString()
+        body = rec.SerializeToString()
+        wire = r.wire = _RECORD_TAG + varint(len(body)) + body
     return wire
 
 
 def records_frame(batch: Sequence[StoredRecord], field: int = FIELD_RECORDS) -> bytes:
     """An encoded response whose event is a ``RecordBatch`` in ``field``."""
-    parts = []
-    for r in batch:
-        w = r.wire if r.wire is not None else record_wire(r)
-        parts.append(_RECORD_TAG)
-        parts.append(varint(len(w)))
-        parts.append(w)
-    inner = b"".join(parts)
+    inner = b"".join([r.wire or record_element(r) for r in batch])
     return varint(field << 3 | 2) + varint(len(inner)) + inner
 
 

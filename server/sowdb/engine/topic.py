@@ -48,13 +48,13 @@ def index_terms(value: Any) -> list[Any]:
 
 
 class HashIndex:
-    """Maps the terms of one field path to the SowKeys of the records holding them."""
+    """Maps the terms of one field path to the records holding them (by SowKey)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.steps = field_path_steps(path)
         self._top = self.steps[0] if len(self.steps) == 1 and isinstance(self.steps[0], str) else None
-        self._map: dict[Any, dict[str, None]] = {}
+        self._map: dict[Any, dict[str, StoredRecord]] = {}
 
     def _value(self, rec: StoredRecord) -> Any:
         assert rec.data is not None
@@ -66,16 +66,16 @@ class HashIndex:
         if type(value) is str and value and value[0] not in _NUMERIC_START:  # the common case, inline
             bucket = m.get(value)
             if bucket is None:
-                m[value] = {rec.sow_key: None}
+                m[value] = {rec.sow_key: rec}
             else:
-                bucket[rec.sow_key] = None
+                bucket[rec.sow_key] = rec
             return
         for term in index_terms(value):
             bucket = m.get(term)
             if bucket is None:
-                m[term] = {rec.sow_key: None}
+                m[term] = {rec.sow_key: rec}
             else:
-                bucket[rec.sow_key] = None
+                bucket[rec.sow_key] = rec
 
     def remove(self, rec: StoredRecord) -> None:
         m = self._map
@@ -86,9 +86,9 @@ class HashIndex:
                 if not bucket:
                     del m[term]
 
-    def lookup(self, values: Iterable[Any]) -> dict[str, None]:
-        """SowKeys of every record that may equal one of ``values`` (an ordered set)."""
-        out: dict[str, None] = {}
+    def lookup(self, values: Iterable[Any]) -> dict[str, StoredRecord]:
+        """Every record that may equal one of ``values``, by SowKey."""
+        out: dict[str, StoredRecord] = {}
         for v in values:
             for term in index_terms(v):
                 bucket = self._map.get(term)
@@ -141,7 +141,7 @@ class SowTopic:
 
         With several indexed conjuncts, the one with the fewest candidates is used.
         """
-        best: dict[str, None] | None = None
+        best: dict[str, StoredRecord] | None = None
         for c in conjuncts:
             index = self.indexes.get(c.path)
             if index is not None:
@@ -150,5 +150,4 @@ class SowTopic:
                     best = keys
         if best is None:
             return None
-        records = self.records
-        return [records[k] for k in best]
+        return list(best.values())
