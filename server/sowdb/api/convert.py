@@ -50,9 +50,16 @@ def seconds(d: duration_pb2.Duration, field: str) -> float:
     return value
 
 
+_HAS_FIELD = pb.PublishMessage.HasField
+
+
 def ttls(req: pb.PublishRequest) -> list[float | None] | None:
     """Per-message time to live, or None when no message sets one (the common case)."""
-    if not any(m.HasField("expiration") for m in req.messages):
+    has = _HAS_FIELD
+    for m in req.messages:
+        if has(m, "expiration"):
+            break
+    else:
         return None
     return [
         seconds(m.expiration, f"messages[{i}].expiration") if m.HasField("expiration") else None
