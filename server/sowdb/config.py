@@ -23,6 +23,9 @@ DEFAULT_LISTEN = "127.0.0.1:9007"
 DEFAULT_DATA_DIR = "./data"
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_DOCUMENT_BYTES = 1024 * 1024
+DEFAULT_SUBSCRIBER_QUEUE_RECORDS = 100_000
+DEFAULT_SUBSCRIBER_QUEUE_BYTES = 64 * 1024 * 1024
+DEFAULT_HEARTBEAT_S = 5.0
 MIN_CONFLATION_INTERVAL_S = 0.1
 
 # Characters that make a topic name a regular expression. "." is left out on purpose so
@@ -92,6 +95,9 @@ class ServerConfig:
     fsync: bool = False
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
+    subscriber_queue_records: int = DEFAULT_SUBSCRIBER_QUEUE_RECORDS
+    subscriber_queue_bytes: int = DEFAULT_SUBSCRIBER_QUEUE_BYTES
+    heartbeat_s: float = DEFAULT_HEARTBEAT_S
 
 
 @dataclass(frozen=True)
@@ -278,7 +284,20 @@ class _Reader:
         entry = "[server]"
         if not isinstance(t, dict):
             raise self.fail(entry, "expected a table")
-        self._only(t, entry, {"listen", "data_dir", "fsync", "max_message_bytes", "max_document_bytes"})
+        self._only(
+            t,
+            entry,
+            {
+                "listen",
+                "data_dir",
+                "fsync",
+                "max_message_bytes",
+                "max_document_bytes",
+                "subscriber_queue_records",
+                "subscriber_queue_bytes",
+                "heartbeat",
+            },
+        )
         listen = self._get(t, entry, "listen", str, DEFAULT_LISTEN)
         if not re.match(r"^.+:\d+$", listen):
             raise self.fail(entry, f"listen: {listen!r} is not HOST:PORT")
@@ -286,11 +305,20 @@ class _Reader:
         for key, default in (
             ("max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES),
             ("max_document_bytes", DEFAULT_MAX_DOCUMENT_BYTES),
+            ("subscriber_queue_bytes", DEFAULT_SUBSCRIBER_QUEUE_BYTES),
         ):
             sizes[key] = self._get(t, entry, key, int, default)
             if sizes[key] < 1024:
                 raise self.fail(entry, f"{key}: at least 1024, got {sizes[key]}")
+        records = self._get(t, entry, "subscriber_queue_records", int, DEFAULT_SUBSCRIBER_QUEUE_RECORDS)
+        if records < 1:
+            raise self.fail(entry, f"subscriber_queue_records: at least 1, got {records}")
+        heartbeat = self._duration(t, entry, "heartbeat", "5s")
+        if heartbeat < 0.01:
+            raise self.fail(entry, "heartbeat: at least 10ms")
         return ServerConfig(
+            subscriber_queue_records=records,
+            heartbeat_s=heartbeat,
             listen=listen,
             data_dir=self._get(t, entry, "data_dir", str, DEFAULT_DATA_DIR),
             fsync=self._get(t, entry, "fsync", bool, False),

@@ -168,7 +168,7 @@ async def test_unbuilt_rpcs_answer_unimplemented(seeded: Running) -> None:
     async with grpc.aio.insecure_channel(seeded.target) as channel:
         stub = sow_pb2_grpc.SowServiceStub(channel)
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            async for _ in stub.Subscribe(pb.SubscribeRequest(topic="orders")):
+            async for _ in stub.Subscribe(pb.SubscribeRequest(topic="orders", bookmark="1")):
                 pass
         assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
         with pytest.raises(grpc.aio.AioRpcError) as err:

@@ -1,7 +1,7 @@
 """The sowdb Python SDK: sync (:class:`Client`) and asyncio (:class:`AsyncClient`) clients."""
 
-from sowdb_client.aio import AsyncClient, AsyncSowResult
-from sowdb_client.client import Client, SowResult
+from sowdb_client.aio import AsyncClient, AsyncSowResult, AsyncSubscriptionStream
+from sowdb_client.client import Client, SowResult, SubscriptionStream
 from sowdb_client.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
@@ -13,16 +13,20 @@ from sowdb_client.errors import (
     UnavailableError,
     UnimplementedError,
 )
+from sowdb_client.events import Event, Mirror
 from sowdb_client.types import DEFAULT_BATCH_SIZE, Message, PublishAck, Record
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "AsyncClient",
     "AsyncSowResult",
+    "AsyncSubscriptionStream",
     "Client",
+    "Event",
     "FailedPreconditionError",
     "InvalidArgumentError",
     "Message",
+    "Mirror",
     "NotFoundError",
     "OutOfRangeError",
     "PublishAck",
@@ -31,6 +35,7 @@ __all__ = [
     "ResourceExhaustedError",
     "SowResult",
     "SowdbError",
+    "SubscriptionStream",
     "UnavailableError",
     "UnimplementedError",
 ]

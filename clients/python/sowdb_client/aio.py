@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
@@ -13,6 +14,7 @@ from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
 from sowdb_client.client import SERVICE, _publish_error
 from sowdb_client.errors import SowdbError, from_rpc_error
+from sowdb_client.events import Event, event_from_pb
 from sowdb_client.types import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -25,6 +27,7 @@ from sowdb_client.types import (
     publish_requests,
     sow_delete_request,
     sow_request,
+    subscription_options,
 )
 
 
@@ -61,6 +64,34 @@ class AsyncSowResult:
         return [r async for r in self]
 
     def cancel(self) -> None:
+        self._call.cancel()
+
+
+class AsyncSubscriptionStream:
+    """A live subscription: ``async for`` it for :class:`Event` objects; :meth:`cancel` ends it."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._cancelled = False
+        self.sub_id = ""
+
+    async def __aiter__(self) -> AsyncIterator[Event]:
+        try:
+            async for resp in self._call:
+                event = event_from_pb(resp)
+                if event.kind == "subscribed":
+                    self.sub_id = event.sub_id
+                yield event
+        except grpc.RpcError as exc:
+            if self._cancelled:
+                return
+            raise from_rpc_error(exc) from None
+        except asyncio.CancelledError:
+            if not self._cancelled:
+                raise
+
+    def cancel(self) -> None:
+        self._cancelled = True
         self._call.cancel()
 
 
@@ -154,6 +185,61 @@ class AsyncClient:
             select=select,
         )
         return AsyncSowResult(self._stub.Sow(req, timeout=timeout))
+
+    def subscribe(
+        self,
+        topic: str,
+        *,
+        filter: str = "",
+        oof: bool = False,
+        delta: bool = False,
+        no_empties: bool = False,
+        bookmark: str = "",
+        sub_id: str = "",
+        timeout: float | None = None,
+    ) -> AsyncSubscriptionStream:
+        """Subscribe to every later message of a topic; ``async for`` the events."""
+        req = pb.SubscribeRequest(
+            topic=topic,
+            filter=filter,
+            bookmark=bookmark,
+            sub_id=sub_id,
+            options=subscription_options(oof=oof, delta=delta, no_empties=no_empties),
+        )
+        return AsyncSubscriptionStream(self._stub.Subscribe(req, timeout=timeout))
+
+    def sow_and_subscribe(
+        self,
+        topic: str,
+        *,
+        filter: str = "",
+        order_by: str = "",
+        top_n: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        sow_keys: Sequence[str] = (),
+        query_id: str = "",
+        select: str = "",
+        oof: bool = False,
+        delta: bool = False,
+        no_empties: bool = False,
+        sub_id: str = "",
+        timeout: float | None = None,
+    ) -> AsyncSubscriptionStream:
+        """Query and subscribe at one atomic point; see :meth:`sowdb_client.Client.sow_and_subscribe`."""
+        query = sow_request(
+            topic,
+            filter=filter,
+            order_by=order_by,
+            top_n=top_n,
+            batch_size=batch_size,
+            sow_keys=sow_keys,
+            query_id=query_id,
+            select=select,
+        )
+        req = pb.SowAndSubscribeRequest(
+            query=query, sub_id=sub_id, options=subscription_options(oof=oof, delta=delta, no_empties=no_empties)
+        )
+        return AsyncSubscriptionStream(self._stub.SowAndSubscribe(req, timeout=timeout))
 
     async def sow_delete(
         self,

@@ -12,6 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
 from sowdb_client.errors import PublishError, SowdbError, from_rpc_error, from_status
+from sowdb_client.events import Event, event_from_pb
 from sowdb_client.types import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -24,6 +25,7 @@ from sowdb_client.types import (
     publish_requests,
     sow_delete_request,
     sow_request,
+    subscription_options,
 )
 
 SERVICE = "sowdb.v1.SowService"
@@ -63,6 +65,35 @@ class SowResult:
 
     def cancel(self) -> None:
         """Stop receiving (the server stops sending)."""
+        self._call.cancel()
+
+
+class SubscriptionStream:
+    """A live subscription: iterate it for :class:`Event` objects; :meth:`cancel` ends it.
+
+    ``sub_id`` is set once the ``subscribed`` event has arrived.
+    """
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._cancelled = False
+        self.sub_id = ""
+
+    def __iter__(self) -> Iterator[Event]:
+        try:
+            for resp in self._call:
+                event = event_from_pb(resp)
+                if event.kind == "subscribed":
+                    self.sub_id = event.sub_id
+                yield event
+        except grpc.RpcError as exc:
+            if self._cancelled:
+                return
+            raise from_rpc_error(exc) from None
+
+    def cancel(self) -> None:
+        """End the subscription (the iterator then stops)."""
+        self._cancelled = True
         self._call.cancel()
 
 
@@ -176,6 +207,62 @@ class Client:
             select=select,
         )
         return SowResult(self._stub.Sow(req, timeout=timeout))
+
+    def subscribe(
+        self,
+        topic: str,
+        *,
+        filter: str = "",
+        oof: bool = False,
+        delta: bool = False,
+        no_empties: bool = False,
+        bookmark: str = "",
+        sub_id: str = "",
+        timeout: float | None = None,
+    ) -> SubscriptionStream:
+        """Subscribe to every later message of a topic (or of every topic a regex matches)."""
+        req = pb.SubscribeRequest(
+            topic=topic,
+            filter=filter,
+            bookmark=bookmark,
+            sub_id=sub_id,
+            options=subscription_options(oof=oof, delta=delta, no_empties=no_empties),
+        )
+        return SubscriptionStream(self._stub.Subscribe(req, timeout=timeout))
+
+    def sow_and_subscribe(
+        self,
+        topic: str,
+        *,
+        filter: str = "",
+        order_by: str = "",
+        top_n: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        sow_keys: Sequence[str] = (),
+        query_id: str = "",
+        select: str = "",
+        oof: bool = False,
+        delta: bool = False,
+        no_empties: bool = False,
+        sub_id: str = "",
+        timeout: float | None = None,
+    ) -> SubscriptionStream:
+        """Query and subscribe at one atomic point: ``subscribed``, ``group_begin``, ``sow``
+        batches, ``group_end``, then live events (feed them to a :class:`Mirror`)."""
+        query = sow_request(
+            topic,
+            filter=filter,
+            order_by=order_by,
+            top_n=top_n,
+            batch_size=batch_size,
+            sow_keys=sow_keys,
+            query_id=query_id,
+            select=select,
+        )
+        req = pb.SowAndSubscribeRequest(
+            query=query, sub_id=sub_id, options=subscription_options(oof=oof, delta=delta, no_empties=no_empties)
+        )
+        return SubscriptionStream(self._stub.SowAndSubscribe(req, timeout=timeout))
 
     def sow_delete(
         self,

@@ -164,3 +164,7 @@ def channel_options(max_message_bytes: int) -> list[tuple[str, int]]:
         ("grpc.max_receive_message_length", max_message_bytes),
         ("grpc.max_send_message_length", max_message_bytes),
     ]
+
+
+def subscription_options(*, oof: bool, delta: bool, no_empties: bool) -> pb.SubscriptionOptions:
+    return pb.SubscriptionOptions(oof=oof, delta=delta, no_empties=no_empties, send_keys=True)

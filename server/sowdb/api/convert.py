@@ -6,7 +6,8 @@ from google.protobuf import duration_pb2
 
 from sowdb.api.wire import records_frame
 from sowdb.engine import GroupBegin, GroupEnd, QueryOptions, RecordBatch, TopicSummary
-from sowdb.errors import InvalidArgument
+from sowdb.engine.subscriptions import SubscriptionOptions
+from sowdb.errors import InvalidArgument, Unimplemented
 from sowdb_api.v1 import sow_pb2 as pb
 
 
@@ -91,3 +92,15 @@ def topic_info(t: TopicSummary) -> pb.TopicInfo:
     if t.history is not None:
         info.history.CopyFrom(pb.History(window=duration(t.history[0]), granularity=duration(t.history[1])))
     return info
+
+
+def subscription_options(o: pb.SubscriptionOptions, *, deleted_events: bool = False) -> SubscriptionOptions:
+    if o.HasField("conflation") and (o.conflation.seconds or o.conflation.nanos):
+        raise Unimplemented("conflated subscriptions are not available in this version", field="options.conflation")
+    return SubscriptionOptions(
+        oof=o.oof,
+        delta=o.delta,
+        no_empties=o.no_empties,
+        send_keys=True,  # D-2: a delta always carries the key fields
+        deleted_events=deleted_events and not o.oof,
+    )

@@ -7,6 +7,7 @@ attaches the rich status of :mod:`sowdb.api.status`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from typing import Any, NoReturn
@@ -16,8 +17,10 @@ from grpc_status import rpc_status
 
 from sowdb.api import convert
 from sowdb.api.status import internal_status, rich_status
-from sowdb.engine import Engine
-from sowdb.errors import SowdbError, Unimplemented
+from sowdb.api.wire import live_frames
+from sowdb.engine import Engine, RecordBatch
+from sowdb.engine.subscriptions import SlowConsumer, Subscription
+from sowdb.errors import ResourceExhausted, SowdbError, Unimplemented
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
 
@@ -75,15 +78,78 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
     async def ListTopics(self, request: pb.ListTopicsRequest, context: Context) -> pb.ListTopicsResponse:
         return pb.ListTopicsResponse(topics=[convert.topic_info(t) for t in self.engine.list_topics()])
 
-    async def SowAndSubscribe(
+    async def SowAndSubscribe(  # type: ignore[override]
         self, request: pb.SowAndSubscribeRequest, context: Context
-    ) -> AsyncIterator[pb.SowAndSubscribeResponse]:
-        await _abort(context, Unimplemented("subscriptions are not available in this version"))
-        yield pb.SowAndSubscribeResponse()  # pragma: no cover  (makes this an async generator)
+    ) -> AsyncIterator[pb.SowAndSubscribeResponse | pb.SowResponse | bytes]:
+        try:
+            opts = convert.query_options(request.query)
+            if opts.grouping or opts.projection:
+                raise Unimplemented(
+                    "aggregated subscriptions are not available in this version", field="query.grouping"
+                )
+            if opts.skip_n is not None:
+                raise Unimplemented(
+                    "paginated subscriptions (skip_n) are not available in this version", field="query.skip_n"
+                )
+            if opts.bookmark:
+                raise Unimplemented(
+                    "historical subscriptions are not available in this version", field="query.bookmark"
+                )
+            sub, events = self.engine.sow_and_subscribe(
+                opts, options=convert.subscription_options(request.options), sub_id=request.sub_id, owner=context.peer()
+            )
+        except Exception as exc:
+            await _abort(context, exc)
+        try:
+            yield pb.SowAndSubscribeResponse(subscribed=pb.Subscribed(sub_id=sub.id, bookmark=self.engine.last_seq))
+            delivered = []
+            async for event in events:
+                if isinstance(event, RecordBatch) and sub.focus is not None:
+                    delivered.extend(event.records)
+                yield convert.sow_response(event)  # same field numbers as SowAndSubscribeResponse
+            sub.release(delivered)
+            async for frame in self._live(sub):
+                yield frame
+        except SlowConsumer as exc:
+            await _abort(context, ResourceExhausted(str(exc)))
+        finally:
+            self.engine.unsubscribe(sub)
 
-    async def Subscribe(self, request: pb.SubscribeRequest, context: Context) -> AsyncIterator[pb.SubscribeResponse]:
-        await _abort(context, Unimplemented("subscriptions are not available in this version"))
-        yield pb.SubscribeResponse()  # pragma: no cover
+    async def Subscribe(  # type: ignore[override]
+        self, request: pb.SubscribeRequest, context: Context
+    ) -> AsyncIterator[pb.SubscribeResponse | bytes]:
+        try:
+            if request.bookmark:
+                raise Unimplemented("bookmark replay is not available in this version", field="bookmark")
+            sub = self.engine.subscribe(
+                request.topic,
+                filter=request.filter,
+                options=convert.subscription_options(request.options, deleted_events=True),
+                sub_id=request.sub_id,
+                owner=context.peer(),
+            )
+        except Exception as exc:
+            await _abort(context, exc)
+        try:
+            yield pb.SubscribeResponse(subscribed=pb.Subscribed(sub_id=sub.id, bookmark=self.engine.last_seq))
+            async for frame in self._live(sub):
+                yield frame
+        except SlowConsumer as exc:
+            await _abort(context, ResourceExhausted(str(exc)))
+        finally:
+            self.engine.unsubscribe(sub)
+
+    async def _live(self, sub: Subscription) -> AsyncIterator[bytes]:
+        """Live frames for a subscriber, drained in batches; a heartbeat when idle."""
+        interval = self.engine.config.server.heartbeat_s
+        while True:
+            try:
+                await asyncio.wait_for(sub.wakeup.wait(), interval)
+            except TimeoutError:
+                yield pb.SubscribeResponse(heartbeat=pb.Heartbeat(bookmark=self.engine.last_seq)).SerializeToString()
+                continue
+            for frame in live_frames(sub.drain()):
+                yield frame
 
     async def ReplaceSubscription(
         self, request: pb.ReplaceSubscriptionRequest, context: Context

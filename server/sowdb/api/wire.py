@@ -88,3 +88,41 @@ def add_service(servicer: Any, server: grpc.aio.Server) -> None:
             response_serializer=_serialize,
         )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+
+
+FIELD_OOF = 6
+FIELD_DELETED = 7
+MAX_LIVE_BATCH = 500
+"""Records per live ``publish`` frame when a subscriber has a backlog."""
+
+_OOF_REASONS = {"deleted": pb.OOF_REASON_DELETED, "expired": pb.OOF_REASON_EXPIRED, "match": pb.OOF_REASON_MATCH}
+
+
+def oof_frame(record: StoredRecord, reason: str) -> bytes:
+    """An encoded response whose event is an ``Oof``: its ``record`` field (1) has the same tag
+    as a ``RecordBatch`` element, so the cached element is reused as is."""
+    inner = (record.wire or record_element(record)) + b"\x10" + varint(_OOF_REASONS[reason])
+    return varint(FIELD_OOF << 3 | 2) + varint(len(inner)) + inner
+
+
+def live_frames(events: Sequence[Any]) -> list[bytes]:
+    """Frames for a drained subscriber queue: runs of publishes (and of deletes) become one
+    batch frame each, at most :data:`MAX_LIVE_BATCH` records, in queue order."""
+    frames: list[bytes] = []
+    run: list[StoredRecord] = []
+    run_kind = ""
+    for e in events:
+        if e.kind == "oof":
+            if run:
+                frames.append(records_frame(run, FIELD_PUBLISH if run_kind == "publish" else FIELD_DELETED))
+                run = []
+            frames.append(oof_frame(e.record, e.reason))
+            continue
+        if run and (e.kind != run_kind or len(run) >= MAX_LIVE_BATCH):
+            frames.append(records_frame(run, FIELD_PUBLISH if run_kind == "publish" else FIELD_DELETED))
+            run = []
+        run_kind = e.kind
+        run.append(e.record)
+    if run:
+        frames.append(records_frame(run, FIELD_PUBLISH if run_kind == "publish" else FIELD_DELETED))
+    return frames

@@ -20,6 +20,14 @@ import orjson
 from sowdb.config import Config, is_regex_topic
 from sowdb.engine.query import PreparedQuery, QueryEvent, QueryOptions
 from sowdb.engine.records import StoredRecord, check_sow_key, merge_delta
+from sowdb.engine.subscriptions import (
+    DEFAULT_OPTIONS,
+    OOF_DELETED,
+    Change,
+    Subscription,
+    SubscriptionHub,
+    SubscriptionOptions,
+)
 from sowdb.engine.topic import SowTopic
 from sowdb.errors import (
     ExpressionError,
@@ -84,6 +92,9 @@ class Engine:
         self.topics: dict[str, SowTopic] = {t.name: SowTopic(t) for t in config.topics}
         self._derived = {v.name: "view" for v in config.views} | {c.name: "conflated" for c in config.conflated_topics}
         self.last_seq = store.last_sequence()
+        self.hub = SubscriptionHub()
+        # top-level key field names per topic, which delta subscriptions always send (D-2)
+        self._key_fields = {t.name: tuple(p.lstrip("/") for p in t.key if p.count("/") == 1) for t in config.topics}
         self._load()
 
     def _load(self) -> None:
@@ -193,14 +204,19 @@ class Engine:
         first = self.last_seq + 1
         self.last_seq = seq
         put = topic.put
-        for rec in versions:
-            put(rec)
+        if self.hub:
+            changes = [Change(topic_name, r.sow_key, r.bookmark, now, put(r), r) for r in versions]
+            self.hub.dispatch(changes)
+        else:
+            for rec in versions:
+                put(rec)
         return first, seq
 
     def _publish_plain(self, topic_name: str, messages: Sequence[MessageLike], now: int) -> tuple[int, int]:
         """K-5: a topic without a SOW is journaled (for subscribers and replay), not stored."""
         batch = self.store.batch(topic_name, current=False, history=False)
         seq = self.last_seq
+        live: list[Change] = []
         for i, msg in enumerate(messages):
             try:
                 if len(msg.data) > self.max_document_bytes:
@@ -220,9 +236,14 @@ class Engine:
                 raise PublishError(i, exc) from None
             seq += 1
             batch.publish(seq, now, msg.sow_key, msg.data)
+            if self.hub:
+                rec = StoredRecord(topic_name, msg.sow_key, data, msg.data, seq, now)
+                live.append(Change(topic_name, msg.sow_key, seq, now, None, rec))
         batch.commit()
         first = self.last_seq + 1
         self.last_seq = seq
+        if live:
+            self.hub.dispatch(live)
         return first, seq
 
     # --- delete -------------------------------------------------------------------------------
@@ -282,9 +303,14 @@ class Engine:
             seq += 1
             batch.remove(seq, now, key)
         batch.commit()
+        first = self.last_seq + 1
         self.last_seq = seq
-        for key in victims:
-            topic.remove(key)
+        changes = []
+        for bookmark, key in enumerate(victims, first):
+            old = topic.remove(key)
+            changes.append(Change(topic.name, key, bookmark, now, old, None, OOF_DELETED))
+        if self.hub:
+            self.hub.dispatch(changes)
         return len(victims), seq
 
     # --- queries ------------------------------------------------------------------------------
@@ -299,6 +325,89 @@ class Engine:
         topics = self.query_topics(opts.topic)
         sources = query.snapshot(topics)
         return query.run(sources, self.last_seq, self.clock())
+
+    # --- subscriptions -------------------------------------------------------------------------
+
+    def subscribe(
+        self,
+        topic: str,
+        *,
+        filter: str = "",
+        options: SubscriptionOptions = DEFAULT_OPTIONS,
+        sub_id: str = "",
+        owner: str = "",
+    ) -> Subscription:
+        """Place a subscription without a query; it is live at once.
+
+        Raises:
+            InvalidArgument: a bad topic pattern, filter or sub_id.
+        """
+        sub = self._new_subscription(topic, filter, options, sub_id, owner)
+        self.hub.add(sub)
+        return sub
+
+    def sow_and_subscribe(
+        self,
+        opts: QueryOptions,
+        *,
+        options: SubscriptionOptions = DEFAULT_OPTIONS,
+        sub_id: str = "",
+        owner: str = "",
+    ) -> tuple[Subscription, AsyncIterator[QueryEvent]]:
+        """Query and subscribe at one point (S-1): the snapshot is taken and the subscription
+        registered in the same synchronous step; changes after that point are held by the
+        subscription until :meth:`Subscription.release` (after the query's group_end).
+
+        A topic without a SOW gives an empty result, then live messages (S-2).
+        """
+        query = PreparedQuery(opts)
+        if is_regex_topic(opts.topic):
+            topics = self.query_topics(opts.topic)
+        else:
+            self._check_topic_name(opts.topic)
+            if opts.topic in self._derived:
+                raise FailedPrecondition(
+                    f"{self._derived[opts.topic]} topics are not subscribable in this version", field="topic"
+                )
+            topics = [self.topics[opts.topic]] if opts.topic in self.topics else []
+        sub = self._new_subscription(opts.topic, opts.filter, options, sub_id, owner)
+        sub.held = []
+        sources = query.snapshot(topics)
+        self.hub.add(sub)
+        return sub, query.run(sources, self.last_seq, self.clock())
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        self.hub.remove(sub)
+
+    def _new_subscription(
+        self, topic: str, filter: str, options: SubscriptionOptions, sub_id: str, owner: str
+    ) -> Subscription:
+        self._check_topic_name(topic)
+        if is_regex_topic(topic):
+            try:
+                re.compile(topic)
+            except re.error as exc:
+                raise InvalidArgument(
+                    f"topic {topic!r} is not a valid regular expression: {exc}", field="topic"
+                ) from None
+        compiled = None
+        if filter.strip():
+            try:
+                compiled = compile_filter(filter)
+            except ExpressionError as exc:
+                raise exc.for_field("filter") from None
+        if sub_id and (len(sub_id) > 256 or not sub_id.isprintable()):
+            raise InvalidArgument("sub_id must be at most 256 printable characters", field="sub_id")
+        return Subscription(
+            topic,
+            compiled,
+            options,
+            sub_id=sub_id,
+            owner=owner,
+            key_fields=self._key_fields,
+            max_records=self.config.server.subscriber_queue_records,
+            max_bytes=self.config.server.subscriber_queue_bytes,
+        )
 
     def query_topics(self, pattern: str) -> list[SowTopic]:
         """The SOW topics a query's topic names (Q-3, Q-4)."""

@@ -1,0 +1,253 @@
+"""Live subscriptions through a real server: S-1, S-2, S-3, O-1, D-2, SL-1, heartbeats, cleanup."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from sowdb.server import SowServer
+from sowdb_api.v1 import sow_pb2 as pb
+from sowdb_api.v1 import sow_pb2_grpc
+from sowdb_client import AsyncClient, AsyncSubscriptionStream, Event, Message, Mirror
+from tests.server.conftest import Running, make_config
+
+
+async def take(stream: AsyncSubscriptionStream, n: int, *, timeout: float = 10.0) -> list[Event]:
+    """The next ``n`` events that are not heartbeats."""
+    out: list[Event] = []
+
+    async def collect() -> None:
+        async for e in stream:
+            if e.kind != "heartbeat":
+                out.append(e)
+                if len(out) == n:
+                    return
+
+    await asyncio.wait_for(collect(), timeout)
+    return out
+
+
+def docs(events: list[Event]) -> list[tuple[str, Any]]:
+    return [(e.kind, r.json()) for e in events for r in e.records]
+
+
+async def test_subscribe_delivers_matching_messages_in_order_and_deletes(sowd: Running) -> None:
+    c = sowd.client
+    stream = c.subscribe("orders", filter="/price > 100")
+    (subscribed,) = await take(stream, 1)
+    assert subscribed.kind == "subscribed" and len(subscribed.sub_id) >= 20
+    await c.publish("orders", [{"orderId": 1, "price": 50}, {"orderId": 2, "price": 150}, {"orderId": 3, "price": 200}])
+    await c.sow_delete("orders", sow_keys=["2", "1"])
+    got: list[tuple[str, Any]] = []
+    while len(got) < 3:  # the server may batch the two publishes into one frame or not
+        got += docs(await take(stream, 1))
+    assert got == [
+        ("publish", {"orderId": 2, "price": 150}),
+        ("publish", {"orderId": 3, "price": 200}),
+        ("deleted", {"orderId": 2, "price": 150}),  # order 1 never matched: no event
+    ]
+    stream.cancel()
+
+
+async def test_regex_subscription_sees_the_total_order_across_topics(sowd: Running) -> None:
+    """S-3, the seed's MARKERS / ORDERS example: a checkpoint published before an order is
+    received before it."""
+    c = sowd.client
+    stream = c.subscribe("^(orders|markers)$")
+    await take(stream, 1)
+    for day in range(5):
+        await c.publish("markers", [{"id": day, "day": day}])
+        await c.publish("orders", [{"orderId": day * 10 + i, "day": day} for i in range(3)])
+    got: list[tuple[str, int]] = []
+    while len(got) < 20:
+        for e in await take(stream, 1):
+            got += [(r.topic, r.bookmark) for r in e.records]
+    assert [b for _, b in got] == list(range(1, 21))
+    assert [t for t, _ in got] == (["markers"] + ["orders"] * 3) * 5
+    stream.cancel()
+
+
+async def test_sow_and_subscribe_on_a_topic_without_sow(sowd: Running) -> None:
+    stream = sowd.client.sow_and_subscribe("ticks")
+    first = await take(stream, 3)
+    assert [e.kind for e in first] == ["subscribed", "group_begin", "group_end"]
+    await sowd.client.publish("ticks", [{"px": 1}])
+    (live,) = await take(stream, 1)
+    assert live.kind == "publish" and live.records[0].json() == {"px": 1}
+    stream.cancel()
+
+
+async def test_oof_sample_scenario(sowd: Running) -> None:
+    """The AMPS oof sample: updates that make a record stop matching give oof 'match', a
+    sow_delete gives oof 'deleted', and records never received never give an oof."""
+    c = sowd.client
+    await c.publish("markers", [{"id": i, "messageNumber": i} for i in range(40)])
+    flt = "/messageNumber % 10 = 0 AND (/OptionalField IS NULL OR /OptionalField <> 'ignore_me')"
+    stream = c.sow_and_subscribe("markers", filter=flt, oof=True, batch_size=100)
+    head = await take(stream, 4)
+    assert [e.kind for e in head] == ["subscribed", "group_begin", "sow", "group_end"]
+    assert sorted(r.json()["id"] for r in head[2].records) == [0, 10, 20, 30]
+    await c.publish("markers", [{"id": 10, "messageNumber": 10, "OptionalField": "ignore_me"}])
+    await c.publish("markers", [{"id": 11, "messageNumber": 11, "OptionalField": "ignore_me"}])  # never seen
+    await c.sow_delete("markers", sow_keys=["20", "21"])  # 21 never seen
+    await c.publish("markers", [{"id": 10, "messageNumber": 10, "OptionalField": "keep"}])  # back in focus
+    events = await take(stream, 3)
+    assert [(e.kind, e.reason, e.records[0].sow_key) for e in events] == [
+        ("oof", "match", "10"),
+        ("oof", "deleted", "20"),
+        ("publish", "", "10"),
+    ]
+    assert events[0].records[0].json()["OptionalField"] == "ignore_me"  # the update that moved it out
+    assert events[1].records[0].json() == {"id": 20, "messageNumber": 20}  # its last state
+    stream.cancel()
+
+
+async def test_delta_subscription_sends_keys_and_changed_fields(sowd: Running) -> None:
+    c = sowd.client
+    await c.publish("orders", [{"orderId": 1, "price": 10, "qty": 5}])
+    stream = c.sow_and_subscribe("orders", delta=True, no_empties=True)
+    await take(stream, 4)
+    await c.publish("orders", [{"orderId": 1, "price": 11, "qty": 5}])
+    await c.publish("orders", [{"orderId": 1, "price": 11, "qty": 5}])  # no change: suppressed
+    await c.publish("orders", [{"orderId": 2, "price": 1}])  # a new record is sent whole
+    events = await take(stream, 2)
+    assert docs(events) == [("publish", {"orderId": 1, "price": 11}), ("publish", {"orderId": 2, "price": 1})]
+    stream.cancel()
+
+
+async def test_sow_and_subscribe_is_atomic_under_concurrent_publishing(sowd: Running) -> None:
+    """S-1: while a publisher changes the topic continuously, 20 sow_and_subscribe calls start
+    at random moments; each one's query results plus its later events reproduce the final
+    state exactly, with every bookmark after its query point delivered exactly once."""
+    c = sowd.client
+    rnd = random.Random(42)
+    await c.publish("orders", [{"orderId": i, "v": 0} for i in range(100)])
+    done = asyncio.Event()
+
+    async def publisher() -> None:
+        for n in range(300):
+            if rnd.random() < 0.2:
+                await c.sow_delete("orders", sow_keys=[str(rnd.randrange(150))])
+            else:
+                batch = [{"orderId": rnd.randrange(150), "v": n} for _ in range(rnd.randint(1, 5))]
+                await c.publish("orders", batch)
+            if n % 7 == 0:
+                await asyncio.sleep(0)
+        done.set()
+
+    async def mirror(delay: float) -> tuple[Mirror, list[int], int]:
+        await asyncio.sleep(delay)
+        client = AsyncClient(sowd.target)
+        stream = client.sow_and_subscribe("orders", oof=True, batch_size=7)
+        m, live, point = Mirror(), [], 0
+        try:
+            async for e in stream:
+                m.apply(e)
+                if e.kind == "group_begin":
+                    point = e.bookmark
+                if e.kind in ("publish", "oof"):
+                    live += [r.bookmark for r in e.records]
+                if done.is_set() and m.bookmark >= sowd.server.engine.last_seq:  # type: ignore[union-attr]
+                    break
+                if e.kind == "heartbeat" and done.is_set():
+                    break
+        finally:
+            stream.cancel()
+            await client.close()
+        return m, live, point
+
+    tasks = [asyncio.create_task(mirror(rnd.uniform(0, 0.5))) for _ in range(20)]
+    await publisher()
+    results = await asyncio.wait_for(asyncio.gather(*tasks), 60)
+    final = {r.sow_key: r.data for r in await c.sow("orders", batch_size=1000).records()}
+    last = sowd.server.engine.last_seq  # type: ignore[union-attr]
+    for m, live, point in results:
+        assert {k: r.data for k, r in m.records.items()} == final
+        assert live == list(range(point + 1, last + 1))  # each change after the point, once, in order
+
+
+async def test_cancel_and_disconnect_leave_nothing_behind(sowd: Running) -> None:
+    hub = sowd.server.engine.hub  # type: ignore[union-attr]
+    for i in range(200):
+        stream = sowd.client.subscribe("orders") if i % 2 else sowd.client.sow_and_subscribe("orders")
+        await take(stream, 1)
+        stream.cancel()
+    client = AsyncClient(sowd.target)
+    for _ in range(20):
+        await take(client.subscribe("orders"), 1)
+    await client.close()  # disconnect with live subscriptions
+    for _ in range(100):
+        if hub.stats().subscriptions == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert hub.stats().subscriptions == 0
+
+
+@pytest.fixture
+async def tight(tmp_path: Path) -> Any:
+    server = SowServer(
+        make_config(
+            tmp_path / "data", subscriber_queue_records=500, subscriber_queue_bytes=256 * 1024, heartbeat_s=0.05
+        )
+    )
+    port = await server.start()
+    client = AsyncClient(f"127.0.0.1:{port}")
+    yield server, client
+    await client.close()
+    await server.stop(grace=0)
+
+
+async def test_heartbeats_carry_the_latest_bookmark(tight: Any) -> None:
+    _server, client = tight
+    await client.publish("orders", [{"orderId": 1}, {"orderId": 2}])
+    seen: list[Event] = []
+    stream = client.subscribe("nothing-here")
+    async for e in stream:
+        seen.append(e)
+        if len(seen) == 3:
+            break
+    stream.cancel()
+    assert [e.kind for e in seen] == ["subscribed", "heartbeat", "heartbeat"]
+    assert seen[1].bookmark == 2
+
+
+async def test_a_stalled_subscriber_is_ended_and_publishers_are_not_held(tight: Any) -> None:
+    server, client = tight
+    # no BDP probing: the stalled client's HTTP/2 window stays at 64 KB, as a stuck reader's would
+    options = [("grpc.http2.bdp_probe", 0)]
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}", options=options) as channel:
+        stalled = sow_pb2_grpc.SowServiceStub(channel).Subscribe(pb.SubscribeRequest(topic="orders"))
+        await stalled.read()  # subscribed; then it reads nothing more
+        healthy = client.subscribe("orders")
+        await take(healthy, 1)
+        pad = "x" * 900
+        for b in range(40):  # 4,000 messages of ~1 KB: far more than the stalled queue may hold
+            await client.publish("orders", [{"orderId": b * 100 + i, "pad": pad} for i in range(100)])
+        got = 0
+        while got < 4000:
+            for e in await take(healthy, 1):
+                got += len(e.records)
+        assert got == 4000
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            for _ in range(5000):  # what was in flight before the server gave up, then the status
+                await asyncio.wait_for(stalled.read(), 10)
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "too slow" in (err.value.details() or "")
+        healthy.cancel()
+    assert server.engine.hub.stats().dropped_slow == 1
+
+
+async def test_delivered_json_is_what_was_published(sowd: Running) -> None:
+    stream = sowd.client.subscribe("notes")
+    await take(stream, 1)
+    raw = b'{"text": "h\\u00e9llo", "n": 1.50}'
+    await sowd.client.publish("notes", [Message(raw, sow_key="k")])
+    (e,) = await take(stream, 1)
+    assert e.records[0].data == raw and json.loads(e.records[0].data)["n"] == 1.5
+    stream.cancel()
