@@ -163,3 +163,36 @@ def test_config_file_is_used(tmp_path: Path) -> None:
             assert [t.name for t in c.list_topics()] == ["books"]
     finally:
         p.stop()
+
+
+def test_cli_subscriptions_end_on_count_and_timeout(sowd_process: Process) -> None:
+    s = ("-server", sowd_process.target)
+    assert sow("publish", "-topic", "orders", *s, stdin=ORDERS).returncode == 0
+    sas = subprocess.Popen(
+        [sys.executable, "-m", "sowdb_client.cli", "sow_and_subscribe", "-topic", "orders", "-filter", "/price < 102",
+         "-oof", "-format", "full", "-count", "5", *s],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    sub = subprocess.Popen(
+        [sys.executable, "-m", "sowdb_client.cli", "subscribe", "-topic", "orders", "-timeout", "4", "-format", "full",
+         *s],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    for proc in (sas, sub):  # wait until both subscriptions are placed
+        assert proc.stdout is not None and json.loads(proc.stdout.readline())["command"] == "subscribed"
+    assert sow("publish", "-topic", "orders", *s, stdin='{"orderId": 0, "price": 900}\n').returncode == 0
+    assert sow("sow_delete", "-topic", "orders", "-sowkeys", "1", *s).returncode == 0
+    out, err = sas.communicate(timeout=30)
+    assert sas.returncode == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [x["command"] for x in lines] == ["group_begin", "sow", "sow", "group_end", "oof", "oof"]
+    assert [(x["sow_key"], x["reason"]) for x in lines[4:]] == [("0", "match"), ("1", "deleted")]
+    out, err = sub.communicate(timeout=30)  # ends after its 4 s timeout, exit 0
+    assert sub.returncode == 0, err
+    events = [json.loads(line) for line in out.splitlines()]
+    assert [(x["command"], x["data"]) for x in events if x["command"] != "heartbeat"] == [
+        ("publish", {"orderId": 0, "price": 900}),
+        ("deleted", {"orderId": 1, "symbol": "SYM1", "price": 101, "side": "B"}),
+    ]
+    conflated = sow("sow_and_subscribe", "-topic", "orders", "-conflation", "0.5", "-count", "1", *s)
+    assert conflated.returncode == 1 and "UNIMPLEMENTED" in conflated.stderr

@@ -222,6 +222,8 @@ class AsyncClient:
         oof: bool = False,
         delta: bool = False,
         no_empties: bool = False,
+        conflation: float | None = None,
+        conflation_key: Sequence[str] = (),
         sub_id: str = "",
         timeout: float | None = None,
     ) -> AsyncSubscriptionStream:
@@ -237,7 +239,11 @@ class AsyncClient:
             select=select,
         )
         req = pb.SowAndSubscribeRequest(
-            query=query, sub_id=sub_id, options=subscription_options(oof=oof, delta=delta, no_empties=no_empties)
+            query=query,
+            sub_id=sub_id,
+            options=subscription_options(
+                oof=oof, delta=delta, no_empties=no_empties, conflation=conflation, conflation_key=conflation_key
+            ),
         )
         return AsyncSubscriptionStream(self._stub.SowAndSubscribe(req, timeout=timeout))
 

@@ -6,6 +6,8 @@
                    [-bookmark B] [-sowkeys K,...] [-queryid Q] [-grouping G -projection P]
                    [-select S] [-format data|full]
     sow sow_delete -topic T (-filter F | -sowkeys K,... | -data JSON)
+    sow subscribe  -topic T [-filter F] [-oof] [-delta] [-timeout S] [-count N] [-format data|full]
+    sow sow_and_subscribe -topic T [query flags] [-oof] [-delta] [-timeout S] [-count N] [-format ...]
 
 Flags take one dash (``-topic``) like spark, or two. Records print as one JSON document a
 line; ``-format full`` prints one JSON object a line with the frame's command and metadata.
@@ -17,13 +19,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
 from sowdb_api.v1 import sow_pb2 as pb
-from sowdb_client.client import Client
+from sowdb_client.client import Client, SubscriptionStream
 from sowdb_client.errors import PublishError, SowdbError
+from sowdb_client.events import Event
 from sowdb_client.types import DEFAULT_TARGET, Message, Record
 
 
@@ -66,6 +70,34 @@ def _parser() -> argparse.ArgumentParser:
     _flag(p, "projection", action="append", default=[], help="projection expression (repeatable)")
     _flag(p, "select", default="", help="e.g. '[-/,+/orderId,+/price]'")
     _flag(p, "format", choices=["data", "full"], default="data")
+
+    def live_flags(p: argparse.ArgumentParser) -> None:
+        _flag(p, "oof", action="store_true", help="tell when a received record leaves the result (oof)")
+        _flag(p, "delta", action="store_true", help="receive only the key fields and changed fields")
+        _flag(p, "timeout", type=float, help="stop after this many seconds (exit 0)")
+        _flag(p, "count", type=int, help="stop after this many events (exit 0)")
+        _flag(p, "subid", default="", help="a subscription id of your choice")
+
+    p = command("subscribe", "print every later message of a topic")
+    _flag(p, "topic", required=True, help="topic name or regular expression")
+    _flag(p, "filter", default="")
+    _flag(p, "bookmark", default="")
+    _flag(p, "format", choices=["data", "full"], default="data")
+    live_flags(p)
+
+    p = command("sow_and_subscribe", "print the matching records, then every later change")
+    _flag(p, "topic", required=True, help="topic name or regular expression")
+    _flag(p, "filter", default="")
+    _flag(p, "orderby", default="")
+    _flag(p, "topn", type=int)
+    _flag(p, "batchsize", type=int, default=10)
+    _flag(p, "sowkeys", default="", help="comma-separated SowKeys")
+    _flag(p, "queryid", default="")
+    _flag(p, "select", default="")
+    _flag(p, "format", choices=["data", "full"], default="data")
+    _flag(p, "conflation", type=float, help="at most one delivery per key per this many seconds")
+    _flag(p, "conflationkey", default="", help="comma-separated conflation key paths (default: the SowKey)")
+    live_flags(p)
 
     p = command("sow_delete", "delete records by filter, SowKeys or data; prints the count")
     _flag(p, "topic", required=True)
@@ -171,6 +203,78 @@ def _group_end(ge: pb.GroupEnd) -> dict[str, Any]:
     }
 
 
+def _live(stream: SubscriptionStream, a: argparse.Namespace, out: IO[str]) -> int:
+    """Print events until -count events, -timeout seconds or Ctrl-C (all a normal exit)."""
+    timer = threading.Timer(a.timeout, stream.cancel) if a.timeout else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+    seen = 0
+    try:
+        for event in stream:
+            if event.kind in ("subscribed", "heartbeat") and a.format == "data":
+                continue
+            if a.format == "full" and event.kind in (
+                "subscribed",
+                "group_begin",
+                "group_end",
+                "completed",
+                "heartbeat",
+            ):
+                print(_full(event.kind, **_frame_fields(event)), file=out, flush=True)
+            for rec in event.records:
+                if a.format == "data" and event.kind in ("oof", "deleted"):
+                    continue  # data format prints documents; -format full shows removals
+                line = _record_line(rec, a.format, event.kind)
+                if a.format == "full" and event.reason:
+                    line = line[:-1] + f',"reason":"{event.reason}"}}'
+                print(line, file=out, flush=True)
+            if event.kind not in ("subscribed", "heartbeat"):
+                seen += 1
+            if a.count and seen >= a.count:
+                stream.cancel()
+                break
+    finally:
+        if timer is not None:
+            timer.cancel()
+    return 0
+
+
+def _frame_fields(event: Event) -> dict[str, Any]:
+    if event.kind == "group_end" and event.group_end is not None:
+        return _group_end(event.group_end)
+    fields: dict[str, Any] = {"bookmark": event.bookmark}
+    if event.sub_id:
+        fields["sub_id"] = event.sub_id
+    if event.kind == "group_begin":
+        fields["query_id"] = event.query_id
+    return fields
+
+
+def _subscribe(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
+    stream = c.subscribe(a.topic, filter=a.filter, oof=a.oof, delta=a.delta, bookmark=a.bookmark, sub_id=a.subid)
+    return _live(stream, a, out)
+
+
+def _sow_and_subscribe(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
+    stream = c.sow_and_subscribe(
+        a.topic,
+        filter=a.filter,
+        order_by=a.orderby,
+        top_n=a.topn,
+        batch_size=a.batchsize,
+        sow_keys=[k for k in a.sowkeys.split(",") if k],
+        query_id=a.queryid,
+        select=a.select,
+        oof=a.oof,
+        delta=a.delta,
+        conflation=a.conflation,
+        conflation_key=[k for k in a.conflationkey.split(",") if k],
+        sub_id=a.subid,
+    )
+    return _live(stream, a, out)
+
+
 def _sow_delete(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
     keys = [k for k in (a.sowkeys or "").split(",") if k]
     count = c.sow_delete(a.topic, filter=a.filter or "", sow_keys=keys, data=a.data)
@@ -196,7 +300,13 @@ def main(argv: Sequence[str] | None = None, *, out: IO[str] | None = None) -> in
                 took = c.ping()
                 print(f"pong from {args.server} in {took * 1000:.1f} ms", file=stdout)
                 return 0
-            handlers = {"publish": _publish, "sow": _sow, "sow_delete": _sow_delete}
+            handlers = {
+                "publish": _publish,
+                "sow": _sow,
+                "sow_delete": _sow_delete,
+                "subscribe": _subscribe,
+                "sow_and_subscribe": _sow_and_subscribe,
+            }
             return handlers[args.command](c, args, stdout)
     except SowdbError as exc:
         print(f"sow: {_describe(exc)}", file=sys.stderr)

@@ -244,6 +244,8 @@ class Client:
         oof: bool = False,
         delta: bool = False,
         no_empties: bool = False,
+        conflation: float | None = None,
+        conflation_key: Sequence[str] = (),
         sub_id: str = "",
         timeout: float | None = None,
     ) -> SubscriptionStream:
@@ -260,7 +262,11 @@ class Client:
             select=select,
         )
         req = pb.SowAndSubscribeRequest(
-            query=query, sub_id=sub_id, options=subscription_options(oof=oof, delta=delta, no_empties=no_empties)
+            query=query,
+            sub_id=sub_id,
+            options=subscription_options(
+                oof=oof, delta=delta, no_empties=no_empties, conflation=conflation, conflation_key=conflation_key
+            ),
         )
         return SubscriptionStream(self._stub.SowAndSubscribe(req, timeout=timeout))
 

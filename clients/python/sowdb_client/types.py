@@ -166,5 +166,12 @@ def channel_options(max_message_bytes: int) -> list[tuple[str, int]]:
     ]
 
 
-def subscription_options(*, oof: bool, delta: bool, no_empties: bool) -> pb.SubscriptionOptions:
-    return pb.SubscriptionOptions(oof=oof, delta=delta, no_empties=no_empties, send_keys=True)
+def subscription_options(
+    *, oof: bool, delta: bool, no_empties: bool, conflation: float | None = None, conflation_key: Sequence[str] = ()
+) -> pb.SubscriptionOptions:
+    opts = pb.SubscriptionOptions(
+        oof=oof, delta=delta, no_empties=no_empties, send_keys=True, conflation_key=list(conflation_key)
+    )
+    if conflation:
+        opts.conflation.FromNanoseconds(round(conflation * 1e9))
+    return opts
