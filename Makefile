@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup run test lint typecheck unit generate check-generated bench bench-expr clean
+.PHONY: setup run test lint typecheck unit generate bench bench-subscriptions bench-expr clean
 
 setup: $(STAMP)
 
@@ -40,6 +40,10 @@ unit: setup
 ## Benchmarks of the server (issue 3 figures): 1M orders, publish and queries.
 bench: setup
 	$(BIN)/python tools/bench/bench_server.py
+
+## Subscription benchmarks: latency, fan-out, snapshot.
+bench-subscriptions: setup
+	$(BIN)/python tools/bench/bench_subscriptions.py
 
 bench-expr: setup
 	$(BIN)/python tools/bench/bench_expr.py
