@@ -55,7 +55,9 @@ class Running:
 
 @pytest.fixture
 async def sowd(tmp_path: Path) -> AsyncIterator[Running]:
-    server = SowServer(make_config(tmp_path / "data", max_document_bytes=4096, max_message_bytes=64 * 1024))
+    server = SowServer(
+        make_config(tmp_path / "data", max_document_bytes=4096, max_message_bytes=64 * 1024, heartbeat_s=0.2)
+    )
     port = await server.start()
     client = AsyncClient(f"127.0.0.1:{port}")
     try:

@@ -164,13 +164,15 @@ async def test_message_over_the_transport_limit_is_resource_exhausted(seeded: Ru
     assert await state(seeded) == before
 
 
-async def test_unbuilt_rpcs_answer_unimplemented(seeded: Running) -> None:
+async def test_unbuilt_options_answer_unimplemented_and_unknown_sub_ids_not_found(seeded: Running) -> None:
     async with grpc.aio.insecure_channel(seeded.target) as channel:
         stub = sow_pb2_grpc.SowServiceStub(channel)
         with pytest.raises(grpc.aio.AioRpcError) as err:
             async for _ in stub.Subscribe(pb.SubscribeRequest(topic="orders", bookmark="1")):
                 pass
         assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        assert details(err.value)[0] == ["bookmark"]
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await stub.ReplaceSubscription(pb.ReplaceSubscriptionRequest(sub_id="x"))
-        assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
+        assert details(err.value)[0] == ["sub_id"]

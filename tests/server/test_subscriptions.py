@@ -251,3 +251,81 @@ async def test_delivered_json_is_what_was_published(sowd: Running) -> None:
     (e,) = await take(stream, 1)
     assert e.records[0].data == raw and json.loads(e.records[0].data)["n"] == 1.5
     stream.cancel()
+
+
+async def test_replace_subscription_narrows_and_widens_without_duplicates(sowd: Running) -> None:
+    c = sowd.client
+    await c.publish("orders", [{"orderId": i, "price": 100 + 10 * i} for i in range(10)])  # 100..190
+    stream = c.sow_and_subscribe("orders", filter="/price >= 150", oof=True, batch_size=100)
+    head = await take(stream, 4)
+    assert sorted(r.json()["orderId"] for r in head[2].records) == [5, 6, 7, 8, 9]
+    await c.replace_subscription(stream.sub_id, filter="/price >= 170", oof=True)
+    out = await take(stream, 2)
+    assert sorted((e.kind, e.reason, e.records[0].sow_key) for e in out) == [
+        ("oof", "match", "5"),
+        ("oof", "match", "6"),
+    ]
+    await c.replace_subscription(stream.sub_id, filter="/price >= 130", oof=True)
+    fresh = await take(stream, 1)
+    assert fresh[0].kind == "publish" and sorted(r.sow_key for r in fresh[0].records) == ["3", "4", "5", "6"]
+    await c.publish("orders", [{"orderId": 1, "price": 131}, {"orderId": 2, "price": 129}])  # the new filter applies
+    (live,) = await take(stream, 1)
+    assert [r.sow_key for r in live.records] == ["1"]
+    stream.cancel()
+
+
+async def test_replace_subscription_is_refused_cleanly(sowd: Running) -> None:
+    from sowdb_client import InvalidArgumentError, NotFoundError
+
+    c = sowd.client
+    await c.publish("orders", [{"orderId": 1, "price": 1}])
+    stream = c.sow_and_subscribe("orders", filter="/price > 0")
+    await take(stream, 4)
+    with pytest.raises(NotFoundError):
+        await c.replace_subscription("no-such-id", filter="/price > 5")
+    # another connection may not touch it (channels of one process share a connection unless
+    # told otherwise, so this one asks for its own)
+    async with grpc.aio.insecure_channel(sowd.target, options=[("grpc.use_local_subchannel_pool", 1)]) as channel:
+        with pytest.raises(grpc.aio.AioRpcError) as denied:
+            await sow_pb2_grpc.SowServiceStub(channel).ReplaceSubscription(
+                pb.ReplaceSubscriptionRequest(sub_id=stream.sub_id, filter="/price > 5")
+            )
+        assert denied.value.code() == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(InvalidArgumentError) as err:
+        await c.replace_subscription(stream.sub_id, filter="/price >")
+    assert err.value.field == "filter"
+    await c.publish("orders", [{"orderId": 2, "price": 2}])  # the old filter still applies
+    (live,) = await take(stream, 1)
+    assert [r.sow_key for r in live.records] == ["2"]
+    stream.cancel()
+
+
+async def test_replace_under_concurrent_publishing_misses_nothing(sowd: Running) -> None:
+    c = sowd.client
+    rnd = random.Random(3)
+    await c.publish("orders", [{"orderId": i, "v": rnd.randrange(100)} for i in range(100)])
+    stream = c.sow_and_subscribe("orders", filter="/v < 50", oof=True, batch_size=50)
+    mirror = Mirror()
+    done = asyncio.Event()
+
+    async def publisher() -> None:
+        for n in range(200):
+            await c.publish("orders", [{"orderId": rnd.randrange(120), "v": rnd.randrange(100)} for _ in range(3)])
+            if n == 100:
+                await c.replace_subscription(stream.sub_id, filter="/v >= 30", oof=True)
+            if n % 5 == 0:
+                await asyncio.sleep(0)
+        done.set()
+
+    async def consume() -> None:
+        async for e in stream:
+            mirror.apply(e)
+            if done.is_set() and (e.kind == "heartbeat" or mirror.bookmark >= sowd.server.engine.last_seq):  # type: ignore[union-attr]
+                return
+
+    consumer = asyncio.create_task(consume())
+    await publisher()
+    await asyncio.wait_for(consumer, 30)
+    stream.cancel()
+    expected = {r.sow_key: r.data for r in await c.sow("orders", filter="/v >= 30", batch_size=1000).records()}
+    assert {k: r.data for k, r in mirror.records.items()} == expected

@@ -270,6 +270,32 @@ class Client:
         )
         return SubscriptionStream(self._stub.SowAndSubscribe(req, timeout=timeout))
 
+    def replace_subscription(
+        self,
+        sub_id: str,
+        *,
+        filter: str = "",
+        oof: bool = False,
+        delta: bool = False,
+        no_empties: bool = False,
+        timeout: float | None = None,
+    ) -> int:
+        """R-1: new filter and options for a live subscription of this client; records newly
+        in scope arrive on its stream, records leaving it get an oof. Returns the bookmark at
+        which the change took effect.
+
+        Raises:
+            NotFoundError: no such subscription on this client's connection.
+        """
+        req = pb.ReplaceSubscriptionRequest(
+            sub_id=sub_id, filter=filter, options=subscription_options(oof=oof, delta=delta, no_empties=no_empties)
+        )
+        try:
+            resp = self._stub.ReplaceSubscription(req, timeout=timeout)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+        return resp.bookmark
+
     def sow_delete(
         self,
         topic: str,

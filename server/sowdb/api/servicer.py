@@ -154,4 +154,15 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
     async def ReplaceSubscription(
         self, request: pb.ReplaceSubscriptionRequest, context: Context
     ) -> pb.ReplaceSubscriptionResponse:
-        await _abort(context, Unimplemented("subscriptions are not available in this version"))
+        try:
+            if request.HasField("skip_n"):
+                raise Unimplemented("paginated subscriptions are not available in this version", field="skip_n")
+            bookmark = self.engine.replace_subscription(
+                request.sub_id,
+                owner=context.peer(),
+                filter=request.filter,
+                options=convert.subscription_options(request.options),
+            )
+        except Exception as exc:
+            await _abort(context, exc)
+        return pb.ReplaceSubscriptionResponse(bookmark=bookmark)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import orjson
@@ -33,6 +33,7 @@ from sowdb.errors import (
     ExpressionError,
     FailedPrecondition,
     InvalidArgument,
+    NotFound,
     PublishError,
     ResourceExhausted,
     SowdbError,
@@ -370,7 +371,7 @@ class Engine:
                     f"{self._derived[opts.topic]} topics are not subscribable in this version", field="topic"
                 )
             topics = [self.topics[opts.topic]] if opts.topic in self.topics else []
-        sub = self._new_subscription(opts.topic, opts.filter, options, sub_id, owner)
+        sub = self._new_subscription(opts.topic, opts.filter, options, sub_id, owner, track=True)
         sub.held = []
         sources = query.snapshot(topics)
         self.hub.add(sub)
@@ -379,8 +380,35 @@ class Engine:
     def unsubscribe(self, sub: Subscription) -> None:
         self.hub.remove(sub)
 
+    def replace_subscription(
+        self, sub_id: str, *, owner: str, filter: str = "", options: SubscriptionOptions = DEFAULT_OPTIONS
+    ) -> int:
+        """R-1: new filter and options for a live subscription; returns the sequence point at
+        which they took effect. Only the connection that placed it may replace it.
+
+        Raises:
+            NotFound: no such subscription on this connection.
+            FailedPrecondition: its query has not finished yet.
+            InvalidArgument: a bad filter (the subscription is unchanged).
+        """
+        sub = self.hub.subs.get(sub_id)
+        if sub is None or sub.owner != owner:
+            raise NotFound(f"no live subscription {sub_id!r} on this connection", field="sub_id")
+        if sub.held is not None:
+            raise FailedPrecondition("the subscription's query is still being sent; replace it after group_end")
+        compiled = None
+        if filter.strip():
+            try:
+                compiled = compile_filter(filter)
+            except ExpressionError as exc:
+                raise exc.for_field("filter") from None
+        options = replace(options, deleted_events=sub.options.deleted_events and not options.oof)
+        state = [t.records for name, t in sorted(self.topics.items()) if sub.wants(name)]
+        sub.replace(compiled, options, state)
+        return self.last_seq
+
     def _new_subscription(
-        self, topic: str, filter: str, options: SubscriptionOptions, sub_id: str, owner: str
+        self, topic: str, filter: str, options: SubscriptionOptions, sub_id: str, owner: str, *, track: bool = False
     ) -> Subscription:
         self._check_topic_name(topic)
         if is_regex_topic(topic):
@@ -405,6 +433,7 @@ class Engine:
             sub_id=sub_id,
             owner=owner,
             key_fields=self._key_fields,
+            track=track,
             max_records=self.config.server.subscriber_queue_records,
             max_bytes=self.config.server.subscriber_queue_bytes,
         )

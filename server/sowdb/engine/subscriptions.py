@@ -93,6 +93,7 @@ class Subscription:
         sub_id: str = "",
         owner: str = "",
         key_fields: dict[str, tuple[str, ...]] | None = None,
+        track: bool = False,
         max_records: int = DEFAULT_MAX_QUEUE_RECORDS,
         max_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
     ) -> None:
@@ -103,7 +104,9 @@ class Subscription:
         self.filter = filter
         self.options = options
         self.key_fields = key_fields or {}
-        self.focus: set[tuple[str, str]] | None = set() if options.oof else None
+        # what the subscriber holds: kept for oof, and for sow_and_subscribe (so that a
+        # replacement delivers only records it does not have, R-1)
+        self.focus: set[tuple[str, str]] | None = set() if options.oof or track else None
         self.queue: deque[QueuedEvent] = deque()
         self.queued_bytes = 0
         self.max_records = max_records
@@ -163,18 +166,49 @@ class Subscription:
                     focus.add(key)
             elif focus is not None and key in focus:
                 focus.discard(key)
-                self._push(QueuedEvent("oof", new, OOF_MATCH))
+                if opts.oof:
+                    self._push(QueuedEvent("oof", new, OOF_MATCH))
             return
         old = c.old
         if old is None:
             return
         gone = StoredRecord(c.topic, c.sow_key, old.data, old.raw, c.bookmark, c.timestamp_us)
-        if focus is not None:
-            if key in focus:
-                focus.discard(key)
+        if focus is not None and key in focus:
+            focus.discard(key)
+            if opts.oof:
                 self._push(QueuedEvent("oof", gone, c.reason))
         elif opts.deleted_events and (flt is None or flt.matches(old.data, old)):
             self._push(QueuedEvent("deleted", gone))
+
+    def replace(
+        self, filter: CompiledFilter | None, options: SubscriptionOptions, state: Sequence[dict[str, StoredRecord]]
+    ) -> None:
+        """R-1: swap filter and options at this point of the total order. Records now in scope
+        that the subscriber does not hold are delivered; held records now out of scope get an
+        oof (with oof on). ``state`` is the current records of the topics it covers."""
+        focus = self.focus
+        self.filter, self.options = filter, options
+        if focus is None:
+            return
+        in_scope: set[tuple[str, str]] = set()
+        fresh: list[StoredRecord] = []
+        for records in state:
+            for rec in records.values():
+                if filter is None or filter.matches(rec.data, rec):
+                    key = (rec.topic, rec.sow_key)
+                    in_scope.add(key)
+                    if key not in focus:
+                        fresh.append(rec)
+        current = {(r.topic, r.sow_key): r for records in state for r in records.values()}
+        for key in [k for k in focus if k not in in_scope]:
+            focus.discard(key)
+            if options.oof and key in current:
+                self._push(QueuedEvent("oof", current[key], OOF_MATCH))
+        for rec in fresh:
+            focus.add((rec.topic, rec.sow_key))
+            self._push(QueuedEvent("publish", rec))
+        if self.queue:
+            self.wakeup.set()
 
     def _delta(self, old: StoredRecord, new: StoredRecord) -> StoredRecord | None:
         """D-2: the key fields plus the top-level fields whose value changed."""
