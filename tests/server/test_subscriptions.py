@@ -329,3 +329,64 @@ async def test_replace_under_concurrent_publishing_misses_nothing(sowd: Running)
     stream.cancel()
     expected = {r.sow_key: r.data for r in await c.sow("orders", filter="/v >= 30", batch_size=1000).records()}
     assert {k: r.data for k, r in mirror.records.items()} == expected
+
+
+INDEXABLE = [
+    "/qty % 10 = 3",
+    "/qty % 10 = 7 AND /side = 'B'",
+    "/sym = 'S1'",
+    "/sym IN ('S2', 3, '4')",
+    "/n = '7'",
+    "/n = 7.0",
+    "/flag = 1",
+    "UPPER(/sym) = 'S5'",
+    "/tags = 'x'",
+]
+
+
+async def test_filter_indexing_delivers_exactly_what_scanning_does(sowd: Running) -> None:
+    """Subscriptions filed by an equality conjunct must receive exactly what the same filter
+    receives when it is evaluated for every change (``(...) OR 1 = 0`` defeats the index)."""
+    c = sowd.client
+    streams = []
+    for f in INDEXABLE:
+        streams.append((f, c.subscribe("orders", filter=f), c.subscribe("orders", filter=f"({f}) OR 1 = 0")))
+    for _, a, b in streams:
+        await take(a, 1)
+        await take(b, 1)
+    stats = sowd.server.engine.hub.stats()  # type: ignore[union-attr]
+    assert stats.placement == {"indexed": len(INDEXABLE), "scanned": len(INDEXABLE)}
+    rnd = random.Random(5)
+    values: list[Any] = [3, 7, "7", 7.0, "S1", "s5", "S2", "4", 4, True, 1, None, ["x", "y"], "x", "07"]
+    for b in range(20):
+        batch = [
+            {
+                "orderId": b * 50 + i,
+                "qty": rnd.randrange(100),
+                "side": rnd.choice("BS"),
+                "sym": rnd.choice(values),
+                "n": rnd.choice(values),
+                "flag": rnd.choice(values),
+                "tags": rnd.choice(values),
+            }
+            for i in range(50)
+        ]
+        await c.publish("orders", batch)
+    await c.sow_delete("orders", filter="/qty < 20")  # deleted events reach indexed subscriptions too
+
+    async def received(stream: AsyncSubscriptionStream) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        try:
+            async with asyncio.timeout(1.0):
+                async for e in stream:
+                    out += [(e.kind, r.sow_key) for r in e.records]
+        except TimeoutError:
+            pass
+        stream.cancel()
+        return out
+
+    results = await asyncio.gather(*(received(s) for _, a, b in streams for s in (a, b)))
+    for i, (f, _, _) in enumerate(streams):
+        got_a, got_b = results[2 * i], results[2 * i + 1]
+        assert got_a == got_b, f
+        assert got_a, f  # each filter matched something

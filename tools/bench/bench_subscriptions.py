@@ -25,11 +25,14 @@ from typing import Any
 
 import grpc
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_server import _orders, _start
-
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import AsyncClient, Client
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_server import _orders, _start  # a sibling script, not a package
+
+# A forked child would inherit this process's live gRPC channels, which gRPC does not support.
+_SPAWN = multiprocessing.get_context("spawn")
 
 
 def _publish_paced(target: str, rate: float, seconds: float) -> None:
@@ -83,7 +86,7 @@ async def latency(target: str) -> None:
     readies = [asyncio.Event() for _ in range(10)]
     tasks = [asyncio.create_task(_subscriber(target, "orders", "", sink, r, stop)) for r in readies]
     await asyncio.gather(*(r.wait() for r in readies))
-    proc = multiprocessing.Process(target=_publish_paced, args=(target, 2000, 10))
+    proc = _SPAWN.Process(target=_publish_paced, args=(target, 2000, 10))
     proc.start()
     while proc.is_alive():
         await asyncio.sleep(0.1)
@@ -116,9 +119,9 @@ async def fanout(target: str, n: int) -> None:
     ]
     await asyncio.gather(*(r.wait() for r in readies))
     expected = n * 10  # every order matches the 10 subscribers of its /qty % 10
-    queue: Any = multiprocessing.Queue()
+    queue: Any = _SPAWN.Queue()
     start = time.perf_counter()
-    proc = multiprocessing.Process(target=_publish_fast, args=(target, orders, queue))
+    proc = _SPAWN.Process(target=_publish_fast, args=(target, orders, queue))
     proc.start()
     while count[0] < expected and time.perf_counter() - start < 120:
         await asyncio.sleep(0.05)

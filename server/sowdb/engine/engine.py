@@ -207,7 +207,7 @@ class Engine:
         put = topic.put
         if self.hub:
             changes = [Change(topic_name, r.sow_key, r.bookmark, now, put(r), r) for r in versions]
-            self.hub.dispatch(changes)
+            self.hub.dispatch(topic_name, changes)
         else:
             for rec in versions:
                 put(rec)
@@ -244,7 +244,7 @@ class Engine:
         first = self.last_seq + 1
         self.last_seq = seq
         if live:
-            self.hub.dispatch(live)
+            self.hub.dispatch(topic_name, live)
         return first, seq
 
     # --- delete -------------------------------------------------------------------------------
@@ -311,7 +311,7 @@ class Engine:
             old = topic.remove(key)
             changes.append(Change(topic.name, key, bookmark, now, old, None, OOF_DELETED))
         if self.hub:
-            self.hub.dispatch(changes)
+            self.hub.dispatch(topic.name, changes)
         return len(victims), seq
 
     # --- queries ------------------------------------------------------------------------------
@@ -405,6 +405,7 @@ class Engine:
         options = replace(options, deleted_events=sub.options.deleted_events and not options.oof)
         state = [t.records for name, t in sorted(self.topics.items()) if sub.wants(name)]
         sub.replace(compiled, options, state)
+        self.hub.refilter(sub)
         return self.last_seq
 
     def _new_subscription(

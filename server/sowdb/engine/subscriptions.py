@@ -27,6 +27,7 @@ import orjson
 
 from sowdb.config import is_regex_topic
 from sowdb.engine.records import StoredRecord
+from sowdb.engine.topic import index_terms
 from sowdb.errors import InvalidArgument
 from sowdb.expr import CompiledFilter
 
@@ -126,15 +127,26 @@ class Subscription:
 
     # --- the writer's side ---------------------------------------------------------------------
 
-    def offer(self, changes: Iterable[Change]) -> None:
-        """Take changes from the writer: hold them (query phase) or evaluate them now."""
-        if self.failure is not None:
+    def offer(self, topic: str, changes: Sequence[Change]) -> None:
+        """Take one batch of changes to ``topic`` from the writer: hold them (query phase) or
+        evaluate them now."""
+        if self.failure is not None or not self.wants(topic):
             return
         if self.held is not None:
-            self.held.extend(c for c in changes if self.wants(c.topic))
+            self.held.extend(changes)
             return
-        for c in changes:
-            if self.wants(c.topic):
+        flt = self.filter
+        if self.focus is None and not self.options.delta and flt is not None:
+            # the common case, inline: a filter, no oof bookkeeping, whole records
+            matches = flt.matches
+            for c in changes:
+                new = c.new
+                if new is None:
+                    self._evaluate(c)
+                elif matches(new.data, new):
+                    self._push(QueuedEvent("publish", new))
+        else:
+            for c in changes:
                 self._evaluate(c)
         if self.queue:
             self.wakeup.set()
@@ -260,7 +272,23 @@ class HubStats:
     subscriptions: int = 0
     queued_events: int = 0
     dropped_slow: int = 0
-    by_owner: dict[str, int] = field(default_factory=dict)
+    placement: dict[str, int] = field(default_factory=dict)
+
+
+class _EqualityGroup:
+    """Subscriptions whose filters share an ``expression = literal`` conjunct, by literal term.
+
+    The expression is evaluated once per change for the whole group, and only subscriptions
+    whose literal can equal its value are offered the change (AMPS-style filter indexing):
+    100 subscribers to ``/qty % 10 = k`` cost one evaluation and ten filters per message
+    instead of a hundred filters.
+    """
+
+    __slots__ = ("fn", "table")
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.table: dict[Any, dict[str, Subscription]] = {}
 
 
 class SubscriptionHub:
@@ -269,6 +297,9 @@ class SubscriptionHub:
     def __init__(self) -> None:
         self.subs: dict[str, Subscription] = {}
         self.dropped_slow = 0
+        self._scan: dict[str, Subscription] = {}  # offered every change
+        self._indexed: dict[str, tuple[str, list[Any]]] = {}  # sub_id -> (group key, terms)
+        self._groups: dict[str, _EqualityGroup] = {}
 
     def __bool__(self) -> bool:
         return bool(self.subs)
@@ -277,22 +308,88 @@ class SubscriptionHub:
         if sub.id in self.subs:
             raise InvalidArgument(f"sub_id {sub.id!r} is already in use", field="sub_id")
         self.subs[sub.id] = sub
+        self._place(sub)
 
     def remove(self, sub: Subscription) -> None:
         if self.subs.get(sub.id) is sub:
             del self.subs[sub.id]
+            self._unplace(sub)
             if sub.failure is not None:
                 self.dropped_slow += 1
 
-    def dispatch(self, changes: Sequence[Change]) -> None:
-        for sub in list(self.subs.values()):
-            sub.offer(changes)
+    def refilter(self, sub: Subscription) -> None:
+        """The subscription's filter or options changed (R-1): file it again."""
+        self._unplace(sub)
+        self._place(sub)
+
+    def _place(self, sub: Subscription) -> None:
+        # Only subscriptions that track nothing may skip a change: one holding records must see
+        # every change to them (for oof and replacement).
+        conjuncts = sub.filter.equality_conjuncts if sub.filter is not None and sub.focus is None else ()
+        if not conjuncts or not conjuncts[0].values:
+            self._scan[sub.id] = sub
+            return
+        c = conjuncts[0]
+        group = self._groups.get(c.key)
+        if group is None:
+            group = self._groups[c.key] = _EqualityGroup(c.value)
+        terms = [t for lit in c.values for t in index_terms(lit)]
+        for t in terms:
+            group.table.setdefault(t, {})[sub.id] = sub
+        self._indexed[sub.id] = (c.key, terms)
+
+    def _unplace(self, sub: Subscription) -> None:
+        if self._scan.pop(sub.id, None) is not None:
+            return
+        entry = self._indexed.pop(sub.id, None)
+        if entry is None:
+            return
+        key, terms = entry
+        group = self._groups[key]
+        for t in terms:
+            bucket = group.table.get(t)
+            if bucket is not None:
+                bucket.pop(sub.id, None)
+                if not bucket:
+                    del group.table[t]
+        if not group.table:
+            del self._groups[key]
+
+    def dispatch(self, topic: str, changes: Sequence[Change]) -> None:
+        """Hand one applied batch (all of one topic) to every subscription, in order."""
+        for sub in list(self._scan.values()):
+            sub.offer(topic, changes)
+        if not self._groups:
+            return
+        if changes and changes[0].new is None:  # a delete batch: deleted events need every filter
+            for sub_id in list(self._indexed):
+                self.subs[sub_id].offer(topic, changes)
+            return
+        offers: dict[Subscription, list[Change]] = {}
+        for group in list(self._groups.values()):
+            fn, table = group.fn, group.table
+            for c in changes:
+                new = c.new
+                if new is None:
+                    continue
+                for term in index_terms(fn(new.data, new)):
+                    bucket = table.get(term)
+                    if bucket:
+                        for sub in bucket.values():
+                            got = offers.get(sub)
+                            if got is None:
+                                offers[sub] = [c]
+                            elif got[-1] is not c:
+                                got.append(c)
+        for sub, subset in offers.items():
+            sub.offer(topic, subset)
 
     def stats(self) -> HubStats:
         return HubStats(
             subscriptions=len(self.subs),
             queued_events=sum(len(s.queue) for s in self.subs.values()),
             dropped_slow=self.dropped_slow,
+            placement={"indexed": len(self._indexed), "scanned": len(self._scan)},
         )
 
 

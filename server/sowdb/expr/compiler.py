@@ -15,6 +15,7 @@ million records a second (``tools/bench/bench_expr.py``).
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,7 @@ Fn = Callable[[Any, Any], Any]
 """A compiled node: ``(message, ctx) -> value``."""
 
 _NUM = (int, float)
+_INT_OPS: dict[str, Callable[[int, int], int]] = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 
 
 def get_path(m: Any, steps: tuple[str | int, ...]) -> Any:
@@ -132,6 +134,16 @@ class _Compiler:
 
     def v_Arith(self, node: n.Arith) -> Fn:
         a, b, op = self.value(node.left), self.value(node.right), v.ARITHMETIC_FUNCS[node.op]
+        right = node.right
+        if isinstance(right, n.Literal) and type(right.value) is int:
+            # ``/qty % 10``, ``/px * 2``: integers take Python's operator directly (the same
+            # result as the general path for these cases), anything else the general path.
+            k = right.value
+            if node.op == "%" and k > 0:
+                return lambda m, ctx: x % k if type(x := a(m, ctx)) is int and x >= 0 else op(x, k)
+            fast = _INT_OPS.get(node.op)
+            if fast is not None:
+                return lambda m, ctx: fast(x, k) if type(x := a(m, ctx)) is int else op(x, k)
         return lambda m, ctx: op(a(m, ctx), b(m, ctx))
 
     # --- predicates -----------------------------------------------------------------------
@@ -320,6 +332,45 @@ def _conjuncts(root: n.Node) -> tuple[Conjunct, ...]:
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class EqualityConjunct:
+    """A top-level ``expression = literal`` (or ``expression IN (literals)``) conjunct whose
+    expression is deterministic and reads only the message: every matching record has one of
+    ``values`` as the value of ``value``. ``key`` is the same for structurally equal
+    expressions, so that subscriptions sharing an expression can share its evaluation."""
+
+    key: str
+    value: Fn
+    values: tuple[Any, ...]
+
+
+def _pure(node: n.Node) -> bool:
+    for sub in node.walk():
+        if isinstance(sub, n.Aggregate):
+            return False
+        if isinstance(sub, n.Call) and (sub.name == "UNIX_TIMESTAMP" or FUNCTIONS[sub.name].meta):
+            return False
+    return True
+
+
+def _equality_conjuncts(root: n.Node) -> tuple[EqualityConjunct, ...]:
+    parts = root.operands if isinstance(root, n.Logical) and root.op == "AND" else (root,)
+    out: list[EqualityConjunct] = []
+    for p in parts:
+        expr: n.Node | None = None
+        literals: tuple[Any, ...] = ()
+        if isinstance(p, n.Compare) and p.op == "=":
+            lit, other = (p.right, p.left) if isinstance(p.right, n.Literal) else (p.left, p.right)
+            if isinstance(lit, n.Literal) and not isinstance(other, n.Literal) and not v.is_null(lit.value):
+                expr, literals = other, (lit.value,)
+        elif isinstance(p, n.In) and not p.negated and all(isinstance(i, n.Literal) for i in p.items):
+            expr = p.operand
+            literals = tuple(i.value for i in p.items if not v.is_null(i.value))  # type: ignore[attr-defined]
+        if expr is not None and _pure(expr):
+            out.append(EqualityConjunct(repr(expr), _Compiler().value(expr), literals))
+    return tuple(out)
+
+
 class CompiledExpression:
     """An expression compiled once; call :meth:`evaluate` per message.
 
@@ -368,7 +419,16 @@ class CompiledFilter(CompiledExpression):
         super().__init__(text, node)
         self.matches: Fn = self._fn
         self.conjuncts = _conjuncts(node)
+        self._equality: tuple[EqualityConjunct, ...] | None = None
         self._value_fn: Fn | None = None
+
+    @property
+    def equality_conjuncts(self) -> tuple[EqualityConjunct, ...]:
+        """Top-level equality conjuncts over any pure expression (built on first use); the
+        subscription hub indexes subscriptions by them."""
+        if self._equality is None:
+            self._equality = _equality_conjuncts(self.node)
+        return self._equality
 
     def _compile(self, compiler: _Compiler) -> Fn:
         return compiler.test(self.node)
