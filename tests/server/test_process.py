@@ -194,5 +194,7 @@ def test_cli_subscriptions_end_on_count_and_timeout(sowd_process: Process) -> No
         ("publish", {"orderId": 0, "price": 900}),
         ("deleted", {"orderId": 1, "symbol": "SYM1", "price": 101, "side": "B"}),
     ]
-    conflated = sow("sow_and_subscribe", "-topic", "orders", "-conflation", "0.5", "-count", "1", *s)
-    assert conflated.returncode == 1 and "UNIMPLEMENTED" in conflated.stderr
+    conflated = sow("sow_and_subscribe", "-topic", "orders", "-conflation", "0.5", "-count", "3", *s)
+    assert conflated.returncode == 0, conflated.stderr
+    bad = sow("sow_and_subscribe", "-topic", "orders", "-conflationkey", "/a b", "-conflation", "1", *s)
+    assert bad.returncode == 1 and "conflation_key" in bad.stderr

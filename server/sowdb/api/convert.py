@@ -5,9 +5,10 @@ from __future__ import annotations
 from google.protobuf import duration_pb2
 
 from sowdb.api.wire import records_frame
+from sowdb.config import field_path_steps
 from sowdb.engine import GroupBegin, GroupEnd, QueryOptions, RecordBatch, TopicSummary
 from sowdb.engine.subscriptions import SubscriptionOptions
-from sowdb.errors import InvalidArgument, Unimplemented
+from sowdb.errors import InvalidArgument
 from sowdb_api.v1 import sow_pb2 as pb
 
 
@@ -95,12 +96,20 @@ def topic_info(t: TopicSummary) -> pb.TopicInfo:
 
 
 def subscription_options(o: pb.SubscriptionOptions, *, deleted_events: bool = False) -> SubscriptionOptions:
-    if o.HasField("conflation") and (o.conflation.seconds or o.conflation.nanos):
-        raise Unimplemented("conflated subscriptions are not available in this version", field="options.conflation")
+    conflation = seconds(o.conflation, "options.conflation") if o.HasField("conflation") else 0.0
+    for i, path in enumerate(o.conflation_key):
+        try:
+            field_path_steps(path)
+        except ValueError as exc:
+            raise InvalidArgument(str(exc), field=f"options.conflation_key[{i}]") from None
+    if o.conflation_key and not conflation:
+        raise InvalidArgument("conflation_key needs a conflation interval", field="options.conflation")
     return SubscriptionOptions(
         oof=o.oof,
         delta=o.delta,
         no_empties=o.no_empties,
         send_keys=True,  # D-2: a delta always carries the key fields
         deleted_events=deleted_events and not o.oof,
+        conflation_s=conflation,
+        conflation_key=tuple(o.conflation_key),
     )

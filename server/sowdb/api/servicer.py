@@ -151,21 +151,36 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
         ``subscribers / FRAME_BUDGET`` seconds and lets events accumulate in between. A stream
         that was idle for that long sends at once, so sparse traffic keeps its latency.
         """
-        interval = self.engine.config.server.heartbeat_s
+        heartbeat = self.engine.config.server.heartbeat_s
+        period = sub.options.conflation_s  # C-1: flush the conflated publishes this often
         loop = asyncio.get_running_loop()
         hub = self.engine.hub
-        last_send = 0.0
+        last_send = last_activity = loop.time()
+        next_flush = last_activity + period
         while True:
+            timeout = min(heartbeat, max(0.0, next_flush - loop.time())) if period else heartbeat
             try:
-                await asyncio.wait_for(sub.wakeup.wait(), interval)
+                await asyncio.wait_for(sub.wakeup.wait(), timeout)
+                woke = True
             except TimeoutError:
-                yield pb.SubscribeResponse(heartbeat=pb.Heartbeat(bookmark=self.engine.last_seq)).SerializeToString()
+                woke = False
+            now = loop.time()
+            if period and now >= next_flush:
+                sub.flush()
+                next_flush = now + period
+                woke = woke or sub.wakeup.is_set()
+            if not woke:
+                if now - last_activity >= heartbeat:
+                    last_activity = now
+                    yield pb.SubscribeResponse(
+                        heartbeat=pb.Heartbeat(bookmark=self.engine.last_seq)
+                    ).SerializeToString()
                 continue
             gap = len(hub.subs) / FRAME_BUDGET
             wait = last_send + gap - loop.time()
             if wait > 0:
                 await asyncio.sleep(wait)
-            last_send = loop.time()
+            last_send = last_activity = loop.time()
             for frame in live_frames(sub.drain()):
                 yield frame
 

@@ -25,11 +25,11 @@ from typing import Any
 
 import orjson
 
-from sowdb.config import is_regex_topic
+from sowdb.config import field_path_steps, is_regex_topic
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.topic import index_terms
 from sowdb.errors import InvalidArgument
-from sowdb.expr import CompiledFilter
+from sowdb.expr import CompiledFilter, get_path
 
 OOF_DELETED = "deleted"
 OOF_EXPIRED = "expired"
@@ -67,6 +67,8 @@ class SubscriptionOptions:
     no_empties: bool = False
     send_keys: bool = True
     deleted_events: bool = False  # plain Subscribe: tell about deletes of matching records
+    conflation_s: float = 0.0  # C-1: at most one delivery per key per this interval
+    conflation_key: tuple[str, ...] = ()  # paths of the conflation key; the SowKey when empty
 
 
 class SlowConsumer(Exception):
@@ -116,6 +118,10 @@ class Subscription:
         self.failure: SlowConsumer | None = None
         self.wakeup = asyncio.Event()
         self._topics: dict[str, bool] = {}
+        # C-1: the latest undelivered publish per conflation key, flushed once per interval
+        self.pending: dict[tuple[Any, ...], QueuedEvent] = {}
+        self.sent: set[tuple[str, str]] = set()  # (topic, SowKey) ever delivered, for the oof rule
+        self._conflation_steps = [field_path_steps(p) for p in options.conflation_key]
 
     def wants(self, topic: str) -> bool:
         hit = self._topics.get(topic)
@@ -154,8 +160,11 @@ class Subscription:
     def release(self, delivered: Iterable[StoredRecord]) -> None:
         """The query's results are sent: note what the subscriber holds, then evaluate the
         changes held since the query's point, in order."""
+        keys = [(r.topic, r.sow_key) for r in delivered]
         if self.focus is not None:
-            self.focus.update((r.topic, r.sow_key) for r in delivered)
+            self.focus.update(keys)
+        if self.conflated:
+            self.sent.update(keys)
         held, self.held = self.held or [], None
         for c in held:
             self._evaluate(c)
@@ -199,7 +208,12 @@ class Subscription:
         that the subscriber does not hold are delivered; held records now out of scope get an
         oof (with oof on). ``state`` is the current records of the topics it covers."""
         focus = self.focus
+        if self.conflated and options.conflation_key != self.options.conflation_key:
+            self.flush()  # pending keys were computed with the old conflation key
         self.filter, self.options = filter, options
+        self._conflation_steps = [field_path_steps(p) for p in options.conflation_key]
+        if not self.conflated:
+            self.flush()
         if focus is None:
             return
         in_scope: set[tuple[str, str]] = set()
@@ -236,7 +250,41 @@ class Subscription:
         out.update(changed)
         return StoredRecord(new.topic, new.sow_key, out, orjson.dumps(out), new.bookmark, new.timestamp_us)
 
+    @property
+    def conflated(self) -> bool:
+        return self.options.conflation_s > 0
+
+    def _conflation_key(self, rec: StoredRecord) -> tuple[Any, ...]:
+        if not self._conflation_steps or rec.data is None:
+            return (rec.topic, rec.sow_key)
+        return (rec.topic, *(repr(get_path(rec.data, steps)) for steps in self._conflation_steps))
+
+    def flush(self) -> None:
+        """C-1: deliver the latest pending publish of each conflation key (the sender calls
+        this once per interval; tests call it directly, so no real time passes)."""
+        if not self.pending:
+            return
+        for event in self.pending.values():
+            self.sent.add((event.record.topic, event.record.sow_key))
+            self._enqueue(event)
+        self.pending.clear()
+        if self.queue:
+            self.wakeup.set()
+
     def _push(self, event: QueuedEvent) -> None:
+        if self.conflated:
+            rec = event.record
+            if event.kind == "publish":
+                self.pending[self._conflation_key(rec)] = event
+                return
+            # a removal: drop the undelivered publish of that record; the oof or delete goes
+            # out only if the subscriber ever received the record
+            self.pending.pop(self._conflation_key(rec), None)
+            if (rec.topic, rec.sow_key) not in self.sent:
+                return
+        self._enqueue(event)
+
+    def _enqueue(self, event: QueuedEvent) -> None:
         self.queue.append(event)
         self.queued_bytes += len(event.record.raw)
         if len(self.queue) > self.max_records or self.queued_bytes > self.max_bytes:
