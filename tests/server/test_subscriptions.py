@@ -173,20 +173,27 @@ async def test_sow_and_subscribe_is_atomic_under_concurrent_publishing(sowd: Run
 
 
 async def test_cancel_and_disconnect_leave_nothing_behind(sowd: Running) -> None:
+    """1000 subscribe / cancel cycles, then a client that disconnects with live subscriptions:
+    the server's own counters show no subscription, queued event or task left."""
     hub = sowd.server.engine.hub  # type: ignore[union-attr]
-    for i in range(200):
+    tasks_before = len(asyncio.all_tasks())
+    for i in range(1000):
         stream = sowd.client.subscribe("orders") if i % 2 else sowd.client.sow_and_subscribe("orders")
         await take(stream, 1)
         stream.cancel()
     client = AsyncClient(sowd.target)
     for _ in range(20):
-        await take(client.subscribe("orders"), 1)
+        await take(client.subscribe("orders", filter="/a = 1"), 1)
+    await sowd.client.publish("orders", [{"orderId": 1, "a": 1}])
     await client.close()  # disconnect with live subscriptions
-    for _ in range(100):
-        if hub.stats().subscriptions == 0:
+    for _ in range(200):
+        if hub.stats().subscriptions == 0 and len(asyncio.all_tasks()) <= tasks_before:
             break
         await asyncio.sleep(0.05)
-    assert hub.stats().subscriptions == 0
+    stats = hub.stats()
+    assert (stats.subscriptions, stats.queued_events) == (0, 0)
+    assert stats.placement == {"indexed": 0, "scanned": 0}
+    assert len(asyncio.all_tasks()) <= tasks_before
 
 
 @pytest.fixture

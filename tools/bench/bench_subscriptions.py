@@ -29,7 +29,7 @@ from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import AsyncClient, Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_server import _orders, _start  # a sibling script, not a package
+from bench_server import _orders, _rss_mb, _start  # a sibling script, not a package
 
 # A forked child would inherit this process's live gRPC channels, which gRPC does not support.
 _SPAWN = multiprocessing.get_context("spawn")
@@ -159,7 +159,53 @@ async def snapshot(target: str) -> None:
         )
 
 
+async def slow_consumer(target: str, pid: int, stalled: bool) -> tuple[float, float]:
+    """Publish rate with 10 reading subscribers, and with one more that never reads (SL-1)."""
+    orders = _orders(200_000)
+    count = [0]
+
+    def sink(data: bytes) -> None:
+        count[0] += _count_records(data)
+
+    stop = asyncio.Event()
+    readies = [asyncio.Event() for _ in range(10)]
+    tasks = [asyncio.create_task(_subscriber(target, "orders", "/qty < 100", sink, r, stop)) for r in readies]
+    await asyncio.gather(*(r.wait() for r in readies))
+    channel = None
+    if stalled:
+        channel = grpc.aio.insecure_channel(target, options=[("grpc.http2.bdp_probe", 0)])
+        call = channel.unary_stream("/sowdb.v1.SowService/Subscribe", response_deserializer=lambda b: b)(
+            pb.SubscribeRequest(topic="orders").SerializeToString()
+        )
+        await call.read()
+    queue: Any = _SPAWN.Queue()
+    proc = _SPAWN.Process(target=_publish_fast, args=(target, orders, queue))
+    proc.start()
+    rate = await asyncio.get_running_loop().run_in_executor(None, queue.get, True, 120)
+    proc.join()
+    stop.set()
+    for t in tasks:
+        t.cancel()
+    if channel is not None:
+        await channel.close()
+    return float(rate), _rss_mb(pid)
+
+
 def main() -> None:
+    rates = {}
+    for stalled in (False, True):
+        with tempfile.TemporaryDirectory(prefix="sowdb-bench-") as data_dir:
+            proc, target = _start(data_dir)
+            try:
+                rates[stalled] = asyncio.run(slow_consumer(target, proc.pid, stalled))
+            finally:
+                proc.terminate()
+                proc.wait(timeout=30)
+    (base, rss0), (slow, rss1) = rates[False], rates[True]
+    print(
+        f"slow consumer publish 200k with 10 subscribers: {base:,.0f} msg/s; plus one stalled subscriber: "
+        f"{slow:,.0f} msg/s ({(slow / base - 1) * 100:+.0f} %); server RSS {rss0:.0f} MB vs {rss1:.0f} MB"
+    )
     for name, run in (("latency", latency), ("fanout", None), ("snapshot", snapshot)):
         with tempfile.TemporaryDirectory(prefix="sowdb-bench-") as data_dir:
             proc, target = _start(data_dir)
