@@ -25,9 +25,11 @@ from sowdb_client.types import (
     Record,
     channel_options,
     publish_requests,
+    replace_request,
+    sow_and_subscribe_request,
     sow_delete_request,
     sow_request,
-    subscription_options,
+    subscribe_request,
 )
 
 
@@ -199,12 +201,8 @@ class AsyncClient:
         timeout: float | None = None,
     ) -> AsyncSubscriptionStream:
         """Subscribe to every later message of a topic; ``async for`` the events."""
-        req = pb.SubscribeRequest(
-            topic=topic,
-            filter=filter,
-            bookmark=bookmark,
-            sub_id=sub_id,
-            options=subscription_options(oof=oof, delta=delta, no_empties=no_empties),
+        req = subscribe_request(
+            topic, filter=filter, oof=oof, delta=delta, no_empties=no_empties, bookmark=bookmark, sub_id=sub_id
         )
         return AsyncSubscriptionStream(self._stub.Subscribe(req, timeout=timeout))
 
@@ -228,22 +226,24 @@ class AsyncClient:
         timeout: float | None = None,
     ) -> AsyncSubscriptionStream:
         """Query and subscribe at one atomic point; see :meth:`sowdb_client.Client.sow_and_subscribe`."""
-        query = sow_request(
+        query = {
+            "filter": filter,
+            "order_by": order_by,
+            "top_n": top_n,
+            "batch_size": batch_size,
+            "sow_keys": sow_keys,
+            "query_id": query_id,
+            "select": select,
+        }
+        req = sow_and_subscribe_request(
             topic,
-            filter=filter,
-            order_by=order_by,
-            top_n=top_n,
-            batch_size=batch_size,
-            sow_keys=sow_keys,
-            query_id=query_id,
-            select=select,
-        )
-        req = pb.SowAndSubscribeRequest(
             query=query,
+            oof=oof,
+            delta=delta,
+            no_empties=no_empties,
+            conflation=conflation,
+            conflation_key=conflation_key,
             sub_id=sub_id,
-            options=subscription_options(
-                oof=oof, delta=delta, no_empties=no_empties, conflation=conflation, conflation_key=conflation_key
-            ),
         )
         return AsyncSubscriptionStream(self._stub.SowAndSubscribe(req, timeout=timeout))
 
@@ -264,9 +264,7 @@ class AsyncClient:
         Raises:
             NotFoundError: no such subscription on this client's connection.
         """
-        req = pb.ReplaceSubscriptionRequest(
-            sub_id=sub_id, filter=filter, options=subscription_options(oof=oof, delta=delta, no_empties=no_empties)
-        )
+        req = replace_request(sub_id, filter=filter, oof=oof, delta=delta, no_empties=no_empties)
         try:
             resp = await self._stub.ReplaceSubscription(req, timeout=timeout)
         except grpc.RpcError as exc:

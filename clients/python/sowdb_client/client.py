@@ -23,9 +23,11 @@ from sowdb_client.types import (
     Record,
     channel_options,
     publish_requests,
+    replace_request,
+    sow_and_subscribe_request,
     sow_delete_request,
     sow_request,
-    subscription_options,
+    subscribe_request,
 )
 
 SERVICE = "sowdb.v1.SowService"
@@ -221,12 +223,8 @@ class Client:
         timeout: float | None = None,
     ) -> SubscriptionStream:
         """Subscribe to every later message of a topic (or of every topic a regex matches)."""
-        req = pb.SubscribeRequest(
-            topic=topic,
-            filter=filter,
-            bookmark=bookmark,
-            sub_id=sub_id,
-            options=subscription_options(oof=oof, delta=delta, no_empties=no_empties),
+        req = subscribe_request(
+            topic, filter=filter, oof=oof, delta=delta, no_empties=no_empties, bookmark=bookmark, sub_id=sub_id
         )
         return SubscriptionStream(self._stub.Subscribe(req, timeout=timeout))
 
@@ -251,22 +249,24 @@ class Client:
     ) -> SubscriptionStream:
         """Query and subscribe at one atomic point: ``subscribed``, ``group_begin``, ``sow``
         batches, ``group_end``, then live events (feed them to a :class:`Mirror`)."""
-        query = sow_request(
+        query = {
+            "filter": filter,
+            "order_by": order_by,
+            "top_n": top_n,
+            "batch_size": batch_size,
+            "sow_keys": sow_keys,
+            "query_id": query_id,
+            "select": select,
+        }
+        req = sow_and_subscribe_request(
             topic,
-            filter=filter,
-            order_by=order_by,
-            top_n=top_n,
-            batch_size=batch_size,
-            sow_keys=sow_keys,
-            query_id=query_id,
-            select=select,
-        )
-        req = pb.SowAndSubscribeRequest(
             query=query,
+            oof=oof,
+            delta=delta,
+            no_empties=no_empties,
+            conflation=conflation,
+            conflation_key=conflation_key,
             sub_id=sub_id,
-            options=subscription_options(
-                oof=oof, delta=delta, no_empties=no_empties, conflation=conflation, conflation_key=conflation_key
-            ),
         )
         return SubscriptionStream(self._stub.SowAndSubscribe(req, timeout=timeout))
 
@@ -287,9 +287,7 @@ class Client:
         Raises:
             NotFoundError: no such subscription on this client's connection.
         """
-        req = pb.ReplaceSubscriptionRequest(
-            sub_id=sub_id, filter=filter, options=subscription_options(oof=oof, delta=delta, no_empties=no_empties)
-        )
+        req = replace_request(sub_id, filter=filter, oof=oof, delta=delta, no_empties=no_empties)
         try:
             resp = self._stub.ReplaceSubscription(req, timeout=timeout)
         except grpc.RpcError as exc:

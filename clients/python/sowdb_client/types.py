@@ -175,3 +175,40 @@ def subscription_options(
     if conflation:
         opts.conflation.FromNanoseconds(round(conflation * 1e9))
     return opts
+
+
+def subscribe_request(
+    topic: str, *, filter: str, oof: bool, delta: bool, no_empties: bool, bookmark: str, sub_id: str
+) -> pb.SubscribeRequest:
+    return pb.SubscribeRequest(
+        topic=topic,
+        filter=filter,
+        bookmark=bookmark,
+        sub_id=sub_id,
+        options=subscription_options(oof=oof, delta=delta, no_empties=no_empties),
+    )
+
+
+def sow_and_subscribe_request(
+    topic: str,
+    *,
+    query: dict[str, Any],
+    oof: bool,
+    delta: bool,
+    no_empties: bool,
+    conflation: float | None,
+    conflation_key: Sequence[str],
+    sub_id: str,
+) -> pb.SowAndSubscribeRequest:
+    options = subscription_options(
+        oof=oof, delta=delta, no_empties=no_empties, conflation=conflation, conflation_key=conflation_key
+    )
+    return pb.SowAndSubscribeRequest(query=sow_request(topic, **query), sub_id=sub_id, options=options)
+
+
+def replace_request(
+    sub_id: str, *, filter: str, oof: bool, delta: bool, no_empties: bool
+) -> pb.ReplaceSubscriptionRequest:
+    return pb.ReplaceSubscriptionRequest(
+        sub_id=sub_id, filter=filter, options=subscription_options(oof=oof, delta=delta, no_empties=no_empties)
+    )

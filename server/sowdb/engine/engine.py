@@ -38,7 +38,7 @@ from sowdb.errors import (
     ResourceExhausted,
     SowdbError,
 )
-from sowdb.expr import compile_filter
+from sowdb.expr import CompiledFilter, compile_filter
 from sowdb.storage import Store
 
 Clock = Callable[[], int]
@@ -265,11 +265,8 @@ class Engine:
                 field=given[1] if len(given) > 1 else "filter",
             )
         topic = self._sow_topic(topic_name)
-        if filter.strip():
-            try:
-                flt = compile_filter(filter)
-            except ExpressionError as exc:
-                raise exc.for_field("filter") from None
+        flt = _request_filter(filter)
+        if flt is not None:
             records = topic.candidates(flt.conjuncts)
             if records is None:
                 records = topic.snapshot()
@@ -396,12 +393,7 @@ class Engine:
             raise NotFound(f"no live subscription {sub_id!r} on this connection", field="sub_id")
         if sub.held is not None:
             raise FailedPrecondition("the subscription's query is still being sent; replace it after group_end")
-        compiled = None
-        if filter.strip():
-            try:
-                compiled = compile_filter(filter)
-            except ExpressionError as exc:
-                raise exc.for_field("filter") from None
+        compiled = _request_filter(filter)
         options = replace(options, deleted_events=sub.options.deleted_events and not options.oof)
         state = [t.records for name, t in sorted(self.topics.items()) if sub.wants(name)]
         sub.replace(compiled, options, state)
@@ -419,12 +411,7 @@ class Engine:
                 raise InvalidArgument(
                     f"topic {topic!r} is not a valid regular expression: {exc}", field="topic"
                 ) from None
-        compiled = None
-        if filter.strip():
-            try:
-                compiled = compile_filter(filter)
-            except ExpressionError as exc:
-                raise exc.for_field("filter") from None
+        compiled = _request_filter(filter)
         if sub_id and (len(sub_id) > 256 or not sub_id.isprintable()):
             raise InvalidArgument("sub_id must be at most 256 printable characters", field="sub_id")
         return Subscription(
@@ -492,3 +479,13 @@ class Engine:
         for c in self.config.conflated_topics:
             out.append(TopicSummary(c.name, "conflated", (), "transient", None, 0, (), c.underlying, 0.0))
         return sorted(out, key=lambda s: s.name)
+
+
+def _request_filter(text: str) -> CompiledFilter | None:
+    """The compiled filter of a request (None when empty), its errors attributed to ``filter``."""
+    if not text.strip():
+        return None
+    try:
+        return compile_filter(text)
+    except ExpressionError as exc:
+        raise exc.for_field("filter") from None
