@@ -165,6 +165,15 @@ def test_config_file_is_used(tmp_path: Path) -> None:
         p.stop()
 
 
+def finish(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """The rest of a process's output after lines were read with readline (``communicate``
+    would read the pipes' descriptors directly and lose what the file objects had buffered)."""
+    assert proc.stdout is not None and proc.stderr is not None
+    out = proc.stdout.read()
+    proc.wait(timeout=30)
+    return out, proc.stderr.read()
+
+
 def test_cli_subscriptions_end_on_count_and_timeout(sowd_process: Process) -> None:
     s = ("-server", sowd_process.target)
     assert sow("publish", "-topic", "orders", *s, stdin=ORDERS).returncode == 0
@@ -182,12 +191,12 @@ def test_cli_subscriptions_end_on_count_and_timeout(sowd_process: Process) -> No
         assert proc.stdout is not None and json.loads(proc.stdout.readline())["command"] == "subscribed"
     assert sow("publish", "-topic", "orders", *s, stdin='{"orderId": 0, "price": 900}\n').returncode == 0
     assert sow("sow_delete", "-topic", "orders", "-sowkeys", "1", *s).returncode == 0
-    out, err = sas.communicate(timeout=30)
+    out, err = finish(sas)
     assert sas.returncode == 0, err
     lines = [json.loads(line) for line in out.splitlines()]
     assert [x["command"] for x in lines] == ["group_begin", "sow", "sow", "group_end", "oof", "oof"]
     assert [(x["sow_key"], x["reason"]) for x in lines[4:]] == [("0", "match"), ("1", "deleted")]
-    out, err = sub.communicate(timeout=30)  # ends after its 4 s timeout, exit 0
+    out, err = finish(sub)  # ends after its 4 s timeout, exit 0
     assert sub.returncode == 0, err
     events = [json.loads(line) for line in out.splitlines()]
     assert [(x["command"], x["data"]) for x in events if x["command"] != "heartbeat"] == [
