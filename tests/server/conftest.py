@@ -91,11 +91,13 @@ def start_sowd(data_dir: Path, *args: str) -> Process:
         env=env,
     )
     assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if "listening on" not in line:
-        proc.kill()
-        raise AssertionError(f"sowd did not start: {line}{proc.stdout.read()}")
-    return Process(proc, line.split("listening on ")[1].split()[0])
+    seen = []
+    for line in proc.stdout:  # log lines (stderr is merged) may come before the banner
+        seen.append(line)
+        if "listening on" in line:
+            return Process(proc, line.split("listening on ")[1].split()[0])
+    proc.kill()
+    raise AssertionError(f"sowd did not start: {''.join(seen)}")
 
 
 @pytest.fixture

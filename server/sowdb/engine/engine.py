@@ -9,6 +9,7 @@ number; a refused request therefore changes nothing and leaves no gap in the jou
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -40,6 +41,9 @@ from sowdb.errors import (
 )
 from sowdb.expr import CompiledFilter, compile_filter
 from sowdb.storage import Store
+from sowdb.storage.keys import OP_PUBLISH
+
+log = logging.getLogger("sowdb.engine")
 
 Clock = Callable[[], int]
 """Returns the time in microseconds since the epoch; injectable so tests control time."""
@@ -111,6 +115,37 @@ class Engine:
                     topic_name, sow_key, data, value.payload, value.bookmark, value.timestamp_us, value.expiry_us
                 )
             )
+        self._rebuild_transient()
+
+    def _rebuild_transient(self) -> None:
+        """J-3: transient topics keep no ``current``; replay their journal entries.
+
+        The whole retained journal is read once (retention and recovery points come with the
+        history/journal work); a log line gives counts and time.
+        """
+        transient = {name for name, t in self.topics.items() if not t.persistent}
+        if not transient:
+            return
+        started = time.perf_counter()
+        applied = 0
+        loads = orjson.loads
+        for e in self.store.iter_journal():
+            if e.topic not in transient:
+                continue
+            topic = self.topics[e.topic]
+            if e.op == OP_PUBLISH:
+                topic.put(
+                    StoredRecord(e.topic, e.sow_key, loads(e.payload), e.payload, e.seq, e.timestamp_us, e.expiry_us)
+                )
+            else:
+                topic.remove(e.sow_key)
+            applied += 1
+        log.info(
+            "rebuilt %d transient topic(s) from the journal: %d entries in %.2f s",
+            len(transient),
+            applied,
+            time.perf_counter() - started,
+        )
 
     def close(self) -> None:
         self.store.close()
