@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from typing import Any, NoReturn
 
 import grpc
@@ -18,7 +19,8 @@ from grpc_status import rpc_status
 from sowdb.api import convert
 from sowdb.api.status import internal_status, rich_status
 from sowdb.api.wire import live_frames
-from sowdb.engine import Engine, RecordBatch
+from sowdb.engine import Engine, RecordBatch, StoredRecord
+from sowdb.engine.query import QueryEvent
 from sowdb.engine.subscriptions import SlowConsumer, Subscription
 from sowdb.errors import ResourceExhausted, SowdbError, Unimplemented
 from sowdb_api.v1 import sow_pb2 as pb
@@ -40,6 +42,11 @@ async def _abort(context: Context, exc: BaseException) -> NoReturn:
         status = internal_status(f"internal error: {type(exc).__name__}; see the server log")
     await context.abort_with_status(rpc_status.to_status(status))
     raise AssertionError("abort_with_status returned")  # pragma: no cover
+
+
+async def _nothing() -> AsyncIterator[Any]:
+    return
+    yield  # pragma: no cover  (makes this an empty async generator)
 
 
 class SowServicer(sow_pb2_grpc.SowServiceServicer):
@@ -103,20 +110,19 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
             )
         except Exception as exc:
             await _abort(context, exc)
-        try:
-            yield pb.SowAndSubscribeResponse(subscribed=pb.Subscribed(sub_id=sub.id, bookmark=self.engine.last_seq))
-            delivered = []
-            async for event in events:
-                if isinstance(event, RecordBatch) and sub.focus is not None:
-                    delivered.extend(event.records)
-                yield convert.sow_response(event)  # same field numbers as SowAndSubscribeResponse
-            sub.release(delivered)
-            async for frame in self._live(sub):
+        async with aclosing(self._serve(sub, context, self._query_frames(sub, events))) as frames:
+            async for frame in frames:
                 yield frame
-        except SlowConsumer as exc:
-            await _abort(context, ResourceExhausted(str(exc)))
-        finally:
-            self.engine.unsubscribe(sub)
+
+    @staticmethod
+    async def _query_frames(sub: Subscription, events: AsyncIterator[QueryEvent]) -> AsyncIterator[Any]:
+        """The query part of a sow_and_subscribe; then the subscription's held changes go live."""
+        delivered: list[StoredRecord] = []
+        async for event in events:
+            if isinstance(event, RecordBatch) and sub.focus is not None:
+                delivered.extend(event.records)
+            yield convert.sow_response(event)  # same field numbers as SowAndSubscribeResponse
+        sub.release(delivered)
 
     async def Subscribe(  # type: ignore[override]
         self, request: pb.SubscribeRequest, context: Context
@@ -133,8 +139,18 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
             )
         except Exception as exc:
             await _abort(context, exc)
+        async with aclosing(self._serve(sub, context, _nothing())) as frames:
+            async for frame in frames:
+                yield frame
+
+    async def _serve(self, sub: Subscription, context: Context, prelude: AsyncIterator[Any]) -> AsyncGenerator[Any]:
+        """A subscription stream: ``subscribed``, the prelude's frames, then live frames until
+        the client leaves or falls too far behind; the subscription never outlives it."""
         try:
+            # ``subscribed`` has field number 1 in both SowAndSubscribeResponse and SubscribeResponse
             yield pb.SubscribeResponse(subscribed=pb.Subscribed(sub_id=sub.id, bookmark=self.engine.last_seq))
+            async for frame in prelude:
+                yield frame
             async for frame in self._live(sub):
                 yield frame
         except SlowConsumer as exc:
