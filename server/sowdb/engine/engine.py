@@ -20,7 +20,7 @@ import orjson
 
 from sowdb.config import Config, is_regex_topic
 from sowdb.engine.query import PreparedQuery, QueryEvent, QueryOptions
-from sowdb.engine.records import StoredRecord, check_sow_key, merge_delta
+from sowdb.engine.records import StoredRecord, check_sow_key, decode_document, merge_delta
 from sowdb.engine.subscriptions import (
     DEFAULT_OPTIONS,
     OOF_DELETED,
@@ -36,7 +36,6 @@ from sowdb.errors import (
     InvalidArgument,
     NotFound,
     PublishError,
-    ResourceExhausted,
     SowdbError,
 )
 from sowdb.expr import CompiledFilter, compile_filter
@@ -195,22 +194,12 @@ class Engine:
         versions: list[StoredRecord] = []
         append = versions.append
         seq = self.last_seq
-        loads = orjson.loads
+        decode = decode_document
         max_bytes = self.max_document_bytes
         for i, msg in enumerate(messages):
             try:
                 raw = msg.data
-                if len(raw) > max_bytes:
-                    raise ResourceExhausted(
-                        f"document of {len(raw)} bytes is over the limit of {max_bytes} bytes (max_document_bytes)",
-                        field="data",
-                    )
-                try:
-                    data = loads(raw)
-                except orjson.JSONDecodeError as exc:
-                    raise InvalidArgument(f"not valid JSON: {exc}", field="data") from None
-                if type(data) is not dict:
-                    raise InvalidArgument("a message must be a JSON object", field="data")
+                data = decode(raw, max_bytes)
                 if keys is None:
                     check_sow_key(msg.sow_key)
                     sow_key = msg.sow_key
@@ -255,17 +244,7 @@ class Engine:
         live: list[Change] = []
         for i, msg in enumerate(messages):
             try:
-                if len(msg.data) > self.max_document_bytes:
-                    raise ResourceExhausted(
-                        f"document of {len(msg.data)} bytes is over the limit of {self.max_document_bytes} bytes",
-                        field="data",
-                    )
-                try:
-                    data = orjson.loads(msg.data)
-                except orjson.JSONDecodeError as exc:
-                    raise InvalidArgument(f"not valid JSON: {exc}", field="data") from None
-                if type(data) is not dict:
-                    raise InvalidArgument("a message must be a JSON object", field="data")
+                data = decode_document(msg.data, self.max_document_bytes)
                 if msg.sow_key:
                     check_sow_key(msg.sow_key)
             except SowdbError as exc:
@@ -309,8 +288,8 @@ class Engine:
         elif sow_keys:
             victims = [k for k in dict.fromkeys(sow_keys) if k in topic.records]
         else:
-            victims = [self._key_of_data(topic, data)]
-            victims = [k for k in victims if k in topic.records]
+            key = self._key_of_data(topic, data)
+            victims = [key] if key in topic.records else []
         return self._delete(topic, victims)
 
     def _key_of_data(self, topic: SowTopic, raw: bytes) -> str:
@@ -318,13 +297,7 @@ class Engine:
             raise InvalidArgument(
                 f"topic {topic.name!r} has publisher-provided SowKeys; delete by sow_keys instead of data", field="data"
             )
-        try:
-            data = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise InvalidArgument(f"data is not valid JSON: {exc}", field="data") from None
-        if type(data) is not dict:
-            raise InvalidArgument("data must be a JSON object", field="data")
-        return topic.keys.sow_key(data)
+        return topic.keys.sow_key(decode_document(raw))
 
     def _delete(self, topic: SowTopic, victims: list[str]) -> tuple[int, int]:
         if not victims:

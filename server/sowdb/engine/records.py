@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 
 from sowdb.config import field_path_steps
-from sowdb.errors import InvalidArgument
+from sowdb.errors import InvalidArgument, ResourceExhausted
 from sowdb.expr import get_path
 
 MAX_SOW_KEY_LENGTH = 1024
@@ -129,6 +129,26 @@ def check_sow_key(sow_key: str) -> None:
         raise InvalidArgument("lacks a sow_key, which this topic requires (it has no key fields)", field="sow_key")
     if len(sow_key) > MAX_SOW_KEY_LENGTH or "\x00" in sow_key:
         raise InvalidArgument(f"sow_key must be at most {MAX_SOW_KEY_LENGTH} characters without NUL", field="sow_key")
+
+
+def decode_document(raw: bytes, max_bytes: int | None = None) -> dict[str, Any]:
+    """A message's JSON object (K-3), refusing what the store must not hold.
+
+    Raises:
+        ResourceExhausted: longer than ``max_bytes``.
+        InvalidArgument: not JSON, or JSON that is not an object.
+    """
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise ResourceExhausted(
+            f"document of {len(raw)} bytes is over the limit of {max_bytes} bytes (max_document_bytes)", field="data"
+        )
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidArgument(f"not valid JSON: {exc}", field="data") from None
+    if type(data) is not dict:
+        raise InvalidArgument("must be a JSON object", field="data")
+    return data
 
 
 def merge_delta(old: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any]:
