@@ -59,11 +59,6 @@ class TopicConfig:
     expiration_s: float = 0.0
     indexes: tuple[str, ...] = ()
 
-    @property
-    def explicit_keys(self) -> bool:
-        """True when publishers supply the SowKey (no key paths configured)."""
-        return not self.key
-
 
 @dataclass(frozen=True)
 class ConflatedTopicConfig:
