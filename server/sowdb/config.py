@@ -58,6 +58,9 @@ class TopicConfig:
     history: HistoryConfig | None = None
     expiration_s: float = 0.0
     indexes: tuple[str, ...] = ()
+    # J-3: where a transient topic's rebuild starts (one of them; neither = the whole journal)
+    recovery_bookmark: int | None = None
+    recovery_window_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,9 @@ class ServerConfig:
     subscriber_queue_records: int = DEFAULT_SUBSCRIBER_QUEUE_RECORDS
     subscriber_queue_bytes: int = DEFAULT_SUBSCRIBER_QUEUE_BYTES
     heartbeat_s: float = DEFAULT_HEARTBEAT_S
+    # journal retention (H-4): 0 = keep forever
+    journal_max_age_s: float = 0.0
+    journal_max_entries: int = 0
 
 
 @dataclass(frozen=True)
@@ -291,6 +297,8 @@ class _Reader:
                 "subscriber_queue_records",
                 "subscriber_queue_bytes",
                 "heartbeat",
+                "journal_max_age",
+                "journal_max_entries",
             },
         )
         listen = self._get(t, entry, "listen", str, DEFAULT_LISTEN)
@@ -311,7 +319,12 @@ class _Reader:
         heartbeat = self._duration(t, entry, "heartbeat", "5s")
         if heartbeat < 0.01:
             raise self.fail(entry, "heartbeat: at least 10ms")
+        max_entries = self._get(t, entry, "journal_max_entries", int, 0)
+        if max_entries < 0:
+            raise self.fail(entry, f"journal_max_entries: 0 (keep all) or more, got {max_entries}")
         return ServerConfig(
+            journal_max_age_s=self._duration(t, entry, "journal_max_age", "0s"),
+            journal_max_entries=max_entries,
             subscriber_queue_records=records,
             heartbeat_s=heartbeat,
             listen=listen,
@@ -324,7 +337,7 @@ class _Reader:
         entry = f"[[topic]] #{i}"
         name = self._name(t, entry)
         entry = f'{entry} "{name}"'
-        self._only(t, entry, {"name", "key", "durability", "history", "expiration", "indexes"})
+        self._only(t, entry, {"name", "key", "durability", "history", "expiration", "indexes", "recovery_point"})
         durability = self._get(t, entry, "durability", str, "persistent")
         if durability not in ("persistent", "transient"):
             raise self.fail(entry, f"durability: {durability!r} is neither 'persistent' nor 'transient'")
@@ -340,7 +353,26 @@ class _Reader:
             if window <= 0:
                 raise self.fail(entry, "history: window must be longer than 0")
             history = HistoryConfig(window, self._duration(h, f"{entry} history", "granularity", "0s"))
+        recovery_bookmark: int | None = None
+        recovery_window: float | None = None
+        if "recovery_point" in t:
+            point = t["recovery_point"]
+            if durability != "transient":
+                raise self.fail(entry, "recovery_point: only transient topics are rebuilt from the journal")
+            if isinstance(point, int) and not isinstance(point, bool) and point >= 0:
+                recovery_bookmark = point
+            elif isinstance(point, str) and point.strip().isdigit():
+                recovery_bookmark = int(point)
+            else:
+                try:
+                    recovery_window = parse_duration(point)
+                except ValueError:
+                    raise self.fail(
+                        entry, f"recovery_point: {point!r} is neither a bookmark (a sequence number) nor a duration"
+                    ) from None
         return TopicConfig(
+            recovery_bookmark=recovery_bookmark,
+            recovery_window_s=recovery_window,
             name=name,
             key=self._paths(t, entry, "key"),
             durability=durability,

@@ -18,6 +18,7 @@ from sowdb.api.wire import add_service
 from sowdb.config import Config
 from sowdb.engine import Engine, system_clock
 from sowdb.engine.engine import Clock
+from sowdb.engine.upkeep import run_upkeep
 from sowdb.storage import Store
 from sowdb_api.v1 import sow_pb2
 
@@ -40,6 +41,7 @@ class SowServer:
         self.port = 0
         self._server: grpc.aio.Server | None = None
         self._health = health.aio.HealthServicer()
+        self._upkeep: asyncio.Task[None] | None = None
 
     async def start(self) -> int:
         """Open the store, load state, listen; returns the bound port."""
@@ -64,6 +66,7 @@ class SowServer:
             raise OSError(f"cannot listen on {cfg.listen}")
         await server.start()
         self._server = server
+        self._upkeep = asyncio.create_task(run_upkeep(self.engine), name="sowdb-upkeep")
         for name in ("", SERVICE_NAME):
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         return self.port
@@ -71,6 +74,10 @@ class SowServer:
     async def stop(self, grace: float = SHUTDOWN_GRACE_S) -> None:
         """Stop accepting calls, let running ones finish for ``grace`` seconds, close the store."""
         await self._health.enter_graceful_shutdown()
+        if self._upkeep is not None:
+            self._upkeep.cancel()
+            await asyncio.gather(self._upkeep, return_exceptions=True)
+            self._upkeep = None
         if self._server is not None:
             await self._server.stop(grace)
             self._server = None

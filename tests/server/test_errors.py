@@ -164,14 +164,23 @@ async def test_message_over_the_transport_limit_is_resource_exhausted(seeded: Ru
     assert await state(seeded) == before
 
 
-async def test_unbuilt_options_answer_unimplemented_and_unknown_sub_ids_not_found(seeded: Running) -> None:
+async def test_bad_bookmarks_are_refused_and_unknown_sub_ids_not_found(seeded: Running) -> None:
     async with grpc.aio.insecure_channel(seeded.target) as channel:
         stub = sow_pb2_grpc.SowServiceStub(channel)
+        for bookmark, code, words in [
+            ("99999999", grpc.StatusCode.INVALID_ARGUMENT, "after the latest bookmark"),
+            ("yesterday", grpc.StatusCode.INVALID_ARGUMENT, "is not a sequence number"),
+        ]:
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                async for _ in stub.Subscribe(pb.SubscribeRequest(topic="orders", bookmark=bookmark)):
+                    pass
+            assert err.value.code() == code and words in (err.value.details() or "")
+            assert details(err.value)[0] == ["bookmark"]
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            async for _ in stub.Subscribe(pb.SubscribeRequest(topic="orders", bookmark="1")):
+            async for _ in stub.Sow(pb.SowRequest(topic="orders", bookmark="1")):
                 pass
-        assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
-        assert details(err.value)[0] == ["bookmark"]
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "keeps no history" in (err.value.details() or "")
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await stub.ReplaceSubscription(pb.ReplaceSubscriptionRequest(sub_id="x"))
         assert err.value.code() == grpc.StatusCode.NOT_FOUND

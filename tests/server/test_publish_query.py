@@ -15,7 +15,6 @@ from sowdb_client import (
     InvalidArgumentError,
     Message,
     PublishError,
-    UnimplementedError,
 )
 from tests.server.conftest import Running
 
@@ -195,12 +194,6 @@ async def test_aggregated_query(sowd: Running) -> None:
     )
     assert got[0] == {"symbol": "SYM0", "total": 100 + 105}
     assert len(got) == 5
-
-
-async def test_historical_bookmark_is_not_available_yet(sowd: Running) -> None:
-    with pytest.raises(UnimplementedError) as err:
-        await rows(sowd.client, "orders", bookmark="now")
-    assert err.value.field == "bookmark"
 
 
 FILTERS = [

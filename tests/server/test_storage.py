@@ -37,22 +37,27 @@ def test_batch_is_written_at_commit_only(tmp_path: Path) -> None:
     b.publish(2, 10, "k2", b'{"a":2}')
     assert store.last_sequence() == 0 and list(store.load_current()) == []  # not yet
     b.commit()
-    assert store.last_sequence() == 2 and store.last_applied() == 2
+    assert store.last_sequence() == 2 and store.last_applied() == (2, 2)
     assert [(t, s, v.bookmark, v.expiry_us, v.payload) for t, s, v in store.load_current()] == [
         ("orders", "k1", 1, 99, b'{"a":1}'),
         ("orders", "k2", 2, 0, b'{"a":2}'),
     ]
     d = store.batch("orders", current=True, history=True)
-    d.remove(3, 11, "k1")
+    d.remove(3, 11, "k1", b'{"a":1}')
     d.commit()
     assert [s for _, s, _ in store.load_current()] == ["k2"]
     journal = list(store.iter_journal())
     assert [(e.seq, e.op, e.topic, e.sow_key, e.payload) for e in journal] == [
         (1, k.OP_PUBLISH, "orders", "k1", b'{"a":1}'),
         (2, k.OP_PUBLISH, "orders", "k2", b'{"a":2}'),
-        (3, k.OP_DELETE, "orders", "k1", b""),
+        (3, k.OP_DELETE, "orders", "k1", b'{"a":1}'),  # a removal journals the last state
     ]
     assert [e.seq for e in store.iter_journal(after=2)] == [3]
+    assert [(e.sow_key, e.seq, e.op, e.payload) for e in store.iter_history()] == [
+        ("k1", 1, k.OP_PUBLISH, b'{"a":1}'),
+        ("k1", 3, k.OP_DELETE, b""),
+        ("k2", 2, k.OP_PUBLISH, b'{"a":2}'),
+    ]
     store.close()
     reopened = Store(tmp_path)
     assert reopened.last_sequence() == 3

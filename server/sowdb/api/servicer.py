@@ -44,11 +44,6 @@ async def _abort(context: Context, exc: BaseException) -> NoReturn:
     raise AssertionError("abort_with_status returned")  # pragma: no cover
 
 
-async def _nothing() -> AsyncIterator[Any]:
-    return
-    yield  # pragma: no cover  (makes this an empty async generator)
-
-
 class SowServicer(sow_pb2_grpc.SowServiceServicer):
     """``sowdb.v1.SowService`` over an :class:`Engine`."""
 
@@ -101,45 +96,50 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
                 raise Unimplemented(
                     "paginated subscriptions (skip_n) are not available in this version", field="query.skip_n"
                 )
-            if opts.bookmark:
-                raise Unimplemented(
-                    "historical subscriptions are not available in this version", field="query.bookmark"
-                )
             sub, events = self.engine.sow_and_subscribe(
                 opts, options=convert.subscription_options(request.options), sub_id=request.sub_id, owner=context.peer()
             )
         except Exception as exc:
             await _abort(context, exc)
-        async with aclosing(self._serve(sub, context, self._query_frames(sub, events))) as frames:
+        async with aclosing(self._serve(sub, context, self._prelude(sub, events))) as frames:
             async for frame in frames:
                 yield frame
 
-    @staticmethod
-    async def _query_frames(sub: Subscription, events: AsyncIterator[QueryEvent]) -> AsyncIterator[Any]:
-        """The query part of a sow_and_subscribe; then the subscription's held changes go live."""
+    async def _prelude(self, sub: Subscription, query: AsyncIterator[QueryEvent] | None) -> AsyncIterator[Any]:
+        """What a subscription sends before going live: its query's results (the subscription
+        is held meanwhile), then the journal replay of a bookmark and ``completed``; then the
+        changes held since the registration point are evaluated and it is live."""
         delivered: list[StoredRecord] = []
-        async for event in events:
-            if isinstance(event, RecordBatch) and sub.focus is not None:
-                delivered.extend(event.records)
-            yield convert.sow_response(event)  # same field numbers as SowAndSubscribeResponse
-        sub.release(delivered)
+        if query is not None:
+            async for event in query:
+                if isinstance(event, RecordBatch) and sub.focus is not None:
+                    delivered.extend(event.records)
+                yield convert.sow_response(event)  # same field numbers as SowAndSubscribeResponse
+        sub.accept(delivered)
+        if sub.replay_from is not None:
+            async for changes in self.engine.replay(sub):
+                sub.evaluate(changes)
+                for frame in live_frames(sub.drain()):
+                    yield frame
+            # ``completed`` has field number 8 in both subscription responses
+            yield pb.SubscribeResponse(completed=pb.Completed(bookmark=sub.replay_from[1]))
+        sub.release()
 
     async def Subscribe(  # type: ignore[override]
         self, request: pb.SubscribeRequest, context: Context
     ) -> AsyncIterator[pb.SubscribeResponse | bytes]:
         try:
-            if request.bookmark:
-                raise Unimplemented("bookmark replay is not available in this version", field="bookmark")
             sub = self.engine.subscribe(
                 request.topic,
                 filter=request.filter,
                 options=convert.subscription_options(request.options, deleted_events=True),
                 sub_id=request.sub_id,
                 owner=context.peer(),
+                bookmark=request.bookmark,
             )
         except Exception as exc:
             await _abort(context, exc)
-        async with aclosing(self._serve(sub, context, _nothing())) as frames:
+        async with aclosing(self._serve(sub, context, self._prelude(sub, None))) as frames:
             async for frame in frames:
                 yield frame
 

@@ -19,11 +19,16 @@ from typing import Protocol
 import orjson
 
 from sowdb.config import Config, is_regex_topic
-from sowdb.engine.query import PreparedQuery, QueryEvent, QueryOptions
+from sowdb.engine.bookmarks import Point, last_seq_at_or_before, parse_bookmark
+from sowdb.engine.expiry import ExpiryQueue
+from sowdb.engine.query import AsOf, PreparedQuery, QueryEvent, QueryOptions
 from sowdb.engine.records import StoredRecord, check_sow_key, decode_document, merge_delta
+from sowdb.engine.recovery import StoreDamaged, load_state, rebuild, replay_into_store
+from sowdb.engine.replay import replay_changes
 from sowdb.engine.subscriptions import (
     DEFAULT_OPTIONS,
     OOF_DELETED,
+    OOF_EXPIRED,
     Change,
     Subscription,
     SubscriptionHub,
@@ -35,12 +40,15 @@ from sowdb.errors import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    OutOfRange,
     PublishError,
     SowdbError,
 )
 from sowdb.expr import CompiledFilter, compile_filter
 from sowdb.storage import Store
-from sowdb.storage.keys import OP_PUBLISH
+from sowdb.storage.keys import OP_DELETE, OP_EXPIRE
+
+HISTORY_TRIM_BATCH = 50_000
 
 log = logging.getLogger("sowdb.engine")
 
@@ -93,61 +101,38 @@ class Engine:
         self.store = store
         self.clock = clock
         self.max_document_bytes = config.server.max_document_bytes
-        self.topics: dict[str, SowTopic] = {t.name: SowTopic(t) for t in config.topics}
         self._derived = {v.name: "view" for v in config.views} | {c.name: "conflated" for c in config.conflated_topics}
-        self.last_seq = store.last_sequence()
         self.hub = SubscriptionHub()
+        self.expiry = ExpiryQueue()
         # top-level key field names per topic, which delta subscriptions always send (D-2)
         self._key_fields = {t.name: tuple(p.lstrip("/") for p in t.key if p.count("/") == 1) for t in config.topics}
-        self._load()
+        self.recovery = replay_into_store(store, config)  # J-2: the journal ahead of current/history
+        self.last_seq = store.last_sequence()
+        last = store.journal_entry(self.last_seq) if self.last_seq else None
+        self.last_ts = last.timestamp_us if last is not None else 0
+        try:
+            self._load()
+        except StoreDamaged as exc:
+            log.error("a stored record cannot be read (%s); rebuilding current and history from the journal", exc)
+            self.recovery = rebuild(store, config)
+            self._load()
 
     def _load(self) -> None:
-        """Load the persistent topics' records from ``current``."""
-        loads = orjson.loads
-        for topic_name, sow_key, value in self.store.load_current():
-            topic = self.topics.get(topic_name)
-            if topic is None or not topic.persistent:
-                continue  # a topic no longer configured keeps its data on disk, unused
-            data = loads(value.payload)
-            topic.put(
-                StoredRecord(
-                    topic_name, sow_key, data, value.payload, value.bookmark, value.timestamp_us, value.expiry_us
-                )
-            )
-        self._rebuild_transient()
-
-    def _rebuild_transient(self) -> None:
-        """J-3: transient topics keep no ``current``; replay their journal entries.
-
-        The whole retained journal is read once (retention and recovery points come with the
-        history/journal work); a log line gives counts and time.
-        """
-        transient = {name for name, t in self.topics.items() if not t.persistent}
-        if not transient:
-            return
-        started = time.perf_counter()
-        applied = 0
-        loads = orjson.loads
-        for e in self.store.iter_journal():
-            if e.topic not in transient:
-                continue
-            topic = self.topics[e.topic]
-            if e.op == OP_PUBLISH:
-                topic.put(
-                    StoredRecord(e.topic, e.sow_key, loads(e.payload), e.payload, e.seq, e.timestamp_us, e.expiry_us)
-                )
-            else:
-                topic.remove(e.sow_key)
-            applied += 1
-        log.info(
-            "rebuilt %d transient topic(s) from the journal: %d entries in %.2f s",
-            len(transient),
-            applied,
-            time.perf_counter() - started,
-        )
+        self.topics: dict[str, SowTopic] = {t.name: SowTopic(t) for t in self.config.topics}
+        self.expiry = ExpiryQueue()
+        self.history_floor = load_state(self.store, self.config, self.topics, self.expiry, self.clock())
 
     def close(self) -> None:
         self.store.close()
+
+    def _now(self) -> int:
+        """The writer's clock: never behind the last journal timestamp, so timestamps are
+        non-decreasing in bookmark order and a timestamp names one point (H-2)."""
+        now = self.clock()
+        if now < self.last_ts:
+            now = self.last_ts
+        self.last_ts = now
+        return now
 
     # --- publish ------------------------------------------------------------------------------
 
@@ -183,14 +168,16 @@ class Engine:
         if ttls is not None and len(ttls) != len(messages):
             raise InvalidArgument("one ttl per message", field="messages")
         topic = self.topics.get(topic_name)
-        now = self.clock()
+        now = self._now()
         if topic is None:
             return self._publish_plain(topic_name, messages, now)
         keys = topic.keys
         default_ttl = topic.config.expiration_s
-        batch = self.store.batch(topic_name, current=topic.persistent, history=topic.config.history is not None)
+        hist = topic.history
+        thinning = hist is not None and hist.granularity_us > 0
+        batch = self.store.batch(topic_name, current=topic.persistent, history=hist is not None and topic.persistent)
         write = batch.publish
-        pending: dict[str, StoredRecord] = {}  # this batch's latest version per key, for deltas
+        pending: dict[str, StoredRecord] = {}  # this batch's latest version per key (deltas, granularity)
         versions: list[StoredRecord] = []
         append = versions.append
         seq = self.last_seq
@@ -223,12 +210,22 @@ class Engine:
             rec = StoredRecord(topic_name, sow_key, data, raw, seq, now, expiry)
             write(seq, now, sow_key, raw, expiry)
             append(rec)
-            if delta:
+            if thinning:
+                assert hist is not None
+                previous = pending.get(sow_key) or topic.head(sow_key)
+                if hist.drops(previous, now):
+                    assert previous is not None
+                    batch.drop_history(sow_key, previous.bookmark)
+            if delta or thinning:
                 pending[sow_key] = rec
         batch.commit()
         first = self.last_seq + 1
         self.last_seq = seq
         put = topic.put
+        if expiry or ttls is not None:
+            for rec in versions:
+                if rec.expiry_us:
+                    self.expiry.add(rec)
         if self.hub:
             changes = [Change(topic_name, r.sow_key, r.bookmark, now, put(r), r) for r in versions]
             self.hub.dispatch(topic_name, changes)
@@ -299,25 +296,96 @@ class Engine:
             )
         return topic.keys.sow_key(decode_document(raw))
 
-    def _delete(self, topic: SowTopic, victims: list[str]) -> tuple[int, int]:
+    def _delete(
+        self, topic: SowTopic, victims: list[str], *, op: int = OP_DELETE, reason: str = OOF_DELETED
+    ) -> tuple[int, int]:
+        """Remove records (deletes or expirations) as one batch; returns (count, last bookmark)."""
         if not victims:
             return 0, 0
-        now = self.clock()
-        batch = self.store.batch(topic.name, current=topic.persistent, history=topic.config.history is not None)
+        now = self._now()
+        hist = topic.history
+        batch = self.store.batch(topic.name, current=topic.persistent, history=hist is not None and topic.persistent)
         seq = self.last_seq
         for key in victims:
             seq += 1
-            batch.remove(seq, now, key)
+            old = topic.records[key]
+            batch.remove(seq, now, key, old.raw, op)
+            if hist is not None and hist.drops(old, now):
+                batch.drop_history(key, old.bookmark)
         batch.commit()
         first = self.last_seq + 1
         self.last_seq = seq
         changes = []
         for bookmark, key in enumerate(victims, first):
-            old = topic.remove(key)
-            changes.append(Change(topic.name, key, bookmark, now, old, None, OOF_DELETED))
+            changes.append(Change(topic.name, key, bookmark, now, topic.remove(key, bookmark, now), None, reason))
         if self.hub:
             self.hub.dispatch(topic.name, changes)
         return len(victims), seq
+
+    # --- upkeep: expiration, history trimming, journal retention ----------------------------------
+
+    def expire_due(self) -> int:
+        """X-1: remove every record whose time to live has passed; returns how many."""
+        now = self.clock()
+        due = self.expiry.pop_due(now)
+        if not due:
+            return 0
+        by_topic: dict[str, list[str]] = {}
+        for topic_name, sow_key, bookmark in due:
+            rec = self.topics[topic_name].records.get(sow_key)
+            if rec is not None and rec.bookmark == bookmark:  # not replaced or deleted since
+                by_topic.setdefault(topic_name, []).append(sow_key)
+        count = 0
+        for topic_name, keys in by_topic.items():
+            count += self._delete(self.topics[topic_name], keys, op=OP_EXPIRE, reason=OOF_EXPIRED)[0]
+        return count
+
+    def trim_history(self) -> bool:
+        """H-1: drop versions older than each topic's window (the state at the window's start
+        is kept). Does a bounded amount of work; returns True when more is waiting."""
+        now = self.clock()
+        more = False
+        for topic in self.topics.values():
+            hist = topic.history
+            if hist is None:
+                continue
+            removed, left = hist.trim(topic.records, now - hist.window_us, HISTORY_TRIM_BATCH)
+            more = more or left
+            if not removed:
+                continue
+            floor = max(self.history_floor.get(topic.name, 0), max(seq for _, seq in removed))
+            self.history_floor[topic.name] = floor
+            if topic.persistent:
+                self.store.trim_history(topic.name, removed, floor)
+        return more
+
+    def trim_journal(self) -> int:
+        """Journal retention: remove entries older than ``journal_max_age`` or beyond the newest
+        ``journal_max_entries``; returns the last removed sequence (0: none yet)."""
+        cfg = self.config.server
+        trimmed = self.store.journal_trimmed()
+        upto = trimmed
+        if cfg.journal_max_entries:
+            upto = max(upto, self.last_seq - cfg.journal_max_entries)
+        if cfg.journal_max_age_s:
+            cutoff = self.clock() - int(cfg.journal_max_age_s * 1_000_000)
+            upto = max(upto, self._seq_at(cutoff, inclusive=False))
+        if upto > trimmed:
+            self.store.trim_journal(upto)
+            log.info("journal retention: removed bookmarks %d..%d", trimmed + 1, upto)
+        return upto
+
+    def _seq_at(self, timestamp_us: int, *, inclusive: bool = True) -> int:
+        """The last retained sequence with a timestamp ≤ (or <) ``timestamp_us``; the last
+        trimmed sequence when none is."""
+        store = self.store
+
+        def timestamp_of(seq: int) -> int | None:
+            e = store.journal_entry(seq)
+            return None if e is None else e.timestamp_us
+
+        target = timestamp_us if inclusive else timestamp_us - 1
+        return last_seq_at_or_before(target, store.journal_trimmed() + 1, self.last_seq, timestamp_of)
 
     # --- queries ------------------------------------------------------------------------------
 
@@ -329,8 +397,47 @@ class Engine:
         """
         query = PreparedQuery(opts)
         topics = self.query_topics(opts.topic)
+        point = parse_bookmark(opts.bookmark) if opts.bookmark.strip() else None
+        if point is not None and not point.now:
+            as_of = self._as_of(topics, point)
+            return query.run(query.snapshot_heads(topics, as_of), as_of.seq, self.clock(), as_of=as_of)
         sources = query.snapshot(topics)
         return query.run(sources, self.last_seq, self.clock())
+
+    def _as_of(self, topics: list[SowTopic], point: Point, field: str = "bookmark") -> AsOf:
+        """Where a historical query looks (H-2), and which topics' windows no longer reach it.
+
+        Raises:
+            FailedPrecondition: a topic keeps no history.
+            InvalidArgument: a sequence number after the latest one.
+        """
+        bare = [t.name for t in topics if t.history is None]
+        if bare:
+            raise FailedPrecondition(
+                f"topic {bare[0]!r} keeps no history, so it cannot be queried as of a bookmark; give it "
+                'history = { window = "1d" } in the config, or query without a bookmark',
+                field=field,
+            )
+        ts: int | None
+        if point.seq is not None:
+            seq = point.seq
+            if seq > self.last_seq:
+                raise InvalidArgument(f"bookmark {seq} is after the latest bookmark {self.last_seq}", field=field)
+            entry = self.store.journal_entry(seq) if seq else None
+            ts = 0 if seq == 0 else (entry.timestamp_us if entry is not None else None)
+        else:
+            assert point.timestamp_us is not None
+            ts = point.timestamp_us
+            seq = self._seq_at(ts)
+        now = self.clock()
+        gone = set()
+        for t in topics:
+            assert t.history is not None
+            # a sequence number the journal no longer holds is placed by what trimming removed
+            floor = self.history_floor.get(t.name, 0)
+            if (ts < now - t.history.window_us) if ts is not None else seq <= floor:
+                gone.add(t.name)
+        return AsOf(seq, ts if point.timestamp_us is not None else None, frozenset(gone))
 
     # --- subscriptions -------------------------------------------------------------------------
 
@@ -342,15 +449,70 @@ class Engine:
         options: SubscriptionOptions = DEFAULT_OPTIONS,
         sub_id: str = "",
         owner: str = "",
+        bookmark: str = "",
     ) -> Subscription:
-        """Place a subscription without a query; it is live at once.
+        """Place a subscription without a query. With a bookmark it is placed held, with
+        ``replay_from`` set: the journal after the bookmark is replayed first (H-4).
 
         Raises:
-            InvalidArgument: a bad topic pattern, filter or sub_id.
+            InvalidArgument: a bad topic pattern, filter, sub_id or bookmark.
+            OutOfRange: the journal no longer reaches back to the bookmark.
         """
         sub = self._new_subscription(topic, filter, options, sub_id, owner)
+        if bookmark.strip():
+            sub.replay_from = (self._replay_start(parse_bookmark(bookmark)), self.last_seq)
+            sub.held = []
         self.hub.add(sub)
         return sub
+
+    def _replay_start(self, point: Point, field: str = "bookmark") -> int:
+        """The sequence a replay starts after.
+
+        ``0`` means the start of the retained journal; a timestamp, the last entry at or
+        before it.
+
+        Raises:
+            OutOfRange: the point is older than the retained journal.
+            InvalidArgument: a sequence number after the latest one.
+        """
+        trimmed = self.store.journal_trimmed()
+        if point.now:
+            return self.last_seq
+        if point.seq == 0:
+            return trimmed
+        if point.seq is not None:
+            after = point.seq
+            if after > self.last_seq:
+                raise InvalidArgument(f"bookmark {after} is after the latest bookmark {self.last_seq}", field=field)
+        else:
+            assert point.timestamp_us is not None
+            after = self._seq_at(point.timestamp_us)
+            if after == trimmed and trimmed:
+                entry = self.store.journal_entry(trimmed + 1)
+                if entry is None or entry.timestamp_us > point.timestamp_us:
+                    after = -1  # older than everything retained
+        if after < trimmed:
+            raise OutOfRange(
+                f"bookmark {point.seq if point.seq is not None else 'at that time'} is older than the retained "
+                f"journal, which starts after bookmark {trimmed}; resubscribe from {trimmed} or later (or query "
+                "the current state)",
+                oldest_bookmark=trimmed,
+                field=field,
+            )
+        return after
+
+    def replay(self, sub: Subscription) -> AsyncIterator[list[Change]]:
+        """The journal changes a subscription placed with a bookmark must see first."""
+        assert sub.replay_from is not None
+        after, upto = sub.replay_from
+        return replay_changes(
+            self.store,
+            wants=sub.wants,
+            sow_topics=self.topics,
+            after=after,
+            upto=upto,
+            track_old=sub.options.delta,
+        )
 
     def sow_and_subscribe(
         self,
@@ -378,9 +540,16 @@ class Engine:
             topics = [self.topics[opts.topic]] if opts.topic in self.topics else []
         sub = self._new_subscription(opts.topic, opts.filter, options, sub_id, owner, track=True)
         sub.held = []
-        sources = query.snapshot(topics)
+        point = parse_bookmark(opts.bookmark) if opts.bookmark.strip() else None
+        if point is not None and not point.now:
+            # H-3: the state as of the bookmark, the journal after it, then live
+            as_of = self._as_of(topics, point)
+            sub.replay_from = (self._replay_start(Point(seq=as_of.seq) if as_of.seq else point), self.last_seq)
+            events = query.run(query.snapshot_heads(topics, as_of), as_of.seq, self.clock(), as_of=as_of)
+        else:
+            events = query.run(query.snapshot(topics), self.last_seq, self.clock())
         self.hub.add(sub)
-        return sub, query.run(sources, self.last_seq, self.clock())
+        return sub, events
 
     def unsubscribe(self, sub: Subscription) -> None:
         self.hub.remove(sub)

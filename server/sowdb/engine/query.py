@@ -16,9 +16,10 @@ from typing import Any
 
 import orjson
 
+from sowdb.engine.history import version_at
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.topic import SowTopic
-from sowdb.errors import ExpressionError, InvalidArgument, Unimplemented
+from sowdb.errors import ExpressionError, InvalidArgument
 from sowdb.expr import (
     Aggregation,
     CompiledFilter,
@@ -51,6 +52,24 @@ class QueryOptions:
     grouping: Sequence[str] = ()
     projection: Sequence[str] = ()
     select: str = ""
+
+
+@dataclass(frozen=True)
+class AsOf:
+    """The point a historical query looks at (H-2).
+
+    Attributes:
+        seq: the sequence point (for a timestamp, the last journal entry at or before it).
+        timestamp_us: set for a timestamp bookmark: versions are then chosen by time.
+        gone: topics whose history window no longer reaches the point (they return nothing).
+    """
+
+    seq: int
+    timestamp_us: int | None = None
+    gone: frozenset[str] = frozenset()
+
+
+_FOREVER = 2**63
 
 
 @dataclass(frozen=True)
@@ -100,8 +119,6 @@ class PreparedQuery:
         self.batch_size = opts.batch_size or DEFAULT_BATCH_SIZE
         if opts.skip_n is not None and opts.top_n is None:
             raise InvalidArgument("skip_n requires top_n (give the page size too)", field="skip_n")
-        if opts.bookmark:
-            raise Unimplemented("historical queries (bookmark) are not available in this version", field="bookmark")
         self.filter: CompiledFilter | None = (
             _expression("filter", opts.filter, compile_filter) if opts.filter.strip() else None
         )
@@ -129,15 +146,40 @@ class PreparedQuery:
             out.append(topic.snapshot() if candidates is None else candidates)
         return out
 
-    async def run(self, sources: list[list[StoredRecord]], bookmark: int, now_us: int) -> AsyncIterator[QueryEvent]:
-        """Scan the snapshot and yield group_begin, record batches, group_end."""
+    def snapshot_heads(self, topics: Sequence[SowTopic], as_of: AsOf) -> list[list[StoredRecord]]:
+        """The version chains to walk back for a historical query, as of now (no await in
+        between, like :meth:`snapshot`). Indexes describe only the current state, so every
+        chain of the topic is a candidate."""
+        out: list[list[StoredRecord]] = []
+        for topic in topics:
+            if topic.name in as_of.gone:
+                out.append([])
+            elif self.opts.sow_keys:
+                heads = (topic.head(k) for k in dict.fromkeys(self.opts.sow_keys))
+                out.append([h for h in heads if h is not None])
+            else:
+                out.append(topic.heads())
+        return out
+
+    async def run(
+        self, sources: list[list[StoredRecord]], bookmark: int, now_us: int, *, as_of: AsOf | None = None
+    ) -> AsyncIterator[QueryEvent]:
+        """Scan the snapshot and yield group_begin, record batches, group_end.
+
+        With ``as_of``, ``sources`` are version chains and each is walked back to the point.
+        """
         opts = self.opts
         yield GroupBegin(opts.query_id, bookmark)
         matched: list[StoredRecord] = []
         scanned = 0
+        if as_of is not None:
+            seq = as_of.seq if as_of.timestamp_us is None else _FOREVER
+            ts = _FOREVER if as_of.timestamp_us is None else as_of.timestamp_us
         for records in sources:
             for i in range(0, len(records), SCAN_CHUNK):
                 chunk = records[i : i + SCAN_CHUNK] if len(records) > SCAN_CHUNK else records
+                if as_of is not None:
+                    chunk = [v for v in [version_at(h, seq, ts) for h in chunk] if v is not None]
                 if self.filter is None:
                     matched.extend(chunk)
                 else:

@@ -22,9 +22,10 @@ class StoredRecord:
         data: the decoded JSON object (None for records built only to be sent).
         raw: the JSON bytes as stored and sent.
         expiry_us: absolute expiry time in µs since the epoch; 0 = never.
+        prev: the version this one replaced, kept while inside the topic's history window.
     """
 
-    __slots__ = ("bookmark", "data", "expiry_us", "raw", "sow_key", "timestamp_us", "topic", "wire")
+    __slots__ = ("bookmark", "data", "expiry_us", "prev", "raw", "sow_key", "timestamp_us", "topic", "wire")
 
     def __init__(
         self,
@@ -44,6 +45,7 @@ class StoredRecord:
         self.timestamp_us = timestamp_us
         self.expiry_us = expiry_us
         self.wire: bytes | None = None  # the protocol layer's encoding, cached when first sent
+        self.prev: StoredRecord | None = None  # the previous version, for topics with history
 
     @property
     def timestamp(self) -> float:

@@ -115,6 +115,8 @@ class Subscription:
         self.max_records = max_records
         self.max_bytes = max_bytes
         self.held: list[Change] | None = None
+        # H-3/H-4: replay the journal entries (after, upto] before going live
+        self.replay_from: tuple[int, int] | None = None
         self.failure: SlowConsumer | None = None
         self.wakeup = asyncio.Event()
         self._topics: dict[str, bool] = {}
@@ -140,6 +142,8 @@ class Subscription:
             return
         if self.held is not None:
             self.held.extend(changes)
+            if len(self.held) > self.max_records:
+                self._fail(f"{len(self.held)} changes arrived while its query or replay was being sent")
             return
         flt = self.filter
         if self.focus is None and not self.options.delta and flt is not None:
@@ -157,14 +161,24 @@ class Subscription:
         if self.queue:
             self.wakeup.set()
 
-    def release(self, delivered: Iterable[StoredRecord]) -> None:
-        """The query's results are sent: note what the subscriber holds, then evaluate the
-        changes held since the query's point, in order."""
+    def accept(self, delivered: Iterable[StoredRecord]) -> None:
+        """The query's results are sent: note what the subscriber holds."""
         keys = [(r.topic, r.sow_key) for r in delivered]
         if self.focus is not None:
             self.focus.update(keys)
         if self.conflated:
             self.sent.update(keys)
+
+    def evaluate(self, changes: Iterable[Change]) -> None:
+        """Evaluate changes from before the registration point (a journal replay) while live
+        changes are still held."""
+        for c in changes:
+            self._evaluate(c)
+
+    def release(self, delivered: Iterable[StoredRecord] = ()) -> None:
+        """The query (and replay) are sent: evaluate the changes held since the registration
+        point, in order, and go live."""
+        self.accept(delivered)
         held, self.held = self.held or [], None
         for c in held:
             self._evaluate(c)
@@ -288,14 +302,17 @@ class Subscription:
         self.queue.append(event)
         self.queued_bytes += len(event.record.raw)
         if len(self.queue) > self.max_records or self.queued_bytes > self.max_bytes:
-            self.failure = SlowConsumer(
-                f"subscriber too slow: {len(self.queue)} events / {self.queued_bytes} bytes queued, over the "
-                f"limit of {self.max_records} events / {self.max_bytes} bytes; resubscribe (with a bookmark "
-                "once available) to catch up"
-            )
-            self.queue.clear()
-            self.queued_bytes = 0
-            self.wakeup.set()
+            self._fail(f"{len(self.queue)} events / {self.queued_bytes} bytes queued")
+
+    def _fail(self, what: str) -> None:
+        self.failure = SlowConsumer(
+            f"subscriber too slow: {what}, over the limit of {self.max_records} events / {self.max_bytes} "
+            "bytes; resubscribe with the last bookmark received to catch up"
+        )
+        self.queue.clear()
+        self.queued_bytes = 0
+        self.held = None
+        self.wakeup.set()
 
     # --- the sender's side ---------------------------------------------------------------------
 

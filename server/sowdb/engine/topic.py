@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from sowdb.config import TopicConfig, field_path_steps
+from sowdb.engine.history import TopicHistory
 from sowdb.engine.records import KeySpec, StoredRecord
 from sowdb.expr import Conjunct, get_path
 from sowdb.expr.values import parse_number
@@ -111,12 +112,15 @@ class SowTopic:
         self.records: dict[str, StoredRecord] = {}
         self.indexes = {path: HashIndex(path) for path in config.indexes}
         self._index_list = list(self.indexes.values())
+        self.history = TopicHistory(config.history) if config.history is not None else None
 
     def put(self, rec: StoredRecord) -> StoredRecord | None:
         """Insert or replace; returns the previous version."""
         records = self.records
         old = records.get(rec.sow_key)
         records[rec.sow_key] = rec
+        if self.history is not None:
+            self.history.link(rec, old)
         if self._index_list:
             for index in self._index_list:
                 if old is not None:
@@ -124,13 +128,29 @@ class SowTopic:
                 index.add(rec)
         return old
 
-    def remove(self, sow_key: str) -> StoredRecord | None:
-        """Delete; returns the removed version."""
+    def remove(self, sow_key: str, bookmark: int = 0, timestamp_us: int = 0) -> StoredRecord | None:
+        """Delete (at ``bookmark``, for the history); returns the removed version."""
         old = self.records.pop(sow_key, None)
         if old is not None:
             for index in self.indexes.values():
                 index.remove(old)
+            if self.history is not None:
+                self.history.bury(old, bookmark, timestamp_us)
         return old
+
+    def head(self, sow_key: str) -> StoredRecord | None:
+        """The newest version of a key: its record, or its tombstone when deleted (history)."""
+        rec = self.records.get(sow_key)
+        if rec is None and self.history is not None:
+            return self.history.tombstones.get(sow_key)
+        return rec
+
+    def heads(self) -> list[StoredRecord]:
+        """Every version chain's newest version, as of now (records, then tombstones)."""
+        out = list(self.records.values())
+        if self.history is not None:
+            out.extend(self.history.tombstones.values())
+        return out
 
     def snapshot(self) -> list[StoredRecord]:
         """Every record, as of now."""

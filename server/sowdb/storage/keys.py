@@ -13,14 +13,22 @@ the engine needs:
   ``abc``, after ``ab\\x00…``).
 - ``history`` key: ``topic | 0x00 | SowKey | 0x00 | seq (BE u64)``: the versions of one record
   are contiguous and in bookmark order, so "the version as of b" is a reverse seek.
-- ``meta`` keys: ASCII names (``last_applied``: BE u64 of the last sequence applied to
-  ``current``).
+- ``current`` and ``history`` also hold one bookkeeping key each, ``0x00 | "applied"``: the BE
+  u64 of the last journal sequence applied to that column family, written in the same
+  WriteBatch as the change. Topic names are never empty, so no record key starts with 0x00 and
+  the marker sorts before every record. Keeping it *inside* the family it describes means a
+  family that is lost or dropped also loses its marker, and start-up sees the journal ahead of
+  it and replays (J-2).
+- ``meta`` keys: ASCII names (``format``; ``journal_trimmed``: BE u64 of the last sequence
+  removed by journal retention; ``history_floor | 0x00 | topic``: BE u64 of the newest version
+  removed by history trimming, so older points are known to be gone).
 
 Values use fixed big-endian headers followed by the variable parts:
 
 - ``current`` value: ``bookmark u64 | timestamp_us u64 | expiry_us u64 (0 = never) | payload``.
 - ``journal`` value: ``timestamp_us u64 | op u8 | expiry_us u64 | len(topic) u16 |
-  len(SowKey) u16 | topic | SowKey | payload``; the payload of a delete or expiration is empty.
+  len(SowKey) u16 | topic | SowKey | payload``; the payload of a delete or expiration is the
+  record's last state, so a replay can show what was removed without looking anything up.
 - ``history`` value: ``op u8 | timestamp_us u64 | payload`` (op DELETE marks a deletion).
 """
 
@@ -38,9 +46,11 @@ CURRENT_HEAD = struct.Struct(">QQQ")
 JOURNAL_HEAD = struct.Struct(">QBQHH")
 _HISTORY_HEAD = struct.Struct(">BQ")
 
-META_LAST_APPLIED = b"last_applied"
+APPLIED_MARKER = b"\x00applied"
+FIRST_RECORD_KEY = b"\x01"  # every record key sorts at or after this; the marker before it
 META_FORMAT = b"format"
-FORMAT_VERSION = b"1"
+META_JOURNAL_TRIMMED = b"journal_trimmed"
+FORMAT_VERSION = b"2"
 
 encode_seq = SEQ.pack
 
@@ -120,3 +130,26 @@ def decode_journal(key: bytes, value: bytes) -> JournalEntry:
 def encode_history(op: int, timestamp_us: int, payload: bytes) -> bytes:
     """A ``history`` value."""
     return _HISTORY_HEAD.pack(op, timestamp_us) + payload
+
+
+class HistoryEntry(NamedTuple):
+    """A decoded ``history`` entry: one version (or delete marker) of one record."""
+
+    topic: str
+    sow_key: str
+    seq: int
+    op: int
+    timestamp_us: int
+    payload: bytes
+
+
+def decode_history(key: bytes, value: bytes) -> HistoryEntry:
+    """Inverse of :func:`history_key` + :func:`encode_history`."""
+    topic, _, rest = key.partition(b"\x00")
+    op, ts = _HISTORY_HEAD.unpack_from(value)
+    return HistoryEntry(topic.decode(), rest[:-9].decode(), decode_seq(rest[-8:]), op, ts, value[_HISTORY_HEAD.size :])
+
+
+def history_floor_key(topic: str) -> bytes:
+    """The ``meta`` key of a topic's history floor."""
+    return b"history_floor\x00" + topic.encode()

@@ -3,7 +3,7 @@
 - ``journal``: every change in bookmark order (the transaction log).
 - ``current``: the latest record of each key of the persistent SOW topics.
 - ``history``: past versions, for topics with history.
-- ``meta``: the last sequence applied to ``current`` and the format version.
+- ``meta``: the format version, retention and trimming points.
 
 A :class:`Batch` (``Store.batch``) writes the changes of one request as one RocksDB ``WriteBatch`` across the
 column families, so a crash leaves either all of a publish request or none of it, and the
@@ -30,12 +30,12 @@ class Batch:
     Built for the publish path: the topic is encoded once and each change costs two ``put``s.
     """
 
-    __slots__ = ("_current", "_history", "_last", "_store", "_topic", "_topic_b", "_wb")
+    __slots__ = ("_current", "_history", "_history_prefix", "_last", "_store", "_topic_b", "_wb")
 
     def __init__(self, store: Store, topic: str, *, current: bool, history: bool) -> None:
         self._store = store
-        self._topic = topic
         self._topic_b = topic.encode()
+        self._history_prefix = self._topic_b + b"\x00"
         self._current = current
         self._history = history
         self._wb = WriteBatch(raw_mode=True)
@@ -58,29 +58,40 @@ class Batch:
             put(self._topic_b + b"\x00" + key_b, _CURRENT_HEAD(seq, timestamp_us, expiry_us) + payload, cf["current"])
         if self._history:
             put(
-                k.history_key(self._topic, sow_key, seq),
+                self._history_prefix + key_b + b"\x00" + _SEQ(seq),
                 k.encode_history(k.OP_PUBLISH, timestamp_us, payload),
                 cf["history"],
             )
         self._last = seq
 
-    def remove(self, seq: int, timestamp_us: int, sow_key: str, op: int = k.OP_DELETE) -> None:
-        """Record a delete or expiration: journal entry, ``current`` delete, history marker."""
+    def remove(self, seq: int, timestamp_us: int, sow_key: str, last_state: bytes, op: int = k.OP_DELETE) -> None:
+        """Record a delete or expiration: journal entry (with the record's last state),
+        ``current`` delete, history marker."""
         cf = self._store._cf
         key_b = sow_key.encode()
-        self._wb.put(_SEQ(seq), k.encode_journal(timestamp_us, op, 0, self._topic_b, key_b, b""), cf["journal"])
+        self._wb.put(_SEQ(seq), k.encode_journal(timestamp_us, op, 0, self._topic_b, key_b, last_state), cf["journal"])
         if self._current:
             self._wb.delete(self._topic_b + b"\x00" + key_b, cf["current"])
         if self._history:
             self._wb.put(
-                k.history_key(self._topic, sow_key, seq), k.encode_history(op, timestamp_us, b""), cf["history"]
+                self._history_prefix + key_b + b"\x00" + _SEQ(seq),
+                k.encode_history(op, timestamp_us, b""),
+                cf["history"],
             )
         self._last = seq
 
+    def drop_history(self, sow_key: str, seq: int) -> None:
+        """Remove a history version replaced within its granularity interval (H-1)."""
+        if self._history:
+            self._wb.delete(self._history_prefix + sow_key.encode() + b"\x00" + _SEQ(seq), self._store._cf["history"])
+
     def commit(self) -> None:
-        """Write everything, plus the last applied sequence, as one RocksDB WriteBatch."""
+        """Write everything, plus the applied markers, as one RocksDB WriteBatch."""
         if self._last:
-            self._wb.put(k.META_LAST_APPLIED, _SEQ(self._last), self._store._cf["meta"])
+            cf = self._store._cf
+            marker = _SEQ(self._last)
+            self._wb.put(k.APPLIED_MARKER, marker, cf["current"])
+            self._wb.put(k.APPLIED_MARKER, marker, cf["history"])
             self._store._write(self._wb)
 
 
@@ -108,6 +119,7 @@ class Store:
         self._cf = {name: self._db.get_column_family_handle(name) for name in COLUMN_FAMILIES}
         self._journal = self._db.get_column_family("journal")
         self._current = self._db.get_column_family("current")
+        self._history = self._db.get_column_family("history")
         self._meta = self._db.get_column_family("meta")
         self._write_opts = WriteOptions()
         self._write_opts.sync = fsync
@@ -120,10 +132,14 @@ class Store:
         it.seek_to_last()
         return k.decode_seq(it.key()) if it.valid() else 0
 
-    def last_applied(self) -> int:
-        """The last sequence applied to ``current``."""
-        v = self._meta.get(k.META_LAST_APPLIED)
-        return k.decode_seq(v) if v else 0
+    def last_applied(self) -> tuple[int, int]:
+        """The last journal sequence applied to ``current`` and to ``history`` (0 when the family
+        is new, empty or was lost)."""
+        out = []
+        for cf in (self._current, self._history):
+            v = cf.get(k.APPLIED_MARKER)
+            out.append(k.decode_seq(v) if v else 0)
+        return out[0], out[1]
 
     def batch(self, topic: str, *, current: bool, history: bool) -> Batch:
         """Start an atomic batch of changes to ``topic``.
@@ -139,7 +155,7 @@ class Store:
 
     def load_current(self) -> Iterator[tuple[str, str, k.CurrentValue]]:
         """Every ``current`` record as (topic, SowKey, value), in key order."""
-        for key, value in self._current.items():
+        for key, value in self._current.items(from_key=k.FIRST_RECORD_KEY):
             topic, sow_key = k.split_current_key(cast(bytes, key))
             yield topic, sow_key, k.decode_current(cast(bytes, value))
 
@@ -148,12 +164,90 @@ class Store:
         for key, value in self._journal.items(from_key=k.encode_seq(after + 1)):
             yield k.decode_journal(cast(bytes, key), cast(bytes, value))
 
+    def iter_journal_raw(self, after: int = 0) -> Iterator[tuple[bytes, bytes]]:
+        """Journal (key, value) bytes after ``after``: the recovery path decodes only what it needs."""
+        return cast(Iterator[tuple[bytes, bytes]], self._journal.items(from_key=k.encode_seq(after + 1)))
+
+    def first_sequence(self) -> int:
+        """The oldest sequence in the journal (0 when empty)."""
+        it = self._journal.iter()
+        it.seek_to_first()
+        return k.decode_seq(it.key()) if it.valid() else 0
+
+    def iter_history(self) -> Iterator[k.HistoryEntry]:
+        """Every history version, grouped by (topic, SowKey) and in bookmark order within."""
+        for key, value in self._history.items(from_key=k.FIRST_RECORD_KEY):
+            yield k.decode_history(cast(bytes, key), cast(bytes, value))
+
+    def journal_entry(self, seq: int) -> k.JournalEntry | None:
+        """The journal entry at ``seq``, if the journal holds it."""
+        value = self._journal.get(k.encode_seq(seq))
+        return None if value is None else k.decode_journal(k.encode_seq(seq), cast(bytes, value))
+
+    def journal_trimmed(self) -> int:
+        """The last sequence removed by journal retention (0: the journal is whole)."""
+        v = self._meta.get(k.META_JOURNAL_TRIMMED)
+        return k.decode_seq(v) if v else 0
+
+    def trim_journal(self, upto: int) -> None:
+        """Remove journal entries up to and including ``upto`` (retention)."""
+        wb = WriteBatch(raw_mode=True)
+        wb.delete_range(k.encode_seq(0), k.encode_seq(upto + 1), self._cf["journal"])
+        wb.put(k.META_JOURNAL_TRIMMED, k.encode_seq(upto), self._cf["meta"])
+        self._write(wb)
+
+    def history_floor(self, topic: str) -> int:
+        """The newest history version of ``topic`` removed by trimming (0: none)."""
+        v = self._meta.get(k.history_floor_key(topic))
+        return k.decode_seq(v) if v else 0
+
+    def trim_history(self, topic: str, versions: list[tuple[str, int]], floor: int) -> None:
+        """Remove history versions (SowKey, bookmark) of ``topic`` and raise its floor."""
+        wb = WriteBatch(raw_mode=True)
+        cf = self._cf["history"]
+        for sow_key, seq in versions:
+            wb.delete(k.history_key(topic, sow_key, seq), cf)
+        wb.put(k.history_floor_key(topic), k.encode_seq(floor), self._cf["meta"])
+        self._write(wb)
+
+    def reset_derived(self) -> None:
+        """Empty ``current`` and ``history`` (markers included), for a rebuild from the journal."""
+        wb = WriteBatch(raw_mode=True)
+        for name in ("current", "history"):
+            wb.delete_range(b"\x00", b"\xff", self._cf[name])  # UTF-8 keys never contain 0xff
+        self._write(wb)
+
+    def write_recovered(
+        self,
+        current: dict[bytes, bytes | None],
+        history: list[tuple[bytes, bytes]],
+        *,
+        current_upto: int | None,
+        history_upto: int | None,
+    ) -> None:
+        """Write one chunk of a journal replay: ``current`` values (None deletes), history
+        versions, and the markers of the families it brings up to date."""
+        wb = WriteBatch(raw_mode=True)
+        cur, hist = self._cf["current"], self._cf["history"]
+        for key, value in current.items():
+            if value is None:
+                wb.delete(key, cur)
+            else:
+                wb.put(key, value, cur)
+        for key, value in history:
+            wb.put(key, value, hist)
+        if current_upto is not None:
+            wb.put(k.APPLIED_MARKER, k.encode_seq(current_upto), cur)
+        if history_upto is not None:
+            wb.put(k.APPLIED_MARKER, k.encode_seq(history_upto), hist)
+        self._write(wb)
+
     def close(self) -> None:
         """Flush and close; the store is unusable afterwards."""
         self._db.flush_wal(True)
         # Column-family views hold the database open; drop them so that close releases the lock.
-        for cf in (self._journal, self._current, self._meta):
+        for cf in (self._journal, self._current, self._history, self._meta):
             cf.close()
-        del self._journal, self._current, self._meta
+        del self._journal, self._current, self._history, self._meta
         self._cf.clear()
         self._db.close()

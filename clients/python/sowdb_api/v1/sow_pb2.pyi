@@ -675,6 +675,7 @@ class SowAndSubscribeResponse(_message.Message):
     GROUP_END_FIELD_NUMBER: _builtins.int
     PUBLISH_FIELD_NUMBER: _builtins.int
     OOF_FIELD_NUMBER: _builtins.int
+    COMPLETED_FIELD_NUMBER: _builtins.int
     HEARTBEAT_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def subscribed(self) -> Global___Subscribed:
@@ -701,6 +702,10 @@ class SowAndSubscribeResponse(_message.Message):
         """A record left the result set."""
 
     @_builtins.property
+    def completed(self) -> Global___Completed:
+        """The journal replay of a historical query is done (H-3); live events follow."""
+
+    @_builtins.property
     def heartbeat(self) -> Global___Heartbeat:
         """Idle progress."""
 
@@ -713,13 +718,14 @@ class SowAndSubscribeResponse(_message.Message):
         group_end: Global___GroupEnd | None = ...,
         publish: Global___RecordBatch | None = ...,
         oof: Global___Oof | None = ...,
+        completed: Global___Completed | None = ...,
         heartbeat: Global___Heartbeat | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "group_begin", b"group_begin", "group_end", b"group_end", "heartbeat", b"heartbeat", "oof", b"oof", "publish", b"publish", "records", b"records", "subscribed", b"subscribed"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["completed", b"completed", "event", b"event", "group_begin", b"group_begin", "group_end", b"group_end", "heartbeat", b"heartbeat", "oof", b"oof", "publish", b"publish", "records", b"records", "subscribed", b"subscribed"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "group_begin", b"group_begin", "group_end", b"group_end", "heartbeat", b"heartbeat", "oof", b"oof", "publish", b"publish", "records", b"records", "subscribed", b"subscribed"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed", b"completed", "event", b"event", "group_begin", b"group_begin", "group_end", b"group_end", "heartbeat", b"heartbeat", "oof", b"oof", "publish", b"publish", "records", b"records", "subscribed", b"subscribed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["subscribed", "group_begin", "records", "group_end", "publish", "oof", "heartbeat"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["subscribed", "group_begin", "records", "group_end", "publish", "oof", "completed", "heartbeat"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
