@@ -24,6 +24,7 @@ TEST_TOPICS: dict[str, Any] = {
         {"name": "quotes", "key": ["/symbol"], "durability": "transient"},
         {"name": "pairs", "key": ["/region", "/id"]},
         {"name": "markers", "key": ["/id"]},
+        {"name": "book", "key": ["/id"], "history": {"window": "1d"}},
     ],
     "view": [
         {

@@ -217,6 +217,7 @@ class AsyncClient:
         sow_keys: Sequence[str] = (),
         query_id: str = "",
         select: str = "",
+        bookmark: str = "",
         oof: bool = False,
         delta: bool = False,
         no_empties: bool = False,
@@ -234,6 +235,7 @@ class AsyncClient:
             "sow_keys": sow_keys,
             "query_id": query_id,
             "select": select,
+            "bookmark": bookmark,
         }
         req = sow_and_subscribe_request(
             topic,

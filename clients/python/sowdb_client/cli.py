@@ -6,8 +6,12 @@
                    [-bookmark B] [-sowkeys K,...] [-queryid Q] [-grouping G -projection P]
                    [-select S] [-format data|full]
     sow sow_delete -topic T (-filter F | -sowkeys K,... | -data JSON)
-    sow subscribe  -topic T [-filter F] [-oof] [-delta] [-timeout S] [-count N] [-format data|full]
-    sow sow_and_subscribe -topic T [query flags] [-oof] [-delta] [-timeout S] [-count N] [-format ...]
+    sow subscribe  -topic T [-filter F] [-bookmark B] [-oof] [-delta] [-timeout S] [-count N]
+                   [-format data|full]
+    sow sow_and_subscribe -topic T [query flags] [-bookmark B] [-oof] [-delta] [-timeout S]
+                   [-count N] [-format ...]
+
+A bookmark is a sequence number, a timestamp (20260102T150405Z or ISO-8601), 0 or now.
 
 Flags take one dash (``-topic``) like spark, or two. Records print as one JSON document a
 line; ``-format full`` prints one JSON object a line with the frame's command and metadata.
@@ -63,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     _flag(p, "topn", type=int)
     _flag(p, "skipn", type=int)
     _flag(p, "batchsize", type=int, default=10, help="records per response, 1..10000 (default 10)")
-    _flag(p, "bookmark", default="")
+    _flag(p, "bookmark", default="", help="the state as of this point (history topics)")
     _flag(p, "sowkeys", default="", help="comma-separated SowKeys")
     _flag(p, "queryid", default="")
     _flag(p, "grouping", action="append", default=[], help="grouping expression (repeatable)")
@@ -81,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     p = command("subscribe", "print every later message of a topic")
     _flag(p, "topic", required=True, help="topic name or regular expression")
     _flag(p, "filter", default="")
-    _flag(p, "bookmark", default="")
+    _flag(p, "bookmark", default="", help="replay the journal after this point first, then 'completed'")
     _flag(p, "format", choices=["data", "full"], default="data")
     live_flags(p)
 
@@ -94,6 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     _flag(p, "sowkeys", default="", help="comma-separated SowKeys")
     _flag(p, "queryid", default="")
     _flag(p, "select", default="")
+    _flag(p, "bookmark", default="", help="the state as of this point, then every change since (history topics)")
     _flag(p, "format", choices=["data", "full"], default="data")
     _flag(p, "conflation", type=float, help="at most one delivery per key per this many seconds")
     _flag(p, "conflationkey", default="", help="comma-separated conflation key paths (default: the SowKey)")
@@ -266,6 +271,7 @@ def _sow_and_subscribe(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
         sow_keys=[k for k in a.sowkeys.split(",") if k],
         query_id=a.queryid,
         select=a.select,
+        bookmark=a.bookmark,
         oof=a.oof,
         delta=a.delta,
         conflation=a.conflation,

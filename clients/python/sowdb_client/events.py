@@ -51,7 +51,7 @@ def event_from_pb(resp: pb.SowAndSubscribeResponse | pb.SubscribeResponse) -> Ev
         return Event("group_begin", query_id=gb.query_id, bookmark=gb.bookmark)
     if kind == "group_end" and isinstance(resp, pb.SowAndSubscribeResponse):
         return Event("group_end", query_id=resp.group_end.query_id, group_end=resp.group_end)
-    if kind == "completed" and isinstance(resp, pb.SubscribeResponse):
+    if kind == "completed":
         return Event("completed", bookmark=resp.completed.bookmark)
     if kind == "heartbeat":
         return Event("heartbeat", bookmark=resp.heartbeat.bookmark)

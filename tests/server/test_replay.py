@@ -1,0 +1,163 @@
+"""Bookmark replay through a real server: H-3 (historical sow_and_subscribe), H-4 (Subscribe
+with a bookmark, ``completed``, OUT_OF_RANGE), and the CLI's -bookmark."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from sowdb_client import AsyncClient, Mirror, OutOfRangeError
+from tests.server.conftest import Process, Running
+
+
+async def churn(c: AsyncClient, topic: str, rounds: int, seed: int, done: asyncio.Event | None = None) -> None:
+    """Publishes, updates and deletes on ``topic`` (keys /id 0..39)."""
+    rnd = random.Random(seed)
+    for n in range(rounds):
+        if rnd.random() < 0.15:
+            await c.sow_delete(topic, sow_keys=[str(rnd.randrange(40))])
+        else:
+            await c.publish(topic, [{"id": rnd.randrange(40), "n": n} for _ in range(rnd.randint(1, 4))])
+        if n % 5 == 0:
+            await asyncio.sleep(0)
+    if done is not None:
+        done.set()
+
+
+async def test_subscribe_with_a_bookmark_replays_then_completes_then_goes_live(sowd: Running) -> None:
+    """H-4 under a concurrent publisher: every message after the bookmark arrives exactly once,
+    in order, across the replay / live seam; ``completed`` comes once, between them."""
+    c = sowd.client
+    await churn(c, "markers", 150, seed=1)
+    point = 40
+    done = asyncio.Event()
+    publisher = asyncio.create_task(churn(c, "markers", 200, seed=2, done=done))
+    await asyncio.sleep(0.01)
+    seen: list[int] = []
+    kinds: list[str] = []
+    stream = c.subscribe("markers", bookmark=str(point))
+    async with asyncio.timeout(30):
+        async for e in stream:
+            if e.kind == "completed":
+                kinds.append("completed")
+                completed_at = e.bookmark
+            seen += [r.bookmark for r in e.records]
+            if done.is_set() and seen and seen[-1] == sowd.server.engine.last_seq:  # type: ignore[union-attr]
+                break
+    stream.cancel()
+    await publisher
+    assert kinds == ["completed"]
+    assert seen == list(range(point + 1, sowd.server.engine.last_seq + 1))  # type: ignore[union-attr]
+    assert point < completed_at < seen[-1]  # the publisher was still running when replay ended
+
+
+async def test_subscribe_from_a_time_and_with_a_filter(sowd: Running) -> None:
+    c = sowd.client
+    await c.publish("markers", [{"id": 1, "x": 1}])
+    await asyncio.sleep(0.05)
+    ack = await c.publish("markers", [{"id": 2, "x": 2}, {"id": 3, "x": 3}])
+    entry = sowd.server.engine.store.journal_entry(ack.first_bookmark)  # type: ignore[union-attr]
+    assert entry is not None
+    from datetime import UTC, datetime
+
+    when = datetime.fromtimestamp((entry.timestamp_us - 1000) / 1e6, UTC).isoformat()
+    stream = c.subscribe("markers", filter="/x > 2", bookmark=when)
+    events = []
+    async with asyncio.timeout(10):
+        async for e in stream:
+            if e.kind in ("publish", "completed"):
+                events.append((e.kind, [r.json()["id"] for r in e.records]))
+            if e.kind == "completed":
+                break
+    stream.cancel()
+    assert events == [("publish", [3]), ("completed", [])]
+
+
+async def test_historical_sow_and_subscribe_has_no_gap_and_no_duplicate(sowd: Running) -> None:
+    """H-3: the state as of the bookmark, the journal since, then live — with a publisher
+    running throughout, the mirror ends equal to the final state and every version after the
+    point is delivered once, in order."""
+    c = sowd.client
+    await churn(c, "book", 120, seed=3)
+    point = sowd.server.engine.last_seq // 2  # type: ignore[union-attr]
+    then = {r.sow_key: r.data for r in await c.sow("book", bookmark=str(point), batch_size=100).records()}
+    done = asyncio.Event()
+    publisher = asyncio.create_task(churn(c, "book", 150, seed=4, done=done))
+    await asyncio.sleep(0.01)
+    mirror, query, replayed = Mirror(), {}, []
+    stream = c.sow_and_subscribe("book", bookmark=str(point), oof=True, batch_size=9)
+    kinds = []
+    async with asyncio.timeout(30):
+        async for e in stream:
+            mirror.apply(e)
+            kinds.append(e.kind)
+            if e.kind == "group_begin":
+                assert e.bookmark == point
+            if e.kind == "sow":
+                query.update({r.sow_key: r.data for r in e.records})
+            if e.kind in ("publish", "oof"):
+                replayed += [r.bookmark for r in e.records if e.reason != "match"]
+            if done.is_set() and mirror.bookmark >= sowd.server.engine.last_seq:  # type: ignore[union-attr]
+                break
+    stream.cancel()
+    await publisher
+    assert query == then
+    assert kinds.count("completed") == 1 and kinds.index("group_end") < kinds.index("completed")
+    final = {r.sow_key: r.data for r in await c.sow("book", batch_size=100).records()}
+    assert {k: r.data for k, r in mirror.records.items()} == final
+    book = [e.seq for e in sowd.server.engine.store.iter_journal(point) if e.topic == "book"]  # type: ignore[union-attr]
+    # every change after the point arrives once, in order: publishes, and deletes of records
+    # the mirror held (a delete of a key it never had is nothing to it)
+    assert replayed == sorted(set(replayed)) and set(replayed) <= set(book)
+    publishes = [e.seq for e in sowd.server.engine.store.iter_journal(point) if e.topic == "book" and e.op == 1]  # type: ignore[union-attr]
+    assert set(publishes) <= set(replayed)
+
+
+async def test_a_bookmark_before_the_retained_journal_is_out_of_range(sowd: Running) -> None:
+    c = sowd.client
+    for i in range(10):
+        await c.publish("orders", [{"orderId": i}])
+    sowd.server.engine.store.trim_journal(6)  # type: ignore[union-attr]  # as retention would
+    with pytest.raises(OutOfRangeError) as err:
+        async for _ in c.subscribe("orders", bookmark="3"):
+            pass
+    assert err.value.oldest_bookmark == 6 and err.value.field == "bookmark"
+    assert "resubscribe from 6" in str(err.value)
+    events = []
+    async for e in c.subscribe("orders", bookmark="6"):
+        events.append(e)
+        if e.kind == "completed":
+            break
+    assert [r.bookmark for e in events for r in e.records] == [7, 8, 9, 10]
+
+
+def test_cli_bookmark_flags(sowd_process: Process) -> None:
+    s = ("-server", sowd_process.target)
+
+    def sow(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "sowdb_client.cli", *args, *s], input=stdin, capture_output=True, text=True,
+            timeout=60,
+        )  # fmt: skip
+
+    assert sow("publish", "-topic", "orders", stdin='{"orderId": 1, "v": 1}\n{"orderId": 2, "v": 1}').returncode == 0
+    assert sow("publish", "-topic", "orders", stdin='{"orderId": 1, "v": 2}').returncode == 0
+    replay = sow("subscribe", "-topic", "orders", "-bookmark", "1", "-format", "full", "-count", "2")
+    assert replay.returncode == 0, replay.stderr
+    lines = [json.loads(line) for line in replay.stdout.splitlines()]
+    assert [(x["command"], x["bookmark"]) for x in lines if x["command"] != "subscribed"] == [
+        ("publish", 2),
+        ("publish", 3),
+        ("completed", 3),  # -count counts events: one replayed batch, then completed
+    ]
+    history = sow("sow_and_subscribe", "-topic", "book", "-bookmark", "0", "-format", "full", "-count", "3")
+    assert history.returncode == 0, history.stderr
+    commands = [x["command"] for x in map(json.loads, history.stdout.splitlines())]
+    assert commands == ["subscribed", "group_begin", "group_end", "completed"]
+    no_history = sow("sow", "-topic", "orders", "-bookmark", "1")
+    assert no_history.returncode == 1 and "keeps no history" in no_history.stderr
