@@ -1,8 +1,11 @@
 """``sowd``: the server command.
 
     sowd [--config FILE] [--listen HOST:PORT] [--data-dir DIR]
+    sowd rebuild [--config FILE] [--data-dir DIR]
 
 With no config it serves the built-in demo config on 127.0.0.1:9007 with data in ./data.
+``rebuild`` recreates ``current`` and ``history`` from the journal (J-2) and exits; run it with
+the server stopped.
 """
 
 from __future__ import annotations
@@ -12,12 +15,21 @@ import asyncio
 import logging
 import sys
 
-from sowdb.config import ConfigError, demo_config, load_config
+from sowdb.config import Config, ConfigError, demo_config, load_config
+from sowdb.engine.recovery import rebuild
 from sowdb.server import run, with_overrides
+from sowdb.storage import Store
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sowd", description="sowdb State-of-the-World server")
+    parser.add_argument(
+        "command",
+        nargs="?",
+        default="serve",
+        choices=["serve", "rebuild"],
+        help="serve (the default), or rebuild current/history from the journal and exit",
+    )
     parser.add_argument("--config", help="TOML config file (default: the built-in demo config)")
     parser.add_argument("--listen", help="HOST:PORT to listen on (overrides [server] listen)")
     parser.add_argument("--data-dir", help="RocksDB data directory (overrides [server] data_dir)")
@@ -30,11 +42,33 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sowd: invalid config: {exc}", file=sys.stderr)
         return 2
     config = with_overrides(config, listen=args.listen, data_dir=args.data_dir)
+    if args.command == "rebuild":
+        return _rebuild(config)
     try:
         asyncio.run(run(config))
     except OSError as exc:
         print(f"sowd: {exc}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _rebuild(config: Config) -> int:
+    try:
+        store = Store(config.server.data_dir, fsync=config.server.fsync)
+    except Exception as exc:  # RocksDB reports a lock held by a running server this way
+        print(f"sowd rebuild: cannot open {config.server.data_dir}: {exc}", file=sys.stderr)
+        return 1
+    try:
+        report = rebuild(store, config)
+    finally:
+        store.close()
+    if report is None:
+        print("sowd rebuild: the journal is empty; nothing to rebuild")
+    else:
+        print(
+            f"sowd rebuild: replayed {report.entries} journal entries (bookmarks {report.first}..{report.last}) "
+            f"in {report.seconds:.2f} s ({report.rate:,.0f} entries/s)"
+        )
     return 0
 
 

@@ -125,6 +125,30 @@ def test_sigterm_shuts_down_gracefully_and_data_survives(tmp_path: Path) -> None
         p2.stop()
 
 
+def test_sowd_rebuild_recreates_current_from_the_journal(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    p = start_sowd(data)
+    with Client(p.target) as c:
+        c.publish("orders", [{"orderId": i, "v": i} for i in range(50)])
+        c.sow_delete("orders", filter="/v >= 40")
+        busy = subprocess.run(
+            [str(BIN / "sowd"), "rebuild", "--data-dir", str(data)], capture_output=True, text=True, timeout=60
+        )
+        assert busy.returncode == 1 and "cannot open" in busy.stderr  # not under a running server
+    p.stop()
+    done = subprocess.run(
+        [str(BIN / "sowd"), "rebuild", "--data-dir", str(data)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "replayed 60 journal entries (bookmarks 1..60)" in done.stdout
+    p = start_sowd(data)
+    try:
+        with Client(p.target) as c:
+            assert sorted(r.json()["v"] for r in c.sow("orders", batch_size=100)) == list(range(40))
+    finally:
+        p.stop()
+
+
 def test_sigint_also_stops_it(tmp_path: Path) -> None:
     p = start_sowd(tmp_path / "data")
     p.proc.send_signal(signal.SIGINT)
