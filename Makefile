@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup run test lint typecheck unit generate bench bench-subscriptions bench-expr clean
+.PHONY: setup run test lint typecheck unit generate bench bench-subscriptions bench-history bench-expr clean
 
 setup: $(STAMP)
 
@@ -44,6 +44,10 @@ bench: setup
 ## Subscription benchmarks: latency, fan-out, snapshot.
 bench-subscriptions: setup
 	$(BIN)/python tools/bench/bench_subscriptions.py
+
+## History benchmarks (issue 5): historical vs current query, recovery rate, start-up.
+bench-history: setup
+	cd tools/bench && ../../$(BIN)/python bench_history.py
 
 bench-expr: setup
 	$(BIN)/python tools/bench/bench_expr.py

@@ -397,3 +397,19 @@ async def test_filter_indexing_delivers_exactly_what_scanning_does(sowd: Running
         got_a, got_b = results[2 * i], results[2 * i + 1]
         assert got_a == got_b, f
         assert got_a, f  # each filter matched something
+
+
+async def test_expired_records_leave_with_oof_expired(sowd: Running) -> None:
+    """X-1 end to end: the server's upkeep task removes a record when its time to live passes."""
+    c = sowd.client
+    stream = c.sow_and_subscribe("orders", oof=True)
+    await take(stream, 3)  # subscribed, group_begin, group_end
+    await c.publish("orders", [Message({"orderId": 1, "a": 1}, expiration=0.3), {"orderId": 2}])
+    started = asyncio.get_running_loop().time()
+    events = await take(stream, 2, timeout=5)
+    waited = asyncio.get_running_loop().time() - started
+    assert [(e.kind, e.reason) for e in events] == [("publish", ""), ("oof", "expired")]
+    assert events[1].records[0].json() == {"orderId": 1, "a": 1}
+    assert 0.25 <= waited < 2
+    assert [r.sow_key for r in await c.sow("orders").records()] == ["2"]
+    stream.cancel()

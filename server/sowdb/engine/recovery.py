@@ -11,11 +11,11 @@ terminal and a log line of counts, time and rate.
 from __future__ import annotations
 
 import logging
+import struct
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import groupby
 from typing import Any
 
 import orjson
@@ -101,31 +101,38 @@ def replay_into_store(store: Store, config: Config) -> RecoveryReport | None:
     total = last - max(start, trimmed)
     advance, close = _progress(total, "replaying the journal")
     started = time.perf_counter()
-    head, cur_head, seq_pack = k.JOURNAL_HEAD, k.CURRENT_HEAD.pack, k.SEQ.pack
-    hsize = head.size
-    current: dict[bytes, bytes | None] = {}
-    history: list[tuple[bytes, bytes]] = []
-    n = seq = 0
+    # The journal key is the BE sequence and the journal value starts with the BE timestamp,
+    # op and BE expiry, so current and history values are sliced together from them without
+    # decoding a number (see the layouts in sowdb.storage.keys).
+    hsize = k.JOURNAL_HEAD.size
+    unpack_lengths = struct.Struct(">HH").unpack_from
+    cur_from_b, hist_from_b = k.encode_seq(cur_from), k.encode_seq(hist_from)
+    publish = k.OP_PUBLISH
+    n = 0
+    chunk = store.recovery_batch()
     try:
         for key, value in store.iter_journal_raw(start):
-            seq = k.decode_seq(key)
-            ts, op, exp, lt, lk = head.unpack_from(value)
+            lt, lk = unpack_lengths(value, 17)
             topic = value[hsize : hsize + lt]
             if topic in persistent:
                 rkey = topic + b"\x00" + value[hsize + lt : hsize + lt + lk]
-                if seq > cur_from:
-                    current[rkey] = cur_head(seq, ts, exp) + value[hsize + lt + lk :] if op == k.OP_PUBLISH else None
-                if seq > hist_from and topic in with_history:
-                    payload = value[hsize + lt + lk :] if op == k.OP_PUBLISH else b""
-                    history.append((rkey + b"\x00" + seq_pack(seq), k.encode_history(op, ts, payload)))
+                op = value[8]
+                if key > cur_from_b:
+                    if op == publish:
+                        chunk.wb.put(rkey, key + value[:8] + value[9:17] + value[hsize + lt + lk :], chunk.current_cf)
+                    else:
+                        chunk.wb.delete(rkey, chunk.current_cf)
+                if topic in with_history and key > hist_from_b:
+                    payload = value[hsize + lt + lk :] if op == publish else b""
+                    chunk.wb.put(rkey + b"\x00" + key, value[8:9] + value[:8] + payload, chunk.history_cf)
             n += 1
             if n % RECOVERY_CHUNK == 0:
-                store.write_recovered(
-                    current, history, current_upto=max(seq, cur_from), history_upto=max(seq, hist_from)
-                )
-                current, history = {}, []
+                seq = k.decode_seq(key)
+                chunk.commit(current_upto=max(seq, cur_from), history_upto=max(seq, hist_from))
+                chunk = store.recovery_batch()
                 advance(RECOVERY_CHUNK)
-        store.write_recovered(current, history, current_upto=max(last, cur_from), history_upto=max(last, hist_from))
+        chunk.commit(current_upto=max(last, cur_from), history_upto=max(last, hist_from))
+        store.finish_recovery()
     finally:
         close()
     report = RecoveryReport(n, time.perf_counter() - started, max(start, trimmed) + 1, last)
@@ -158,20 +165,23 @@ def load_state(
         StoreDamaged: a stored record cannot be decoded.
     """
     loads = orjson.loads
+    head = k.CURRENT_HEAD.unpack_from
+    start = k.CURRENT_HEAD.size
     try:
-        for topic_name, sow_key, value in store.load_current():
-            topic = topics.get(topic_name)
-            if topic is None or not topic.persistent:
-                continue  # a topic no longer configured keeps its data on disk, unused
-            rec = StoredRecord(
-                topic_name, sow_key, loads(value.payload), value.payload, value.bookmark, value.timestamp_us
-            )
-            rec.expiry_us = value.expiry_us
-            topic.put(rec)
-            if rec.expiry_us:
-                expiry.add(rec)
-        _restore_history(store, topics)
-    except (orjson.JSONDecodeError, ValueError, UnicodeDecodeError) as exc:
+        for name, topic in topics.items():
+            if not topic.persistent:
+                continue
+            put = topic.put
+            for key, value in store.load_topic("current", name):
+                bookmark, ts, exp = head(value)
+                payload = value[start:]
+                rec = StoredRecord(name, key.decode(), loads(payload), payload, bookmark, ts, exp)
+                put(rec)
+                if exp:
+                    expiry.add(rec)
+            if topic.history is not None:
+                _restore_history(store, topic)
+    except (orjson.JSONDecodeError, ValueError, UnicodeDecodeError, struct.error) as exc:
         raise StoreDamaged(str(exc)) from exc
     _rebuild_transient(store, config, topics, expiry, now_us)
     floors = {}
@@ -182,28 +192,52 @@ def load_state(
     return floors
 
 
-def _restore_history(store: Store, topics: dict[str, SowTopic]) -> None:
+def _restore_history(store: Store, topic: SowTopic) -> None:
+    """Re-link the version chains of one persistent topic from ``history``.
+
+    Most keys have no past version — their only history entry is the live record — so the
+    entries are grouped by raw key and a group is decoded only when it holds more than that.
+    """
+    assert topic.history is not None
+    records = topic.records
     loads = orjson.loads
+    name = topic.name
 
-    def chain_key(e: k.HistoryEntry) -> tuple[str, str]:
-        return e.topic, e.sow_key
-
-    for (topic_name, sow_key), versions in groupby(store.iter_history(), key=chain_key):
-        topic = topics.get(topic_name)
-        if topic is None or topic.history is None or not topic.persistent:
-            continue
-        live = topic.records.get(sow_key)
+    def relink(group: bytes, versions: list[tuple[bytes, bytes]]) -> None:
+        sow_key = group.decode()
+        live = records.get(sow_key)
+        if len(versions) == 1 and live is not None and versions[0][0] == k.encode_seq(live.bookmark):
+            return
         chain: list[StoredRecord] = []
-        for e in versions:
-            if live is not None and e.seq >= live.bookmark:
+        for seq_b, value in versions:
+            seq = k.decode_seq(seq_b)
+            if live is not None and seq >= live.bookmark:
                 break
-            if e.op == k.OP_PUBLISH:
-                chain.append(StoredRecord(topic_name, sow_key, loads(e.payload), e.payload, e.seq, e.timestamp_us))
+            op, ts = _HISTORY_HEAD(value)
+            if op == k.OP_PUBLISH:
+                payload = value[9:]
+                chain.append(StoredRecord(name, sow_key, loads(payload), payload, seq, ts))
             else:
-                chain.append(Tombstone(topic_name, sow_key, None, b"", e.seq, e.timestamp_us))
+                chain.append(Tombstone(name, sow_key, None, b"", seq, ts))
         if live is not None:
             chain.append(live)
+        assert topic.history is not None
         topic.history.restore(chain)
+
+    group = b""
+    versions: list[tuple[bytes, bytes]] = []
+    for key, value in store.load_topic("history", name):
+        g, seq_b = key[:-9], key[-8:]  # SowKey | 0x00 | seq
+        if g != group:
+            if versions:
+                relink(group, versions)
+            group, versions = g, []
+        versions.append((seq_b, value))
+    if versions:
+        relink(group, versions)
+
+
+_HISTORY_HEAD = struct.Struct(">BQ").unpack_from
 
 
 def _rebuild_transient(

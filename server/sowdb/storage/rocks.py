@@ -95,6 +95,29 @@ class Batch:
             self._store._write(self._wb)
 
 
+class RecoveryBatch:
+    """One chunk of a journal replay (J-2): the recovery loop puts into ``wb`` with the two
+    family handles directly (a method call per entry would double its cost), then commits the
+    chunk with the markers of the families it brings up to date."""
+
+    __slots__ = ("_store", "current_cf", "history_cf", "wb")
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.wb = WriteBatch(raw_mode=True)
+        self.current_cf = store._cf["current"]
+        self.history_cf = store._cf["history"]
+
+    def commit(self, *, current_upto: int | None, history_upto: int | None) -> None:
+        if current_upto is not None:
+            self.wb.put(k.APPLIED_MARKER, k.encode_seq(current_upto), self.current_cf)
+        if history_upto is not None:
+            self.wb.put(k.APPLIED_MARKER, k.encode_seq(history_upto), self.history_cf)
+        # Without the WAL: a replay is repeatable from the journal, so a crash half-way only
+        # means replaying again; ``Store.finish_recovery`` flushes the result to SST files.
+        self._store._db.write(self.wb, self._store._bulk_opts)
+
+
 _SEQ = k.SEQ.pack
 _JOURNAL_HEAD = k.JOURNAL_HEAD.pack
 _CURRENT_HEAD = k.CURRENT_HEAD.pack
@@ -123,6 +146,8 @@ class Store:
         self._meta = self._db.get_column_family("meta")
         self._write_opts = WriteOptions()
         self._write_opts.sync = fsync
+        self._bulk_opts = WriteOptions()
+        self._bulk_opts.disable_wal = True  # type: ignore[method-assign,assignment]  # a property; the stub says method
         if self._meta.get(k.META_FORMAT) is None:
             self._meta[k.META_FORMAT] = k.FORMAT_VERSION
 
@@ -158,6 +183,18 @@ class Store:
         for key, value in self._current.items(from_key=k.FIRST_RECORD_KEY):
             topic, sow_key = k.split_current_key(cast(bytes, key))
             yield topic, sow_key, k.decode_current(cast(bytes, value))
+
+    def load_topic(self, family: str, topic: str) -> Iterator[tuple[bytes, bytes]]:
+        """The (key after the topic prefix, value) pairs of one topic in ``current`` or
+        ``history``, raw: start-up decodes a million of them, so it decodes only what it uses."""
+        prefix = k.topic_prefix(topic)
+        cut = len(prefix)
+        cf = self._current if family == "current" else self._history
+        for key, value in cf.items(from_key=prefix):
+            key_b = cast(bytes, key)
+            if not key_b.startswith(prefix):
+                return
+            yield key_b[cut:], cast(bytes, value)
 
     def iter_journal(self, after: int = 0) -> Iterator[k.JournalEntry]:
         """Journal entries with a sequence greater than ``after``, in order."""
@@ -217,30 +254,14 @@ class Store:
             wb.delete_range(b"\x00", b"\xff", self._cf[name])  # UTF-8 keys never contain 0xff
         self._write(wb)
 
-    def write_recovered(
-        self,
-        current: dict[bytes, bytes | None],
-        history: list[tuple[bytes, bytes]],
-        *,
-        current_upto: int | None,
-        history_upto: int | None,
-    ) -> None:
-        """Write one chunk of a journal replay: ``current`` values (None deletes), history
-        versions, and the markers of the families it brings up to date."""
-        wb = WriteBatch(raw_mode=True)
-        cur, hist = self._cf["current"], self._cf["history"]
-        for key, value in current.items():
-            if value is None:
-                wb.delete(key, cur)
-            else:
-                wb.put(key, value, cur)
-        for key, value in history:
-            wb.put(key, value, hist)
-        if current_upto is not None:
-            wb.put(k.APPLIED_MARKER, k.encode_seq(current_upto), cur)
-        if history_upto is not None:
-            wb.put(k.APPLIED_MARKER, k.encode_seq(history_upto), hist)
-        self._write(wb)
+    def finish_recovery(self) -> None:
+        """Make a replay's writes (done without the WAL) durable."""
+        self._current.flush(wait=True)
+        self._history.flush(wait=True)
+
+    def recovery_batch(self) -> RecoveryBatch:
+        """A WriteBatch for one chunk of a journal replay into ``current`` and ``history``."""
+        return RecoveryBatch(self)
 
     def close(self) -> None:
         """Flush and close; the store is unusable afterwards."""
