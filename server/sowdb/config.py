@@ -126,6 +126,11 @@ name = "notes"           # publishers supply the SowKey (sow publish -sowkey K)
 name = "quotes"
 key = ["/symbol"]
 durability = "transient"
+
+[[topic]]
+name = "prices"          # keeps past versions: query it as of a bookmark or a time
+key = ["/symbol"]
+history = { window = "1d" }
 """
 
 

@@ -161,3 +161,14 @@ def test_cli_bookmark_flags(sowd_process: Process) -> None:
     assert commands == ["subscribed", "group_begin", "group_end", "completed"]
     no_history = sow("sow", "-topic", "orders", "-bookmark", "1")
     assert no_history.returncode == 1 and "keeps no history" in no_history.stderr
+    # the README's history tour on the demo topic "prices"
+    for px in (100, 101, 102):
+        assert sow("publish", "-topic", "prices", stdin=json.dumps({"symbol": "ABC", "px": px})).returncode == 0
+    then = sow("sow", "-topic", "prices", "-bookmark", "4")
+    assert then.returncode == 0 and json.loads(then.stdout) == {"symbol": "ABC", "px": 100}
+    assert json.loads(sow("sow", "-topic", "prices", "-bookmark", "now").stdout)["px"] == 102
+    tmp = sow("publish", "-topic", "prices", "-expiration", "2", stdin='{"symbol": "TMP", "px": 1}')
+    assert tmp.returncode == 0, tmp.stderr
+    gone = sow("sow_and_subscribe", "-topic", "prices", "-filter", "/symbol = 'TMP'", "-oof", "-format", "full",
+               "-count", "4", "-timeout", "10")  # fmt: skip
+    assert [json.loads(x).get("reason") for x in gone.stdout.splitlines()][-1] == "expired"

@@ -1,7 +1,7 @@
 """``sow``: the command-line client, after AMPS's ``spark`` (SPEC §7).
 
     sow ping       -server HOST:PORT
-    sow publish    -topic T [-file F] [-delta] [-rate N] [-batchsize N] [-sowkey K]
+    sow publish    -topic T [-file F] [-delta] [-rate N] [-batchsize N] [-sowkey K] [-expiration S]
     sow sow        -topic T [-filter F] [-orderby O] [-topn N] [-skipn N] [-batchsize N]
                    [-bookmark B] [-sowkeys K,...] [-queryid Q] [-grouping G -projection P]
                    [-select S] [-format data|full]
@@ -58,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     _flag(p, "delta", action="store_true", help="merge into existing records (delta publish)")
     _flag(p, "rate", type=float, help="messages per second (default: as fast as possible)")
     _flag(p, "batchsize", type=int, default=100, help="messages per atomic request (default 100)")
+    _flag(p, "expiration", type=float, help="time to live of every message, in seconds (X-1)")
     _flag(p, "sowkey", help="SowKey for a single message to a topic whose publishers supply keys")
 
     p = command("sow", "query the state of a topic")
@@ -138,10 +139,13 @@ def _publish(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
     try:
         lines = _paced(_lines(stream), a.rate)
         if a.sowkey:
-            items: list[Message] = [Message(line, sow_key=a.sowkey) for line in lines]
+            items: list[Message] = [Message(line, sow_key=a.sowkey, expiration=a.expiration) for line in lines]
             if len(items) != 1:
                 raise SystemExit("sow: -sowkey publishes exactly one message; the input has " + str(len(items)))
             ack = c.publish(a.topic, items, delta=a.delta, batch_size=a.batchsize)
+        elif a.expiration is not None:
+            expiring = (Message(line, expiration=a.expiration) for line in lines)
+            ack = c.publish(a.topic, expiring, delta=a.delta, batch_size=a.batchsize)
         else:
             ack = c.publish(a.topic, lines, delta=a.delta, batch_size=a.batchsize)
     finally:
