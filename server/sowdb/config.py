@@ -228,6 +228,15 @@ class _Reader:
                 raise self.fail(
                     f'[[{kind}]] #{i} "{e.name}"', f"underlying: {e.underlying!r} is not a configured topic"
                 )
+        reads = {e.name: e.underlying for _, _, e in named if isinstance(e, ViewConfig | ConflatedTopicConfig)}
+        for kind, i, e in named:
+            path = [e.name]
+            while path[-1] in reads:
+                path.append(reads[path[-1]])
+                if path[-1] == e.name:
+                    raise self.fail(f'[[{kind}]] #{i} "{e.name}"', f"underlying: a cycle {' -> '.join(path)}")
+                if len(path) > len(reads) + 1:
+                    break  # a cycle not through this entry; reported at its own entry
         return Config(server, topics, conflated, views, self.source)
 
     def _tables(self, raw: dict[str, Any], key: str) -> list[dict[str, Any]]:

@@ -179,7 +179,11 @@ async def test_regex_topics_return_every_matching_sow_topic(sowd: Running) -> No
     await c.publish("orders_noindex", [order(2)])
     await c.publish("markers", [{"id": 1}])
     recs = await c.sow("^orders.*", batch_size=10).records()
-    assert sorted((r.topic, r.sow_key) for r in recs) == [("orders", "1"), ("orders_noindex", "2")]
+    assert sorted((r.topic, r.sow_key) for r in recs) == [
+        ("orders", "1"),
+        ("orders_by_symbol", '["SYM1"]'),  # views are SOW topics too
+        ("orders_noindex", "2"),
+    ]
     assert await rows(c, "^nothing$") == []
     with pytest.raises(InvalidArgumentError) as err:
         await rows(c, "orders(")

@@ -88,10 +88,6 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
     ) -> AsyncIterator[pb.SowAndSubscribeResponse | pb.SowResponse | bytes]:
         try:
             opts = convert.query_options(request.query)
-            if opts.grouping or opts.projection:
-                raise Unimplemented(
-                    "aggregated subscriptions are not available in this version", field="query.grouping"
-                )
             if opts.skip_n is not None:
                 raise Unimplemented(
                     "paginated subscriptions (skip_n) are not available in this version", field="query.skip_n"

@@ -1,4 +1,5 @@
-"""The writer's background chores: expiration (X-1), history trimming (H-1), journal retention.
+"""The writer's background chores: expiration (X-1), conflated topics' refreshes (C-2), history
+trimming (H-1), journal retention.
 
 They run as one task on the event loop, so each chore is a step of the single writer like a
 publish; each step does a bounded amount of work and returns, so publishers are not stalled.
@@ -14,7 +15,7 @@ from sowdb.engine.engine import Engine
 log = logging.getLogger("sowdb.upkeep")
 
 TRIM_PERIOD_S = 5.0
-MAX_SLEEP_S = 0.1  # how late an expiration may be noticed
+MAX_SLEEP_S = 0.05  # how late an expiration or a conflated topic's refresh may be
 
 
 async def run_upkeep(engine: Engine, *, trim_period_s: float = TRIM_PERIOD_S) -> None:
@@ -24,6 +25,7 @@ async def run_upkeep(engine: Engine, *, trim_period_s: float = TRIM_PERIOD_S) ->
     while True:
         try:
             engine.expire_due()
+            engine.flush_conflated()
             now = loop.time()
             if now >= next_trim:
                 more = engine.trim_history()

@@ -1,0 +1,177 @@
+"""Topics derived from other topics: views (V-1) and conflated topics (C-2).
+
+Both are SOW topics in memory whose records follow an *underlying* topic (a SOW topic, a view
+or a conflated topic). The writer hands every applied batch of changes to the topics derived
+from its topic (:meth:`Derived.apply`), in the same synchronous step, so a derived change takes
+the bookmark of the change that caused it and its place in the one total order. They keep no
+journal of their own: at start they are recomputed from their underlying topic's state.
+
+A view keeps one :class:`~sowdb.expr.aggregation.Group` per group key, whose accumulators take
+a record's contribution in and out (an update retracts the old version first; MIN and MAX keep
+sorted multisets, so deletes keep them right). A conflated topic notes the latest state of each
+changed key and publishes them all once per interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from sowdb.config import ConflatedTopicConfig, TopicConfig, ViewConfig
+from sowdb.engine.records import StoredRecord
+from sowdb.engine.subscriptions import OOF_DELETED, Change
+from sowdb.engine.topic import SowTopic
+from sowdb.expr import Aggregation, CompiledFilter, compile_filter, parse_aggregation
+from sowdb.expr.aggregation import Group
+
+
+class Derived:
+    """A derived topic: its records (``topic``) and how it follows ``underlying``."""
+
+    kind = ""
+
+    def __init__(self, name: str, underlying: str, filter: str) -> None:
+        self.name = name
+        self.underlying = underlying
+        self.filter: CompiledFilter | None = compile_filter(filter) if filter.strip() else None
+        self.topic = SowTopic(TopicConfig(name=name, durability="transient"))
+
+    def _matches(self, rec: StoredRecord | None) -> bool:
+        return rec is not None and (self.filter is None or self.filter.matches(rec.data, rec))
+
+    def apply(self, changes: Sequence[Change], now_us: int) -> list[Change]:
+        """Take a batch of underlying changes; returns this topic's changes (to dispatch and
+        to pass on to topics derived from it)."""
+        raise NotImplementedError
+
+    def load(self, records: Sequence[StoredRecord], now_us: int) -> None:
+        """Start from the underlying topic's state (at server start or creation)."""
+        self.apply([Change(r.topic, r.sow_key, r.bookmark, r.timestamp_us, None, r) for r in records], now_us)
+
+
+class View(Derived):
+    """V-1: the grouping/projection of the underlying topic, kept up to date incrementally."""
+
+    kind = "view"
+
+    def __init__(self, name: str, underlying: str, aggregation: Aggregation, filter: str = "") -> None:
+        super().__init__(name, underlying, filter)
+        self.aggregation = aggregation
+        self.groups: dict[str, Group] = {}
+
+    @classmethod
+    def from_config(cls, c: ViewConfig) -> View:
+        return cls(c.name, c.underlying, parse_aggregation(list(c.grouping), list(c.projection)), c.filter)
+
+    def _group_of(self, rec: StoredRecord) -> str:
+        assert rec.data is not None
+        return orjson.dumps(list(self.aggregation.group_key(rec.data, rec))).decode()
+
+    def apply(self, changes: Sequence[Change], now_us: int) -> list[Change]:
+        touched: dict[str, Change] = {}  # group SowKey -> the last change that touched it
+        groups = self.groups
+        for c in changes:
+            old = c.old if self._matches(c.old) else None
+            new = c.new if self._matches(c.new) else None
+            if old is not None:
+                key = self._group_of(old)
+                group = groups.get(key)
+                if group is not None:
+                    assert old.data is not None
+                    group.remove(old.data, old)
+                    touched[key] = c
+            if new is not None:
+                key = self._group_of(new)
+                group = groups.get(key)
+                if group is None:
+                    group = groups[key] = self.aggregation.new_group()
+                assert new.data is not None
+                group.add(new.data, new)
+                touched[key] = c
+        out: list[Change] = []
+        topic = self.topic
+        for key, c in touched.items():
+            group = groups[key]
+            if group.members <= 0:
+                del groups[key]
+                gone = topic.remove(key)
+                if gone is not None:
+                    out.append(Change(self.name, key, c.bookmark, c.timestamp_us, gone, None, OOF_DELETED))
+                continue
+            data = group.result()
+            rec = StoredRecord(self.name, key, data, orjson.dumps(data), c.bookmark, c.timestamp_us)
+            out.append(Change(self.name, key, c.bookmark, c.timestamp_us, topic.put(rec), rec))
+        return out
+
+
+class ConflatedTopic(Derived):
+    """C-2: a copy of the underlying topic refreshed once per interval with the latest state of
+    each key that changed (and matches the optional filter)."""
+
+    kind = "conflated"
+
+    def __init__(self, name: str, underlying: str, interval_s: float, filter: str = "") -> None:
+        super().__init__(name, underlying, filter)
+        self.interval_us = int(interval_s * 1_000_000)
+        self.pending: dict[str, Change] = {}
+        self.next_flush_us = 0
+
+    @classmethod
+    def from_config(cls, c: ConflatedTopicConfig) -> ConflatedTopic:
+        return cls(c.name, c.underlying, c.interval_s, c.filter)
+
+    def load(self, records: Sequence[StoredRecord], now_us: int) -> None:
+        super().load(records, now_us)
+        self.flush(now_us, force=True)
+
+    def apply(self, changes: Sequence[Change], now_us: int) -> list[Change]:
+        for c in changes:
+            self.pending[c.sow_key] = c
+        return []
+
+    def flush(self, now_us: int, *, force: bool = False) -> list[Change]:
+        """Publish the latest state of every key changed since the last flush, if the interval
+        has passed (or ``force``)."""
+        if not force and now_us < self.next_flush_us:
+            return []
+        self.next_flush_us = now_us + self.interval_us
+        if not self.pending:
+            return []
+        pending, self.pending = self.pending, {}
+        out: list[Change] = []
+        topic = self.topic
+        for key, c in pending.items():
+            if self._matches(c.new):
+                assert c.new is not None
+                src = c.new
+                rec = StoredRecord(self.name, key, src.data, src.raw, src.bookmark, src.timestamp_us, src.expiry_us)
+                out.append(Change(self.name, key, src.bookmark, src.timestamp_us, topic.put(rec), rec))
+            else:
+                gone = topic.remove(key)
+                if gone is not None:
+                    out.append(Change(self.name, key, c.bookmark, c.timestamp_us, gone, None, c.reason))
+        out.sort(key=lambda ch: ch.bookmark)
+        return out
+
+
+def derived_order(views: Sequence[ViewConfig], conflated: Sequence[ConflatedTopicConfig]) -> list[Any]:
+    """The derived topics' configs, each after the derived topic it reads from."""
+    every: list[ViewConfig | ConflatedTopicConfig] = [*views, *conflated]
+    configs: dict[str, Any] = {c.name: c for c in every}
+    ordered: list[Any] = []
+    placed: set[str] = set()
+
+    def place(name: str, path: tuple[str, ...]) -> None:
+        if name in placed or name not in configs:
+            return
+        if name in path:
+            raise ValueError(" -> ".join((*path, name)))
+        place(configs[name].underlying, (*path, name))
+        placed.add(name)
+        ordered.append(configs[name])
+
+    for name in configs:
+        place(name, ())
+    return ordered

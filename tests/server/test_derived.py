@@ -1,0 +1,229 @@
+"""Views (V-1), conflated topics (C-2) and aggregated subscriptions (Q-8 live): on the engine
+with an injected clock, and through the real server."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from sowdb.config import ConfigError, config_from_dict
+from sowdb.engine import Engine, InMessage, QueryOptions, RecordBatch
+from sowdb.engine.subscriptions import SubscriptionOptions
+from sowdb.errors import FailedPrecondition
+from sowdb.storage import Store
+from sowdb_client import FailedPreconditionError, Mirror
+from tests.server.conftest import Running
+from tests.server.test_subscriptions import take
+
+AGG = ["/symbol", "SUM(/qty) AS /qty", "COUNT(/id) AS /n", "MIN(/price) AS /low", "MAX(/price) AS /high"]
+CONFIG: dict[str, Any] = {
+    "topic": [{"name": "orders", "key": ["/id"]}],
+    "view": [
+        {"name": "by_symbol", "underlying": "orders", "grouping": ["/symbol"], "projection": AGG},
+        {
+            "name": "big_by_symbol",
+            "underlying": "orders",
+            "grouping": ["/symbol"],
+            "projection": AGG,
+            "filter": "/qty >= 50",
+        },
+        {
+            "name": "by_region",  # a view of a view
+            "underlying": "by_symbol",
+            "grouping": ["SUBSTR(/symbol, 1, 1)"],
+            "projection": ["SUBSTR(/symbol, 1, 1) AS /region", "SUM(/qty) AS /qty", "COUNT(/symbol) AS /symbols"],
+        },
+    ],
+    "conflated_topic": [
+        {"name": "orders_1s", "underlying": "orders", "interval": "1s"},
+        {"name": "cheap_1s", "underlying": "orders", "interval": "1s", "filter": "/price < 50"},
+        {"name": "by_symbol_1s", "underlying": "by_symbol", "interval": "1s"},
+    ],
+}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def open_engine(tmp_path: Path, clock: Clock) -> Engine:
+    cfg = config_from_dict({**CONFIG, "server": {"data_dir": str(tmp_path)}}, source="<tests>")
+    return Engine(cfg, Store(tmp_path), clock=clock)
+
+
+def pub(engine: Engine, topic: str, *docs: dict[str, Any]) -> None:
+    engine.publish(topic, [InMessage(orjson.dumps(d)) for d in docs])
+
+
+async def sow(engine: Engine, topic: str, **kw: Any) -> dict[str, Any]:
+    out = {}
+    async for event in engine.sow(QueryOptions(topic=topic, batch_size=1000, **kw)):
+        if isinstance(event, RecordBatch):
+            out.update({r.sow_key: orjson.loads(r.raw) for r in event.records})
+    return out
+
+
+async def test_views_equal_the_aggregated_query_under_random_changes(tmp_path: Path) -> None:
+    """V-1 / Q-8: after every round of inserts, updates that move records between groups, and
+    deletes, each view equals an aggregated query with the same definition, MIN / MAX included."""
+    clock = Clock()
+    engine = open_engine(tmp_path, clock)
+    rnd = random.Random(5)
+    for _ in range(30):
+        docs = [
+            {"id": rnd.randrange(60), "symbol": rnd.choice(["AA", "AB", "BA", "BB", "CC"]), "qty": rnd.randrange(100),
+             "price": rnd.randrange(1, 100)}
+            for _ in range(rnd.randint(1, 8))
+        ]  # fmt: skip
+        pub(engine, "orders", *docs)
+        if rnd.random() < 0.4:
+            engine.sow_delete("orders", filter=f"/id % 7 = {rnd.randrange(7)}")
+        for view, flt in (("by_symbol", ""), ("big_by_symbol", "/qty >= 50")):
+            expected = await sow(engine, "orders", filter=flt, grouping=["/symbol"], projection=AGG)
+            assert await sow(engine, view) == expected
+        regions = await sow(
+            engine,
+            "by_symbol",
+            grouping=["SUBSTR(/symbol, 1, 1)"],
+            projection=["SUBSTR(/symbol, 1, 1) AS /region", "SUM(/qty) AS /qty", "COUNT(/symbol) AS /symbols"],
+        )
+        assert await sow(engine, "by_region") == regions
+    engine.close()
+    engine = open_engine(tmp_path, clock)  # recomputed at start from the persistent topic
+    assert await sow(engine, "by_symbol") == await sow(engine, "orders", grouping=["/symbol"], projection=AGG)
+    engine.close()
+
+
+async def test_view_subscribers_see_group_updates_and_emptied_groups_leave(tmp_path: Path) -> None:
+    engine = open_engine(tmp_path, Clock())
+    pub(engine, "orders", {"id": 1, "symbol": "AA", "qty": 5, "price": 10})
+    sub, events = engine.sow_and_subscribe(QueryOptions(topic="by_symbol"), options=SubscriptionOptions(oof=True))
+    async for _ in events:
+        pass
+    sub.release([r for r in engine.topics["by_symbol"].records.values()])
+    pub(engine, "orders", {"id": 2, "symbol": "AA", "qty": 7, "price": 3})
+    pub(engine, "orders", {"id": 1, "symbol": "BB", "qty": 5, "price": 10})  # moves to another group
+    engine.sow_delete("orders", sow_keys=["2"])  # AA is empty now
+    got = [(e.kind, e.record.sow_key, e.reason, orjson.loads(e.record.raw)) for e in sub.drain()]
+    assert got == [
+        ("publish", '["AA"]', "", {"symbol": "AA", "qty": 12, "n": 2, "low": 3, "high": 10}),
+        ("publish", '["AA"]', "", {"symbol": "AA", "qty": 7, "n": 1, "low": 3, "high": 3}),
+        ("publish", '["BB"]', "", {"symbol": "BB", "qty": 5, "n": 1, "low": 10, "high": 10}),
+        ("oof", '["AA"]', "deleted", {"symbol": "AA", "qty": 7, "n": 1, "low": 3, "high": 3}),
+    ]
+    with pytest.raises(FailedPrecondition, match="read-only"):
+        pub(engine, "by_symbol", {"symbol": "x"})
+    with pytest.raises(FailedPrecondition, match="read-only"):
+        engine.sow_delete("by_symbol", filter="/qty > 0")
+    engine.close()
+
+
+async def test_conflated_topics_refresh_once_per_interval(tmp_path: Path) -> None:
+    clock = Clock()
+    engine = open_engine(tmp_path, clock)
+    pub(engine, "orders", {"id": 1, "symbol": "AA", "qty": 1, "price": 10})
+    sub, events = engine.sow_and_subscribe(QueryOptions(topic="orders_1s"), options=SubscriptionOptions(oof=True))
+    async for _ in events:
+        pass
+    sub.release()
+    for q in range(2, 6):
+        pub(engine, "orders", {"id": 1, "symbol": "AA", "qty": q, "price": 10})
+    pub(engine, "orders", {"id": 2, "symbol": "AA", "qty": 1, "price": 99})
+    pub(engine, "orders", {"id": 3, "symbol": "CC", "qty": 1, "price": 1})
+    engine.sow_delete("orders", sow_keys=["3"])  # in and out within one interval: never shown
+    assert engine.flush_conflated() == 0  # the interval has not passed since start
+    assert await sow(engine, "orders_1s") == {}  # so nothing published since is shown yet
+    clock.now += 1_000_000
+    assert engine.flush_conflated() > 0
+    assert await sow(engine, "orders_1s") == await sow(engine, "orders")
+    assert set(await sow(engine, "cheap_1s")) == {"1"}  # the filter keeps cheap ones only
+    assert (await sow(engine, "by_symbol_1s"))['["AA"]']["qty"] == 6  # a conflated copy of a view
+    got = [(e.kind, e.record.sow_key, orjson.loads(e.record.raw).get("qty")) for e in sub.drain()]
+    assert got == [("publish", "1", 5), ("publish", "2", 1)]  # one update per key, the latest
+    pub(engine, "orders", {"id": 1, "symbol": "AA", "qty": 9, "price": 100})  # leaves cheap_1s
+    engine.sow_delete("orders", sow_keys=["2"])
+    clock.now += 1_000_000
+    engine.flush_conflated()
+    assert set(await sow(engine, "cheap_1s")) == set() and set(await sow(engine, "orders_1s")) == {"1"}
+    assert [(e.kind, e.record.sow_key, e.reason) for e in sub.drain()] == [
+        ("publish", "1", ""),
+        ("oof", "2", "deleted"),
+    ]
+    engine.close()
+
+
+def test_cyclic_derived_topics_are_refused() -> None:
+    bad = {
+        "topic": [{"name": "t", "key": ["/id"]}],
+        "conflated_topic": [
+            {"name": "a", "underlying": "b", "interval": "1s"},
+            {"name": "b", "underlying": "a", "interval": "1s"},
+        ],
+    }
+    with pytest.raises(ConfigError, match="cycle a -> b -> a"):
+        config_from_dict(bad, source="x.toml")
+
+
+async def test_aggregated_sow_and_subscribe_through_the_server(sowd: Running) -> None:
+    """Q-8 live: groups update as the underlying records change; an emptied group gets an oof;
+    the private view goes away with the subscription."""
+    c = sowd.client
+    engine = sowd.server.engine
+    assert engine is not None
+    await c.publish("orders", [{"orderId": i, "symbol": f"S{i % 2}", "qty": i} for i in range(1, 5)])
+    stream = c.sow_and_subscribe(
+        "orders",
+        grouping=["/symbol"],
+        projection=["/symbol", "SUM(/qty) AS /qty", "COUNT(/orderId) AS /n"],
+        order_by="/symbol",
+        oof=True,
+    )
+    events = await take(stream, 4)  # subscribed, group_begin, records, group_end
+    assert [r.json() for r in events[2].records] == [
+        {"symbol": "S0", "qty": 6, "n": 2},
+        {"symbol": "S1", "qty": 4, "n": 2},
+    ]
+    mirror = Mirror()
+    for e in events:
+        mirror.apply(e)
+    await c.publish("orders", [{"orderId": 1, "symbol": "S0", "qty": 10}])  # moves from S1 to S0
+    await c.sow_delete("orders", filter="/symbol = 'S1'")
+    kinds = []
+    while "oof" not in kinds:
+        (e,) = await take(stream, 1)
+        kinds.append(e.kind)
+        mirror.apply(e)
+    assert {k: r.json() for k, r in mirror.records.items()} == {'["S0"]': {"symbol": "S0", "qty": 16, "n": 3}}
+    assert len(engine._private) == 1
+    with pytest.raises(FailedPreconditionError):
+        await c.replace_subscription(events[0].sub_id, filter="/qty > 1")
+    stream.cancel()
+    for _ in range(100):
+        if not engine._private:
+            break
+        await asyncio.sleep(0.02)
+    assert engine._private == {} and engine._downstream.get("orders", []) == [
+        d for d in engine.derived.values() if d.underlying == "orders"
+    ]
+
+
+async def test_views_are_queryable_and_listed(sowd: Running) -> None:
+    c = sowd.client
+    await c.publish("orders", [{"orderId": i, "symbol": f"S{i % 3}"} for i in range(9)])
+    got = {r.sow_key: r.json() for r in await c.sow("orders_by_symbol", order_by="/symbol").records()}
+    assert got == {
+        '["S0"]': {"symbol": "S0", "n": 3},
+        '["S1"]': {"symbol": "S1", "n": 3},
+        '["S2"]': {"symbol": "S2", "n": 3},
+    }
+    topics = {t.name: t for t in await c.list_topics()}
+    assert topics["orders_by_symbol"].record_count == 3 and topics["orders_by_symbol"].underlying == "orders"
