@@ -9,7 +9,7 @@
     sow subscribe  -topic T [-filter F] [-bookmark B] [-oof] [-delta] [-timeout S] [-count N]
                    [-format data|full]
     sow sow_and_subscribe -topic T [query flags] [-bookmark B] [-oof] [-delta] [-timeout S]
-                   [-count N] [-format ...]
+                   [-count N] [-format ...] [-topn N -skipn N -orderby O] [-grouping G -projection P]
 
 A bookmark is a sequence number, a timestamp (20260102T150405Z or ISO-8601), 0 or now.
 
@@ -95,6 +95,9 @@ def _parser() -> argparse.ArgumentParser:
     _flag(p, "filter", default="")
     _flag(p, "orderby", default="")
     _flag(p, "topn", type=int)
+    _flag(p, "skipn", type=int, help="with -topn: a live page [skipn, skipn+topn) of the ordered result")
+    _flag(p, "grouping", action="append", default=[], help="grouping expression (repeatable): live groups")
+    _flag(p, "projection", action="append", default=[], help="projection expression (repeatable)")
     _flag(p, "batchsize", type=int, default=10)
     _flag(p, "sowkeys", default="", help="comma-separated SowKeys")
     _flag(p, "queryid", default="")
@@ -271,11 +274,14 @@ def _sow_and_subscribe(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
         filter=a.filter,
         order_by=a.orderby,
         top_n=a.topn,
+        skip_n=a.skipn,
         batch_size=a.batchsize,
         sow_keys=[k for k in a.sowkeys.split(",") if k],
         query_id=a.queryid,
         select=a.select,
         bookmark=a.bookmark,
+        grouping=a.grouping,
+        projection=a.projection,
         oof=a.oof,
         delta=a.delta,
         conflation=a.conflation,

@@ -286,16 +286,29 @@ class Client:
         oof: bool = False,
         delta: bool = False,
         no_empties: bool = False,
+        order_by: str = "",
+        top_n: int | None = None,
+        skip_n: int | None = None,
         timeout: float | None = None,
     ) -> int:
         """R-1: new filter and options for a live subscription of this client; records newly
         in scope arrive on its stream, records leaving it get an oof. Returns the bookmark at
-        which the change took effect.
+        which the change took effect. A paginated subscription takes its page again
+        (``top_n``, ``skip_n``, ``order_by``).
 
         Raises:
             NotFoundError: no such subscription on this client's connection.
         """
-        req = replace_request(sub_id, filter=filter, oof=oof, delta=delta, no_empties=no_empties)
+        req = replace_request(
+            sub_id,
+            filter=filter,
+            oof=oof,
+            delta=delta,
+            no_empties=no_empties,
+            order_by=order_by,
+            top_n=top_n,
+            skip_n=skip_n,
+        )
         try:
             resp = self._stub.ReplaceSubscription(req, timeout=timeout)
         except grpc.RpcError as exc:

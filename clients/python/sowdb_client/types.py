@@ -207,8 +207,24 @@ def sow_and_subscribe_request(
 
 
 def replace_request(
-    sub_id: str, *, filter: str, oof: bool, delta: bool, no_empties: bool
+    sub_id: str,
+    *,
+    filter: str,
+    oof: bool,
+    delta: bool,
+    no_empties: bool,
+    order_by: str = "",
+    top_n: int | None = None,
+    skip_n: int | None = None,
 ) -> pb.ReplaceSubscriptionRequest:
-    return pb.ReplaceSubscriptionRequest(
-        sub_id=sub_id, filter=filter, options=subscription_options(oof=oof, delta=delta, no_empties=no_empties)
+    req = pb.ReplaceSubscriptionRequest(
+        sub_id=sub_id,
+        filter=filter,
+        options=subscription_options(oof=oof, delta=delta, no_empties=no_empties),
+        order_by=order_by,
     )
+    if top_n is not None:
+        req.top_n = top_n
+    if skip_n is not None:
+        req.skip_n = skip_n
+    return req

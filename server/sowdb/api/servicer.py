@@ -22,7 +22,7 @@ from sowdb.api.wire import live_frames
 from sowdb.engine import Engine, RecordBatch, StoredRecord
 from sowdb.engine.query import QueryEvent
 from sowdb.engine.subscriptions import SlowConsumer, Subscription
-from sowdb.errors import ResourceExhausted, SowdbError, Unimplemented
+from sowdb.errors import ResourceExhausted, SowdbError
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
 
@@ -88,10 +88,6 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
     ) -> AsyncIterator[pb.SowAndSubscribeResponse | pb.SowResponse | bytes]:
         try:
             opts = convert.query_options(request.query)
-            if opts.skip_n is not None:
-                raise Unimplemented(
-                    "paginated subscriptions (skip_n) are not available in this version", field="query.skip_n"
-                )
             sub, events = self.engine.sow_and_subscribe(
                 opts, options=convert.subscription_options(request.options), sub_id=request.sub_id, owner=context.peer()
             )
@@ -200,13 +196,14 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
         self, request: pb.ReplaceSubscriptionRequest, context: Context
     ) -> pb.ReplaceSubscriptionResponse:
         try:
-            if request.HasField("skip_n"):
-                raise Unimplemented("paginated subscriptions are not available in this version", field="skip_n")
             bookmark = self.engine.replace_subscription(
                 request.sub_id,
                 owner=context.peer(),
                 filter=request.filter,
                 options=convert.subscription_options(request.options),
+                order_by=request.order_by,
+                top_n=request.top_n if request.HasField("top_n") else None,
+                skip_n=request.skip_n if request.HasField("skip_n") else None,
             )
         except Exception as exc:
             await _abort(context, exc)

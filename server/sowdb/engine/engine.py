@@ -24,7 +24,8 @@ from sowdb.config import Config, is_regex_topic
 from sowdb.engine.bookmarks import Point, last_seq_at_or_before, parse_bookmark
 from sowdb.engine.derived import ConflatedTopic, Derived, View, derived_order
 from sowdb.engine.expiry import ExpiryQueue
-from sowdb.engine.query import AsOf, PreparedQuery, QueryEvent, QueryOptions
+from sowdb.engine.pages import PagedSubscription, ResultSet
+from sowdb.engine.query import AsOf, GroupBegin, GroupEnd, PreparedQuery, QueryEvent, QueryOptions, RecordBatch
 from sowdb.engine.records import StoredRecord, check_sow_key, decode_document, merge_delta
 from sowdb.engine.recovery import StoreDamaged, load_state, rebuild, replay_into_store
 from sowdb.engine.replay import replay_changes
@@ -107,6 +108,8 @@ class Engine:
         self._derived = {v.name: "view" for v in config.views} | {c.name: "conflated" for c in config.conflated_topics}
         self.hub = SubscriptionHub()
         self._private: dict[str, View] = {}  # sub_id -> the private view of an aggregated subscription
+        self._result_sets: dict[tuple[str, str, str], ResultSet] = {}  # (topic, filter, order) -> shared set
+        self._paged_topics: dict[str, list[ResultSet]] = {}
         self.expiry = ExpiryQueue()
         # top-level key field names per topic, which delta subscriptions always send (D-2)
         self._key_fields = {t.name: tuple(p.lstrip("/") for p in t.key if p.count("/") == 1) for t in config.topics}
@@ -158,15 +161,22 @@ class Engine:
         del self.derived[d.name]
         self._downstream[d.underlying].remove(d)
 
-    def _propagate(self, topic_name: str, changes: list[Change], now: int) -> None:
-        """Hand applied changes to the topics derived from ``topic_name`` (V-1, C-2) and their
-        changes to subscribers and further derived topics, in the same writer step."""
+    def _fan_out(self, topic_name: str, changes: list[Change], now: int) -> None:
+        """Hand applied changes to subscribers, to paginated result sets (P-1) and to the topics
+        derived from ``topic_name`` (V-1, C-2), whose own changes go the same way — all in the
+        writer's step, so everything downstream keeps the one total order."""
+        if self.hub:
+            self.hub.dispatch(topic_name, changes)
+        for rs in self._paged_topics.get(topic_name, ()):
+            lowest = rs.apply(changes)
+            changed = {c.sow_key: c for c in changes}
+            for page in rs.pages:
+                if lowest < page.skip + page.top or any(k in page.shown for k in changed):
+                    page.refresh(changed)
         for d in self._downstream.get(topic_name, ()):
             out = d.apply(changes, now)
             if out:
-                if self.hub:
-                    self.hub.dispatch(d.name, out)
-                self._propagate(d.name, out, now)
+                self._fan_out(d.name, out, now)
 
     def flush_conflated(self) -> int:
         """C-2: refresh every conflated topic whose interval has passed; returns the changes."""
@@ -177,9 +187,7 @@ class Engine:
                 out = d.flush(now)
                 if out:
                     count += len(out)
-                    if self.hub:
-                        self.hub.dispatch(d.name, out)
-                    self._propagate(d.name, out, now)
+                    self._fan_out(d.name, out, now)
         return count
 
     def close(self) -> None:
@@ -287,10 +295,9 @@ class Engine:
                 if rec.expiry_us:
                     self.expiry.add(rec)
         if self.hub or topic_name in self._downstream:
-            changes = [Change(topic_name, r.sow_key, r.bookmark, now, put(r), r) for r in versions]
-            if self.hub:
-                self.hub.dispatch(topic_name, changes)
-            self._propagate(topic_name, changes, now)
+            self._fan_out(
+                topic_name, [Change(topic_name, r.sow_key, r.bookmark, now, put(r), r) for r in versions], now
+            )
         else:
             for rec in versions:
                 put(rec)
@@ -386,9 +393,7 @@ class Engine:
         changes = []
         for bookmark, key in enumerate(victims, first):
             changes.append(Change(topic.name, key, bookmark, now, topic.remove(key, bookmark, now), None, reason))
-        if self.hub:
-            self.hub.dispatch(topic.name, changes)
-        self._propagate(topic.name, changes, now)
+        self._fan_out(topic.name, changes, now)
         return len(victims), seq
 
     # --- upkeep: expiration, history trimming, journal retention ----------------------------------
@@ -599,7 +604,11 @@ class Engine:
         """
         query = PreparedQuery(opts)
         if query.aggregation is not None:
+            if opts.skip_n is not None:
+                raise InvalidArgument("a subscription is either aggregated or paginated, not both", field="skip_n")
             return self._aggregated_subscription(opts, query.aggregation, options, sub_id, owner)
+        if opts.skip_n is not None:
+            return self._paged_subscription(opts, query, options, sub_id, owner)
         if is_regex_topic(opts.topic):
             topics = self.query_topics(opts.topic)
         else:
@@ -643,14 +652,62 @@ class Engine:
         self._private[sub.id] = view
         return sub, events
 
+    def _paged_subscription(
+        self, opts: QueryOptions, query: PreparedQuery, options: SubscriptionOptions, sub_id: str, owner: str
+    ) -> tuple[Subscription, AsyncIterator[QueryEvent]]:
+        """P-1: the window ``[skip_n, skip_n + top_n)`` of the topic's matching records in
+        ``order_by`` order (SowKey order when none), kept live. The first window is the query's
+        result, taken in the same step that registers the page."""
+        if opts.bookmark.strip():
+            raise InvalidArgument("a paginated subscription follows the current state", field="bookmark")
+        if is_regex_topic(opts.topic):
+            raise InvalidArgument("a paginated subscription reads one topic, not a pattern", field="topic")
+        topic = self._sow_topic(opts.topic)
+        sub = self._new_subscription(opts.topic, opts.filter, options, sub_id, owner, cls=PagedSubscription)
+        assert isinstance(sub, PagedSubscription) and opts.top_n is not None
+        rs = self._result_set(topic, query)
+        sub.bind(rs, opts.skip_n or 0, opts.top_n)
+        window = rs.window(sub.skip, sub.top)
+        sub.shown = {r.sow_key: r for r in window}
+        self.hub.add(sub)
+        rs.pages.append(sub)
+        return sub, _page_events(query, window, len(rs.sorted), self.last_seq)
+
+    def _result_set(self, topic: SowTopic, query: PreparedQuery) -> ResultSet:
+        """The shared result set of (topic, filter, order), created from the topic's state."""
+        key = (topic.name, query.opts.filter.strip(), query.opts.order_by.strip())
+        rs = self._result_sets.get(key)
+        if rs is None:
+            rs = self._result_sets[key] = ResultSet(key, query.filter, query.order)
+            rs.load(list(topic.records.values()))
+            self._paged_topics.setdefault(topic.name, []).append(rs)
+        return rs
+
+    def _release_page(self, sub: PagedSubscription) -> None:
+        rs = sub.result_set
+        rs.pages.remove(sub)
+        if not rs.pages:
+            del self._result_sets[rs.key]
+            self._paged_topics[rs.key[0]].remove(rs)
+
     def unsubscribe(self, sub: Subscription) -> None:
         self.hub.remove(sub)
+        if isinstance(sub, PagedSubscription) and sub in sub.result_set.pages:
+            self._release_page(sub)
         view = self._private.pop(sub.id, None)
         if view is not None:
             self._detach(view)
 
     def replace_subscription(
-        self, sub_id: str, *, owner: str, filter: str = "", options: SubscriptionOptions = DEFAULT_OPTIONS
+        self,
+        sub_id: str,
+        *,
+        owner: str,
+        filter: str = "",
+        options: SubscriptionOptions = DEFAULT_OPTIONS,
+        order_by: str = "",
+        top_n: int | None = None,
+        skip_n: int | None = None,
     ) -> int:
         """R-1: new filter and options for a live subscription; returns the sequence point at
         which they took effect. Only the connection that placed it may replace it.
@@ -658,7 +715,7 @@ class Engine:
         Raises:
             NotFound: no such subscription on this connection.
             FailedPrecondition: its query has not finished yet.
-            InvalidArgument: a bad filter (the subscription is unchanged).
+            InvalidArgument: a bad filter or page (the subscription is unchanged).
         """
         sub = self.hub.subs.get(sub_id)
         if sub is None or sub.owner != owner:
@@ -669,12 +726,44 @@ class Engine:
             raise FailedPrecondition(
                 "an aggregated subscription cannot be replaced; end it and subscribe again", field="sub_id"
             )
+        if isinstance(sub, PagedSubscription):
+            self._replace_page(sub, filter, options, order_by, top_n, skip_n)
+            return self.last_seq
+        if top_n is not None or skip_n is not None or order_by.strip():
+            raise InvalidArgument("only a paginated subscription takes top_n, skip_n and order_by", field="top_n")
         compiled = _request_filter(filter)
         options = replace(options, deleted_events=sub.options.deleted_events and not options.oof)
         state = [t.records for name, t in sorted(self.topics.items()) if sub.wants(name)]
         sub.replace(compiled, options, state)
         self.hub.refilter(sub)
         return self.last_seq
+
+    def _replace_page(
+        self,
+        sub: PagedSubscription,
+        filter: str,
+        options: SubscriptionOptions,
+        order_by: str,
+        top_n: int | None,
+        skip_n: int | None,
+    ) -> None:
+        """R-1 for a page: the page is defined again (top_n, skip_n, order_by); records now in
+        the window that the subscriber does not hold are delivered, those that left get an oof."""
+        if top_n is None:
+            raise InvalidArgument(
+                "a paginated subscription is replaced with its page: give top_n (and skip_n, order_by) again",
+                field="top_n",
+            )
+        query = PreparedQuery(QueryOptions(sub.topic, filter=filter, order_by=order_by, top_n=top_n, skip_n=skip_n))
+        topic = self._sow_topic(sub.topic)
+        shown = sub.shown
+        self._release_page(sub)
+        rs = self._result_set(topic, query)  # shared, or built now
+        sub.filter, sub.options = query.filter, replace(options, deleted_events=False)
+        sub.result_set, sub.skip, sub.top = rs, skip_n or 0, top_n
+        sub.shown = shown
+        rs.pages.append(sub)
+        sub.refresh()
 
     def _new_subscription(
         self,
@@ -686,6 +775,7 @@ class Engine:
         *,
         track: bool = False,
         check_name: bool = True,
+        cls: type[Subscription] = Subscription,
     ) -> Subscription:
         if check_name:
             self._check_topic_name(topic)
@@ -699,7 +789,7 @@ class Engine:
         compiled = _request_filter(filter)
         if sub_id and (len(sub_id) > 256 or not sub_id.isprintable()):
             raise InvalidArgument("sub_id must be at most 256 printable characters", field="sub_id")
-        return Subscription(
+        return cls(
             topic,
             compiled,
             options,
@@ -762,6 +852,17 @@ class Engine:
                 count = len(d.topic.records)
                 out.append(TopicSummary(d.name, d.kind, (), "transient", None, count, (), d.underlying, 0.0))
         return sorted(out, key=lambda s: s.name)
+
+
+async def _page_events(
+    query: PreparedQuery, window: list[StoredRecord], matched: int, bookmark: int
+) -> AsyncIterator[QueryEvent]:
+    """The query part of a paginated subscription: its first window."""
+    yield GroupBegin(query.opts.query_id, bookmark)
+    size = query.batch_size
+    for i in range(0, len(window), size):
+        yield RecordBatch(window[i : i + size])
+    yield GroupEnd(query.opts.query_id, len(window), matched, matched)
 
 
 def _request_filter(text: str) -> CompiledFilter | None:
