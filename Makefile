@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup run test lint typecheck unit generate bench bench-subscriptions bench-history bench-expr clean
+.PHONY: setup run test lint typecheck unit generate bench bench-subscriptions bench-history bench-views bench-expr clean
 
 setup: $(STAMP)
 
@@ -48,6 +48,10 @@ bench-subscriptions: setup
 ## History benchmarks (issue 5): historical vs current query, recovery rate, start-up.
 bench-history: setup
 	cd tools/bench && ../../$(BIN)/python bench_history.py
+
+## Views and pages (issue 6): window upkeep CPU share, view upkeep rate.
+bench-views: setup
+	cd tools/bench && ../../$(BIN)/python bench_views.py
 
 bench-expr: setup
 	$(BIN)/python tools/bench/bench_expr.py

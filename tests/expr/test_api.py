@@ -3,6 +3,12 @@ order_by, select and grouping/projection."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
 from sowdb.expr import (
     FILTER_CACHE_SIZE,
     compile_filter,
@@ -47,6 +53,35 @@ def test_order_by_sorts_nulls_first_numbers_before_strings_and_desc() -> None:
     two = parse_order_by("/g ASC, /p DESC")
     data = [{"g": 1, "p": 1}, {"g": 0, "p": 1}, {"g": 1, "p": 3}]
     assert sorted(data, key=two.key) == [{"g": 0, "p": 1}, {"g": 1, "p": 3}, {"g": 1, "p": 1}]
+
+
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "a": st.one_of(
+                    st.none(),
+                    st.booleans(),
+                    st.integers(-(2**53), 2**53),
+                    st.floats(allow_nan=True),
+                    st.text(max_size=4),
+                    st.lists(st.integers(), max_size=2),
+                ),
+                "b": st.one_of(st.integers(-5, 5), st.text(alphabet="ab\x00é", max_size=3)),
+            },
+        ),
+        max_size=12,
+    ),
+    st.sampled_from(["/a", "/a DESC", "/b, /a DESC", "/b DESC, /a", "/a DESC, /b DESC"]),
+)
+def test_byte_keys_order_like_the_tuple_keys(rows: list[dict[str, Any]], text: str) -> None:
+    """Pages keep their sorted results by byte key; it must order exactly like ``key``."""
+    order = parse_order_by(text)
+    for x, y in pairwise(rows):
+        kx, ky = order.key(x), order.key(y)
+        bx, by = order.byte_key(x), order.byte_key(y)
+        assert (kx < ky) == (bx < by) and (kx == ky) == (bx == by), (x, y)
 
 
 def test_select_includes_and_excludes_without_touching_the_record() -> None:

@@ -60,6 +60,7 @@ class View(Derived):
         super().__init__(name, underlying, filter)
         self.aggregation = aggregation
         self.groups: dict[str, Group] = {}
+        self._key_text: dict[tuple[Any, ...], str] = {}  # group key -> its SowKey, made once
 
     @classmethod
     def from_config(cls, c: ViewConfig) -> View:
@@ -67,7 +68,11 @@ class View(Derived):
 
     def _group_of(self, rec: StoredRecord) -> str:
         assert rec.data is not None
-        return orjson.dumps(list(self.aggregation.group_key(rec.data, rec))).decode()
+        key = self.aggregation.group_key(rec.data, rec)
+        text = self._key_text.get(key)
+        if text is None:
+            text = self._key_text[key] = orjson.dumps(list(key)).decode()
+        return text
 
     def apply(self, changes: Sequence[Change], now_us: int) -> list[Change]:
         touched: dict[str, Change] = {}  # group SowKey -> the last change that touched it
@@ -96,6 +101,8 @@ class View(Derived):
             group = groups[key]
             if group.members <= 0:
                 del groups[key]
+                if len(self._key_text) > 2 * len(groups) + 1000:  # forget emptied groups' keys, now and then
+                    self._key_text = {k: t for k, t in self._key_text.items() if t in groups}
                 gone = topic.remove(key)
                 if gone is not None:
                     out.append(Change(self.name, key, c.bookmark, c.timestamp_us, gone, None, OOF_DELETED))

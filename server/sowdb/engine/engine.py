@@ -168,10 +168,11 @@ class Engine:
         if self.hub:
             self.hub.dispatch(topic_name, changes)
         for rs in self._paged_topics.get(topic_name, ()):
-            lowest = rs.apply(changes)
-            changed = {c.sow_key: c for c in changes}
+            touched = rs.apply(changes)
+            changed: dict[str, Change] | None = None
             for page in rs.pages:
-                if lowest < page.skip + page.top or any(k in page.shown for k in changed):
+                if page.touched_by(touched):
+                    changed = changed or {c.sow_key: c for c in changes}
                     page.refresh(changed)
         for d in self._downstream.get(topic_name, ()):
             out = d.apply(changes, now)

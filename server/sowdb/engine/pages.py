@@ -12,7 +12,6 @@ the record itself went).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from sortedcontainers import SortedList
 
@@ -22,45 +21,59 @@ from sowdb.expr import CompiledFilter, OrderBy
 
 
 class ResultSet:
-    """The matching records of a topic in page order."""
+    """The matching records of a topic in page order.
+
+    The sorted list holds byte keys (:meth:`OrderBy.byte_key` + SowKey, so every key is unique
+    and SowKey breaks ties); ``records`` maps a key back to its record.
+    """
 
     def __init__(self, key: tuple[str, str, str], filter: CompiledFilter | None, order: OrderBy | None) -> None:
         self.key = key
         self.filter = filter
         self.order = order
-        self.entries: dict[str, tuple[Any, str, StoredRecord]] = {}
+        self.entries: dict[str, bytes] = {}  # SowKey -> its sort key
+        self.records: dict[bytes, StoredRecord] = {}
         self.sorted: SortedList = SortedList()
         self.pages: list[PagedSubscription] = []
 
-    def _entry(self, rec: StoredRecord) -> tuple[Any, str, StoredRecord]:
-        return (self.order.key(rec.data or {}) if self.order is not None else (), rec.sow_key, rec)
+    def _sort_key(self, rec: StoredRecord) -> bytes:
+        tail = rec.sow_key.encode()
+        return self.order.byte_key(rec.data or {}) + tail if self.order is not None else tail
 
     def load(self, records: Sequence[StoredRecord]) -> None:
         flt = self.filter
-        entries = [self._entry(r) for r in records if flt is None or flt.matches(r.data, r)]
-        self.entries = {e[1]: e for e in entries}
-        self.sorted = SortedList(entries)
+        matched = [r for r in records if flt is None or flt.matches(r.data, r)]
+        self.records = {self._sort_key(r): r for r in matched}
+        self.entries = {r.sow_key: k for k, r in self.records.items()}
+        self.sorted = SortedList(self.records)
 
-    def apply(self, changes: Sequence[Change]) -> int:
-        """Take a batch of changes; returns the lowest position it touched (for pages to check
-        whether their window moved)."""
-        lowest = len(self.sorted) + 1
-        flt, entries, sl = self.filter, self.entries, self.sorted
+    def apply(self, changes: Sequence[Change]) -> list[bytes]:
+        """Take a batch of changes; returns the sort keys it removed or added (pages compare
+        them with their window's last key to see whether the batch touched them)."""
+        touched = []
+        flt, entries, records, sl = self.filter, self.entries, self.records, self.sorted
         for c in changes:
             old = entries.pop(c.sow_key, None)
             if old is not None:
-                lowest = min(lowest, sl.index(old))
                 sl.remove(old)
+                del records[old]
+                touched.append(old)
             new = c.new
             if new is not None and (flt is None or flt.matches(new.data, new)):
-                entry = self._entry(new)
-                entries[c.sow_key] = entry
-                sl.add(entry)
-                lowest = min(lowest, sl.index(entry))
-        return lowest
+                key = self._sort_key(new)
+                entries[c.sow_key] = key
+                records[key] = new
+                sl.add(key)
+                touched.append(key)
+        return touched
+
+    def current(self, sow_key: str) -> StoredRecord | None:
+        key = self.entries.get(sow_key)
+        return None if key is None else self.records[key]
 
     def window(self, skip: int, top: int) -> list[StoredRecord]:
-        return [e[2] for e in self.sorted.islice(skip, skip + top)]
+        records = self.records
+        return [records[k] for k in self.sorted.islice(skip, skip + top)]
 
 
 class PagedSubscription(Subscription):
@@ -73,6 +86,16 @@ class PagedSubscription(Subscription):
     def bind(self, result_set: ResultSet, skip: int, top: int) -> None:
         self.result_set, self.skip, self.top = result_set, skip, top
         self.shown: dict[str, StoredRecord] = {}
+
+    def touched_by(self, touched: list[bytes]) -> bool:
+        """Whether entries removed or added by a batch may have changed this window: one at or
+        before the window's last entry (as it is after the batch) did; one after it did not."""
+        sl = self.result_set.sorted
+        end = self.skip + self.top
+        if len(sl) < end:
+            return bool(touched)
+        boundary = sl[end - 1]
+        return any(k <= boundary for k in touched)
 
     def offer(self, topic: str, changes: Sequence[Change]) -> None:
         """Changes reach a page through its result set (:meth:`refresh`), not one by one."""
@@ -97,8 +120,8 @@ class PagedSubscription(Subscription):
                 gone = StoredRecord(last.topic, key, last.data, last.raw, c.bookmark, c.timestamp_us)
                 self._enqueue(QueuedEvent("oof", gone, c.reason))
             else:
-                entry = self.result_set.entries.get(key)
-                current = c.new if c is not None and c.new is not None else entry[2] if entry else last
+                now_rec = self.result_set.current(key)
+                current = c.new if c is not None and c.new is not None else now_rec or last
                 self._enqueue(QueuedEvent("oof", current, OOF_MATCH))
         for rec in window:
             if shown.get(rec.sow_key) is not rec:

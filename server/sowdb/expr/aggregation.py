@@ -188,22 +188,20 @@ class Group:
         self.last: dict[str, Any] | None = None
         self.last_ctx: Any = None
 
-    def _each(self, data: dict[str, Any], ctx: Any) -> Iterable[tuple[Accumulator, Any]]:
-        for slot, acc in zip(self.aggregation.slots, self.accumulators, strict=True):
-            x = slot.arg(data, ctx)
-            if not is_null(x):
-                yield acc, x
-
     def add(self, data: dict[str, Any], ctx: Any = None) -> None:
         self.members += 1
-        for acc, x in self._each(data, ctx):
-            acc.add(x)
+        for slot, acc in zip(self.aggregation.slots, self.accumulators, strict=True):  # inline: views' hot path
+            x = slot.arg(data, ctx)
+            if not is_null(x):
+                acc.add(x)
         self.last, self.last_ctx = data, ctx
 
     def remove(self, data: dict[str, Any], ctx: Any = None) -> None:
         self.members -= 1
-        for acc, x in self._each(data, ctx):
-            acc.remove(x)
+        for slot, acc in zip(self.aggregation.slots, self.accumulators, strict=True):
+            x = slot.arg(data, ctx)
+            if not is_null(x):
+                acc.remove(x)
 
     def result(self) -> dict[str, Any]:
         self.aggregation._aggregate_values.values = [a.value() for a in self.accumulators]

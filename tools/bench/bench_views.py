@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Benchmarks of issue 6, on the engine in this process (RocksDB in a temporary directory).
+
+- page upkeep: N orders, one paginated subscription (top 20 by ``/price DESC``), then updates
+  (new prices for random orders, 100 per publish). The time spent keeping the page — the
+  shared result set's O(log n) updates plus the window refreshes — is measured around exactly
+  those calls and expressed as the CPU share it costs at 10k updates/s.
+- view upkeep: a view ``SUM(/qty), COUNT(/orderId)`` grouped by ``/symbol`` over the same
+  topic; updates are published with and without the view, and the view's cost per update is
+  the difference: the rate at which it can follow its underlying topic.
+
+Usage: ``python tools/bench/bench_views.py [--orders 1000000] [--updates 200000]``
+(``make bench-views``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+import time
+from typing import Any
+
+import orjson
+from bench_server import _orders
+
+from sowdb.config import config_from_dict
+from sowdb.engine import Engine, InMessage, QueryOptions
+from sowdb.engine.pages import PagedSubscription, ResultSet
+from sowdb.engine.subscriptions import SubscriptionOptions
+from sowdb.storage import Store
+
+
+def _engine(data_dir: str, views: bool) -> Engine:
+    raw: dict[str, Any] = {
+        "topic": [{"name": "orders", "key": ["/orderId"], "durability": "transient"}],
+        "server": {"data_dir": data_dir},
+    }
+    if views:
+        raw["view"] = [
+            {
+                "name": "by_symbol",
+                "underlying": "orders",
+                "grouping": ["/symbol"],
+                "projection": ["/symbol", "SUM(/qty) AS /qty", "COUNT(/orderId) AS /orders"],
+            }
+        ]
+    return Engine(config_from_dict(raw, source="<bench>"), Store(data_dir))
+
+
+def _load(engine: Engine, orders: list[bytes]) -> None:
+    for i in range(0, len(orders), 1000):
+        engine.publish("orders", [InMessage(r) for r in orders[i : i + 1000]])
+
+
+def _updates(orders: list[bytes], n: int, seed: int) -> list[list[InMessage]]:
+    rnd = random.Random(seed)
+    batches = []
+    for _ in range(n // 100):
+        batch = []
+        for _ in range(100):
+            d = orjson.loads(orders[rnd.randrange(len(orders))])
+            d["price"] = round(rnd.uniform(1, 200), 2)
+            d["qty"] = rnd.randrange(1, 1000)
+            batch.append(InMessage(orjson.dumps(d)))
+        batches.append(batch)
+    return batches
+
+
+def _timed(cls: Any, name: str, spent: list[float]) -> None:
+    """Wrap ``cls.name`` so that the time spent in it is added to ``spent[0]``."""
+    inner = getattr(cls, name)
+
+    def wrapper(self: Any, *args: Any, **kw: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return inner(self, *args, **kw)
+        finally:
+            spent[0] += time.perf_counter() - start
+
+    setattr(cls, name, wrapper)
+
+
+def _publish_all(engine: Engine, batches: list[list[InMessage]], sub: Any = None) -> float:
+    start = time.perf_counter()
+    for i, batch in enumerate(batches):
+        engine.publish("orders", batch)
+        if sub is not None and i % 50 == 0:
+            sub.drain()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--orders", type=int, default=1_000_000)
+    parser.add_argument("--updates", type=int, default=200_000)
+    args = parser.parse_args()
+    orders = _orders(args.orders)
+    batches = _updates(orders, args.updates, seed=1)
+    n = len(batches) * 100
+
+    with tempfile.TemporaryDirectory(prefix="sowdb-bench-views-") as tmp:
+        engine = _engine(tmp, views=False)
+        _load(engine, orders)
+        sub, _ = engine.sow_and_subscribe(
+            QueryOptions(topic="orders", order_by="/price DESC", top_n=20, skip_n=0),
+            options=SubscriptionOptions(oof=True),
+        )
+        assert isinstance(sub, PagedSubscription)
+        spent = [0.0]
+        _timed(ResultSet, "apply", spent)
+        _timed(PagedSubscription, "refresh", spent)
+        took = _publish_all(engine, batches, sub)
+        per_update = spent[0] / n
+        print(
+            f"page upkeep  top 20 by /price DESC over {len(orders):,} records: {per_update * 1e6:.1f} µs per update "
+            f"= {per_update * 10_000 * 100:.1f} % of a core at 10k updates/s "
+            f"(publish with the page: {n / took:,.0f} msg/s)"
+        )
+        engine.unsubscribe(sub)
+        engine.close()
+
+    with tempfile.TemporaryDirectory(prefix="sowdb-bench-views-") as tmp:
+        plain = _engine(tmp, views=False)
+        _load(plain, orders)
+        without = min(_publish_all(plain, batches) for _ in range(2))
+        plain.close()
+    with tempfile.TemporaryDirectory(prefix="sowdb-bench-views-") as tmp:
+        viewed = _engine(tmp, views=True)
+        _load(viewed, orders)
+        with_view = min(_publish_all(viewed, batches) for _ in range(2))
+        groups = len(viewed.topics["by_symbol"].records)
+        viewed.close()
+    cost = max(with_view - without, 1e-9) / n
+    print(
+        f"view upkeep  SUM(/qty), COUNT(/orderId) by /symbol ({groups:,} groups): {cost * 1e6:.1f} µs per update "
+        f"= {1 / cost:,.0f} underlying updates/s; engine publish {n / without:,.0f} msg/s without the view, "
+        f"{n / with_view:,.0f} msg/s with it"
+    )
+
+
+if __name__ == "__main__":
+    main()
