@@ -77,9 +77,12 @@ class View(Derived):
     def apply(self, changes: Sequence[Change], now_us: int) -> list[Change]:
         touched: dict[str, Change] = {}  # group SowKey -> the last change that touched it
         groups = self.groups
+        unfiltered = self.filter is None
         for c in changes:
-            old = c.old if self._matches(c.old) else None
-            new = c.new if self._matches(c.new) else None
+            old, new = c.old, c.new
+            if not unfiltered:
+                old = old if self._matches(old) else None
+                new = new if self._matches(new) else None
             if old is not None:
                 key = self._group_of(old)
                 group = groups.get(key)

@@ -165,7 +165,10 @@ def new_accumulator(name: str) -> Accumulator:
 
 
 def _hashable(x: Any) -> Any:
-    if type(x) is list:
+    t = type(x)
+    if t is int or t is float or (t is str and x):
+        return x
+    if t is list:
         return tuple(_hashable(e) for e in x) or None
     if type(x) is dict or (type(x) is str and not x):
         return None
@@ -192,7 +195,7 @@ class Group:
         self.members += 1
         for slot, acc in zip(self.aggregation.slots, self.accumulators, strict=True):  # inline: views' hot path
             x = slot.arg(data, ctx)
-            if not is_null(x):
+            if x is not None and (type(x) is int or type(x) is float or not is_null(x)):
                 acc.add(x)
         self.last, self.last_ctx = data, ctx
 
@@ -200,7 +203,7 @@ class Group:
         self.members -= 1
         for slot, acc in zip(self.aggregation.slots, self.accumulators, strict=True):
             x = slot.arg(data, ctx)
-            if not is_null(x):
+            if x is not None and (type(x) is int or type(x) is float or not is_null(x)):
                 acc.remove(x)
 
     def result(self) -> dict[str, Any]:
@@ -260,7 +263,10 @@ class Aggregation:
             self.outputs.append((compiler.value(node), out))
 
     def group_key(self, data: dict[str, Any], ctx: Any = None) -> tuple[Any, ...]:
-        return tuple(_hashable(fn(data, ctx)) for fn in self._group_fns)
+        fns = self._group_fns
+        if len(fns) == 1:  # the common case, without a generator (views call this per change)
+            return (_hashable(fns[0](data, ctx)),)
+        return tuple([_hashable(fn(data, ctx)) for fn in fns])
 
     def new_group(self) -> Group:
         return Group(self)
