@@ -4,7 +4,9 @@ query's window), shared result sets and replacement (R-1)."""
 
 from __future__ import annotations
 
+import json
 import random
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from sowdb.errors import InvalidArgument
 from sowdb.storage import Store
 from sowdb_client import InvalidArgumentError
 from tests.server.conftest import Running
+from tests.server.test_process import sow as run_cli
 from tests.server.test_subscriptions import take
 
 
@@ -136,17 +139,10 @@ async def test_pages_stay_equal_to_the_window_of_a_fresh_query(tmp_path: Path) -
 
 
 def test_cli_page_and_groups(sowd_process: Any) -> None:
-    import json
-    import subprocess
-    import sys
-
     s = ("-server", sowd_process.target)
 
     def sow(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "sowdb_client.cli", *args, *s], input=stdin, capture_output=True, text=True,
-            timeout=60,
-        )  # fmt: skip
+        return run_cli(*args, *s, stdin=stdin)
 
     orders = "\n".join(json.dumps({"orderId": i, "symbol": f"S{i % 2}", "qty": i}) for i in (1, 2, 5, 7))
     assert sow("publish", "-topic", "orders", stdin=orders).returncode == 0

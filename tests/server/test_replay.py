@@ -7,12 +7,12 @@ import asyncio
 import json
 import random
 import subprocess
-import sys
 
 import pytest
 
 from sowdb_client import AsyncClient, Mirror, OutOfRangeError
 from tests.server.conftest import Process, Running
+from tests.server.test_process import sow as run_cli
 
 
 async def churn(c: AsyncClient, topic: str, rounds: int, seed: int, done: asyncio.Event | None = None) -> None:
@@ -140,10 +140,7 @@ def test_cli_bookmark_flags(sowd_process: Process) -> None:
     s = ("-server", sowd_process.target)
 
     def sow(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "sowdb_client.cli", *args, *s], input=stdin, capture_output=True, text=True,
-            timeout=60,
-        )  # fmt: skip
+        return run_cli(*args, *s, stdin=stdin)
 
     assert sow("publish", "-topic", "orders", stdin='{"orderId": 1, "v": 1}\n{"orderId": 2, "v": 1}').returncode == 0
     assert sow("publish", "-topic", "orders", stdin='{"orderId": 1, "v": 2}').returncode == 0

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import orjson
 from bench_server import _orders, _rss_mb, _settle, _timed_query
+from bench_server import _start as start_sowd
 
 from sowdb_client import Client
 
@@ -38,18 +39,10 @@ history = { window = "1d" }
 
 
 def _start(data_dir: Path, config: Path) -> tuple[subprocess.Popen[str], str, float]:
+    """Start sowd; also returns the seconds until it listened (its start-up time)."""
     started = time.perf_counter()
-    args = ["--config", str(config), "--data-dir", str(data_dir), "--listen", "127.0.0.1:0", "--log-level", "WARNING"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sowdb.main", *args],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if "listening on" not in line:
-        raise SystemExit(f"sowd did not start: {line!r}")
-    return proc, line.split("listening on ")[1].split()[0], time.perf_counter() - started
+    proc, target = start_sowd(str(data_dir), "--config", str(config))
+    return proc, target, time.perf_counter() - started
 
 
 def _updated(raw: list[bytes]) -> list[bytes]:

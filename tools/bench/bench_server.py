@@ -39,19 +39,11 @@ def _orders(n: int) -> list[bytes]:
     return [json.dumps(mod.order(i), separators=(",", ":")).encode() for i in range(n)]
 
 
-def _start(data_dir: str) -> tuple[subprocess.Popen[str], str]:
+def _start(data_dir: str, *args: str) -> tuple[subprocess.Popen[str], str]:
+    """Start ``sowd`` on ``data_dir`` (extra ``args`` such as ``--config F``); (process, target)."""
+    flags = ["--data-dir", data_dir, "--listen", "127.0.0.1:0", "--log-level", "WARNING", *args]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "sowdb.main",
-            "--data-dir",
-            data_dir,
-            "--listen",
-            "127.0.0.1:0",
-            "--log-level",
-            "WARNING",
-        ],
+        [sys.executable, "-m", "sowdb.main", *flags],
         stdout=subprocess.PIPE,
         text=True,
     )
