@@ -342,3 +342,26 @@ async def test_transient_history_is_rebuilt_with_its_topic(tmp_path: Path) -> No
     assert await sow(engine, "ticks", str(b)) == {"1": {"id": 1, "v": 1}}
     assert [e.op for e in engine.store.iter_journal()][-1] == OP_DELETE
     engine.close()
+
+
+def test_long_recoveries_show_a_progress_bar_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from sowdb.engine import recovery
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    monkeypatch.setattr("sys.stderr", screen)
+    advance, close = recovery._progress(1_000_000, "replaying the journal")
+    advance(500_000)
+    close()
+    assert "replaying the journal" in screen.getvalue() and "entries/s" in screen.getvalue()
+    quiet = io.StringIO()  # not a terminal: no bar
+    monkeypatch.setattr("sys.stderr", quiet)
+    advance, close = recovery._progress(1_000_000, "replaying the journal")
+    advance(1)
+    close()
+    assert quiet.getvalue() == ""
