@@ -124,6 +124,8 @@ async def test_view_subscribers_see_group_updates_and_emptied_groups_leave(tmp_p
         pub(engine, "by_symbol", {"symbol": "x"})
     with pytest.raises(FailedPrecondition, match="read-only"):
         engine.sow_delete("by_symbol", filter="/qty > 0")
+    with pytest.raises(FailedPrecondition, match="keeps no journal"):
+        engine.subscribe("by_symbol", bookmark="0")
     engine.close()
 
 

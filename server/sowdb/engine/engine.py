@@ -534,6 +534,12 @@ class Engine:
             OutOfRange: the journal no longer reaches back to the bookmark.
         """
         sub = self._new_subscription(topic, filter, options, sub_id, owner)
+        if bookmark.strip() and topic in self._derived:
+            raise FailedPrecondition(
+                f"{topic!r} is a {self._derived[topic]} topic, which keeps no journal to replay; subscribe without a "
+                "bookmark, or to its underlying topic",
+                field="bookmark",
+            )
         if bookmark.strip():
             sub.replay_from = (self._replay_start(parse_bookmark(bookmark)), self.last_seq)
             sub.held = []
