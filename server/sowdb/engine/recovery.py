@@ -110,26 +110,31 @@ def replay_into_store(store: Store, config: Config) -> RecoveryReport | None:
     publish = k.OP_PUBLISH
     n = 0
     chunk = store.recovery_batch()
+    put, delete, cur_cf, hist_cf = chunk.wb.put, chunk.wb.delete, chunk.current_cf, chunk.history_cf
+    left = RECOVERY_CHUNK
     try:
         for key, value in store.iter_journal_raw(start):
             lt, lk = unpack_lengths(value, 17)
             topic = value[hsize : hsize + lt]
             if topic in persistent:
-                rkey = topic + b"\x00" + value[hsize + lt : hsize + lt + lk]
+                end = hsize + lt + lk
+                rkey = topic + b"\x00" + value[hsize + lt : end]
                 op = value[8]
                 if key > cur_from_b:
                     if op == publish:
-                        chunk.wb.put(rkey, key + value[:8] + value[9:17] + value[hsize + lt + lk :], chunk.current_cf)
+                        put(rkey, key + value[:8] + value[9:17] + value[end:], cur_cf)
                     else:
-                        chunk.wb.delete(rkey, chunk.current_cf)
+                        delete(rkey, cur_cf)
                 if topic in with_history and key > hist_from_b:
-                    payload = value[hsize + lt + lk :] if op == publish else b""
-                    chunk.wb.put(rkey + b"\x00" + key, value[8:9] + value[:8] + payload, chunk.history_cf)
+                    put(rkey + b"\x00" + key, value[8:9] + value[:8] + (value[end:] if op == publish else b""), hist_cf)
             n += 1
-            if n % RECOVERY_CHUNK == 0:
+            left -= 1
+            if not left:
                 seq = k.decode_seq(key)
                 chunk.commit(current_upto=max(seq, cur_from), history_upto=max(seq, hist_from))
                 chunk = store.recovery_batch()
+                put, delete = chunk.wb.put, chunk.wb.delete
+                left = RECOVERY_CHUNK
                 advance(RECOVERY_CHUNK)
         chunk.commit(current_upto=max(last, cur_from), history_upto=max(last, hist_from))
         store.finish_recovery()
