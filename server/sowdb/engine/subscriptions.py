@@ -56,6 +56,7 @@ class Change:
     old: StoredRecord | None
     new: StoredRecord | None
     reason: str = OOF_DELETED
+    event: QueuedEvent | None = None  # the ``publish`` event of ``new``, made once, queued by many
 
 
 @dataclass(frozen=True)
@@ -145,21 +146,35 @@ class Subscription:
             if len(self.held) > self.max_records:
                 self._fail(f"{len(self.held)} changes arrived while its query or replay was being sent")
             return
-        flt = self.filter
-        if self.focus is None and not self.options.delta and flt is not None:
-            # the common case, inline: a filter, no oof bookkeeping, whole records
-            matches = flt.matches
-            for c in changes:
-                new = c.new
-                if new is None:
-                    self._evaluate(c)
-                elif matches(new.data, new):
-                    self._push(QueuedEvent("publish", new))
+        if self.focus is None and not self.options.delta and not self.conflated:
+            self._offer_plain(changes)
         else:
             for c in changes:
                 self._evaluate(c)
         if self.queue:
             self.wakeup.set()
+
+    def _offer_plain(self, changes: Sequence[Change]) -> None:
+        """The common case inline — no oof bookkeeping, whole records, no conflation: queue
+        the change's shared ``publish`` event and check the limits once per batch."""
+        flt = self.filter
+        matches = flt.matches if flt is not None else None
+        queue = self.queue
+        size = 0
+        for c in changes:
+            new = c.new
+            if new is None:
+                self._evaluate(c)  # a removal: a ``deleted`` event, if asked for
+            elif matches is None or matches(new.data, new):
+                event = c.event
+                if event is None:
+                    event = c.event = QueuedEvent("publish", new)
+                queue.append(event)
+                size += len(new.raw)
+        if size:
+            self.queued_bytes += size
+            if len(queue) > self.max_records or self.queued_bytes > self.max_bytes:
+                self._fail(f"{len(queue)} events / {self.queued_bytes} bytes queued")
 
     def accept(self, delivered: Iterable[StoredRecord]) -> None:
         """The query's results are sent: note what the subscriber holds."""
