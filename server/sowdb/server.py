@@ -49,6 +49,7 @@ class SowServer:
         store = Store(Path(cfg.data_dir), fsync=cfg.fsync)
         self.engine = Engine(self.config, store, clock=self.clock)
         _tune_gc()
+        logging.getLogger("grpc._cython.cygrpc").addFilter(_CLIENT_GONE)
         limit = cfg.max_message_bytes
         server = grpc.aio.server(
             options=[
@@ -86,6 +87,18 @@ class SowServer:
             self.engine = None
 
 
+class _ClientGoneFilter(logging.Filter):
+    """Drops grpcio's ERROR record for a stream write that failed because the client had gone.
+
+    grpcio logs ``ExecuteBatchError raised in core`` whenever a subscriber disconnects while a
+    frame is being sent; for a subscription that is the client leaving, which the stream's own
+    cleanup handles, so it would only teach operators to ignore ERROR lines.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "ExecuteBatchError raised in core" not in record.getMessage()
+
+
 def _tune_gc() -> None:
     """Keep the cyclic garbage collector off the publish path.
 
@@ -98,6 +111,9 @@ def _tune_gc() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(10_000, 20, 100)
+
+
+_CLIENT_GONE = _ClientGoneFilter()
 
 
 async def run(config: Config) -> None:

@@ -14,3 +14,15 @@ def test_engine_storage_and_expr_never_import_grpc() -> None:
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, f"protocol modules imported below the API layer: {run.stdout}{run.stderr}"
+
+
+def test_a_subscriber_leaving_mid_send_is_not_logged_as_an_error() -> None:
+    import logging
+
+    from sowdb.server import _CLIENT_GONE
+
+    def record(msg: str) -> logging.LogRecord:
+        return logging.LogRecord("grpc._cython.cygrpc", logging.ERROR, __file__, 1, msg, None, None)
+
+    assert not _CLIENT_GONE.filter(record("ExecuteBatchError raised in core by servicer method [/x]"))
+    assert _CLIENT_GONE.filter(record("Unexpected error in the server"))
