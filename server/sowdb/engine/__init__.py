@@ -1,4 +1,4 @@
-"""The engine: topics, the publish pipeline, queries (and, later, subscriptions, history, views).
+"""The engine: topics, the publish pipeline, queries, subscriptions, history, derived topics.
 
 It never imports grpc: the protocol layer (``sowdb.api``) translates requests into the calls
 below and domain errors (``sowdb.errors``) into gRPC statuses.

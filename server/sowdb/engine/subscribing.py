@@ -1,0 +1,344 @@
+"""Subscriptions: plain, with a query (S-1), with a bookmark (H-3, H-4), aggregated (Q-8),
+paginated (P-1), and their replacement (R-1).
+
+Each is placed in one synchronous step of the writer — the query's snapshot, the replay's end
+point and the registration happen together — so the subscriber's view of the total order has
+no gap and no duplicate.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+from sowdb.config import is_regex_topic
+from sowdb.engine.base import EngineBase, request_filter
+from sowdb.engine.bookmarks import Point, parse_bookmark
+from sowdb.engine.derived import View
+from sowdb.engine.pages import PagedSubscription, ResultSet
+from sowdb.engine.query import GroupBegin, GroupEnd, PreparedQuery, QueryEvent, QueryOptions, RecordBatch
+from sowdb.engine.records import StoredRecord
+from sowdb.engine.replay import replay_changes
+from sowdb.engine.subscriptions import (
+    DEFAULT_OPTIONS,
+    Change,
+    Subscription,
+    SubscriptionOptions,
+)
+from sowdb.engine.topic import SowTopic
+from sowdb.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    OutOfRange,
+)
+from sowdb.expr import Aggregation
+
+
+class Subscribing(EngineBase):
+    """The subscription side of the engine."""
+
+    def subscribe(
+        self,
+        topic: str,
+        *,
+        filter: str = "",
+        options: SubscriptionOptions = DEFAULT_OPTIONS,
+        sub_id: str = "",
+        owner: str = "",
+        bookmark: str = "",
+    ) -> Subscription:
+        """Place a subscription without a query. With a bookmark it is placed held, with
+        ``replay_from`` set: the journal after the bookmark is replayed first (H-4).
+
+        Raises:
+            InvalidArgument: a bad topic pattern, filter, sub_id or bookmark.
+            OutOfRange: the journal no longer reaches back to the bookmark.
+        """
+        sub = self._new_subscription(topic, filter, options, sub_id, owner)
+        if bookmark.strip() and topic in self._derived:
+            raise FailedPrecondition(
+                f"{topic!r} is a {self._derived[topic]} topic, which keeps no journal to replay; subscribe without a "
+                "bookmark, or to its underlying topic",
+                field="bookmark",
+            )
+        if bookmark.strip():
+            sub.replay_from = (self._replay_start(parse_bookmark(bookmark)), self.last_seq)
+            sub.held = []
+        self.hub.add(sub)
+        return sub
+
+    def _replay_start(self, point: Point, field: str = "bookmark") -> int:
+        """The sequence a replay starts after.
+
+        ``0`` means the start of the retained journal; a timestamp, the last entry at or
+        before it.
+
+        Raises:
+            OutOfRange: the point is older than the retained journal.
+            InvalidArgument: a sequence number after the latest one.
+        """
+        trimmed = self.store.journal_trimmed()
+        if point.now:
+            return self.last_seq
+        if point.seq == 0:
+            return trimmed
+        if point.seq is not None:
+            after = point.seq
+            if after > self.last_seq:
+                raise InvalidArgument(f"bookmark {after} is after the latest bookmark {self.last_seq}", field=field)
+        else:
+            assert point.timestamp_us is not None
+            after = self._seq_at(point.timestamp_us)
+            if after == trimmed and trimmed:
+                entry = self.store.journal_entry(trimmed + 1)
+                if entry is None or entry.timestamp_us > point.timestamp_us:
+                    after = -1  # older than everything retained
+        if after < trimmed:
+            raise OutOfRange(
+                f"bookmark {point.seq if point.seq is not None else 'at that time'} is older than the retained "
+                f"journal, which starts after bookmark {trimmed}; resubscribe from {trimmed} or later (or query "
+                "the current state)",
+                oldest_bookmark=trimmed,
+                field=field,
+            )
+        return after
+
+    def replay(self, sub: Subscription) -> AsyncIterator[list[Change]]:
+        """The journal changes a subscription placed with a bookmark must see first."""
+        assert sub.replay_from is not None
+        after, upto = sub.replay_from
+        return replay_changes(
+            self.store,
+            wants=sub.wants,
+            sow_topics=self.topics,
+            after=after,
+            upto=upto,
+            track_old=sub.options.delta,
+        )
+
+    def sow_and_subscribe(
+        self,
+        opts: QueryOptions,
+        *,
+        options: SubscriptionOptions = DEFAULT_OPTIONS,
+        sub_id: str = "",
+        owner: str = "",
+    ) -> tuple[Subscription, AsyncIterator[QueryEvent]]:
+        """Query and subscribe at one point (S-1): the snapshot is taken and the subscription
+        registered in the same synchronous step; changes after that point are held by the
+        subscription until :meth:`Subscription.release` (after the query's group_end).
+
+        A topic without a SOW gives an empty result, then live messages (S-2).
+        """
+        query = PreparedQuery(opts)
+        if query.aggregation is not None:
+            if opts.skip_n is not None:
+                raise InvalidArgument("a subscription is either aggregated or paginated, not both", field="skip_n")
+            return self._aggregated_subscription(opts, query.aggregation, options, sub_id, owner)
+        if opts.skip_n is not None:
+            return self._paged_subscription(opts, query, options, sub_id, owner)
+        if is_regex_topic(opts.topic):
+            topics = self.query_topics(opts.topic)
+        else:
+            self._check_topic_name(opts.topic)
+            topics = [self.topics[opts.topic]] if opts.topic in self.topics else []
+        sub = self._new_subscription(opts.topic, opts.filter, options, sub_id, owner, track=True)
+        sub.held = []
+        point = parse_bookmark(opts.bookmark) if opts.bookmark.strip() else None
+        if point is not None and not point.now:
+            # H-3: the state as of the bookmark, the journal after it, then live
+            as_of = self._as_of(topics, point)
+            sub.replay_from = (self._replay_start(Point(seq=as_of.seq) if as_of.seq else point), self.last_seq)
+            events = query.run(query.snapshot_heads(topics, as_of), as_of.seq, self.clock(), as_of=as_of)
+        else:
+            events = query.run(query.snapshot(topics), self.last_seq, self.clock())
+        self.hub.add(sub)
+        return sub, events
+
+    def _aggregated_subscription(
+        self, opts: QueryOptions, aggregation: Aggregation, options: SubscriptionOptions, sub_id: str, owner: str
+    ) -> tuple[Subscription, AsyncIterator[QueryEvent]]:
+        """Q-8 live: a private view of the topic (grouping, projection, filter) is created from
+        its current state, and the subscription follows that view: each change to a member
+        record updates its group, and an emptied group leaves with an oof ``deleted``."""
+        if opts.bookmark.strip():
+            raise InvalidArgument(
+                "an aggregated subscription follows the current state; query as of a bookmark with Sow",
+                field="bookmark",
+            )
+        if is_regex_topic(opts.topic):
+            raise InvalidArgument("an aggregated subscription reads one topic, not a pattern", field="topic")
+        underlying = self._sow_topic(opts.topic)
+        view = View(f"\x00aggregate {secrets.token_hex(8)}", opts.topic, aggregation, opts.filter)
+        view.load(list(underlying.records.values()), self.clock())
+        sub = self._new_subscription(view.name, "", options, sub_id, owner, track=True, check_name=False)
+        sub.held = []
+        inner = PreparedQuery(replace(opts, topic=view.name, filter="", grouping=(), projection=()))
+        events = inner.run(inner.snapshot([view.topic]), self.last_seq, self.clock())
+        self.hub.add(sub)
+        self._attach(view)
+        self._private[sub.id] = view
+        return sub, events
+
+    def _paged_subscription(
+        self, opts: QueryOptions, query: PreparedQuery, options: SubscriptionOptions, sub_id: str, owner: str
+    ) -> tuple[Subscription, AsyncIterator[QueryEvent]]:
+        """P-1: the window ``[skip_n, skip_n + top_n)`` of the topic's matching records in
+        ``order_by`` order (SowKey order when none), kept live. The first window is the query's
+        result, taken in the same step that registers the page."""
+        if opts.bookmark.strip():
+            raise InvalidArgument("a paginated subscription follows the current state", field="bookmark")
+        if is_regex_topic(opts.topic):
+            raise InvalidArgument("a paginated subscription reads one topic, not a pattern", field="topic")
+        topic = self._sow_topic(opts.topic)
+        sub = self._new_subscription(opts.topic, opts.filter, options, sub_id, owner, cls=PagedSubscription)
+        assert isinstance(sub, PagedSubscription) and opts.top_n is not None
+        rs = self._result_set(topic, query)
+        sub.bind(rs, opts.skip_n or 0, opts.top_n)
+        window = rs.window(sub.skip, sub.top)
+        sub.shown = {r.sow_key: r for r in window}
+        self.hub.add(sub)
+        rs.pages.append(sub)
+        return sub, _page_events(query, window, len(rs.sorted), self.last_seq)
+
+    def _result_set(self, topic: SowTopic, query: PreparedQuery) -> ResultSet:
+        """The shared result set of (topic, filter, order), created from the topic's state."""
+        key = (topic.name, query.opts.filter.strip(), query.opts.order_by.strip())
+        rs = self._result_sets.get(key)
+        if rs is None:
+            rs = self._result_sets[key] = ResultSet(key, query.filter, query.order)
+            rs.load(list(topic.records.values()))
+            self._paged_topics.setdefault(topic.name, []).append(rs)
+        return rs
+
+    def _release_page(self, sub: PagedSubscription) -> None:
+        rs = sub.result_set
+        rs.pages.remove(sub)
+        if not rs.pages:
+            del self._result_sets[rs.key]
+            self._paged_topics[rs.key[0]].remove(rs)
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        self.hub.remove(sub)
+        if isinstance(sub, PagedSubscription) and sub in sub.result_set.pages:
+            self._release_page(sub)
+        view = self._private.pop(sub.id, None)
+        if view is not None:
+            self._detach(view)
+
+    def replace_subscription(
+        self,
+        sub_id: str,
+        *,
+        owner: str,
+        filter: str = "",
+        options: SubscriptionOptions = DEFAULT_OPTIONS,
+        order_by: str = "",
+        top_n: int | None = None,
+        skip_n: int | None = None,
+    ) -> int:
+        """R-1: new filter and options for a live subscription; returns the sequence point at
+        which they took effect. Only the connection that placed it may replace it.
+
+        Raises:
+            NotFound: no such subscription on this connection.
+            FailedPrecondition: its query has not finished yet.
+            InvalidArgument: a bad filter or page (the subscription is unchanged).
+        """
+        sub = self.hub.subs.get(sub_id)
+        if sub is None or sub.owner != owner:
+            raise NotFound(f"no live subscription {sub_id!r} on this connection", field="sub_id")
+        if sub.held is not None:
+            raise FailedPrecondition("the subscription's query is still being sent; replace it after group_end")
+        if sub.id in self._private:
+            raise FailedPrecondition(
+                "an aggregated subscription cannot be replaced; end it and subscribe again", field="sub_id"
+            )
+        if isinstance(sub, PagedSubscription):
+            self._replace_page(sub, filter, options, order_by, top_n, skip_n)
+            return self.last_seq
+        if top_n is not None or skip_n is not None or order_by.strip():
+            raise InvalidArgument("only a paginated subscription takes top_n, skip_n and order_by", field="top_n")
+        compiled = request_filter(filter)
+        options = replace(options, deleted_events=sub.options.deleted_events and not options.oof)
+        state = [t.records for name, t in sorted(self.topics.items()) if sub.wants(name)]
+        sub.replace(compiled, options, state)
+        self.hub.refilter(sub)
+        return self.last_seq
+
+    def _replace_page(
+        self,
+        sub: PagedSubscription,
+        filter: str,
+        options: SubscriptionOptions,
+        order_by: str,
+        top_n: int | None,
+        skip_n: int | None,
+    ) -> None:
+        """R-1 for a page: the page is defined again (top_n, skip_n, order_by); records now in
+        the window that the subscriber does not hold are delivered, those that left get an oof."""
+        if top_n is None:
+            raise InvalidArgument(
+                "a paginated subscription is replaced with its page: give top_n (and skip_n, order_by) again",
+                field="top_n",
+            )
+        query = PreparedQuery(QueryOptions(sub.topic, filter=filter, order_by=order_by, top_n=top_n, skip_n=skip_n))
+        topic = self._sow_topic(sub.topic)
+        shown = sub.shown
+        self._release_page(sub)
+        rs = self._result_set(topic, query)  # shared, or built now
+        sub.filter, sub.options = query.filter, replace(options, deleted_events=False)
+        sub.result_set, sub.skip, sub.top = rs, skip_n or 0, top_n
+        sub.shown = shown
+        rs.pages.append(sub)
+        sub.refresh()
+
+    def _new_subscription(
+        self,
+        topic: str,
+        filter: str,
+        options: SubscriptionOptions,
+        sub_id: str,
+        owner: str,
+        *,
+        track: bool = False,
+        check_name: bool = True,
+        cls: type[Subscription] = Subscription,
+    ) -> Subscription:
+        if check_name:
+            self._check_topic_name(topic)
+        if is_regex_topic(topic):
+            try:
+                re.compile(topic)
+            except re.error as exc:
+                raise InvalidArgument(
+                    f"topic {topic!r} is not a valid regular expression: {exc}", field="topic"
+                ) from None
+        compiled = request_filter(filter)
+        if sub_id and (len(sub_id) > 256 or not sub_id.isprintable()):
+            raise InvalidArgument("sub_id must be at most 256 printable characters", field="sub_id")
+        return cls(
+            topic,
+            compiled,
+            options,
+            sub_id=sub_id,
+            owner=owner,
+            key_fields=self._key_fields,
+            track=track,
+            max_records=self.config.server.subscriber_queue_records,
+            max_bytes=self.config.server.subscriber_queue_bytes,
+        )
+
+
+async def _page_events(
+    query: PreparedQuery, window: list[StoredRecord], matched: int, bookmark: int
+) -> AsyncIterator[QueryEvent]:
+    """The query part of a paginated subscription: its first window."""
+    yield GroupBegin(query.opts.query_id, bookmark)
+    size = query.batch_size
+    for i in range(0, len(window), size):
+        yield RecordBatch(window[i : i + size])
+    yield GroupEnd(query.opts.query_id, len(window), matched, matched)

@@ -1,0 +1,313 @@
+"""The single writer: publish, delete, expiration and the trimming of history and journal.
+
+One writer, one total order: every publish, delete and expiration runs synchronously on the
+event loop from validation to the RocksDB write and the in-memory update, so sequence numbers
+are handed out in exactly the order changes are applied, and nothing else observes a
+half-applied batch. A publish request is validated completely before it gets any sequence
+number; a refused request therefore changes nothing and leaves no gap in the journal.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import orjson
+
+from sowdb.engine.base import EngineBase, request_filter
+from sowdb.engine.derived import ConflatedTopic
+from sowdb.engine.records import StoredRecord, check_sow_key, decode_document, merge_delta
+from sowdb.engine.subscriptions import (
+    OOF_DELETED,
+    OOF_EXPIRED,
+    Change,
+)
+from sowdb.engine.topic import SowTopic
+from sowdb.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    PublishError,
+    SowdbError,
+)
+from sowdb.storage.keys import OP_DELETE, OP_EXPIRE
+
+HISTORY_TRIM_BATCH = 50_000
+
+log = logging.getLogger("sowdb.engine")
+
+
+class MessageLike(Protocol):
+    """What the publish pipeline reads of a message."""
+
+    @property
+    def data(self) -> bytes: ...
+
+    @property
+    def sow_key(self) -> str: ...
+
+
+@dataclass(slots=True)
+class InMessage:
+    """One message to publish (for callers that do not hold a protobuf message)."""
+
+    data: bytes
+    sow_key: str = ""
+
+
+class Writer(EngineBase):
+    """Every change to state goes through these methods, one at a time."""
+
+    def publish(
+        self,
+        topic_name: str,
+        messages: Sequence[MessageLike],
+        *,
+        delta: bool = False,
+        ttls: Sequence[float | None] | None = None,
+    ) -> tuple[int, int]:
+        """Apply one atomic batch; returns the (first, last) bookmark assigned.
+
+        Args:
+            messages: objects with ``data`` (JSON bytes) and ``sow_key`` (``InMessage`` or the
+                protobuf ``PublishMessage`` itself, which saves a copy per message).
+            ttls: per-message time to live in seconds (None: the topic's default), if any.
+
+        Raises:
+            PublishError: a message is invalid; it names the message (K-3). Nothing is stored.
+            InvalidArgument: the topic name is invalid or there are no messages.
+            FailedPrecondition: the topic is a view or conflated topic (K-4).
+        """
+        self._check_topic_name(topic_name)
+        if topic_name in self._derived:
+            raise FailedPrecondition(
+                f"{topic_name!r} is a {self._derived[topic_name]} topic, which is read-only; publish to its "
+                "underlying topic",
+                field="topic",
+            )
+        if not messages:
+            raise InvalidArgument("a publish request needs at least one message", field="messages")
+        if ttls is not None and len(ttls) != len(messages):
+            raise InvalidArgument("one ttl per message", field="messages")
+        topic = self.topics.get(topic_name)
+        now = self._now()
+        if topic is None:
+            return self._publish_plain(topic_name, messages, now)
+        keys = topic.keys
+        default_ttl = topic.config.expiration_s
+        hist = topic.history
+        thinning = hist is not None and hist.granularity_us > 0
+        batch = self.store.batch(topic_name, current=topic.persistent, history=hist is not None and topic.persistent)
+        write = batch.publish
+        pending: dict[str, StoredRecord] = {}  # this batch's latest version per key (deltas, granularity)
+        versions: list[StoredRecord] = []
+        append = versions.append
+        seq = self.last_seq
+        decode = decode_document
+        max_bytes = self.max_document_bytes
+        for i, msg in enumerate(messages):
+            try:
+                raw = msg.data
+                data = decode(raw, max_bytes)
+                if keys is None:
+                    check_sow_key(msg.sow_key)
+                    sow_key = msg.sow_key
+                elif msg.sow_key:
+                    raise InvalidArgument(
+                        f"topic {topic_name!r} derives SowKeys from {', '.join(keys.paths)}; leave sow_key empty",
+                        field="sow_key",
+                    )
+                else:
+                    sow_key = keys.sow_key(data)
+                if delta:
+                    old = pending.get(sow_key) or topic.records.get(sow_key)
+                    if old is not None and old.data is not None:
+                        data = merge_delta(old.data, data)
+                        raw = orjson.dumps(data)
+            except SowdbError as exc:
+                raise PublishError(i, exc) from None
+            ttl = default_ttl if ttls is None or ttls[i] is None else ttls[i]
+            expiry = now + int(ttl * 1e6) if ttl else 0
+            seq += 1
+            rec = StoredRecord(topic_name, sow_key, data, raw, seq, now, expiry)
+            write(seq, now, sow_key, raw, expiry)
+            append(rec)
+            if thinning:
+                assert hist is not None
+                previous = pending.get(sow_key) or topic.head(sow_key)
+                if hist.drops(previous, now):
+                    assert previous is not None
+                    batch.drop_history(sow_key, previous.bookmark)
+            if delta or thinning:
+                pending[sow_key] = rec
+        batch.commit()
+        first = self.last_seq + 1
+        self.last_seq = seq
+        put = topic.put
+        if expiry or ttls is not None:
+            for rec in versions:
+                if rec.expiry_us:
+                    self.expiry.add(rec)
+        if self.hub or topic_name in self._downstream:
+            self._fan_out(
+                topic_name, [Change(topic_name, r.sow_key, r.bookmark, now, put(r), r) for r in versions], now
+            )
+        else:
+            for rec in versions:
+                put(rec)
+        return first, seq
+
+    def _publish_plain(self, topic_name: str, messages: Sequence[MessageLike], now: int) -> tuple[int, int]:
+        """K-5: a topic without a SOW is journaled (for subscribers and replay), not stored."""
+        batch = self.store.batch(topic_name, current=False, history=False)
+        seq = self.last_seq
+        live: list[Change] = []
+        for i, msg in enumerate(messages):
+            try:
+                data = decode_document(msg.data, self.max_document_bytes)
+                if msg.sow_key:
+                    check_sow_key(msg.sow_key)
+            except SowdbError as exc:
+                raise PublishError(i, exc) from None
+            seq += 1
+            batch.publish(seq, now, msg.sow_key, msg.data)
+            if self.hub:
+                rec = StoredRecord(topic_name, msg.sow_key, data, msg.data, seq, now)
+                live.append(Change(topic_name, msg.sow_key, seq, now, None, rec))
+        batch.commit()
+        first = self.last_seq + 1
+        self.last_seq = seq
+        if live:
+            self.hub.dispatch(topic_name, live)
+        return first, seq
+
+    def sow_delete(
+        self, topic_name: str, *, filter: str = "", sow_keys: Sequence[str] = (), data: bytes = b""
+    ) -> tuple[int, int]:
+        """Delete by exactly one of filter, SowKeys or data; returns (count, last bookmark).
+
+        Raises:
+            InvalidArgument: not exactly one selector, or an invalid one.
+            FailedPrecondition: not a SOW topic.
+        """
+        given = [name for name, v in (("filter", filter.strip()), ("sow_keys", sow_keys), ("data", data)) if v]
+        if len(given) != 1:
+            raise InvalidArgument(
+                "give exactly one of filter, sow_keys or data" + (f" (got {', '.join(given)})" if given else ""),
+                field=given[1] if len(given) > 1 else "filter",
+            )
+        topic = self._sow_topic(topic_name)
+        if topic_name in self._derived:
+            raise FailedPrecondition(
+                f"{topic_name!r} is a {self._derived[topic_name]} topic, which is read-only; delete from its "
+                "underlying topic",
+                field="topic",
+            )
+        flt = request_filter(filter)
+        if flt is not None:
+            records = topic.candidates(flt.conjuncts)
+            if records is None:
+                records = topic.snapshot()
+            victims = [r.sow_key for r in records if flt.matches(r.data, r)]
+        elif sow_keys:
+            victims = [k for k in dict.fromkeys(sow_keys) if k in topic.records]
+        else:
+            key = self._key_of_data(topic, data)
+            victims = [key] if key in topic.records else []
+        return self._delete(topic, victims)
+
+    def _key_of_data(self, topic: SowTopic, raw: bytes) -> str:
+        if topic.keys is None:
+            raise InvalidArgument(
+                f"topic {topic.name!r} has publisher-provided SowKeys; delete by sow_keys instead of data", field="data"
+            )
+        return topic.keys.sow_key(decode_document(raw))
+
+    def _delete(
+        self, topic: SowTopic, victims: list[str], *, op: int = OP_DELETE, reason: str = OOF_DELETED
+    ) -> tuple[int, int]:
+        """Remove records (deletes or expirations) as one batch; returns (count, last bookmark)."""
+        if not victims:
+            return 0, 0
+        now = self._now()
+        hist = topic.history
+        batch = self.store.batch(topic.name, current=topic.persistent, history=hist is not None and topic.persistent)
+        seq = self.last_seq
+        for key in victims:
+            seq += 1
+            old = topic.records[key]
+            batch.remove(seq, now, key, old.raw, op)
+            if hist is not None and hist.drops(old, now):
+                batch.drop_history(key, old.bookmark)
+        batch.commit()
+        first = self.last_seq + 1
+        self.last_seq = seq
+        changes = []
+        for bookmark, key in enumerate(victims, first):
+            changes.append(Change(topic.name, key, bookmark, now, topic.remove(key, bookmark, now), None, reason))
+        self._fan_out(topic.name, changes, now)
+        return len(victims), seq
+
+    def expire_due(self) -> int:
+        """X-1: remove every record whose time to live has passed; returns how many."""
+        now = self.clock()
+        due = self.expiry.pop_due(now)
+        if not due:
+            return 0
+        by_topic: dict[str, list[str]] = {}
+        for topic_name, sow_key, bookmark in due:
+            rec = self.topics[topic_name].records.get(sow_key)
+            if rec is not None and rec.bookmark == bookmark:  # not replaced or deleted since
+                by_topic.setdefault(topic_name, []).append(sow_key)
+        count = 0
+        for topic_name, keys in by_topic.items():
+            count += self._delete(self.topics[topic_name], keys, op=OP_EXPIRE, reason=OOF_EXPIRED)[0]
+        return count
+
+    def trim_history(self) -> bool:
+        """H-1: drop versions older than each topic's window (the state at the window's start
+        is kept). Does a bounded amount of work; returns True when more is waiting."""
+        now = self.clock()
+        more = False
+        for topic in self.topics.values():
+            hist = topic.history
+            if hist is None:
+                continue
+            removed, left = hist.trim(topic.records, now - hist.window_us, HISTORY_TRIM_BATCH)
+            more = more or left
+            if not removed:
+                continue
+            floor = max(self.history_floor.get(topic.name, 0), max(seq for _, seq in removed))
+            self.history_floor[topic.name] = floor
+            if topic.persistent:
+                self.store.trim_history(topic.name, removed, floor)
+        return more
+
+    def trim_journal(self) -> int:
+        """Journal retention: remove entries older than ``journal_max_age`` or beyond the newest
+        ``journal_max_entries``; returns the last removed sequence (0: none yet)."""
+        cfg = self.config.server
+        trimmed = self.store.journal_trimmed()
+        upto = trimmed
+        if cfg.journal_max_entries:
+            upto = max(upto, self.last_seq - cfg.journal_max_entries)
+        if cfg.journal_max_age_s:
+            cutoff = self.clock() - int(cfg.journal_max_age_s * 1_000_000)
+            upto = max(upto, self._seq_at(cutoff, inclusive=False))
+        if upto > trimmed:
+            self.store.trim_journal(upto)
+            log.info("journal retention: removed bookmarks %d..%d", trimmed + 1, upto)
+        return upto
+
+    def flush_conflated(self) -> int:
+        """C-2: refresh every conflated topic whose interval has passed; returns the changes."""
+        now = self.clock()
+        count = 0
+        for d in list(self.derived.values()):
+            if isinstance(d, ConflatedTopic):
+                out = d.flush(now)
+                if out:
+                    count += len(out)
+                    self._fan_out(d.name, out, now)
+        return count
