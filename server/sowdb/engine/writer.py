@@ -145,7 +145,7 @@ class Writer(EngineBase):
         first = self.last_seq + 1
         self.last_seq = seq
         put = topic.put
-        if expiry or ttls is not None:
+        if default_ttl or ttls is not None:  # some version may expire
             for rec in versions:
                 if rec.expiry_us:
                     self.expiry.add(rec)
