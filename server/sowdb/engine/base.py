@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sowdb.config import Config, is_regex_topic
+from sowdb.config import Config, ViewConfig, is_regex_topic
 from sowdb.engine.bookmarks import Point, last_seq_at_or_before
 from sowdb.engine.derived import ConflatedTopic, Derived, View, derived_order
 from sowdb.engine.expiry import ExpiryQueue
@@ -108,11 +108,7 @@ class EngineBase:
         self._downstream: dict[str, list[Derived]] = {}
         now = self.clock()
         for c in derived_order(self.config.views, self.config.conflated_topics):
-            d: Derived = (
-                View.from_config(c)
-                if c.name in {v.name for v in self.config.views}
-                else (ConflatedTopic.from_config(c))
-            )
+            d: Derived = View.from_config(c) if isinstance(c, ViewConfig) else ConflatedTopic.from_config(c)
             d.load(list(self.topics[d.underlying].records.values()), now)
             self._attach(d)
             self.topics[d.name] = d.topic
