@@ -281,6 +281,25 @@ async def test_replace_subscription_narrows_and_widens_without_duplicates(sowd: 
     stream.cancel()
 
 
+async def test_replace_subscription_with_an_indexed_filter(sowd: Running) -> None:
+    """R-1 where the re-run query is narrowed by the /symbol hash index: records of the new
+    symbol arrive, those of the old one leave with an oof, nothing else is touched."""
+    c = sowd.client
+    await c.publish("orders", [{"orderId": i, "symbol": f"S{i % 3}", "price": i} for i in range(12)])
+    stream = c.sow_and_subscribe("orders", filter="/symbol = 'S0'", oof=True, batch_size=100)
+    head = await take(stream, 4)
+    assert sorted(int(r.sow_key) for r in head[2].records) == [0, 3, 6, 9]
+    await c.replace_subscription(stream.sub_id, filter="/symbol IN ('S1') AND /price > 4", oof=True)
+    got: list[tuple[str, int]] = []
+    while len(got) < 6:
+        got += [(e.kind, int(r.sow_key)) for e in await take(stream, 1) for r in e.records]
+    assert sorted(got) == [("oof", 0), ("oof", 3), ("oof", 6), ("oof", 9), ("publish", 7), ("publish", 10)]
+    await c.publish("orders", [{"orderId": 4, "symbol": "S1", "price": 44}])  # the new filter is live
+    (e,) = await take(stream, 1)
+    assert (e.kind, e.records[0].sow_key) == ("publish", "4")
+    stream.cancel()
+
+
 async def test_replace_subscription_is_refused_cleanly(sowd: Running) -> None:
     from sowdb_client import InvalidArgumentError, NotFoundError
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import replace
 
 from sowdb.config import is_regex_topic
@@ -264,8 +264,14 @@ class Subscribing(EngineBase):
             raise InvalidArgument("only a paginated subscription takes top_n, skip_n and order_by", field="top_n")
         compiled = request_filter(filter)
         options = replace(options, deleted_events=sub.options.deleted_events and not options.oof)
-        state = [t.records for name, t in sorted(self.topics.items()) if sub.wants(name)]
-        sub.replace(compiled, options, state)
+        covered = [t for name, t in sorted(self.topics.items()) if sub.wants(name)]
+        candidates: dict[str, Iterable[StoredRecord]] = {}
+        if compiled is not None and compiled.conjuncts:
+            for t in covered:
+                found = t.candidates(compiled.conjuncts)
+                if found is not None:  # a hash index narrows the re-run query
+                    candidates[t.name] = found
+        sub.replace(compiled, options, {t.name: t.records for t in covered}, candidates)
         self.hub.refilter(sub)
         return self.last_seq
 

@@ -231,11 +231,21 @@ class Subscription:
             self._push(QueuedEvent("deleted", gone))
 
     def replace(
-        self, filter: CompiledFilter | None, options: SubscriptionOptions, state: Sequence[dict[str, StoredRecord]]
+        self,
+        filter: CompiledFilter | None,
+        options: SubscriptionOptions,
+        records: dict[str, dict[str, StoredRecord]],
+        candidates: dict[str, Iterable[StoredRecord]] | None = None,
     ) -> None:
         """R-1: swap filter and options at this point of the total order. Records now in scope
         that the subscriber does not hold are delivered; held records now out of scope get an
-        oof (with oof on). ``state`` is the current records of the topics it covers."""
+        oof (with oof on).
+
+        Args:
+            records: the current records of each topic it covers, by topic.
+            candidates: per topic, the records that may match the new filter (what a hash index
+                gives); all of them when absent.
+        """
         focus = self.focus
         if self.conflated and options.conflation_key != self.options.conflation_key:
             self.flush()  # pending keys were computed with the old conflation key
@@ -247,18 +257,19 @@ class Subscription:
             return
         in_scope: set[tuple[str, str]] = set()
         fresh: list[StoredRecord] = []
-        for records in state:
-            for rec in records.values():
+        for topic, held in records.items():
+            scan = held.values() if candidates is None or topic not in candidates else candidates[topic]
+            for rec in scan:
                 if filter is None or filter.matches(rec.data, rec):
                     key = (rec.topic, rec.sow_key)
                     in_scope.add(key)
                     if key not in focus:
                         fresh.append(rec)
-        current = {(r.topic, r.sow_key): r for records in state for r in records.values()}
         for key in [k for k in focus if k not in in_scope]:
             focus.discard(key)
-            if options.oof and key in current:
-                self._push(QueuedEvent("oof", current[key], OOF_MATCH))
+            current = records[key[0]].get(key[1]) if key[0] in records else None
+            if options.oof and current is not None:
+                self._push(QueuedEvent("oof", current, OOF_MATCH))
         for rec in fresh:
             focus.add((rec.topic, rec.sow_key))
             self._push(QueuedEvent("publish", rec))
