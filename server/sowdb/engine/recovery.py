@@ -260,10 +260,14 @@ def _rebuild_transient(
     started = time.perf_counter()
     applied = 0
     loads = orjson.loads
-    for e in store.iter_journal(min(starts.values())):
-        after = starts.get(e.topic)
-        if after is None or e.seq <= after:
+    wanted = {name.encode(): k.encode_seq(after) for name, after in starts.items()}
+    head = k.JOURNAL_HEAD.size
+    for key, value in store.iter_journal_raw(min(starts.values())):
+        # most of the journal is other topics' entries: look at the topic's bytes first
+        after_b = wanted.get(value[head : head + int.from_bytes(value[17:19], "big")])
+        if after_b is None or key <= after_b:
             continue
+        e = k.decode_journal(key, value)
         topic = topics[e.topic]
         if e.op == k.OP_PUBLISH:
             rec = StoredRecord(e.topic, e.sow_key, loads(e.payload), e.payload, e.seq, e.timestamp_us, e.expiry_us)
