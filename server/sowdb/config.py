@@ -99,6 +99,7 @@ class ServerConfig:
     # journal retention (H-4): 0 = keep forever
     journal_max_age_s: float = 0.0
     journal_max_entries: int = 0
+    journal_max_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -313,6 +314,7 @@ class _Reader:
                 "heartbeat",
                 "journal_max_age",
                 "journal_max_entries",
+                "journal_max_bytes",
             },
         )
         listen = self._get(t, entry, "listen", str, DEFAULT_LISTEN)
@@ -334,9 +336,12 @@ class _Reader:
         if heartbeat < 0.01:
             raise self.fail(entry, "heartbeat: at least 10ms")
         max_entries = self._get(t, entry, "journal_max_entries", int, 0)
-        if max_entries < 0:
-            raise self.fail(entry, f"journal_max_entries: 0 (keep all) or more, got {max_entries}")
+        max_journal_bytes = self._get(t, entry, "journal_max_bytes", int, 0)
+        for key, value in (("journal_max_entries", max_entries), ("journal_max_bytes", max_journal_bytes)):
+            if value < 0:
+                raise self.fail(entry, f"{key}: 0 (no limit) or more, got {value}")
         return ServerConfig(
+            journal_max_bytes=max_journal_bytes,
             journal_max_age_s=self._duration(t, entry, "journal_max_age", "0s"),
             journal_max_entries=max_entries,
             subscriber_queue_records=records,

@@ -3,6 +3,7 @@ over a real RocksDB, with an injected clock so time-dependent rules are exact an
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -232,6 +233,24 @@ async def test_journal_retention_by_entries_and_age(tmp_path: Path) -> None:
     clock.at(12)
     assert engine.trim_journal() == 9  # entries of t < 9 s
     assert engine.store.first_sequence() == 10
+    engine.close()
+
+
+async def test_journal_retention_by_size_keeps_about_that_much_and_frees_the_space(tmp_path: Path) -> None:
+    clock = Clock()
+    engine = open_engine(tmp_path, clock)
+    rnd = random.Random(3)
+    for i in range(2000):  # ~1 KB of incompressible text each
+        pub(engine, "plain", {"id": i, "pad": "".join(rnd.choice("abcdefghij0123456789") for _ in range(1000))})
+    engine.close()
+    store = Store(tmp_path)  # measured as it is on disk after a restart
+    full = store.journal_bytes()
+    store.close()
+    engine = open_engine(tmp_path, clock, journal_max_bytes=full // 2)
+    upto = engine.trim_journal()
+    assert 800 <= upto <= 1200  # about half of the entries went
+    assert engine.store.journal_bytes() <= full * 0.6  # and their space with them
+    assert engine.trim_journal() <= upto + 100  # the next look sees the new size: no over-trimming
     engine.close()
 
 

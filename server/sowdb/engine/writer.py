@@ -285,8 +285,9 @@ class Writer(EngineBase):
         return more
 
     def trim_journal(self) -> int:
-        """Journal retention: remove entries older than ``journal_max_age`` or beyond the newest
-        ``journal_max_entries``; returns the last removed sequence (0: none yet)."""
+        """Journal retention: remove entries older than ``journal_max_age``, beyond the newest
+        ``journal_max_entries``, or beyond about ``journal_max_bytes`` on disk; returns the last
+        removed sequence (0: none yet)."""
         cfg = self.config.server
         trimmed = self.store.journal_trimmed()
         upto = trimmed
@@ -295,6 +296,13 @@ class Writer(EngineBase):
         if cfg.journal_max_age_s:
             cutoff = self.clock() - int(cfg.journal_max_age_s * 1_000_000)
             upto = max(upto, self._seq_at(cutoff, inclusive=False))
+        if cfg.journal_max_bytes:
+            size = self.store.journal_bytes()
+            if size > cfg.journal_max_bytes:
+                # keep the share of the newest entries that fits, assuming entries of even size;
+                # the trimmed range is compacted at once, so the next look sees the new size
+                kept = int((self.last_seq - trimmed) * cfg.journal_max_bytes / size)
+                upto = max(upto, self.last_seq - kept)
         if upto > trimmed:
             self.store.trim_journal(upto)
             log.info("journal retention: removed bookmarks %d..%d", trimmed + 1, upto)

@@ -227,11 +227,20 @@ class Store:
         return k.decode_seq(v) if v else 0
 
     def trim_journal(self, upto: int) -> None:
-        """Remove journal entries up to and including ``upto`` (retention)."""
+        """Remove journal entries up to and including ``upto`` (retention), and compact that
+        range so that the disk space is given back now rather than at some later compaction."""
         wb = WriteBatch(raw_mode=True)
         wb.delete_range(k.encode_seq(0), k.encode_seq(upto + 1), self._cf["journal"])
         wb.put(k.META_JOURNAL_TRIMMED, k.encode_seq(upto), self._cf["meta"])
         self._write(wb)
+        self._journal.compact_range(k.encode_seq(0), k.encode_seq(upto + 1))
+
+    def journal_bytes(self) -> int:
+        """The journal's size: its SST files (compressed) and its memtables."""
+        j = self._journal
+        return int(j.property_int_value("rocksdb.total-sst-files-size") or 0) + int(
+            j.property_int_value("rocksdb.cur-size-all-mem-tables") or 0
+        )
 
     def history_floor(self, topic: str) -> int:
         """The newest history version of ``topic`` removed by trimming (0: none)."""
