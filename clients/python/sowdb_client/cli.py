@@ -61,20 +61,28 @@ def _parser() -> argparse.ArgumentParser:
     _flag(p, "expiration", type=float, help="time to live of every message, in seconds (X-1)")
     _flag(p, "sowkey", help="SowKey for a single message to a topic whose publishers supply keys")
 
+    def query_flags(p: argparse.ArgumentParser, *, bookmark: str, skipn: str | None, grouping: str) -> None:
+        _flag(p, "topic", required=True, help="topic name or regular expression")
+        _flag(p, "filter", default="")
+        _flag(p, "orderby", default="", help="e.g. '/price DESC, /orderId'")
+        _flag(p, "topn", type=int)
+        _flag(p, "skipn", type=int, help=skipn)
+        _flag(p, "batchsize", type=int, default=10, help="records per response, 1..10000 (default 10)")
+        _flag(p, "bookmark", default="", help=bookmark)
+        _flag(p, "sowkeys", default="", help="comma-separated SowKeys")
+        _flag(p, "queryid", default="")
+        _flag(p, "grouping", action="append", default=[], help=grouping)
+        _flag(p, "projection", action="append", default=[], help="projection expression (repeatable)")
+        _flag(p, "select", default="", help="e.g. '[-/,+/orderId,+/price]'")
+        _flag(p, "format", choices=["data", "full"], default="data")
+
     p = command("sow", "query the state of a topic")
-    _flag(p, "topic", required=True, help="topic name or regular expression")
-    _flag(p, "filter", default="")
-    _flag(p, "orderby", default="", help="e.g. '/price DESC, /orderId'")
-    _flag(p, "topn", type=int)
-    _flag(p, "skipn", type=int)
-    _flag(p, "batchsize", type=int, default=10, help="records per response, 1..10000 (default 10)")
-    _flag(p, "bookmark", default="", help="the state as of this point (history topics)")
-    _flag(p, "sowkeys", default="", help="comma-separated SowKeys")
-    _flag(p, "queryid", default="")
-    _flag(p, "grouping", action="append", default=[], help="grouping expression (repeatable)")
-    _flag(p, "projection", action="append", default=[], help="projection expression (repeatable)")
-    _flag(p, "select", default="", help="e.g. '[-/,+/orderId,+/price]'")
-    _flag(p, "format", choices=["data", "full"], default="data")
+    query_flags(
+        p,
+        bookmark="the state as of this point (history topics)",
+        skipn=None,
+        grouping="grouping expression (repeatable)",
+    )
 
     def live_flags(p: argparse.ArgumentParser) -> None:
         _flag(p, "oof", action="store_true", help="tell when a received record leaves the result (oof)")
@@ -91,19 +99,12 @@ def _parser() -> argparse.ArgumentParser:
     live_flags(p)
 
     p = command("sow_and_subscribe", "print the matching records, then every later change")
-    _flag(p, "topic", required=True, help="topic name or regular expression")
-    _flag(p, "filter", default="")
-    _flag(p, "orderby", default="")
-    _flag(p, "topn", type=int)
-    _flag(p, "skipn", type=int, help="with -topn: a live page [skipn, skipn+topn) of the ordered result")
-    _flag(p, "grouping", action="append", default=[], help="grouping expression (repeatable): live groups")
-    _flag(p, "projection", action="append", default=[], help="projection expression (repeatable)")
-    _flag(p, "batchsize", type=int, default=10)
-    _flag(p, "sowkeys", default="", help="comma-separated SowKeys")
-    _flag(p, "queryid", default="")
-    _flag(p, "select", default="")
-    _flag(p, "bookmark", default="", help="the state as of this point, then every change since (history topics)")
-    _flag(p, "format", choices=["data", "full"], default="data")
+    query_flags(
+        p,
+        bookmark="the state as of this point, then every change since (history topics)",
+        skipn="with -topn: a live page [skipn, skipn+topn) of the ordered result",
+        grouping="grouping expression (repeatable): live groups",
+    )
     _flag(p, "conflation", type=float, help="at most one delivery per key per this many seconds")
     _flag(p, "conflationkey", default="", help="comma-separated conflation key paths (default: the SowKey)")
     live_flags(p)
@@ -178,21 +179,25 @@ def _record_line(rec: Record, fmt: str, command: str) -> str:
     )
 
 
+def _query(a: argparse.Namespace) -> dict[str, Any]:
+    """The query options of ``sow`` and ``sow_and_subscribe`` (the same flags)."""
+    return {
+        "filter": a.filter,
+        "order_by": a.orderby,
+        "top_n": a.topn,
+        "skip_n": a.skipn,
+        "batch_size": a.batchsize,
+        "sow_keys": [k for k in a.sowkeys.split(",") if k],
+        "query_id": a.queryid,
+        "bookmark": a.bookmark,
+        "grouping": a.grouping,
+        "projection": a.projection,
+        "select": a.select,
+    }
+
+
 def _sow(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
-    result = c.sow(
-        a.topic,
-        filter=a.filter,
-        order_by=a.orderby,
-        top_n=a.topn,
-        skip_n=a.skipn,
-        batch_size=a.batchsize,
-        sow_keys=[k for k in a.sowkeys.split(",") if k],
-        query_id=a.queryid,
-        bookmark=a.bookmark,
-        grouping=a.grouping,
-        projection=a.projection,
-        select=a.select,
-    )
+    result = c.sow(a.topic, **_query(a))
     for resp in result.events():
         kind = resp.WhichOneof("event")
         if kind == "records":
@@ -271,17 +276,7 @@ def _subscribe(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
 def _sow_and_subscribe(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
     stream = c.sow_and_subscribe(
         a.topic,
-        filter=a.filter,
-        order_by=a.orderby,
-        top_n=a.topn,
-        skip_n=a.skipn,
-        batch_size=a.batchsize,
-        sow_keys=[k for k in a.sowkeys.split(",") if k],
-        query_id=a.queryid,
-        select=a.select,
-        bookmark=a.bookmark,
-        grouping=a.grouping,
-        projection=a.projection,
+        **_query(a),
         oof=a.oof,
         delta=a.delta,
         conflation=a.conflation,

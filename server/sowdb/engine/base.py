@@ -74,7 +74,6 @@ class EngineBase:
         self._private: dict[str, View] = {}  # sub_id -> the private view of an aggregated subscription
         self._result_sets: dict[tuple[str, str, str], ResultSet] = {}  # (topic, filter, order) -> shared set
         self._paged_topics: dict[str, list[ResultSet]] = {}
-        self.expiry = ExpiryQueue()
         # top-level key field names per topic, which delta subscriptions always send (D-2)
         self._key_fields = {t.name: tuple(p.lstrip("/") for p in t.key if p.count("/") == 1) for t in config.topics}
         self.recovery = replay_into_store(store, config)  # J-2: the journal ahead of current/history

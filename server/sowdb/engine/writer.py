@@ -59,6 +59,19 @@ class InMessage:
 class Writer(EngineBase):
     """Every change to state goes through these methods, one at a time."""
 
+    def _check_writable(self, topic_name: str, action: str) -> None:
+        """K-4: views and conflated topics follow their underlying topic and take no changes.
+
+        Raises:
+            FailedPrecondition: ``topic_name`` is one of them; ``action`` says what to do instead
+                (``publish to``, ``delete from``) its underlying topic.
+        """
+        kind = self._derived.get(topic_name)
+        if kind is not None:
+            raise FailedPrecondition(
+                f"{topic_name!r} is a {kind} topic, which is read-only; {action} its underlying topic", field="topic"
+            )
+
     def publish(
         self,
         topic_name: str,
@@ -80,12 +93,7 @@ class Writer(EngineBase):
             FailedPrecondition: the topic is a view or conflated topic (K-4).
         """
         self._check_topic_name(topic_name)
-        if topic_name in self._derived:
-            raise FailedPrecondition(
-                f"{topic_name!r} is a {self._derived[topic_name]} topic, which is read-only; publish to its "
-                "underlying topic",
-                field="topic",
-            )
+        self._check_writable(topic_name, "publish to")
         if not messages:
             raise InvalidArgument("a publish request needs at least one message", field="messages")
         if ttls is not None and len(ttls) != len(messages):
@@ -198,12 +206,7 @@ class Writer(EngineBase):
                 field=given[1] if len(given) > 1 else "filter",
             )
         topic = self._sow_topic(topic_name)
-        if topic_name in self._derived:
-            raise FailedPrecondition(
-                f"{topic_name!r} is a {self._derived[topic_name]} topic, which is read-only; delete from its "
-                "underlying topic",
-                field="topic",
-            )
+        self._check_writable(topic_name, "delete from")
         flt = request_filter(filter)
         if flt is not None:
             records = topic.candidates(flt.conjuncts)
