@@ -157,3 +157,12 @@ def test_cli_page_and_groups(sowd_process: Any) -> None:
         {"symbol": "S0", "qty": 2},
         {"symbol": "S1", "qty": 13},
     ]
+
+
+def test_a_refused_page_leaves_no_result_set_behind(tmp_path: Path) -> None:
+    engine = open_engine(tmp_path)
+    engine.sow_and_subscribe(QueryOptions(topic="t", top_n=2, skip_n=0), sub_id="mine")
+    with pytest.raises(InvalidArgument, match="already in use"):
+        engine.sow_and_subscribe(QueryOptions(topic="t", filter="/a = 1", top_n=2, skip_n=0), sub_id="mine")
+    assert list(engine._result_sets) == [("t", "", "")]
+    engine.close()

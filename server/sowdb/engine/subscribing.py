@@ -58,13 +58,13 @@ class Subscribing(EngineBase):
             OutOfRange: the journal no longer reaches back to the bookmark.
         """
         sub = self._new_subscription(topic, filter, options, sub_id, owner)
-        if bookmark.strip() and topic in self._derived:
-            raise FailedPrecondition(
-                f"{topic!r} is a {self._derived[topic]} topic, which keeps no journal to replay; subscribe without a "
-                "bookmark, or to its underlying topic",
-                field="bookmark",
-            )
         if bookmark.strip():
+            if topic in self._derived:
+                raise FailedPrecondition(
+                    f"{topic!r} is a {self._derived[topic]} topic, which keeps no journal to replay; subscribe "
+                    "without a bookmark, or to its underlying topic",
+                    field="bookmark",
+                )
             sub.replay_from = (self._replay_start(parse_bookmark(bookmark)), self.last_seq)
             sub.held = []
         self.hub.add(sub)
@@ -93,9 +93,9 @@ class Subscribing(EngineBase):
             assert point.timestamp_us is not None
             after = self._seq_at(point.timestamp_us)
             if after == trimmed and trimmed:
-                entry = self.store.journal_entry(trimmed + 1)
-                if entry is None or entry.timestamp_us > point.timestamp_us:
-                    after = -1  # older than everything retained
+                # no retained entry is at or before that time, and the trimmed ones' times are
+                # gone, so nothing says the replay would be complete
+                after = -1
         if after < trimmed:
             raise OutOfRange(
                 f"bookmark {point.seq if point.seq is not None else 'at that time'} is older than the retained "
@@ -164,14 +164,7 @@ class Subscribing(EngineBase):
         """Q-8 live: a private view of the topic (grouping, projection, filter) is created from
         its current state, and the subscription follows that view: each change to a member
         record updates its group, and an emptied group leaves with an oof ``deleted``."""
-        if opts.bookmark.strip():
-            raise InvalidArgument(
-                "an aggregated subscription follows the current state; query as of a bookmark with Sow",
-                field="bookmark",
-            )
-        if is_regex_topic(opts.topic):
-            raise InvalidArgument("an aggregated subscription reads one topic, not a pattern", field="topic")
-        underlying = self._sow_topic(opts.topic)
+        underlying = self._followed_topic(opts, "an aggregated")
         view = View(f"\x00aggregate {secrets.token_hex(8)}", opts.topic, aggregation, opts.filter)
         view.load(list(underlying.records.values()), self.clock())
         sub = self._new_subscription(view.name, "", options, sub_id, owner, track=True, check_name=False)
@@ -189,20 +182,32 @@ class Subscribing(EngineBase):
         """P-1: the window ``[skip_n, skip_n + top_n)`` of the topic's matching records in
         ``order_by`` order (SowKey order when none), kept live. The first window is the query's
         result, taken in the same step that registers the page."""
-        if opts.bookmark.strip():
-            raise InvalidArgument("a paginated subscription follows the current state", field="bookmark")
-        if is_regex_topic(opts.topic):
-            raise InvalidArgument("a paginated subscription reads one topic, not a pattern", field="topic")
-        topic = self._sow_topic(opts.topic)
+        topic = self._followed_topic(opts, "a paginated")
         sub = self._new_subscription(opts.topic, opts.filter, options, sub_id, owner, cls=PagedSubscription)
         assert isinstance(sub, PagedSubscription) and opts.top_n is not None
+        self.hub.add(sub)  # first: a refused sub_id must not leave a result set behind
         rs = self._result_set(topic, query)
         sub.bind(rs, opts.skip_n or 0, opts.top_n)
         window = rs.window(sub.skip, sub.top)
         sub.shown = {r.sow_key: r for r in window}
-        self.hub.add(sub)
         rs.pages.append(sub)
         return sub, _page_events(query, window, len(rs.sorted), self.last_seq)
+
+    def _followed_topic(self, opts: QueryOptions, kind: str) -> SowTopic:
+        """The one SOW topic an aggregated or paginated subscription follows, in its current
+        state (``kind`` names the subscription in the errors).
+
+        Raises:
+            InvalidArgument: a bookmark, or a topic pattern.
+            FailedPrecondition: not a SOW topic.
+        """
+        if opts.bookmark.strip():
+            raise InvalidArgument(
+                f"{kind} subscription follows the current state; query as of a bookmark with Sow", field="bookmark"
+            )
+        if is_regex_topic(opts.topic):
+            raise InvalidArgument(f"{kind} subscription reads one topic, not a pattern", field="topic")
+        return self._sow_topic(opts.topic)
 
     def _result_set(self, topic: SowTopic, query: PreparedQuery) -> ResultSet:
         """The shared result set of (topic, filter, order), created from the topic's state."""
