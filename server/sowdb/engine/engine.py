@@ -24,7 +24,7 @@ class Engine(Writer, Subscribing):
         """Prepare and run a SOW query (all validation happens before the first event).
 
         Raises:
-            InvalidArgument, FailedPrecondition, Unimplemented: before any event is produced.
+            InvalidArgument, FailedPrecondition: before any event is produced.
         """
         query = PreparedQuery(opts)
         topics = self.query_topics(opts.topic)

@@ -105,7 +105,7 @@ def replay_into_store(store: Store, config: Config) -> RecoveryReport | None:
     # op and BE expiry, so current and history values are sliced together from them without
     # decoding a number (see the layouts in sowdb.storage.keys).
     hsize = k.JOURNAL_HEAD.size
-    unpack_lengths = struct.Struct(">HH").unpack_from
+    unpack_lengths = k.JOURNAL_LENGTHS.unpack_from
     cur_from_b, hist_from_b = k.encode_seq(cur_from), k.encode_seq(hist_from)
     publish = k.OP_PUBLISH
     n = 0
@@ -114,7 +114,7 @@ def replay_into_store(store: Store, config: Config) -> RecoveryReport | None:
     left = RECOVERY_CHUNK
     try:
         for key, value in store.iter_journal_raw(start):
-            lt, lk = unpack_lengths(value, 17)
+            lt, lk = unpack_lengths(value, k.JOURNAL_LENGTHS_AT)
             topic = value[hsize : hsize + lt]
             if topic in persistent:
                 end = hsize + lt + lk
@@ -207,6 +207,7 @@ def _restore_history(store: Store, topic: SowTopic) -> None:
     records = topic.records
     loads = orjson.loads
     name = topic.name
+    unpack_head = k.HISTORY_HEAD.unpack_from
 
     def relink(group: bytes, versions: list[tuple[bytes, bytes]]) -> None:
         sow_key = group.decode()
@@ -218,7 +219,7 @@ def _restore_history(store: Store, topic: SowTopic) -> None:
             seq = k.decode_seq(seq_b)
             if live is not None and seq >= live.bookmark:
                 break
-            op, ts = _HISTORY_HEAD(value)
+            op, ts = unpack_head(value)
             if op == k.OP_PUBLISH:
                 payload = value[9:]
                 chain.append(StoredRecord(name, sow_key, loads(payload), payload, seq, ts))
@@ -242,9 +243,6 @@ def _restore_history(store: Store, topic: SowTopic) -> None:
         relink(group, versions)
 
 
-_HISTORY_HEAD = struct.Struct(">BQ").unpack_from
-
-
 def _rebuild_transient(
     store: Store, config: Config, topics: dict[str, SowTopic], expiry: ExpiryQueue, now_us: int
 ) -> None:
@@ -262,9 +260,10 @@ def _rebuild_transient(
     loads = orjson.loads
     wanted = {name.encode(): k.encode_seq(after) for name, after in starts.items()}
     head = k.JOURNAL_HEAD.size
+    unpack_lengths = k.JOURNAL_LENGTHS.unpack_from
     for key, value in store.iter_journal_raw(min(starts.values())):
         # most of the journal is other topics' entries: look at the topic's bytes first
-        after_b = wanted.get(value[head : head + int.from_bytes(value[17:19], "big")])
+        after_b = wanted.get(value[head : head + unpack_lengths(value, k.JOURNAL_LENGTHS_AT)[0]])
         if after_b is None or key <= after_b:
             continue
         e = k.decode_journal(key, value)

@@ -44,7 +44,9 @@ OP_EXPIRE = 3
 SEQ = struct.Struct(">Q")
 CURRENT_HEAD = struct.Struct(">QQQ")
 JOURNAL_HEAD = struct.Struct(">QBQHH")
-_HISTORY_HEAD = struct.Struct(">BQ")
+JOURNAL_LENGTHS_AT = 17  # offset of len(topic), len(SowKey) in a journal value: for raw readers
+JOURNAL_LENGTHS = struct.Struct(">HH")
+HISTORY_HEAD = struct.Struct(">BQ")
 
 APPLIED_MARKER = b"\x00applied"
 FIRST_RECORD_KEY = b"\x01"  # every record key sorts at or after this; the marker before it
@@ -129,7 +131,7 @@ def decode_journal(key: bytes, value: bytes) -> JournalEntry:
 
 def encode_history(op: int, timestamp_us: int, payload: bytes) -> bytes:
     """A ``history`` value."""
-    return _HISTORY_HEAD.pack(op, timestamp_us) + payload
+    return HISTORY_HEAD.pack(op, timestamp_us) + payload
 
 
 class HistoryEntry(NamedTuple):
@@ -146,8 +148,8 @@ class HistoryEntry(NamedTuple):
 def decode_history(key: bytes, value: bytes) -> HistoryEntry:
     """Inverse of :func:`history_key` + :func:`encode_history`."""
     topic, _, rest = key.partition(b"\x00")
-    op, ts = _HISTORY_HEAD.unpack_from(value)
-    return HistoryEntry(topic.decode(), rest[:-9].decode(), decode_seq(rest[-8:]), op, ts, value[_HISTORY_HEAD.size :])
+    op, ts = HISTORY_HEAD.unpack_from(value)
+    return HistoryEntry(topic.decode(), rest[:-9].decode(), decode_seq(rest[-8:]), op, ts, value[HISTORY_HEAD.size :])
 
 
 def history_floor_key(topic: str) -> bytes:
