@@ -101,6 +101,32 @@ PUBLISH_CASES = [
         "messages[1].data",
         "lacks the key field /orderId",
     ),
+    (  # the first invalid message is named, whichever check it fails
+        [
+            pb.PublishMessage(data=b'{"orderId": 9}'),
+            pb.PublishMessage(data=b'{"orderId": 10}'),
+            pb.PublishMessage(data=b"[1]"),
+            pb.PublishMessage(data=b"{not json"),
+        ],
+        "orders",
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "messages[2].data",
+        "must be a JSON object",
+    ),
+    (
+        [pb.PublishMessage(data=b'{"orderId": 9}'), pb.PublishMessage(data=b'{"orderId": 10}', sow_key="10")],
+        "orders",
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "messages[1].sow_key",
+        "leave sow_key empty",
+    ),
+    (
+        [pb.PublishMessage(data=b'{"a": 1}', sow_key="k"), pb.PublishMessage(data=b'{"a": 1}', sow_key="a\x00b")],
+        "notes",
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "messages[1].sow_key",
+        "without NUL",
+    ),
     (
         [pb.PublishMessage(data=b'{"a": 1}')],
         "notes",

@@ -17,6 +17,7 @@ from sowdb_client import (
     PublishError,
 )
 from tests.server.conftest import Running
+from tests.server.test_subscriptions import take
 
 
 def order(i: int, **extra: Any) -> dict[str, Any]:
@@ -272,3 +273,42 @@ async def test_state_survives_a_restart(sowd: Running) -> None:
         assert ack.first_bookmark == 11  # the journal sequence continues
     finally:
         await c2.close()
+
+
+async def test_a_request_may_repeat_a_key(sowd: Running) -> None:
+    """The messages of one request apply in order: a key repeated in a request ends at its last
+    version, the index files only that version, a history topic keeps each version at its own
+    bookmark, and a subscriber sees every change against the version it replaced (oof)."""
+    c = sowd.client
+    stream = c.sow_and_subscribe("orders", filter="/symbol = 'A'", oof=True, batch_size=10)
+    assert [e.kind for e in await take(stream, 3)] == ["subscribed", "group_begin", "group_end"]
+    versions = [
+        {"orderId": 1, "symbol": "A", "v": 1},
+        {"orderId": 1, "symbol": "B", "v": 2},  # leaves the filter (and the 'A' bucket)
+        {"orderId": 2, "symbol": "A", "v": 1},
+        {"orderId": 1, "symbol": "A", "v": 3},  # back
+        {"orderId": 1, "symbol": "A", "v": 4},  # same bucket, new version
+    ]
+    ack = await c.publish("orders", versions)
+    assert (ack.first_bookmark, ack.last_bookmark) == (1, 5)
+    got: list[tuple[str, int, int]] = []
+    while len(got) < 5:  # the server may send the changes in one frame or several
+        got += [(e.kind, r.json()["orderId"], r.json()["v"]) for e in await take(stream, 1) for r in e.records]
+    assert got == [("publish", 1, 1), ("oof", 1, 2), ("publish", 2, 1), ("publish", 1, 3), ("publish", 1, 4)]
+    stream.cancel()
+    for topic in ("orders", "orders_noindex"):
+        if topic == "orders_noindex":
+            await c.publish(topic, versions)
+        assert sorted((r["orderId"], r["v"]) for r in await rows(c, topic, filter="/symbol = 'A'")) == [(1, 4), (2, 1)]
+        assert await rows(c, topic, filter="/symbol = 'B'") == []
+    await c.publish("book", [{"id": 1, "v": 1}, {"id": 1, "v": 2}, {"id": 2, "v": 1}, {"id": 1, "v": 3}])
+    last = (await c.publish("book", [{"id": 1, "v": 4}])).last_bookmark
+    for back, expected in (
+        (4, [(1, 1)]),
+        (3, [(1, 2)]),
+        (2, [(1, 2), (2, 1)]),
+        (1, [(1, 3), (2, 1)]),
+        (0, [(1, 4), (2, 1)]),
+    ):
+        point = str(last - back)
+        assert sorted((r["id"], r["v"]) for r in await rows(c, "book", bookmark=point)) == expected, point

@@ -11,6 +11,7 @@ from sowdb.errors import InvalidArgument, ResourceExhausted
 from sowdb.expr import get_path
 
 MAX_SOW_KEY_LENGTH = 1024
+_INT_ONLY = {int}
 
 
 class StoredRecord:
@@ -113,6 +114,21 @@ class KeySpec:
                 raise self._missing(i, v)
             parts.append(text)
         return ",".join(parts)
+
+    def sow_keys(self, docs: list[dict[str, Any]]) -> list[str]:
+        """The SowKeys of a publish request's documents, in one pass for the common case of a
+        single top-level integer key (half the cost of a call per document).
+
+        Raises:
+            InvalidArgument: a key field is missing or invalid (which document: call
+                :meth:`sow_key` on each).
+        """
+        top = self._single_top
+        if top is not None:
+            values = [d.get(top) for d in docs]
+            if set(map(type, values)) == _INT_ONLY:
+                return list(map(str, values))
+        return [self.sow_key(d) for d in docs]
 
     def _missing(self, i: int, value: Any) -> InvalidArgument:
         path = self.paths[i]

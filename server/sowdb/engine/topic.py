@@ -78,6 +78,39 @@ class HashIndex:
             else:
                 bucket[rec.sow_key] = rec
 
+    def replace_many(self, olds: list[StoredRecord | None], recs: list[StoredRecord]) -> None:
+        """File each new version ``recs[i]`` in place of ``olds[i]`` (None: a new key).
+
+        The publish path: a version whose indexed value did not change (the usual update) only
+        takes its predecessor's place in the bucket, without filing it out and back in.
+        """
+        top = self._top
+        steps = self.steps
+        m = self._map
+        for old, rec in zip(olds, recs, strict=True):
+            data = rec.data
+            assert data is not None
+            value = data.get(top) if top is not None else get_path(data, steps)
+            if old is not None:
+                old_data = old.data
+                assert old_data is not None
+                old_value = old_data.get(top) if top is not None else get_path(old_data, steps)
+                if type(old_value) is not type(value) or old_value != value:
+                    self.remove(old)
+            if type(value) is str and value and value[0] not in _NUMERIC_START:  # the common case, inline
+                bucket = m.get(value)
+                if bucket is None:
+                    m[value] = {rec.sow_key: rec}
+                else:
+                    bucket[rec.sow_key] = rec
+                continue
+            for term in index_terms(value):
+                bucket = m.get(term)
+                if bucket is None:
+                    m[term] = {rec.sow_key: rec}
+                else:
+                    bucket[rec.sow_key] = rec
+
     def remove(self, rec: StoredRecord) -> None:
         m = self._map
         for term in index_terms(self._value(rec)):
@@ -127,6 +160,25 @@ class SowTopic:
                     index.remove(old)
                 index.add(rec)
         return old
+
+    def put_many(self, recs: list[StoredRecord]) -> list[StoredRecord | None]:
+        """Insert or replace each record in order; returns the version each one replaced (an
+        earlier record of ``recs`` when a key repeats)."""
+        records = self.records
+        get = records.get
+        olds: list[StoredRecord | None] = []
+        append = olds.append
+        for rec in recs:
+            key = rec.sow_key
+            append(get(key))
+            records[key] = rec
+        if self.history is not None:
+            link = self.history.link
+            for rec, old in zip(recs, olds, strict=True):
+                link(rec, old)
+        for index in self._index_list:
+            index.replace_many(olds, recs)
+        return olds
 
     def remove(self, sow_key: str, bookmark: int = 0, timestamp_us: int = 0) -> StoredRecord | None:
         """Delete (at ``bookmark``, for the history); returns the removed version."""

@@ -12,7 +12,8 @@ journal and ``current`` never disagree. Key and value layouts are in :mod:`sowdb
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from itertools import repeat
 from pathlib import Path
 from typing import cast
 
@@ -30,39 +31,57 @@ class Batch:
     Built for the publish path: the topic is encoded once and each change costs two ``put``s.
     """
 
-    __slots__ = ("_current", "_history", "_history_prefix", "_last", "_store", "_topic_b", "_wb")
+    __slots__ = ("_current", "_history", "_key_prefix", "_last", "_store", "_topic_b", "_wb")
 
     def __init__(self, store: Store, topic: str, *, current: bool, history: bool) -> None:
         self._store = store
         self._topic_b = topic.encode()
-        self._history_prefix = self._topic_b + b"\x00"
+        self._key_prefix = self._topic_b + b"\x00"
         self._current = current
         self._history = history
         self._wb = WriteBatch(raw_mode=True)
         self._last = 0
 
     def publish(self, seq: int, timestamp_us: int, sow_key: str, payload: bytes, expiry_us: int = 0) -> None:
-        """Record a publish: journal entry, new ``current`` value, history version."""
+        """Record one publish (see :meth:`publish_many`)."""
+        self.publish_many(seq, timestamp_us, (sow_key,), (payload,), (expiry_us,))
+
+    def publish_many(
+        self,
+        first_seq: int,
+        timestamp_us: int,
+        sow_keys: Sequence[str],
+        payloads: Sequence[bytes],
+        expiries: Sequence[int] | None = None,
+    ) -> None:
+        """Record publishes at sequences ``first_seq``, ``first_seq + 1``, …: journal entries,
+        new ``current`` values, history versions.
+
+        The server's hot path: one call per request with every loop-invariant in a local, which
+        costs about half of a method call per message.
+        """
+        if not payloads:
+            return
         cf = self._store._cf
-        key_b = sow_key.encode()
         put = self._wb.put
-        put(
-            _SEQ(seq),
-            _JOURNAL_HEAD(timestamp_us, k.OP_PUBLISH, expiry_us, len(self._topic_b), len(key_b))
-            + self._topic_b
-            + key_b
-            + payload,
-            cf["journal"],
-        )
-        if self._current:
-            put(self._topic_b + b"\x00" + key_b, _CURRENT_HEAD(seq, timestamp_us, expiry_us) + payload, cf["current"])
-        if self._history:
-            put(
-                self._history_prefix + key_b + b"\x00" + _SEQ(seq),
-                k.encode_history(k.OP_PUBLISH, timestamp_us, payload),
-                cf["history"],
-            )
-        self._last = seq
+        journal_cf, current_cf, history_cf = cf["journal"], cf["current"], cf["history"]
+        current, history = self._current, self._history
+        topic_b, prefix = self._topic_b, self._key_prefix
+        topic_len = len(topic_b)
+        seq_b, journal_head, current_head = _SEQ, _JOURNAL_HEAD, _CURRENT_HEAD
+        seq = first_seq
+        for sow_key, payload, expiry in zip(sow_keys, payloads, expiries or repeat(0, len(payloads)), strict=True):
+            key_b = sow_key.encode()
+            seq_key = seq_b(seq)
+            head = journal_head(timestamp_us, k.OP_PUBLISH, expiry, topic_len, len(key_b))
+            put(seq_key, b"".join((head, topic_b, key_b, payload)), journal_cf)
+            if current:
+                put(prefix + key_b, current_head(seq, timestamp_us, expiry) + payload, current_cf)
+            if history:
+                value = k.encode_history(k.OP_PUBLISH, timestamp_us, payload)
+                put(prefix + key_b + b"\x00" + seq_key, value, history_cf)
+            seq += 1
+        self._last = seq - 1
 
     def remove(self, seq: int, timestamp_us: int, sow_key: str, last_state: bytes, op: int = k.OP_DELETE) -> None:
         """Record a delete or expiration: journal entry (with the record's last state),
@@ -71,10 +90,10 @@ class Batch:
         key_b = sow_key.encode()
         self._wb.put(_SEQ(seq), k.encode_journal(timestamp_us, op, 0, self._topic_b, key_b, last_state), cf["journal"])
         if self._current:
-            self._wb.delete(self._topic_b + b"\x00" + key_b, cf["current"])
+            self._wb.delete(self._key_prefix + key_b, cf["current"])
         if self._history:
             self._wb.put(
-                self._history_prefix + key_b + b"\x00" + _SEQ(seq),
+                self._key_prefix + key_b + b"\x00" + _SEQ(seq),
                 k.encode_history(op, timestamp_us, b""),
                 cf["history"],
             )
@@ -83,7 +102,7 @@ class Batch:
     def drop_history(self, sow_key: str, seq: int) -> None:
         """Remove a history version replaced within its granularity interval (H-1)."""
         if self._history:
-            self._wb.delete(self._history_prefix + sow_key.encode() + b"\x00" + _SEQ(seq), self._store._cf["history"])
+            self._wb.delete(self._key_prefix + sow_key.encode() + b"\x00" + _SEQ(seq), self._store._cf["history"])
 
     def commit(self) -> None:
         """Write everything, plus the applied markers, as one RocksDB WriteBatch."""
