@@ -48,7 +48,7 @@ class SowServer:
         cfg = self.config.server
         store = Store(Path(cfg.data_dir), fsync=cfg.fsync)
         self.engine = Engine(self.config, store, clock=self.clock)
-        _tune_gc()
+        tune_gc()
         logging.getLogger("grpc._cython.cygrpc").addFilter(_CLIENT_GONE)
         limit = cfg.max_message_bytes
         server = grpc.aio.server(
@@ -99,7 +99,7 @@ class _ClientGoneFilter(logging.Filter):
         return "ExecuteBatchError raised in core" not in record.getMessage()
 
 
-def _tune_gc() -> None:
+def tune_gc() -> None:
     """Keep the cyclic garbage collector off the publish path.
 
     Every stored record is a few long-lived container objects, so with a million records a

@@ -30,6 +30,7 @@ from sowdb.engine import Engine, InMessage, QueryOptions
 from sowdb.engine.derived import View
 from sowdb.engine.pages import PagedSubscription, ResultSet
 from sowdb.engine.subscriptions import SubscriptionOptions
+from sowdb.server import tune_gc
 from sowdb.storage import Store
 
 
@@ -51,8 +52,10 @@ def _engine(data_dir: str, views: bool) -> Engine:
 
 
 def _load(engine: Engine, orders: list[bytes]) -> None:
+    """Publish the orders, then tune the garbage collector as sowd does after its start-up load."""
     for i in range(0, len(orders), 1000):
         engine.publish("orders", [InMessage(r) for r in orders[i : i + 1000]])
+    tune_gc()
 
 
 def _updates(orders: list[bytes], n: int, seed: int) -> list[list[InMessage]]:

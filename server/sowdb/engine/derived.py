@@ -68,6 +68,13 @@ class View(Derived):
 
     def _group_of(self, rec: StoredRecord) -> str:
         assert rec.data is not None
+        field = self.aggregation.group_field
+        if field is not None:  # one top-level field, the usual grouping: its string values are cached
+            value = rec.data.get(field)
+            if type(value) is str:
+                text = self._key_text.get((value,))
+                if text is not None:
+                    return text
         key = self.aggregation.group_key(rec.data, rec)
         text = self._key_text.get(key)
         if text is None:
@@ -83,21 +90,25 @@ class View(Derived):
             if not unfiltered:
                 old = old if self._matches(old) else None
                 new = new if self._matches(new) else None
-            if old is not None:
-                key = self._group_of(old)
-                group = groups.get(key)
+            old_key = self._group_of(old) if old is not None else None
+            new_key = self._group_of(new) if new is not None else None
+            if old_key is not None:
+                assert old is not None and old.data is not None
+                group = groups.get(old_key)
                 if group is not None:
-                    assert old.data is not None
+                    touched[old_key] = c
+                    if old_key == new_key:  # an update within its group: one step per aggregate
+                        assert new is not None and new.data is not None
+                        group.replace(old.data, old, new.data, new)
+                        continue
                     group.remove(old.data, old)
-                    touched[key] = c
-            if new is not None:
-                key = self._group_of(new)
-                group = groups.get(key)
+            if new_key is not None:
+                assert new is not None and new.data is not None
+                group = groups.get(new_key)
                 if group is None:
-                    group = groups[key] = self.aggregation.new_group()
-                assert new.data is not None
+                    group = groups[new_key] = self.aggregation.new_group()
                 group.add(new.data, new)
-                touched[key] = c
+                touched[new_key] = c
         out: list[Change] = []
         topic = self.topic
         for key, c in touched.items():

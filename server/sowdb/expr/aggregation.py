@@ -35,6 +35,11 @@ class Accumulator:
     def value(self) -> Any:
         raise NotImplementedError
 
+    def replace(self, old: Any, new: Any) -> None:
+        """A member's value changed from ``old`` to ``new`` (an update within the group)."""
+        self.remove(old)
+        self.add(new)
+
 
 class _Count(Accumulator):
     def __init__(self) -> None:
@@ -45,6 +50,9 @@ class _Count(Accumulator):
 
     def remove(self, x: Any) -> None:
         self.n -= 1
+
+    def replace(self, old: Any, new: Any) -> None:
+        pass  # still one value
 
     def value(self) -> Any:
         return self.n
@@ -87,6 +95,14 @@ class _Moments(Accumulator):
         else:
             self.total -= v
             self.squares -= float(v) * float(v)
+
+    def replace(self, old: Any, new: Any) -> None:
+        if type(old) is int and type(new) is int:  # the usual update, in one step
+            self.total += new - old
+            self.squares += float(new) * float(new) - float(old) * float(old)
+        else:
+            self.remove(old)
+            self.add(new)
 
     def value(self) -> Any:
         if self.n == 0:
@@ -179,6 +195,14 @@ def _hashable(x: Any) -> Any:
 class _Slot:
     name: str
     arg: Callable[..., Any]
+    field: str | None = None  # the argument is this top-level field: read it without a call
+
+
+def _top_field(node: n.Node) -> str | None:
+    """The field name when ``node`` is a top-level path such as ``/qty``."""
+    if isinstance(node, n.Path) and len(node.steps) == 1 and type(node.steps[0]) is str:
+        return node.steps[0]
+    return None
 
 
 class Group:
@@ -205,6 +229,25 @@ class Group:
             x = slot.arg(data, ctx)
             if x is not None and (type(x) is int or type(x) is float or not is_null(x)):
                 acc.remove(x)
+
+    def replace(self, old: dict[str, Any], old_ctx: Any, new: dict[str, Any], new_ctx: Any) -> None:
+        """A member changed from ``old`` to ``new`` and stays in the group: one step per
+        aggregate instead of a removal and an addition (the common update of a view)."""
+        for slot, acc in zip(self.aggregation.slots, self.accumulators, strict=True):
+            field = slot.field
+            if field is not None:
+                x, y = old.get(field), new.get(field)
+            else:
+                x, y = slot.arg(old, old_ctx), slot.arg(new, new_ctx)
+            counted_x = x is not None and (type(x) is int or type(x) is float or not is_null(x))
+            counted_y = y is not None and (type(y) is int or type(y) is float or not is_null(y))
+            if counted_x and counted_y:
+                acc.replace(x, y)
+            elif counted_x:
+                acc.remove(x)
+            elif counted_y:
+                acc.add(y)
+        self.last, self.last_ctx = new, new_ctx
 
     def result(self) -> dict[str, Any]:
         self.aggregation._aggregate_values.values = [a.value() for a in self.accumulators]
@@ -239,12 +282,14 @@ class Aggregation:
         self._aggregate_values = holder = _AggregateValues()
         compiler = _Compiler(holder)
         self._group_fns = [compiler.value(node) for node, _, _ in group_items]
+        self.group_field = _top_field(group_items[0][0]) if len(group_items) == 1 else None
+        """The grouping is this one top-level field (views read it directly)."""
         self.slots: list[_Slot] = []
         for node, _, _ in proj_items:
             for sub in node.walk():
                 if isinstance(sub, n.Aggregate):
                     holder.slot(sub)
-                    self.slots.append(_Slot(sub.name, compiler.value(sub.arg)))
+                    self.slots.append(_Slot(sub.name, compiler.value(sub.arg), _top_field(sub.arg)))
         self.outputs: list[tuple[Callable[..., Any], tuple[str | int, ...]]] = []
         for node, out, source in proj_items:
             if out is None:
