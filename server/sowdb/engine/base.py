@@ -22,7 +22,7 @@ from sowdb.engine.derived import ConflatedTopic, Derived, View, derived_order
 from sowdb.engine.expiry import ExpiryQueue
 from sowdb.engine.pages import ResultSet
 from sowdb.engine.query import AsOf
-from sowdb.engine.recovery import StoreDamaged, load_state, rebuild, replay_into_store
+from sowdb.engine.recovery import StoreDamaged, follow_durability_changes, load_state, rebuild, replay_into_store
 from sowdb.engine.subscriptions import (
     Change,
     SubscriptionHub,
@@ -77,6 +77,7 @@ class EngineBase:
         # top-level key field names per topic, which delta subscriptions always send (D-2)
         self._key_fields = {t.name: tuple(p.lstrip("/") for p in t.key if p.count("/") == 1) for t in config.topics}
         self.recovery = replay_into_store(store, config)  # J-2: the journal ahead of current/history
+        follow_durability_changes(store, config)  # topics switched to or from persistent, or history
         self.last_seq = store.last_sequence()
         last = store.journal_entry(self.last_seq) if self.last_seq else None
         self.last_ts = last.timestamp_us if last is not None else 0

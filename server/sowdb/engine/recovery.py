@@ -84,13 +84,56 @@ def replay_into_store(store: Store, config: Config) -> RecoveryReport | None:
 
     Returns None when both are level with the journal (the normal start).
     """
-    last = store.last_sequence()
     cur_from, hist_from = store.last_applied()
-    start = min(cur_from, hist_from)
-    if start >= last:
+    if min(cur_from, hist_from) >= store.last_sequence():
         return None
     persistent = {t.name.encode() for t in config.topics if t.durability == "persistent"}
     with_history = {t.name.encode() for t in config.topics if t.durability == "persistent" and t.history}
+    return _replay(store, persistent, with_history, cur_from, hist_from, markers=True)
+
+
+def follow_durability_changes(store: Store, config: Config) -> RecoveryReport | None:
+    """Bring ``current`` and ``history`` in line with the topics the config now keeps there.
+
+    The store records which persistent topics it keeps (and which of them keep history). A
+    topic that became persistent, or gained history, since the last run has its range rebuilt
+    from the journal — without this it would start empty, or, switched back after a transient
+    spell, with the state it had before it (records deleted meanwhile would come back). A topic
+    that stopped being kept loses its range, so a later switch back rebuilds it too.
+
+    Returns:
+        The replay's report, or None when no topic needed one.
+    """
+    wanted = {t.name: t.history is not None for t in config.topics if t.durability == "persistent"}
+    stored = store.stored_topics()
+    report = None
+    if stored is not None and stored != wanted:
+        gained = {name for name in wanted if name not in stored}
+        gained_history = {name for name, h in wanted.items() if h and not stored.get(name, False)}
+        store.reset_topics("current", gained | (stored.keys() - wanted.keys()))
+        store.reset_topics("history", gained_history | {n for n, h in stored.items() if h and not wanted.get(n)})
+        if gained or gained_history:
+            log.info(
+                "rebuilding from the journal: current of %s, history of %s (newly kept)",
+                ", ".join(sorted(gained)) or "no topic",
+                ", ".join(sorted(gained_history)) or "no topic",
+            )
+            report = _replay(
+                store, {n.encode() for n in gained}, {n.encode() for n in gained_history}, 0, 0, markers=False
+            )
+    if stored != wanted:
+        store.record_stored_topics(wanted)
+    return report
+
+
+def _replay(
+    store: Store, persistent: set[bytes], with_history: set[bytes], cur_from: int, hist_from: int, *, markers: bool
+) -> RecoveryReport:
+    """Write the journal entries of ``persistent`` topics after ``cur_from`` into ``current``,
+    and of ``with_history`` topics after ``hist_from`` into ``history``; with ``markers``, the
+    families' applied markers advance with each chunk."""
+    last = store.last_sequence()
+    start = min(cur_from, hist_from)
     trimmed = store.journal_trimmed()
     if start < trimmed:
         log.warning(
@@ -112,15 +155,22 @@ def replay_into_store(store: Store, config: Config) -> RecoveryReport | None:
     chunk = store.recovery_batch()
     put, delete, cur_cf, hist_cf = chunk.wb.put, chunk.wb.delete, chunk.current_cf, chunk.history_cf
     left = RECOVERY_CHUNK
+
+    def commit(upto: int) -> None:
+        if markers:
+            chunk.commit(current_upto=max(upto, cur_from), history_upto=max(upto, hist_from))
+        else:
+            chunk.commit(current_upto=None, history_upto=None)
+
     try:
         for key, value in store.iter_journal_raw(start):
             lt, lk = unpack_lengths(value, k.JOURNAL_LENGTHS_AT)
             topic = value[hsize : hsize + lt]
-            if topic in persistent:
+            if topic in persistent or topic in with_history:
                 end = hsize + lt + lk
                 rkey = topic + b"\x00" + value[hsize + lt : end]
                 op = value[8]
-                if key > cur_from_b:
+                if topic in persistent and key > cur_from_b:
                     if op == publish:
                         put(rkey, key + value[:8] + value[9:17] + value[end:], cur_cf)
                     else:
@@ -130,13 +180,12 @@ def replay_into_store(store: Store, config: Config) -> RecoveryReport | None:
             n += 1
             left -= 1
             if not left:
-                seq = k.decode_seq(key)
-                chunk.commit(current_upto=max(seq, cur_from), history_upto=max(seq, hist_from))
+                commit(k.decode_seq(key))
                 chunk = store.recovery_batch()
                 put, delete = chunk.wb.put, chunk.wb.delete
                 left = RECOVERY_CHUNK
                 advance(RECOVERY_CHUNK)
-        chunk.commit(current_upto=max(last, cur_from), history_upto=max(last, hist_from))
+        commit(last)
         store.finish_recovery()
     finally:
         close()
@@ -155,7 +204,9 @@ def replay_into_store(store: Store, config: Config) -> RecoveryReport | None:
 def rebuild(store: Store, config: Config) -> RecoveryReport | None:
     """``sowd rebuild``: empty ``current`` and ``history`` and replay the whole journal."""
     store.reset_derived()
-    return replay_into_store(store, config)
+    report = replay_into_store(store, config)
+    store.record_stored_topics({t.name: t.history is not None for t in config.topics if t.durability == "persistent"})
+    return report
 
 
 def load_state(

@@ -21,7 +21,9 @@ the engine needs:
   it and replays (J-2).
 - ``meta`` keys: ASCII names (``format``; ``journal_trimmed``: BE u64 of the last sequence
   removed by journal retention; ``history_floor | 0x00 | topic``: BE u64 of the newest version
-  removed by history trimming, so older points are known to be gone).
+  removed by history trimming, so older points are known to be gone; ``stored_topics``: JSON
+  object of the persistent topics ``current`` is kept for, each mapped to whether ``history``
+  is kept too, so a change of durability in the config is noticed at start).
 
 Values use fixed big-endian headers followed by the variable parts:
 
@@ -52,6 +54,7 @@ APPLIED_MARKER = b"\x00applied"
 FIRST_RECORD_KEY = b"\x01"  # every record key sorts at or after this; the marker before it
 META_FORMAT = b"format"
 META_JOURNAL_TRIMMED = b"journal_trimmed"
+META_STORED_TOPICS = b"stored_topics"
 FORMAT_VERSION = b"2"
 
 encode_seq = SEQ.pack

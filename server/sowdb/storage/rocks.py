@@ -12,11 +12,12 @@ journal and ``current`` never disagree. Key and value layouts are in :mod:`sowdb
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import repeat
 from pathlib import Path
 from typing import cast
 
+import orjson
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
 from sowdb.storage import keys as k
@@ -274,6 +275,27 @@ class Store:
             wb.delete(k.history_key(topic, sow_key, seq), cf)
         wb.put(k.history_floor_key(topic), k.encode_seq(floor), self._cf["meta"])
         self._write(wb)
+
+    def stored_topics(self) -> dict[str, bool] | None:
+        """The persistent topics ``current`` was kept for, each with whether ``history`` was
+        kept too, as last recorded (None: never recorded)."""
+        v = self._meta.get(k.META_STORED_TOPICS)
+        return None if v is None else cast(dict[str, bool], orjson.loads(cast(bytes, v)))
+
+    def record_stored_topics(self, topics: dict[str, bool]) -> None:
+        self._meta[k.META_STORED_TOPICS] = orjson.dumps(topics, option=orjson.OPT_SORT_KEYS)
+
+    def reset_topics(self, family: str, topics: Iterable[str]) -> None:
+        """Remove every key of ``topics`` from ``current`` or ``history``."""
+        wb = WriteBatch(raw_mode=True)
+        cf = self._cf[family]
+        empty = True
+        for topic in topics:
+            prefix = k.topic_prefix(topic)  # topic | 0x00: the range ends before topic | 0x01
+            wb.delete_range(prefix, prefix[:-1] + b"\x01", cf)
+            empty = False
+        if not empty:
+            self._write(wb)
 
     def reset_derived(self) -> None:
         """Empty ``current`` and ``history`` (markers included), for a rebuild from the journal."""
