@@ -171,7 +171,24 @@ async def test_granularity_keeps_one_version_per_interval(tmp_path: Path) -> Non
     engine = open_engine(tmp_path, clock)
     assert (await sow(engine, "coarse", "20231114T221331Z"))["1"]["v"] == 9
     assert (await sow(engine, "coarse", "now"))["1"]["v"] == 13
+    # a delete marker thins like a version: it replaces v 32 (same interval), and v 45 does not
+    # replace it (the next interval)
+    for t, action in [(20, 20), (32, 32), (34, None), (45, 45)]:
+        clock.at(t)
+        if action is None:
+            engine.sow_delete("coarse", sow_keys=["2"])
+        else:
+            pub(engine, "coarse", {"id": 2, "v": action})
+    kept = [(e.sow_key, e.seq, e.op) for e in engine.store.iter_history() if e.topic == "coarse"]
+    assert [(key, op) for key, _, op in kept if key == "2"] == [("2", OP_PUBLISH), ("2", OP_DELETE), ("2", OP_PUBLISH)]
     engine.close()
+    # a rebuild from the journal thins the same way
+    from sowdb.engine.recovery import rebuild
+
+    store = Store(tmp_path)
+    rebuild(store, config(tmp_path))
+    assert [(e.sow_key, e.seq, e.op) for e in store.iter_history() if e.topic == "coarse"] == kept
+    store.close()
 
 
 async def test_expiration_removes_journals_and_tells_oof_subscribers(tmp_path: Path) -> None:

@@ -89,7 +89,16 @@ def replay_into_store(store: Store, config: Config) -> RecoveryReport | None:
         return None
     persistent = {t.name.encode() for t in config.topics if t.durability == "persistent"}
     with_history = {t.name.encode() for t in config.topics if t.durability == "persistent" and t.history}
-    return _replay(store, persistent, with_history, cur_from, hist_from, markers=True)
+    return _replay(store, persistent, with_history, cur_from, hist_from, _granularities(config), markers=True)
+
+
+def _granularities(config: Config) -> dict[bytes, int]:
+    """The history granularity in µs of each topic that has one."""
+    return {
+        t.name.encode(): int(t.history.granularity_s * 1_000_000)
+        for t in config.topics
+        if t.history is not None and t.history.granularity_s > 0
+    }
 
 
 def follow_durability_changes(store: Store, config: Config) -> RecoveryReport | None:
@@ -118,20 +127,32 @@ def follow_durability_changes(store: Store, config: Config) -> RecoveryReport | 
                 ", ".join(sorted(gained)) or "no topic",
                 ", ".join(sorted(gained_history)) or "no topic",
             )
-            report = _replay(
-                store, {n.encode() for n in gained}, {n.encode() for n in gained_history}, 0, 0, markers=False
-            )
+            gained_b, history_b = {n.encode() for n in gained}, {n.encode() for n in gained_history}
+            report = _replay(store, gained_b, history_b, 0, 0, _granularities(config), markers=False)
     if stored != wanted:
         store.record_stored_topics(wanted)
     return report
 
 
 def _replay(
-    store: Store, persistent: set[bytes], with_history: set[bytes], cur_from: int, hist_from: int, *, markers: bool
+    store: Store,
+    persistent: set[bytes],
+    with_history: set[bytes],
+    cur_from: int,
+    hist_from: int,
+    granularity: dict[bytes, int],
+    *,
+    markers: bool,
 ) -> RecoveryReport:
     """Write the journal entries of ``persistent`` topics after ``cur_from`` into ``current``,
     and of ``with_history`` topics after ``hist_from`` into ``history``; with ``markers``, the
-    families' applied markers advance with each chunk."""
+    families' applied markers advance with each chunk.
+
+    A topic with a history ``granularity`` keeps one entry per key per interval, as the writer
+    does (H-1): an entry replaces the key's previous one of the same interval. The previous one
+    is known when it was replayed here, so a full rebuild thins exactly; a replay after a crash
+    may keep one extra version per key where it starts.
+    """
     last = store.last_sequence()
     start = min(cur_from, hist_from)
     trimmed = store.journal_trimmed()
@@ -155,6 +176,7 @@ def _replay(
     chunk = store.recovery_batch()
     put, delete, cur_cf, hist_cf = chunk.wb.put, chunk.wb.delete, chunk.current_cf, chunk.history_cf
     left = RECOVERY_CHUNK
+    latest: dict[bytes, tuple[int, bytes]] = {}  # granular topics: each key's last history entry
 
     def commit(upto: int) -> None:
         if markers:
@@ -176,7 +198,15 @@ def _replay(
                     else:
                         delete(rkey, cur_cf)
                 if topic in with_history and key > hist_from_b:
-                    put(rkey + b"\x00" + key, value[8:9] + value[:8] + (value[end:] if op == publish else b""), hist_cf)
+                    hkey = rkey + b"\x00" + key
+                    put(hkey, value[8:9] + value[:8] + (value[end:] if op == publish else b""), hist_cf)
+                    g = granularity.get(topic)
+                    if g:
+                        interval = int.from_bytes(value[:8], "big") // g
+                        previous = latest.get(rkey)
+                        if previous is not None and previous[0] == interval:
+                            delete(previous[1], hist_cf)
+                        latest[rkey] = (interval, hkey)
             n += 1
             left -= 1
             if not left:
