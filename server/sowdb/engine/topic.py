@@ -8,7 +8,7 @@ that later publishes cannot change.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sowdb.config import TopicConfig, field_path_steps
@@ -61,24 +61,7 @@ class HashIndex:
         assert rec.data is not None
         return rec.data.get(self._top) if self._top is not None else get_path(rec.data, self.steps)
 
-    def add(self, rec: StoredRecord) -> None:
-        value = self._value(rec)
-        m = self._map
-        if type(value) is str and value and value[0] not in _NUMERIC_START:  # the common case, inline
-            bucket = m.get(value)
-            if bucket is None:
-                m[value] = {rec.sow_key: rec}
-            else:
-                bucket[rec.sow_key] = rec
-            return
-        for term in index_terms(value):
-            bucket = m.get(term)
-            if bucket is None:
-                m[term] = {rec.sow_key: rec}
-            else:
-                bucket[rec.sow_key] = rec
-
-    def replace_many(self, olds: list[StoredRecord | None], recs: list[StoredRecord]) -> None:
+    def replace_many(self, olds: Sequence[StoredRecord | None], recs: Sequence[StoredRecord]) -> None:
         """File each new version ``recs[i]`` in place of ``olds[i]`` (None: a new key).
 
         The publish path: a version whose indexed value did not change (the usual update) only
@@ -154,11 +137,8 @@ class SowTopic:
         records[rec.sow_key] = rec
         if self.history is not None:
             self.history.link(rec, old)
-        if self._index_list:
-            for index in self._index_list:
-                if old is not None:
-                    index.remove(old)
-                index.add(rec)
+        for index in self._index_list:
+            index.replace_many((old,), (rec,))
         return old
 
     def put_many(self, recs: list[StoredRecord]) -> list[StoredRecord | None]:
