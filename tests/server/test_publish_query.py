@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 from typing import Any
@@ -9,6 +10,9 @@ from typing import Any
 import grpc
 import pytest
 
+from sowdb.api.servicer import PUBLISH_TASK_NAME
+from sowdb_api.v1 import sow_pb2 as pb
+from sowdb_api.v1 import sow_pb2_grpc
 from sowdb_client import (
     AsyncClient,
     FailedPreconditionError,
@@ -312,3 +316,34 @@ async def test_a_request_may_repeat_a_key(sowd: Running) -> None:
     ):
         point = str(last - back)
         assert sorted((r["id"], r["v"]) for r in await rows(c, "book", bookmark=point)) == expected, point
+
+
+async def test_publish_acks_come_in_order_however_far_the_publisher_runs_ahead(sowd: Running) -> None:
+    """Receiving runs ahead of acknowledging (a bounded queue of acks): a publisher that sends
+    hundreds of requests before reading any response still gets one ack per request, in order,
+    with the refused one in its place; cancelling a call leaves no receiving task behind."""
+
+    def request(i: int) -> pb.PublishRequest:
+        data = b"{bad" if i == 150 else json.dumps(order(i)).encode()
+        return pb.PublishRequest(topic="orders", messages=[pb.PublishMessage(data=data)], correlation_id=str(i))
+
+    async with grpc.aio.insecure_channel(sowd.target) as channel:
+        call = sow_pb2_grpc.SowServiceStub(channel).Publish()
+        for i in range(300):
+            await call.write(request(i))
+        await call.done_writing()
+        acks = [r async for r in call]
+    assert [a.correlation_id for a in acks] == [str(i) for i in range(300)]
+    assert [a.first_bookmark for a in acks] == [*range(1, 151), 0, *range(151, 300)]
+    assert acks[150].error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+
+    async with grpc.aio.insecure_channel(sowd.target) as channel:
+        call = sow_pb2_grpc.SowServiceStub(channel).Publish()
+        await call.write(request(1000))
+        await call.read()
+        call.cancel()
+    for _ in range(100):
+        if not [t for t in asyncio.all_tasks() if t.get_name() == PUBLISH_TASK_NAME]:
+            break
+        await asyncio.sleep(0.01)
+    assert not [t for t in asyncio.all_tasks() if t.get_name() == PUBLISH_TASK_NAME]

@@ -44,6 +44,11 @@ async def _abort(context: Context, exc: BaseException) -> NoReturn:
     raise AssertionError("abort_with_status returned")  # pragma: no cover
 
 
+PUBLISH_ACKS_AHEAD = 64
+PUBLISH_TASK_NAME = "sowdb-publish"
+"""Acks a Publish call may have waiting to be sent before it stops receiving requests."""
+
+
 class SowServicer(sow_pb2_grpc.SowServiceServicer):
     """``sowdb.v1.SowService`` over an :class:`Engine`."""
 
@@ -53,14 +58,36 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
     async def Publish(
         self, request_iterator: AsyncIterator[pb.PublishRequest], context: Context
     ) -> AsyncIterator[pb.PublishResponse]:
-        publish = self.engine.publish
-        async for req in request_iterator:
+        """Apply each request and acknowledge it, in order.
+
+        Receiving runs ahead of acknowledging (a task applies requests while this generator
+        sends their acks), so a receive is always outstanding: the next request has come
+        through gRPC's completion thread while this one was applied, instead of the writer
+        waiting for that hand-off after every ack.
+        """
+        acks: asyncio.Queue[pb.PublishResponse | None] = asyncio.Queue(PUBLISH_ACKS_AHEAD)
+
+        async def apply_all() -> None:
             try:
-                first, last = publish(req.topic, req.messages, delta=req.delta, ttls=convert.ttls(req))
-            except SowdbError as exc:
-                yield pb.PublishResponse(correlation_id=req.correlation_id, error=rich_status(exc))
-                continue
-            yield pb.PublishResponse(correlation_id=req.correlation_id, first_bookmark=first, last_bookmark=last)
+                async for req in request_iterator:
+                    await acks.put(self._apply(req))
+            finally:
+                await acks.put(None)
+
+        applying = asyncio.create_task(apply_all(), name=PUBLISH_TASK_NAME)
+        try:
+            while (ack := await acks.get()) is not None:
+                yield ack
+            await applying  # a failed receive ends the call with its error
+        finally:
+            applying.cancel()
+
+    def _apply(self, req: pb.PublishRequest) -> pb.PublishResponse:
+        try:
+            first, last = self.engine.publish(req.topic, req.messages, delta=req.delta, ttls=convert.ttls(req))
+        except SowdbError as exc:
+            return pb.PublishResponse(correlation_id=req.correlation_id, error=rich_status(exc))
+        return pb.PublishResponse(correlation_id=req.correlation_id, first_bookmark=first, last_bookmark=last)
 
     async def Sow(self, request: pb.SowRequest, context: Context) -> AsyncIterator[pb.SowResponse | bytes]:  # type: ignore[override]
         try:
