@@ -194,11 +194,7 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
         next_flush = last_activity + period
         while True:
             timeout = min(heartbeat, max(0.0, next_flush - loop.time())) if period else heartbeat
-            try:
-                await asyncio.wait_for(sub.wakeup.wait(), timeout)
-                woke = True
-            except TimeoutError:
-                woke = False
+            woke = await sub.wakeup.wait(timeout)
             now = loop.time()
             if period and now >= next_flush:
                 sub.flush()
