@@ -25,6 +25,7 @@ from sowdb_client.types import (
     Record,
     channel_options,
     publish_requests,
+    records_from_pb,
     replace_request,
     sow_and_subscribe_request,
     sow_delete_request,
@@ -55,11 +56,10 @@ class AsyncSowResult:
             raise from_rpc_error(exc) from None
 
     async def __aiter__(self) -> AsyncIterator[Record]:
-        from_pb = Record.from_pb
         async for resp in self.events():
             if resp.WhichOneof("event") == "records":
-                for r in resp.records.records:
-                    yield from_pb(r)
+                for r in records_from_pb(resp.records.records):
+                    yield r
 
     async def records(self) -> list[Record]:
         """Every record of the result, as a list."""

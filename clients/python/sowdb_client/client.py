@@ -23,6 +23,7 @@ from sowdb_client.types import (
     Record,
     channel_options,
     publish_requests,
+    records_from_pb,
     replace_request,
     sow_and_subscribe_request,
     sow_delete_request,
@@ -59,11 +60,9 @@ class SowResult:
             raise from_rpc_error(exc) from None
 
     def __iter__(self) -> Iterator[Record]:
-        from_pb = Record.from_pb
         for resp in self.events():
             if resp.WhichOneof("event") == "records":
-                for r in resp.records.records:
-                    yield from_pb(r)
+                yield from records_from_pb(resp.records.records)
 
     def cancel(self) -> None:
         """Stop receiving (the server stops sending)."""

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from sowdb_api.v1 import sow_pb2 as pb
-from sowdb_client.types import Record
+from sowdb_client.types import Record, records_from_pb
 
 _REASONS = {pb.OOF_REASON_DELETED: "deleted", pb.OOF_REASON_EXPIRED: "expired", pb.OOF_REASON_MATCH: "match"}
 
@@ -37,13 +37,13 @@ def event_from_pb(resp: pb.SowAndSubscribeResponse | pb.SubscribeResponse) -> Ev
     kind = resp.WhichOneof("event")
     from_pb = Record.from_pb
     if kind == "publish":
-        return Event("publish", tuple(from_pb(r) for r in resp.publish.records))
+        return Event("publish", tuple(records_from_pb(resp.publish.records)))
     if kind == "records" and isinstance(resp, pb.SowAndSubscribeResponse):
-        return Event("sow", tuple(from_pb(r) for r in resp.records.records))
+        return Event("sow", tuple(records_from_pb(resp.records.records)))
     if kind == "oof":
         return Event("oof", (from_pb(resp.oof.record),), reason=_REASONS.get(resp.oof.reason, ""))
     if kind == "deleted" and isinstance(resp, pb.SubscribeResponse):
-        return Event("deleted", tuple(from_pb(r) for r in resp.deleted.records))
+        return Event("deleted", tuple(records_from_pb(resp.deleted.records)))
     if kind == "subscribed":
         return Event("subscribed", sub_id=resp.subscribed.sub_id, bookmark=resp.subscribed.bookmark)
     if kind == "group_begin" and isinstance(resp, pb.SowAndSubscribeResponse):

@@ -46,8 +46,19 @@ class Record(NamedTuple):
 
     @classmethod
     def from_pb(cls, r: pb.Record) -> Record:
+        return records_from_pb((r,))[0]
+
+
+def records_from_pb(records: Iterable[pb.Record]) -> list[Record]:
+    """Records from their protobuf messages: every record of a result passes here, so the
+    tuples are made directly (the named tuple's own constructor is a Python call per record)."""
+    out: list[Record] = []
+    append = out.append
+    new = tuple.__new__
+    for r in records:
         ts = r.timestamp
-        return cls(r.topic, r.sow_key, r.bookmark, ts.seconds * 1_000_000 + ts.nanos // 1000, r.data)
+        append(new(Record, (r.topic, r.sow_key, r.bookmark, ts.seconds * 1_000_000 + ts.nanos // 1000, r.data)))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
