@@ -337,13 +337,44 @@ async def test_publish_acks_come_in_order_however_far_the_publisher_runs_ahead(s
     assert [a.first_bookmark for a in acks] == [*range(1, 151), 0, *range(151, 300)]
     assert acks[150].error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
 
+    # a publisher that never reads its acks, then cancels
     async with grpc.aio.insecure_channel(sowd.target) as channel:
         call = sow_pb2_grpc.SowServiceStub(channel).Publish()
-        await call.write(request(1000))
-        await call.read()
+        for i in range(400):
+            await call.write(request(1000 + i))
         call.cancel()
     for _ in range(100):
         if not [t for t in asyncio.all_tasks() if t.get_name() == PUBLISH_TASK_NAME]:
             break
         await asyncio.sleep(0.01)
     assert not [t for t in asyncio.all_tasks() if t.get_name() == PUBLISH_TASK_NAME]
+
+
+async def test_a_failure_while_receiving_ends_the_publish_call_with_an_error(
+    sowd: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unexpected failure in the receiving task reaches the client as the call's status,
+    INTERNAL like any other handler's (after the acks before it), instead of leaving the call
+    waiting."""
+    engine = sowd.server.engine
+    assert engine is not None
+    real = engine.publish
+
+    def publish(topic: str, messages: Any, **kw: Any) -> tuple[int, int]:
+        if messages[0].data == b'{"orderId": 13}':
+            raise RuntimeError("boom")
+        return real(topic, messages, **kw)
+
+    monkeypatch.setattr(engine, "publish", publish)
+    async with grpc.aio.insecure_channel(sowd.target) as channel:
+        call = sow_pb2_grpc.SowServiceStub(channel).Publish()
+        for i in (12, 13, 14):
+            data = b'{"orderId": %d}' % i
+            await call.write(pb.PublishRequest(topic="orders", messages=[pb.PublishMessage(data=data)]))
+        await call.done_writing()
+        acks = []
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            async for ack in call:
+                acks.append(ack)
+    assert [a.first_bookmark for a in acks] == [1]
+    assert err.value.code() == grpc.StatusCode.INTERNAL and "see the server log" in (err.value.details() or "")

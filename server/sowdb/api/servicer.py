@@ -65,20 +65,25 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
         through gRPC's completion thread while this one was applied, instead of the writer
         waiting for that hand-off after every ack.
         """
-        acks: asyncio.Queue[pb.PublishResponse | None] = asyncio.Queue(PUBLISH_ACKS_AHEAD)
+        acks: asyncio.Queue[pb.PublishResponse | Exception | None] = asyncio.Queue(PUBLISH_ACKS_AHEAD)
 
         async def apply_all() -> None:
             try:
                 async for req in request_iterator:
                     await acks.put(self._apply(req))
-            finally:
-                await acks.put(None)
+            except asyncio.CancelledError:
+                raise  # the sender has gone: no one to tell
+            except Exception as exc:  # the sender is alive and draining: it raises this
+                await acks.put(exc)
+                return
+            await acks.put(None)
 
         applying = asyncio.create_task(apply_all(), name=PUBLISH_TASK_NAME)
         try:
             while (ack := await acks.get()) is not None:
+                if isinstance(ack, Exception):
+                    await _abort(context, ack)
                 yield ack
-            await applying  # a failed receive ends the call with its error
         finally:
             applying.cancel()
 
