@@ -136,6 +136,26 @@ async def test_view_subscribers_see_group_updates_and_emptied_groups_leave(tmp_p
     engine.close()
 
 
+async def test_an_indexed_subscriber_sees_a_group_emptied_in_a_mixed_batch(tmp_path: Path) -> None:
+    """One publish can both update one group and empty another: the view's batch mixes a
+    publish and a removal, and a subscription filed by its ``/symbol = …`` conjunct still gets
+    the ``deleted`` event, in order."""
+    engine = open_engine(tmp_path, Clock())
+    pub(engine, "orders", {"id": 1, "symbol": "AA", "qty": 5, "price": 10})
+    sub = engine.subscribe("by_symbol", filter="/symbol = 'AA'", options=SubscriptionOptions(deleted_events=True))
+    sub.release()
+    assert engine.hub.stats().placement == {"indexed": 1, "scanned": 0}
+    # BB gets a member first, then AA loses its only one
+    pub(
+        engine,
+        "orders",
+        {"id": 3, "symbol": "BB", "qty": 1, "price": 1},
+        {"id": 1, "symbol": "BB", "qty": 5, "price": 10},
+    )
+    assert [(e.kind, e.record.sow_key) for e in sub.drain()] == [("deleted", '["AA"]')]
+    engine.close()
+
+
 async def test_conflated_topics_refresh_once_per_interval(tmp_path: Path) -> None:
     clock = Clock()
     engine = open_engine(tmp_path, clock)

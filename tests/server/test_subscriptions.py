@@ -368,6 +368,11 @@ INDEXABLE = [
     "/flag = 1",
     "UPPER(/sym) = 'S5'",
     "/tags = 'x'",
+    "/n = '07'",  # files under 7 too, yet '7' = '07' is false: the hub's exact check must tell
+    "/flag = true",  # True hashes like 1
+    "/side = 'B' AND /qty % 10 = 7 AND /n IS NOT NULL",  # filed by /side; the rest is evaluated
+    "/n IN (7, 'x') AND /side <> 'S'",
+    "/sym = 'S1' AND SOW_KEY() <> '3'",  # the rest reads the record's metadata
 ]
 
 

@@ -97,7 +97,7 @@ class PagedSubscription(Subscription):
         boundary = sl[end - 1]
         return any(k <= boundary for k in touched)
 
-    def offer(self, topic: str, changes: Sequence[Change]) -> None:
+    def offer(self, topic: str, changes: Sequence[Change], *, placed: bool = False) -> None:
         """Changes reach a page through its result set (:meth:`refresh`), not one by one."""
 
     def refresh(self, changed: dict[str, Change] | None = None) -> None:

@@ -19,7 +19,7 @@ import asyncio
 import re
 import secrets
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,7 @@ from sowdb.engine.records import StoredRecord
 from sowdb.engine.topic import index_terms
 from sowdb.errors import InvalidArgument
 from sowdb.expr import CompiledFilter, get_path
+from sowdb.expr.compiler import EqualityConjunct
 
 OOF_DELETED = "deleted"
 OOF_EXPIRED = "expired"
@@ -182,9 +183,14 @@ class Subscription:
 
     # --- the writer's side ---------------------------------------------------------------------
 
-    def offer(self, topic: str, changes: Sequence[Change]) -> None:
+    def offer(self, topic: str, changes: Sequence[Change], *, placed: bool = False) -> None:
         """Take one batch of changes to ``topic`` from the writer: hold them (query phase) or
-        evaluate them now."""
+        evaluate them now.
+
+        Args:
+            placed: the hub has checked the conjunct this subscription is filed under for
+                every change (publishes only), so only the rest of the filter is left to test.
+        """
         if self.failure is not None or not self.wants(topic):
             return
         if self.held is not None:
@@ -193,18 +199,23 @@ class Subscription:
                 self._fail(f"{len(self.held)} changes arrived while its query or replay was being sent")
             return
         if self.focus is None and not self.options.delta and not self.conflated:
-            self._offer_plain(changes)
+            flt = self.filter
+            if flt is None:
+                self._offer_plain(changes, None)
+            elif placed:
+                self._offer_plain(changes, flt.equality_conjuncts[0].rest)
+            else:
+                self._offer_plain(changes, flt.matches)
         else:
             for c in changes:
                 self._evaluate(c)
         if self.queue:
             self.wakeup.set()
 
-    def _offer_plain(self, changes: Sequence[Change]) -> None:
+    def _offer_plain(self, changes: Sequence[Change], matches: Callable[[Any, Any], Any] | None) -> None:
         """The common case inline — no oof bookkeeping, whole records, no conflation: queue
-        the change's shared ``publish`` event and check the limits once per batch."""
-        flt = self.filter
-        matches = flt.matches if flt is not None else None
+        the change's shared ``publish`` event when ``matches`` (None: everything) says so, and
+        check the limits once per batch."""
         queue = self.queue
         size = 0
         for c in changes:
@@ -416,16 +427,20 @@ class _EqualityGroup:
     """Subscriptions whose filters share an ``expression = literal`` conjunct, by literal term.
 
     The expression is evaluated once per change for the whole group, and only subscriptions
-    whose literal can equal its value are offered the change (AMPS-style filter indexing):
-    100 subscribers to ``/qty % 10 = k`` cost one evaluation and ten filters per message
-    instead of a hundred filters.
+    whose literal can equal its value are looked at (AMPS-style filter indexing). The hub
+    then checks the conjunct exactly, once per distinct literal, and a subscription evaluates
+    only the rest of its filter: 100 subscribers to ``/qty % 10 = k AND …`` cost one
+    evaluation of ``/qty % 10`` and ten rests per message instead of a hundred filters.
+
+    ``table`` maps a literal's terms (:func:`~sowdb.engine.topic.index_terms`) to the
+    subscriptions filed under them, each with its conjunct and a key naming its literals.
     """
 
     __slots__ = ("fn", "table")
 
     def __init__(self, fn: Any) -> None:
         self.fn = fn
-        self.table: dict[Any, dict[str, Subscription]] = {}
+        self.table: dict[Any, dict[str, tuple[Subscription, EqualityConjunct, tuple[Any, ...]]]] = {}
 
 
 class SubscriptionHub:
@@ -471,8 +486,10 @@ class SubscriptionHub:
         if group is None:
             group = self._groups[c.key] = _EqualityGroup(c.value)
         terms = [t for lit in c.values for t in index_terms(lit)]
+        # 1, 1.0 and True hash alike but do not compare alike: the key keeps the types apart
+        literals = (c.is_in, *((type(lit), lit) for lit in c.values))
         for t in terms:
-            group.table.setdefault(t, {})[sub.id] = sub
+            group.table.setdefault(t, {})[sub.id] = (sub, c, literals)
         self._indexed[sub.id] = (c.key, terms)
 
     def _unplace(self, sub: Subscription) -> None:
@@ -498,7 +515,9 @@ class SubscriptionHub:
             sub.offer(topic, changes)
         if not self._groups:
             return
-        if changes and changes[0].new is None:  # a delete batch: deleted events need every filter
+        if any(c.new is None for c in changes):
+            # removals (deletes, expirations, a view's emptied groups): ``deleted`` events need
+            # every filter, and a batch is offered whole so that each subscriber sees it in order
             for sub_id in list(self._indexed):
                 self.subs[sub_id].offer(topic, changes)
             return
@@ -509,17 +528,24 @@ class SubscriptionHub:
                 new = c.new
                 if new is None:
                     continue
-                for term in index_terms(fn(new.data, new)):
+                value = fn(new.data, new)
+                verdicts: dict[tuple[Any, ...], bool] = {}  # literals -> whether the conjunct holds
+                for term in index_terms(value):
                     bucket = table.get(term)
                     if bucket:
-                        for sub in bucket.values():
+                        for sub, conjunct, literals in bucket.values():
+                            holds = verdicts.get(literals)
+                            if holds is None:
+                                holds = verdicts[literals] = conjunct.holds(value)
+                            if not holds:
+                                continue
                             got = offers.get(sub)
                             if got is None:
                                 offers[sub] = [c]
                             elif got[-1] is not c:
                                 got.append(c)
         for sub, subset in offers.items():
-            sub.offer(topic, subset)
+            sub.offer(topic, subset, placed=True)
 
     def stats(self) -> HubStats:
         return HubStats(

@@ -337,11 +337,26 @@ class EqualityConjunct:
     """A top-level ``expression = literal`` (or ``expression IN (literals)``) conjunct whose
     expression is deterministic and reads only the message: every matching record has one of
     ``values`` as the value of ``value``. ``key`` is the same for structurally equal
-    expressions, so that subscriptions sharing an expression can share its evaluation."""
+    expressions, so that subscriptions sharing an expression can share its evaluation.
+
+    A record matches the whole filter exactly when :meth:`holds` is true of its ``value`` and
+    ``rest`` — the filter's other top-level conjuncts, None when there are none — is truthy
+    (an AND whose TRUE operand is dropped keeps its truth), so whoever has already computed
+    ``value`` need not evaluate the whole filter again.
+    """
 
     key: str
     value: Fn
     values: tuple[Any, ...]
+    rest: Fn | None = None
+    is_in: bool = False  # ``IN (values)`` rather than ``= values[0]``
+
+    def holds(self, x: Any) -> bool:
+        """Whether the conjunct is TRUE for an expression value ``x`` (the same functions as
+        the compiled filter's ``=`` and ``IN``)."""
+        if self.is_in:
+            return v.in_list(x, self.values) is True
+        return v.cmp_eq(x, self.values[0]) is True
 
 
 def _pure(node: n.Node) -> bool:
@@ -356,18 +371,23 @@ def _pure(node: n.Node) -> bool:
 def _equality_conjuncts(root: n.Node) -> tuple[EqualityConjunct, ...]:
     parts = root.operands if isinstance(root, n.Logical) and root.op == "AND" else (root,)
     out: list[EqualityConjunct] = []
-    for p in parts:
+    for at, p in enumerate(parts):
         expr: n.Node | None = None
         literals: tuple[Any, ...] = ()
+        is_in = False
         if isinstance(p, n.Compare) and p.op == "=":
             lit, other = (p.right, p.left) if isinstance(p.right, n.Literal) else (p.left, p.right)
             if isinstance(lit, n.Literal) and not isinstance(other, n.Literal) and not v.is_null(lit.value):
                 expr, literals = other, (lit.value,)
         elif isinstance(p, n.In) and not p.negated and all(isinstance(i, n.Literal) for i in p.items):
-            expr = p.operand
+            expr, is_in = p.operand, True
             literals = tuple(i.value for i in p.items if not v.is_null(i.value))  # type: ignore[attr-defined]
         if expr is not None and _pure(expr):
-            out.append(EqualityConjunct(repr(expr), _Compiler().value(expr), literals))
+            others = parts[:at] + parts[at + 1 :]
+            rest = None
+            if others:
+                rest = _Compiler().test(others[0] if len(others) == 1 else n.Logical(root.pos, "AND", others))
+            out.append(EqualityConjunct(repr(expr), _Compiler().value(expr), literals, rest, is_in))
     return tuple(out)
 
 
