@@ -32,7 +32,7 @@ from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client.client import Client, SubscriptionStream
 from sowdb_client.errors import PublishError, SowdbError
 from sowdb_client.events import Event
-from sowdb_client.types import DEFAULT_TARGET, Message, Record
+from sowdb_client.types import DEFAULT_TARGET, Message, Record, records_from_pb
 
 
 def _flag(p: argparse.ArgumentParser, name: str, **kw: Any) -> None:
@@ -201,8 +201,8 @@ def _sow(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
     for resp in result.events():
         kind = resp.WhichOneof("event")
         if kind == "records":
-            for r in resp.records.records:
-                print(_record_line(Record.from_pb(r), a.format, "sow"), file=out)
+            for rec in records_from_pb(resp.records.records):
+                print(_record_line(rec, a.format, "sow"), file=out)
         elif a.format == "full" and kind == "group_begin":
             gb = resp.group_begin
             print(_full("group_begin", query_id=gb.query_id, bookmark=gb.bookmark), file=out)

@@ -35,13 +35,12 @@ class Event(NamedTuple):
 
 def event_from_pb(resp: pb.SowAndSubscribeResponse | pb.SubscribeResponse) -> Event:
     kind = resp.WhichOneof("event")
-    from_pb = Record.from_pb
     if kind == "publish":
         return Event("publish", tuple(records_from_pb(resp.publish.records)))
     if kind == "records" and isinstance(resp, pb.SowAndSubscribeResponse):
         return Event("sow", tuple(records_from_pb(resp.records.records)))
     if kind == "oof":
-        return Event("oof", (from_pb(resp.oof.record),), reason=_REASONS.get(resp.oof.reason, ""))
+        return Event("oof", (Record.from_pb(resp.oof.record),), reason=_REASONS.get(resp.oof.reason, ""))
     if kind == "deleted" and isinstance(resp, pb.SubscribeResponse):
         return Event("deleted", tuple(records_from_pb(resp.deleted.records)))
     if kind == "subscribed":

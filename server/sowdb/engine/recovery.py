@@ -101,21 +101,18 @@ def _granularities(config: Config) -> dict[bytes, int]:
     }
 
 
-def follow_durability_changes(store: Store, config: Config) -> RecoveryReport | None:
+def follow_durability_changes(store: Store, config: Config) -> None:
     """Bring ``current`` and ``history`` in line with the topics the config now keeps there.
 
     The store records which persistent topics it keeps (and which of them keep history). A
     topic that became persistent, or gained history, since the last run has its range rebuilt
     from the journal — without this it would start empty, or, switched back after a transient
     spell, with the state it had before it (records deleted meanwhile would come back). A topic
-    that stopped being kept loses its range, so a later switch back rebuilds it too.
-
-    Returns:
-        The replay's report, or None when no topic needed one.
+    that stopped being kept loses its range, so a later switch back rebuilds it too. The
+    replay logs its counts and rate like any other.
     """
     wanted = {t.name: t.history is not None for t in config.topics if t.durability == "persistent"}
     stored = store.stored_topics()
-    report = None
     if stored is not None and stored != wanted:
         gained = {name for name in wanted if name not in stored}
         gained_history = {name for name, h in wanted.items() if h and not stored.get(name, False)}
@@ -128,10 +125,9 @@ def follow_durability_changes(store: Store, config: Config) -> RecoveryReport | 
                 ", ".join(sorted(gained_history)) or "no topic",
             )
             gained_b, history_b = {n.encode() for n in gained}, {n.encode() for n in gained_history}
-            report = _replay(store, gained_b, history_b, 0, 0, _granularities(config), markers=False)
+            _replay(store, gained_b, history_b, 0, 0, _granularities(config), markers=False)
     if stored != wanted:
         store.record_stored_topics(wanted)
-    return report
 
 
 def _replay(
