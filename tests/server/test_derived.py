@@ -13,6 +13,7 @@ import pytest
 
 from sowdb.config import ConfigError, config_from_dict
 from sowdb.engine import Engine, InMessage, QueryOptions, RecordBatch
+from sowdb.engine.derived import View
 from sowdb.engine.subscriptions import SubscriptionOptions
 from sowdb.errors import FailedPrecondition
 from sowdb.storage import Store
@@ -21,6 +22,7 @@ from tests.server.conftest import Running
 from tests.server.test_subscriptions import take
 
 AGG = ["/symbol", "SUM(/qty) AS /qty", "COUNT(/id) AS /n", "MIN(/price) AS /low", "MAX(/price) AS /high"]
+TOTALS = ["/symbol", "SUM(/qty) AS /qty", "COUNT(/id) AS /n", "AVG(/qty) AS /avg", "STDDEV_SAMP(/qty) AS /sd"]
 CONFIG: dict[str, Any] = {
     "topic": [{"name": "orders", "key": ["/id"]}],
     "view": [
@@ -31,6 +33,12 @@ CONFIG: dict[str, Any] = {
             "grouping": ["/symbol"],
             "projection": AGG,
             "filter": "/qty >= 50",
+        },
+        {
+            "name": "totals",  # only aggregates that take a batch of in-group updates at once
+            "underlying": "orders",
+            "grouping": ["/symbol"],
+            "projection": TOTALS,
         },
         {
             "name": "by_region",  # a view of a view
@@ -97,6 +105,7 @@ async def test_views_equal_the_aggregated_query_under_random_changes(tmp_path: P
         for view, flt in (("by_symbol", ""), ("big_by_symbol", "/qty >= 50")):
             expected = await sow(engine, "orders", filter=flt, grouping=["/symbol"], projection=AGG)
             assert await sow(engine, view) == expected
+        assert await sow(engine, "totals") == await sow(engine, "orders", grouping=["/symbol"], projection=TOTALS)
         regions = await sow(
             engine,
             "by_symbol",
@@ -107,6 +116,48 @@ async def test_views_equal_the_aggregated_query_under_random_changes(tmp_path: P
     engine.close()
     engine = open_engine(tmp_path, clock)  # recomputed at start from the persistent topic
     assert await sow(engine, "by_symbol") == await sow(engine, "orders", grouping=["/symbol"], projection=AGG)
+    engine.close()
+
+
+async def test_in_group_updates_are_applied_a_batch_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """V-1: batches of integer updates that keep each record in its group take the view's batch
+    path (one step per aggregate) and leave it equal to the aggregated query; a batch with one
+    change of another kind (a float, a move to another group, a new record) takes the general
+    path, unchanged by the check."""
+    clock = Clock()
+    engine = open_engine(tmp_path, clock)
+    taken: list[bool] = []
+    batch_path = View._apply_updates
+
+    def spy(self: View, changes: Any) -> Any:
+        touched = batch_path(self, changes)
+        if self.name == "totals":
+            taken.append(touched is not None)
+        return touched
+
+    monkeypatch.setattr(View, "_apply_updates", spy)
+    rnd = random.Random(11)
+    symbols = {i: rnd.choice(["AA", "AB", "BA"]) for i in range(40)}
+    pub(engine, "orders", *({"id": i, "symbol": s, "qty": rnd.randrange(100)} for i, s in symbols.items()))
+    expected_paths = []
+    floats: set[int] = set()  # records whose quantity is a float: their next update takes the general path
+    for round_ in range(40):
+        kind = round_ % 4
+        ids = rnd.sample([i for i in range(40) if kind or i not in floats], 10)
+        docs = [{"id": i, "symbol": symbols[i], "qty": rnd.randrange(100)} for i in ids]
+        floats.difference_update(ids)
+        if kind == 1:
+            docs[-1]["qty"] = 2.5
+            floats.add(ids[-1])
+        elif kind == 2:
+            moved = docs[-1]["id"]
+            symbols[moved] = docs[-1]["symbol"] = "CC" if symbols[moved] != "CC" else "AA"
+        elif kind == 3:
+            docs.append({"id": 100 + round_, "symbol": "AA", "qty": 1})
+        pub(engine, "orders", *docs)
+        expected_paths.append(kind == 0)
+        assert await sow(engine, "totals") == await sow(engine, "orders", grouping=["/symbol"], projection=TOTALS)
+    assert taken[-40:] == expected_paths
     engine.close()
 
 

@@ -51,6 +51,9 @@ class Derived:
         self.apply([Change(r.topic, r.sow_key, r.bookmark, r.timestamp_us, None, r) for r in records], now_us)
 
 
+_STR_ONLY = {str}
+
+
 class View(Derived):
     """V-1: the grouping/projection of the underlying topic, kept up to date incrementally."""
 
@@ -82,6 +85,41 @@ class View(Derived):
         return text
 
     def apply(self, changes: Sequence[Change], now_us: int) -> list[Change]:
+        touched = self._apply_updates(changes) if self.filter is None else None
+        if touched is None:
+            touched = self._apply_each(changes)
+        return self._publish_groups(touched)
+
+    def _apply_updates(self, changes: Sequence[Change]) -> dict[str, Change] | None:
+        """The usual batch, where every change updates a record that stays in its group (grouped
+        by a top-level string field), applied a step per aggregate over the whole batch (see
+        :meth:`Aggregation.replace_many`) instead of a retract-and-add per change.
+
+        Returns:
+            The touched groups (SowKey -> the last change that touched it), or None, having
+            changed nothing, when the batch is not of that kind.
+        """
+        field = self.aggregation.group_field
+        if field is None or not self.aggregation.in_place:
+            return None
+        olds: list[Any] = [c.old for c in changes]  # records of a SOW topic: each has its data
+        news: list[Any] = [c.new for c in changes]
+        if None in olds or None in news:
+            return None
+        values = [o.data.get(field) for o in olds]
+        if set(map(type, values)) != _STR_ONLY or values != [r.data.get(field) for r in news]:
+            return None
+        get = self._key_text.get
+        keys: list[Any] = [get((v,)) for v in values]
+        groups = self.groups
+        if None in keys or not all(map(groups.__contains__, keys)):
+            return None
+        if not self.aggregation.replace_many([groups[k] for k in keys], olds, news):
+            return None
+        return dict(zip(keys, changes, strict=True))
+
+    def _apply_each(self, changes: Sequence[Change]) -> dict[str, Change]:
+        """Retract each change's old version from its group and add the new one."""
         touched: dict[str, Change] = {}  # group SowKey -> the last change that touched it
         groups = self.groups
         unfiltered = self.filter is None
@@ -109,6 +147,11 @@ class View(Derived):
                     group = groups[new_key] = self.aggregation.new_group()
                 group.add(new.data, new)
                 touched[new_key] = c
+        return touched
+
+    def _publish_groups(self, touched: dict[str, Change]) -> list[Change]:
+        """The new version of each touched group (or its removal when it emptied)."""
+        groups = self.groups
         out: list[Change] = []
         topic = self.topic
         for key, c in touched.items():

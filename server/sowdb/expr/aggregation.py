@@ -12,7 +12,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from sortedcontainers import SortedDict
 
@@ -180,6 +180,10 @@ def new_accumulator(name: str) -> Accumulator:
     raise ValueError(name)
 
 
+_IN_PLACE = frozenset({"COUNT", "SUM", "AVG", "STDDEV_POP", "STDDEV_SAMP"})
+_INT_ONLY = {int}
+
+
 def _hashable(x: Any) -> Any:
     t = type(x)
     if t is int or t is float or (t is str and x):
@@ -253,16 +257,17 @@ class Group:
         self.aggregation._aggregate_values.values = [a.value() for a in self.accumulators]
         out: dict[str, Any] = {}
         data = self.last or {}
-        for fn, steps in self.aggregation.outputs:
+        ctx = self.last_ctx
+        for fn, parents, leaf in self.aggregation.outputs:
             cur = out
-            for s in steps[:-1]:
-                nxt = cur.get(s)  # type: ignore[arg-type]
+            for s in parents:
+                nxt = cur.get(s)
                 if type(nxt) is not dict:
-                    nxt = cur[s] = {}  # type: ignore[index]
+                    nxt = cur[s] = {}
                 cur = nxt
-            value = fn(data, self.last_ctx)
+            value = fn(data, ctx)
             if value is not None:
-                cur[steps[-1]] = value  # type: ignore[index]
+                cur[leaf] = value
         return out
 
 
@@ -271,7 +276,8 @@ class Aggregation:
 
     Attributes:
         slots: one per aggregate call of the projection, in order.
-        outputs: per projection item, its evaluator and output path.
+        outputs: per projection item, its evaluator and output path (the parent fields, then
+            the field it sets).
     """
 
     def __init__(self, grouping: Sequence[str] | str, projection: Sequence[str] | str) -> None:
@@ -290,7 +296,9 @@ class Aggregation:
                 if isinstance(sub, n.Aggregate):
                     holder.slot(sub)
                     self.slots.append(_Slot(sub.name, compiler.value(sub.arg), _top_field(sub.arg)))
-        self.outputs: list[tuple[Callable[..., Any], tuple[str | int, ...]]] = []
+        self.in_place = all(s.field is not None and s.name in _IN_PLACE for s in self.slots)
+        """Updates within groups can be applied a batch at a time (:meth:`replace_many`)."""
+        self.outputs: list[tuple[Callable[..., Any], tuple[str, ...], str]] = []
         for node, out, source in proj_items:
             if out is None:
                 if not isinstance(node, n.Path):
@@ -305,7 +313,41 @@ class Aggregation:
                 raise ExpressionError(
                     "output paths cannot index arrays", column=node.pos + 1, token=source, field="projection"
                 )
-            self.outputs.append((compiler.value(node), out))
+            names = cast("tuple[str, ...]", out)
+            self.outputs.append((compiler.value(node), names[:-1], names[-1]))
+
+    def replace_many(self, groups: Sequence[Group], olds: Sequence[Any], news: Sequence[Any]) -> bool:
+        """Members that change from ``olds[i].data`` to ``news[i].data`` and stay in ``groups[i]``
+        (a view's usual batch), applied an aggregate at a time over the whole batch.
+
+        Only for COUNT and the moments (SUM, AVG, STDDEV_*) of top-level fields, and only when
+        every value read is an integer: each value then counts before and after, and sums stay
+        exact whatever the order. Checks everything before changing anything.
+
+        Returns:
+            False, having changed nothing, when the batch is not of that kind.
+        """
+        if not self.in_place:
+            return False
+        columns: list[tuple[list[Any], list[Any]]] = []
+        for slot in self.slots:
+            field = slot.field
+            xs = [o.data.get(field) for o in olds]
+            ys = [r.data.get(field) for r in news]
+            if set(map(type, xs)) != _INT_ONLY or set(map(type, ys)) != _INT_ONLY:
+                return False
+            columns.append((xs, ys))
+        for i, (slot, (xs, ys)) in enumerate(zip(self.slots, columns, strict=True)):
+            if slot.name == "COUNT":
+                continue  # counted before and after
+            moments = cast("list[_Moments]", [g.accumulators[i] for g in groups])
+            for acc, x, y in zip(moments, xs, ys, strict=True):
+                if x != y:
+                    acc.total += y - x
+                    acc.squares += float(y) * float(y) - float(x) * float(x)
+        for group, rec in zip(groups, news, strict=True):
+            group.last, group.last_ctx = rec.data, rec
+        return True
 
     def group_key(self, data: dict[str, Any], ctx: Any = None) -> tuple[Any, ...]:
         fns = self._group_fns
