@@ -16,7 +16,7 @@ from sowdb.engine.bookmarks import Point, parse_bookmark
 from sowdb.engine.subscriptions import SubscriptionOptions
 from sowdb.errors import FailedPrecondition, InvalidArgument, OutOfRange
 from sowdb.storage import Store
-from sowdb.storage.keys import OP_DELETE, OP_EXPIRE, OP_PUBLISH
+from sowdb.storage.keys import OP_DELETE, OP_EXPIRE, OP_PUBLISH, encode_seq
 
 S = 1_000_000  # µs per second
 T0 = 1_700_000_000 * S  # 2023-11-14T22:13:20Z
@@ -269,6 +269,39 @@ async def test_journal_retention_by_size_keeps_about_that_much_and_frees_the_spa
     assert engine.store.journal_bytes() <= full * 0.6  # and their space with them
     assert engine.trim_journal() <= upto + 100  # the next look sees the new size: no over-trimming
     engine.close()
+
+
+async def test_a_replay_after_a_crash_thins_history_like_the_writer(tmp_path: Path) -> None:
+    """J-2 + H-1: journal entries the history had not taken yet (a crash between the two) are
+    thinned against the versions stored before them, as the writer would have."""
+    clock = Clock()
+    engine = open_engine(tmp_path, clock)
+    for t, v in [(0, 0), (3, 3)]:
+        clock.at(t)
+        pub(engine, "coarse", {"id": 1, "v": v}, {"id": 2, "v": v})
+    engine.close()
+    store = Store(tmp_path)
+    b = store.batch("coarse", current=False, history=False)
+    b.publish(5, T0 + 5 * S, "1", b'{"id":1,"v":5}')  # the interval of v 3: replaces it
+    b.publish(6, T0 + 12 * S, "1", b'{"id":1,"v":12}')
+    b.publish(7, T0 + 13 * S, "2", b'{"id":2,"v":13}')  # the next interval: follows v 3
+    b.commit()
+    for family in (store._current, store._history):
+        family.put(b"\x00applied", encode_seq(4))  # as if only the journal took 5..7
+    store.close()
+
+    engine = open_engine(tmp_path, clock)
+    assert engine.recovery is not None and engine.recovery.entries == 3
+    versions = [(e.sow_key, orjson.loads(e.payload)["v"]) for e in engine.store.iter_history() if e.topic == "coarse"]
+    assert versions == [("1", 5), ("1", 12), ("2", 3), ("2", 13)]
+    assert (await sow(engine, "coarse", "20231114T221329Z"))["1"]["v"] == 5
+    engine.close()
+    from sowdb.engine.recovery import rebuild
+
+    store = Store(tmp_path)
+    rebuild(store, config(tmp_path))  # the whole journal, thinned in one pass: the same versions
+    assert [(e.sow_key, orjson.loads(e.payload)["v"]) for e in store.iter_history() if e.topic == "coarse"] == versions
+    store.close()
 
 
 async def test_journal_ahead_of_current_is_replayed_at_start(tmp_path: Path) -> None:

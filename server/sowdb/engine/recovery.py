@@ -145,9 +145,9 @@ def _replay(
     families' applied markers advance with each chunk.
 
     A topic with a history ``granularity`` keeps one entry per key per interval, as the writer
-    does (H-1): an entry replaces the key's previous one of the same interval. The previous one
-    is known when it was replayed here, so a full rebuild thins exactly; a replay after a crash
-    may keep one extra version per key where it starts.
+    does (H-1): an entry replaces the key's previous one of the same interval, which is the
+    last one replayed here or, for a key's first entry in a replay that continues a history,
+    the key's newest stored entry (one reverse seek per such key).
     """
     last = store.last_sequence()
     start = min(cur_from, hist_from)
@@ -200,6 +200,9 @@ def _replay(
                     if g:
                         interval = int.from_bytes(value[:8], "big") // g
                         previous = latest.get(rkey)
+                        if previous is None and hist_from:
+                            stored = store.last_history_entry(rkey + b"\x00", hist_from_b)
+                            previous = None if stored is None else (stored[1] // g, stored[0])
                         if previous is not None and previous[0] == interval:
                             delete(previous[1], hist_cf)
                         latest[rkey] = (interval, hkey)

@@ -236,6 +236,23 @@ class Store:
         for key, value in self._history.items(from_key=k.FIRST_RECORD_KEY):
             yield k.decode_history(cast(bytes, key), cast(bytes, value))
 
+    def last_history_entry(self, record_prefix: bytes, upto: bytes) -> tuple[bytes, int] | None:
+        """The newest ``history`` entry of one record at or before a sequence, as (key,
+        timestamp), by a reverse seek (see the key layout).
+
+        Args:
+            record_prefix: ``topic | 0x00 | SowKey | 0x00``.
+            upto: the sequence, encoded (:func:`~sowdb.storage.keys.encode_seq`).
+        """
+        it = self._history.iter()
+        it.seek_for_prev(record_prefix + upto)
+        if not it.valid():
+            return None
+        key = cast(bytes, it.key())
+        if not key.startswith(record_prefix):
+            return None
+        return key, k.HISTORY_HEAD.unpack_from(cast(bytes, it.value()))[1]
+
     def journal_entry(self, seq: int) -> k.JournalEntry | None:
         """The journal entry at ``seq``, if the journal holds it."""
         value = self._journal.get(k.encode_seq(seq))
