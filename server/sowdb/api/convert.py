@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from operator import methodcaller
+
 from google.protobuf import duration_pb2
 
 from sowdb.api.wire import records_frame
@@ -52,20 +55,16 @@ def seconds(d: duration_pb2.Duration, field: str) -> float:
     return value
 
 
-_HAS_FIELD = pb.PublishMessage.HasField
+_HAS_EXPIRATION = methodcaller("HasField", "expiration")
 
 
-def ttls(req: pb.PublishRequest) -> list[float | None] | None:
+def ttls(messages: Sequence[pb.PublishMessage]) -> list[float | None] | None:
     """Per-message time to live, or None when no message sets one (the common case)."""
-    has = _HAS_FIELD
-    for m in req.messages:
-        if has(m, "expiration"):
-            break
-    else:
+    if not any(map(_HAS_EXPIRATION, messages)):
         return None
     return [
         seconds(m.expiration, f"messages[{i}].expiration") if m.HasField("expiration") else None
-        for i, m in enumerate(req.messages)
+        for i, m in enumerate(messages)
     ]
 
 

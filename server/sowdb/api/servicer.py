@@ -89,7 +89,8 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
 
     def _apply(self, req: pb.PublishRequest) -> pb.PublishResponse:
         try:
-            first, last = self.engine.publish(req.topic, req.messages, delta=req.delta, ttls=convert.ttls(req))
+            messages = list(req.messages)  # each pass over req.messages wraps every message anew
+            first, last = self.engine.publish(req.topic, messages, delta=req.delta, ttls=convert.ttls(messages))
         except SowdbError as exc:
             return pb.PublishResponse(correlation_id=req.correlation_id, error=rich_status(exc))
         return pb.PublishResponse(correlation_id=req.correlation_id, first_bookmark=first, last_bookmark=last)
