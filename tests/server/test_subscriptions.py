@@ -373,6 +373,8 @@ INDEXABLE = [
     "/side = 'B' AND /qty % 10 = 7 AND /n IS NOT NULL",  # filed by /side; the rest is evaluated
     "/n IN (7, 'x') AND /side <> 'S'",
     "/sym = 'S1' AND SOW_KEY() <> '3'",  # the rest reads the record's metadata
+    "/qty % 10 = 3 AND /side = 'S'",  # the literal of the first filter, another rest
+    "/sym = 'S1'",  # a second subscriber with the very same filter
 ]
 
 
@@ -422,6 +424,11 @@ async def test_filter_indexing_delivers_exactly_what_scanning_does(sowd: Running
         got_a, got_b = results[2 * i], results[2 * i + 1]
         assert got_a == got_b, f
         assert got_a, f  # each filter matched something
+    hub = sowd.server.engine.hub  # type: ignore[union-attr]
+    async with asyncio.timeout(5):
+        while hub.subs:
+            await asyncio.sleep(0.01)
+    assert hub._groups == {} and hub._indexed == {}  # every literal filed away again
 
 
 async def test_expired_records_leave_with_oof_expired(sowd: Running) -> None:

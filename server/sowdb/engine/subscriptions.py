@@ -432,15 +432,29 @@ class _EqualityGroup:
     only the rest of its filter: 100 subscribers to ``/qty % 10 = k AND …`` cost one
     evaluation of ``/qty % 10`` and ten rests per message instead of a hundred filters.
 
-    ``table`` maps a literal's terms (:func:`~sowdb.engine.topic.index_terms`) to the
-    subscriptions filed under them, each with its conjunct and a key naming its literals.
+    ``literals`` holds one :class:`_Literal` per distinct literal (or IN list) of the group's
+    subscriptions; ``table`` maps each term of a literal (:func:`~sowdb.engine.topic.index_terms`)
+    to the literals filed under it.
     """
 
-    __slots__ = ("fn", "table")
+    __slots__ = ("fn", "literals", "table")
 
     def __init__(self, fn: Any) -> None:
         self.fn = fn
-        self.table: dict[Any, dict[str, tuple[Subscription, EqualityConjunct, tuple[Any, ...]]]] = {}
+        self.literals: dict[tuple[Any, ...], _Literal] = {}
+        self.table: dict[Any, dict[tuple[Any, ...], _Literal]] = {}
+
+
+class _Literal:
+    """The subscriptions of a group with the same literal: a change that satisfies the conjunct
+    goes to all of them, so the hub collects changes per literal, not per subscription."""
+
+    __slots__ = ("conjunct", "subs", "terms")
+
+    def __init__(self, conjunct: EqualityConjunct, terms: list[Any]) -> None:
+        self.conjunct = conjunct
+        self.terms = terms
+        self.subs: dict[str, Subscription] = {}
 
 
 class SubscriptionHub:
@@ -450,7 +464,7 @@ class SubscriptionHub:
         self.subs: dict[str, Subscription] = {}
         self.dropped_slow = 0
         self._scan: dict[str, Subscription] = {}  # offered every change
-        self._indexed: dict[str, tuple[str, list[Any]]] = {}  # sub_id -> (group key, terms)
+        self._indexed: dict[str, tuple[str, tuple[Any, ...]]] = {}  # sub_id -> (group key, literal key)
         self._groups: dict[str, _EqualityGroup] = {}
 
     def __bool__(self) -> bool:
@@ -485,12 +499,15 @@ class SubscriptionHub:
         group = self._groups.get(c.key)
         if group is None:
             group = self._groups[c.key] = _EqualityGroup(c.value)
-        terms = [t for lit in c.values for t in index_terms(lit)]
         # 1, 1.0 and True hash alike but do not compare alike: the key keeps the types apart
-        literals = (c.is_in, *((type(lit), lit) for lit in c.values))
-        for t in terms:
-            group.table.setdefault(t, {})[sub.id] = (sub, c, literals)
-        self._indexed[sub.id] = (c.key, terms)
+        key = (c.is_in, *((type(lit), lit) for lit in c.values))
+        literal = group.literals.get(key)
+        if literal is None:
+            literal = group.literals[key] = _Literal(c, [t for lit in c.values for t in index_terms(lit)])
+            for t in literal.terms:
+                group.table.setdefault(t, {})[key] = literal
+        literal.subs[sub.id] = sub
+        self._indexed[sub.id] = (c.key, key)
 
     def _unplace(self, sub: Subscription) -> None:
         if self._scan.pop(sub.id, None) is not None:
@@ -498,16 +515,20 @@ class SubscriptionHub:
         entry = self._indexed.pop(sub.id, None)
         if entry is None:
             return
-        key, terms = entry
-        group = self._groups[key]
-        for t in terms:
-            bucket = group.table.get(t)
-            if bucket is not None:
-                bucket.pop(sub.id, None)
-                if not bucket:
-                    del group.table[t]
-        if not group.table:
-            del self._groups[key]
+        group_key, key = entry
+        group = self._groups[group_key]
+        literal = group.literals[key]
+        del literal.subs[sub.id]
+        if literal.subs:
+            return
+        del group.literals[key]
+        for t in literal.terms:
+            bucket = group.table[t]
+            bucket.pop(key, None)
+            if not bucket:
+                del group.table[t]
+        if not group.literals:
+            del self._groups[group_key]
 
     def dispatch(self, topic: str, changes: Sequence[Change]) -> None:
         """Hand one applied batch (all of one topic) to every subscription, in order."""
@@ -521,7 +542,7 @@ class SubscriptionHub:
             for sub_id in list(self._indexed):
                 self.subs[sub_id].offer(topic, changes)
             return
-        offers: dict[Subscription, list[Change]] = {}
+        matched: dict[_Literal, list[Change]] = {}  # the changes each literal's conjunct holds for
         for group in list(self._groups.values()):
             fn, table = group.fn, group.table
             for c in changes:
@@ -529,23 +550,21 @@ class SubscriptionHub:
                 if new is None:
                     continue
                 value = fn(new.data, new)
-                verdicts: dict[tuple[Any, ...], bool] = {}  # literals -> whether the conjunct holds
                 for term in index_terms(value):
                     bucket = table.get(term)
                     if bucket:
-                        for sub, conjunct, literals in bucket.values():
-                            holds = verdicts.get(literals)
-                            if holds is None:
-                                holds = verdicts[literals] = conjunct.holds(value)
-                            if not holds:
-                                continue
-                            got = offers.get(sub)
-                            if got is None:
-                                offers[sub] = [c]
-                            elif got[-1] is not c:
-                                got.append(c)
-        for sub, subset in offers.items():
-            sub.offer(topic, subset, placed=True)
+                        for literal in bucket.values():
+                            got = matched.get(literal)
+                            if got is not None and got[-1] is c:
+                                continue  # reached through another of its terms
+                            if literal.conjunct.holds(value):
+                                if got is None:
+                                    matched[literal] = [c]
+                                else:
+                                    got.append(c)
+        for literal, subset in matched.items():
+            for sub in literal.subs.values():  # offer() never changes the hub
+                sub.offer(topic, subset, placed=True)
 
     def stats(self) -> HubStats:
         return HubStats(
