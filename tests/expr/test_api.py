@@ -116,6 +116,26 @@ def test_aggregation_matches_filters_md_and_retracts_correctly() -> None:
     assert group.members == 0 and group.result()["n"] == 0 and "total" not in group.result()
 
 
+def test_a_projection_of_aggregates_and_fields_reads_them_directly_with_the_same_result() -> None:
+    """Group.result's direct path (every item an aggregate or a top-level field, put at a
+    top-level field) gives what the compiled items give."""
+    projection = ["/a", "SUM(/q) AS /s", "COUNT(/q) AS /n", "MIN(/q) AS /lo", "AVG(/q) AS /avg", "/b AS /c"]
+    direct, compiled = parse_aggregation("/a", projection), parse_aggregation("/a", projection)
+    assert direct.row is not None
+    compiled.row = None
+    rows = [
+        {"a": "x", "q": 3, "b": "first"},
+        {"a": "x", "q": None},
+        {"a": "y"},
+        {"a": "x", "q": 2.5, "b": None},
+        {"a": "y", "q": "7", "b": [1]},
+    ]
+    for n in range(1, len(rows) + 1):
+        assert direct.run([(r, None) for r in rows[:n]]) == compiled.run([(r, None) for r in rows[:n]])
+    assert parse_aggregation("/a", ["/a", "SUM(/q) * 2 AS /s"]).row is None  # a computed item
+    assert parse_aggregation("/a", ["/a", "SUM(/q) AS /t/s"]).row is None  # a nested output
+
+
 def test_grouping_by_several_fields_and_null_groups() -> None:
     agg = parse_aggregation(["/a", "/b"], ["/a", "/b", "COUNT(/x) AS /n"])
     out = agg.run([({"a": 1, "b": "x", "x": 1}, None), ({"a": 1, "b": "x", "x": 2}, None), ({"x": 3}, None)])

@@ -254,9 +254,16 @@ class Group:
         self.last, self.last_ctx = new, new_ctx
 
     def result(self) -> dict[str, Any]:
-        self.aggregation._aggregate_values.values = [a.value() for a in self.accumulators]
+        values = self.aggregation._aggregate_values.values = [a.value() for a in self.accumulators]
         out: dict[str, Any] = {}
         data = self.last or {}
+        row = self.aggregation.row
+        if row is not None:  # the usual projection, read without a call per item
+            for leaf, slot, field in row:
+                value = values[slot] if field is None else data.get(field)
+                if value is not None:
+                    out[leaf] = value
+            return out
         ctx = self.last_ctx
         for fn, parents, leaf in self.aggregation.outputs:
             cur = out
@@ -299,6 +306,7 @@ class Aggregation:
         self.in_place = all(s.field is not None and s.name in _IN_PLACE for s in self.slots)
         """Updates within groups can be applied a batch at a time (:meth:`replace_many`)."""
         self.outputs: list[tuple[Callable[..., Any], tuple[str, ...], str]] = []
+        row: list[tuple[str, int, str | None]] | None = []
         for node, out, source in proj_items:
             if out is None:
                 if not isinstance(node, n.Path):
@@ -315,6 +323,16 @@ class Aggregation:
                 )
             names = cast("tuple[str, ...]", out)
             self.outputs.append((compiler.value(node), names[:-1], names[-1]))
+            if row is not None:
+                if len(names) == 1 and isinstance(node, n.Aggregate):
+                    row.append((names[0], holder.slot(node), None))
+                elif len(names) == 1 and (field := _top_field(node)) is not None:
+                    row.append((names[0], 0, field))
+                else:
+                    row = None
+        self.row = row
+        """When every item is an aggregate call or a top-level field, put at a top-level field:
+        per item (output field, aggregate slot, source field or None for the aggregate)."""
 
     def replace_many(self, groups: Sequence[Group], olds: Sequence[Any], news: Sequence[Any]) -> bool:
         """Members that change from ``olds[i].data`` to ``news[i].data`` and stay in ``groups[i]``
