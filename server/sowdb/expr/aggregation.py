@@ -358,11 +358,9 @@ class Aggregation:
         for i, (slot, (xs, ys)) in enumerate(zip(self.slots, columns, strict=True)):
             if slot.name == "COUNT":
                 continue  # counted before and after
-            moments = cast("list[_Moments]", [g.accumulators[i] for g in groups])
-            for acc, x, y in zip(moments, xs, ys, strict=True):
+            for acc, x, y in zip([g.accumulators[i] for g in groups], xs, ys, strict=True):
                 if x != y:
-                    acc.total += y - x
-                    acc.squares += float(y) * float(y) - float(x) * float(x)
+                    acc.replace(x, y)  # both integers: the moments' one-step update
         for group, rec in zip(groups, news, strict=True):
             group.last, group.last_ctx = rec.data, rec
         return True
