@@ -87,8 +87,9 @@ def replay_into_store(store: Store, config: Config) -> RecoveryReport | None:
     cur_from, hist_from = store.last_applied()
     if min(cur_from, hist_from) >= store.last_sequence():
         return None
-    persistent = {t.name.encode() for t in config.topics if t.durability == "persistent"}
-    with_history = {t.name.encode() for t in config.topics if t.durability == "persistent" and t.history}
+    kept = _kept_topics(config)
+    persistent = {name.encode() for name in kept}
+    with_history = {name.encode() for name, history in kept.items() if history}
     return _replay(store, persistent, with_history, cur_from, hist_from, _granularities(config), markers=True)
 
 
@@ -111,7 +112,7 @@ def follow_durability_changes(store: Store, config: Config) -> None:
     that stopped being kept loses its range, so a later switch back rebuilds it too. The
     replay logs its counts and rate like any other.
     """
-    wanted = {t.name: t.history is not None for t in config.topics if t.durability == "persistent"}
+    wanted = _kept_topics(config)
     stored = store.stored_topics()
     if stored is not None and stored != wanted:
         gained = {name for name in wanted if name not in stored}
@@ -128,6 +129,11 @@ def follow_durability_changes(store: Store, config: Config) -> None:
             _replay(store, gained_b, history_b, 0, 0, _granularities(config), markers=False)
     if stored != wanted:
         store.record_stored_topics(wanted)
+
+
+def _kept_topics(config: Config) -> dict[str, bool]:
+    """The topics ``current`` keeps (the persistent ones), each with whether ``history`` does."""
+    return {t.name: t.history is not None for t in config.topics if t.durability == "persistent"}
 
 
 def _replay(
@@ -234,7 +240,7 @@ def rebuild(store: Store, config: Config) -> RecoveryReport | None:
     """``sowd rebuild``: empty ``current`` and ``history`` and replay the whole journal."""
     store.reset_derived()
     report = replay_into_store(store, config)
-    store.record_stored_topics({t.name: t.history is not None for t in config.topics if t.durability == "persistent"})
+    store.record_stored_topics(_kept_topics(config))
     return report
 
 
