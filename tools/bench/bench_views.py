@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Benchmarks of issue 6, on the engine in this process (RocksDB in a temporary directory).
+"""Benchmarks of issue 6: pages and views on the engine in this process, and a view through sowd.
+
+The in-process figures use RocksDB in a temporary directory and no gRPC:
 
 - page upkeep: N orders, one paginated subscription (top 20 by ``/price DESC``), then updates
   (new prices for random orders, 100 per publish). The time spent keeping the page — the
@@ -9,6 +11,11 @@
   topic; the time spent in the view's upkeep (``View.apply``: retract, add, recompute the
   touched groups) per underlying update gives the rate at which it can follow its topic. The
   engine's publish rate with and without the view is printed beside it.
+
+Through gRPC:
+
+- view end to end: the same updates published through gRPC (100 per request, from this
+  process) to a ``sowd`` process holding the 1M orders, with the view configured and without.
 
 Usage: ``python tools/bench/bench_views.py [--orders 1000000] [--updates 200000]``
 (``make bench-views``).
@@ -20,10 +27,11 @@ import argparse
 import random
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import orjson
-from bench_server import _orders
+from bench_server import _orders, _start
 
 from sowdb.config import config_from_dict
 from sowdb.engine import Engine, InMessage, QueryOptions
@@ -32,6 +40,21 @@ from sowdb.engine.pages import PagedSubscription, ResultSet
 from sowdb.engine.subscriptions import SubscriptionOptions
 from sowdb.server import tune_gc
 from sowdb.storage import Store
+from sowdb_client import Client
+
+VIEW_CONFIG = """
+[[view]]
+name = "by_symbol"
+underlying = "orders"
+grouping = ["/symbol"]
+projection = ["/symbol", "SUM(/qty) AS /qty", "COUNT(/orderId) AS /orders"]
+"""
+TOPIC_CONFIG = """
+[[topic]]
+name = "orders"
+key = ["/orderId"]
+durability = "transient"
+"""
 
 
 def _engine(data_dir: str, views: bool) -> Engine:
@@ -49,6 +72,24 @@ def _engine(data_dir: str, views: bool) -> Engine:
             }
         ]
     return Engine(config_from_dict(raw, source="<bench>"), Store(data_dir))
+
+
+def _through_grpc(orders: list[bytes], batches: list[list[InMessage]], views: bool) -> float:
+    """Updates/s published through gRPC to a ``sowd`` process holding ``orders``."""
+    updates = [m.data for batch in batches for m in batch]
+    with tempfile.TemporaryDirectory(prefix="sowdb-bench-views-") as tmp:
+        config = Path(tmp) / "sowd.toml"
+        config.write_text(TOPIC_CONFIG + (VIEW_CONFIG if views else ""))
+        proc, target = _start(str(Path(tmp) / "data"), "--config", str(config))
+        try:
+            with Client(target) as client:
+                client.publish("orders", orders, batch_size=1000)
+                start = time.perf_counter()
+                client.publish("orders", updates, batch_size=100)
+                return len(updates) / (time.perf_counter() - start)
+        finally:
+            proc.terminate()
+            proc.wait()
 
 
 def _load(engine: Engine, orders: list[bytes]) -> None:
@@ -143,6 +184,11 @@ def main() -> None:
         f"view upkeep  SUM(/qty), COUNT(/orderId) by /symbol ({groups:,} groups): {per_update * 1e6:.1f} µs per "
         f"update = {1 / per_update:,.0f} underlying updates/s; engine publish {n / without:,.0f} msg/s without "
         f"the view, {n / with_view:,.0f} msg/s with it"
+    )
+    rates = {views: _through_grpc(orders, batches, views) for views in (False, True)}
+    print(
+        f"view end to end  the same updates through gRPC, 100/request: {rates[False]:,.0f} msg/s without the "
+        f"view, {rates[True]:,.0f} msg/s with it"
     )
 
 
