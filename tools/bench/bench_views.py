@@ -27,6 +27,7 @@ import argparse
 import random
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -58,19 +59,8 @@ durability = "transient"
 
 
 def _engine(data_dir: str, views: bool) -> Engine:
-    raw: dict[str, Any] = {
-        "topic": [{"name": "orders", "key": ["/orderId"], "durability": "transient"}],
-        "server": {"data_dir": data_dir},
-    }
-    if views:
-        raw["view"] = [
-            {
-                "name": "by_symbol",
-                "underlying": "orders",
-                "grouping": ["/symbol"],
-                "projection": ["/symbol", "SUM(/qty) AS /qty", "COUNT(/orderId) AS /orders"],
-            }
-        ]
+    raw = tomllib.loads(TOPIC_CONFIG + (VIEW_CONFIG if views else ""))
+    raw["server"] = {"data_dir": data_dir}
     return Engine(config_from_dict(raw, source="<bench>"), Store(data_dir))
 
 
@@ -86,7 +76,10 @@ def _through_grpc(orders: list[bytes], batches: list[list[InMessage]], views: bo
                 client.publish("orders", orders, batch_size=1000)
                 start = time.perf_counter()
                 client.publish("orders", updates, batch_size=100)
-                return len(updates) / (time.perf_counter() - start)
+                rate = len(updates) / (time.perf_counter() - start)
+                view_topics = [t.name for t in client.list_topics() if t.name == "by_symbol"]
+                assert bool(view_topics) == views, f"sowd's topics do not match the config: {view_topics}"
+                return rate
         finally:
             proc.terminate()
             proc.wait()
