@@ -45,8 +45,9 @@ async def _abort(context: Context, exc: BaseException) -> NoReturn:
 
 
 PUBLISH_ACKS_AHEAD = 64
-PUBLISH_TASK_NAME = "sowdb-publish"
 """Acks a Publish call may have waiting to be sent before it stops receiving requests."""
+PUBLISH_TASK_NAME = "sowdb-publish"
+"""The name of the task that applies a Publish call's requests (tests look for it by name)."""
 
 
 class SowServicer(sow_pb2_grpc.SowServiceServicer):
