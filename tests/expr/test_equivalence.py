@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sowdb.expr import reference as ref
@@ -93,7 +93,7 @@ def same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-@settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10_000)
 @given(expressions, messages)
 def test_compiled_agrees_with_reference(text: str, message: dict[str, Any]) -> None:
     node = parse(text)

@@ -100,7 +100,7 @@ def test_order_select_projection_errors_have_positions() -> None:
         parse_aggregation("[/a]", "[SUM(SUM(/q)) AS /t]")
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=3000)
 @given(st.text(max_size=80))
 def test_fuzz_arbitrary_text_only_raises_expression_error(text: str) -> None:
     start = time.perf_counter()
@@ -145,7 +145,7 @@ TOKENS = [
 ]
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=3000)
 @given(st.lists(st.sampled_from(TOKENS), max_size=25))
 def test_fuzz_token_soup_only_raises_expression_error(tokens: list[str]) -> None:
     text = " ".join(tokens)
