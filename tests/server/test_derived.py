@@ -282,7 +282,7 @@ async def test_aggregated_sow_and_subscribe_through_the_server(sowd: Running) ->
         (e,) = await take(stream, 1)
         kinds.append(e.kind)
         mirror.apply(e)
-    assert {k: r.json() for k, r in mirror.records.items()} == {'["S0"]': {"symbol": "S0", "qty": 16, "n": 3}}
+    assert {k: r.json() for (_, k), r in mirror.records.items()} == {'["S0"]': {"symbol": "S0", "qty": 16, "n": 3}}
     assert len(engine._private) == 1
     with pytest.raises(FailedPreconditionError):
         await c.replace_subscription(events[0].sub_id, filter="/qty > 1")

@@ -211,3 +211,37 @@ async def test_bad_bookmarks_are_refused_and_unknown_sub_ids_not_found(seeded: R
             await stub.ReplaceSubscription(pb.ReplaceSubscriptionRequest(sub_id="x"))
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
         assert details(err.value)[0] == ["sub_id"]
+
+
+async def test_a_failure_while_a_sow_streams_is_mapped_through_the_status_table(
+    seeded: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Item 8 of the correctness issue: an error raised after the first response of a stream
+    (here, while the query pages its results) leaves through the same table as any other, not
+    as a bare UNKNOWN."""
+    from sowdb.engine import query as query_module
+    from sowdb.errors import ResourceExhausted
+
+    def refuse(self: Any, results: Any) -> Any:
+        raise ResourceExhausted("a limit passed while streaming", field="batch_size")
+
+    monkeypatch.setattr(query_module.PreparedQuery, "_page", refuse)
+    async with grpc.aio.insecure_channel(seeded.target) as channel:
+        stub = sow_pb2_grpc.SowServiceStub(channel)
+        got = []
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            async for resp in stub.Sow(pb.SowRequest(topic="orders")):
+                got.append(resp.WhichOneof("event"))
+        assert got == ["group_begin"]  # it failed mid-stream
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert details(err.value)[0] == ["batch_size"]
+
+        def crash(self: Any, results: Any) -> Any:
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(query_module.PreparedQuery, "_page", crash)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            async for _ in stub.Sow(pb.SowRequest(topic="orders")):
+                pass
+        assert err.value.code() == grpc.StatusCode.INTERNAL
+        assert "RuntimeError" in (err.value.details() or "") and "server log" in (err.value.details() or "")

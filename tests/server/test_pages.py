@@ -164,5 +164,5 @@ def test_a_refused_page_leaves_no_result_set_behind(tmp_path: Path) -> None:
     engine.sow_and_subscribe(QueryOptions(topic="t", top_n=2, skip_n=0), sub_id="mine")
     with pytest.raises(InvalidArgument, match="already in use"):
         engine.sow_and_subscribe(QueryOptions(topic="t", filter="/a = 1", top_n=2, skip_n=0), sub_id="mine")
-    assert list(engine._result_sets) == [("t", "", "")]
+    assert list(engine._result_sets) == [("t", "", "", ())]
     engine.close()

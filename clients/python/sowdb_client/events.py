@@ -58,9 +58,10 @@ def event_from_pb(resp: pb.SowAndSubscribeResponse | pb.SubscribeResponse) -> Ev
 
 
 class Mirror:
-    """A local copy of a subscription's result set: ``{sow_key: Record}`` kept exact by
-    applying every event of a ``sow_and_subscribe`` (query results, live publishes, oof and
-    deletes; delta publishes are merged into the record held).
+    """A local copy of a subscription's result set: ``{(topic, sow_key): Record}`` kept exact
+    by applying every event of a ``sow_and_subscribe`` (query results, live publishes, oof and
+    deletes; delta publishes are merged into the record held). Keyed by topic too, because a
+    regex subscription covers topics whose SowKeys may be the same.
 
     Usage::
 
@@ -71,7 +72,7 @@ class Mirror:
     """
 
     def __init__(self, *, delta: bool = False) -> None:
-        self.records: dict[str, Record] = {}
+        self.records: dict[tuple[str, str], Record] = {}
         self.ready = False
         self.bookmark = 0
         self._delta = delta
@@ -83,7 +84,7 @@ class Mirror:
             self._put(event.records, merge=self._delta)
         elif event.kind in ("oof", "deleted"):
             for r in event.records:
-                self.records.pop(r.sow_key, None)
+                self.records.pop((r.topic, r.sow_key), None)
         elif event.kind == "group_end":
             self.ready = True
         for r in event.records:
@@ -99,12 +100,13 @@ class Mirror:
 
     def _put(self, records: Iterable[Record], *, merge: bool = False) -> None:
         for r in records:
-            held = self.records.get(r.sow_key)
+            key = (r.topic, r.sow_key)
+            held = self.records.get(key)
             if merge and held is not None:
                 doc = held.json()
                 _merge(doc, r.json())
                 r = r._replace(data=json.dumps(doc, separators=(",", ":")).encode())
-            self.records[r.sow_key] = r
+            self.records[key] = r
 
 
 def _merge(into: dict[str, Any], delta: dict[str, Any]) -> None:

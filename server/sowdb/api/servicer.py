@@ -1,17 +1,20 @@
 """The gRPC servicer: validate, delegate to the engine, map errors — nothing else.
 
 Request-shape checks that need no state happen in the engine's option parsing too, so the
-servicer stays a translation layer; every domain error leaves through :func:`_abort`, which
-attaches the rich status of :mod:`sowdb.api.status`.
+servicer stays a translation layer. Every handler is wrapped by :func:`error_boundary`, the one
+place where an exception becomes a gRPC status (through the table of :mod:`sowdb.api.status`),
+whether it is raised before the first response or in the middle of a stream.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import grpc
 from grpc_status import rpc_status
@@ -21,8 +24,8 @@ from sowdb.api.status import internal_status, rich_status
 from sowdb.api.wire import live_frames
 from sowdb.engine import Engine, RecordBatch, StoredRecord
 from sowdb.engine.query import QueryEvent
-from sowdb.engine.subscriptions import SlowConsumer, Subscription
-from sowdb.errors import ResourceExhausted, SowdbError
+from sowdb.engine.subscriptions import Subscription
+from sowdb.errors import SowdbError
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
 
@@ -44,6 +47,40 @@ async def _abort(context: Context, exc: BaseException) -> NoReturn:
     raise AssertionError("abort_with_status returned")  # pragma: no cover
 
 
+_Handler = TypeVar("_Handler", bound=Callable[..., Any])
+
+
+def error_boundary(method: _Handler) -> _Handler:
+    """Wrap a handler so that any exception it raises — before its first response or while
+    streaming — ends the call with the status the table gives (like grpclib's
+    ``Stream.__aexit__``). A call the handler already aborted passes through untouched."""
+    if inspect.isasyncgenfunction(method):
+
+        @functools.wraps(method)
+        async def streaming(self: Any, request: Any, context: Context) -> AsyncIterator[Any]:
+            try:
+                async with aclosing(method(self, request, context)) as responses:
+                    async for response in responses:
+                        yield response
+            except grpc.aio.AbortError:
+                raise
+            except Exception as exc:
+                await _abort(context, exc)
+
+        return streaming  # type: ignore[return-value]
+
+    @functools.wraps(method)
+    async def unary(self: Any, request: Any, context: Context) -> Any:
+        try:
+            return await method(self, request, context)
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:
+            await _abort(context, exc)
+
+    return unary  # type: ignore[return-value]
+
+
 PUBLISH_ACKS_AHEAD = 64
 """Acks a Publish call may have waiting to be sent before it stops receiving requests."""
 PUBLISH_TASK_NAME = "sowdb-publish"
@@ -56,6 +93,7 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
+    @error_boundary
     async def Publish(
         self, request_iterator: AsyncIterator[pb.PublishRequest], context: Context
     ) -> AsyncIterator[pb.PublishResponse]:
@@ -83,7 +121,7 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
         try:
             while (ack := await acks.get()) is not None:
                 if isinstance(ack, Exception):
-                    await _abort(context, ack)
+                    raise ack
                 yield ack
         finally:
             applying.cancel()
@@ -96,37 +134,32 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
             return pb.PublishResponse(correlation_id=req.correlation_id, error=rich_status(exc))
         return pb.PublishResponse(correlation_id=req.correlation_id, first_bookmark=first, last_bookmark=last)
 
+    @error_boundary
     async def Sow(self, request: pb.SowRequest, context: Context) -> AsyncIterator[pb.SowResponse | bytes]:  # type: ignore[override]
-        try:
-            events = self.engine.sow(convert.query_options(request))
-        except Exception as exc:
-            await _abort(context, exc)
+        events = self.engine.sow(convert.query_options(request))
         to_response = convert.sow_response
         async for event in events:
             yield to_response(event)
 
+    @error_boundary
     async def SowDelete(self, request: pb.SowDeleteRequest, context: Context) -> pb.SowDeleteResponse:
-        try:
-            count, bookmark = self.engine.sow_delete(
-                request.topic, filter=request.filter, sow_keys=list(request.sow_keys), data=request.data
-            )
-        except Exception as exc:
-            await _abort(context, exc)
+        count, bookmark = self.engine.sow_delete(
+            request.topic, filter=request.filter, sow_keys=list(request.sow_keys), data=request.data
+        )
         return pb.SowDeleteResponse(deleted_count=count, bookmark=bookmark)
 
+    @error_boundary
     async def ListTopics(self, request: pb.ListTopicsRequest, context: Context) -> pb.ListTopicsResponse:
         return pb.ListTopicsResponse(topics=[convert.topic_info(t) for t in self.engine.list_topics()])
 
+    @error_boundary
     async def SowAndSubscribe(  # type: ignore[override]
         self, request: pb.SowAndSubscribeRequest, context: Context
     ) -> AsyncIterator[pb.SowAndSubscribeResponse | pb.SowResponse | bytes]:
-        try:
-            opts = convert.query_options(request.query)
-            sub, events = self.engine.sow_and_subscribe(
-                opts, options=convert.subscription_options(request.options), sub_id=request.sub_id, owner=context.peer()
-            )
-        except Exception as exc:
-            await _abort(context, exc)
+        opts = convert.query_options(request.query)
+        sub, events = self.engine.sow_and_subscribe(
+            opts, options=convert.subscription_options(request.options), sub_id=request.sub_id, owner=context.peer()
+        )
         async with aclosing(self._serve(sub, context, self._prelude(sub, events))) as frames:
             async for frame in frames:
                 yield frame
@@ -151,20 +184,18 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
             yield pb.SubscribeResponse(completed=pb.Completed(bookmark=sub.replay_from[1]))
         sub.release()
 
+    @error_boundary
     async def Subscribe(  # type: ignore[override]
         self, request: pb.SubscribeRequest, context: Context
     ) -> AsyncIterator[pb.SubscribeResponse | bytes]:
-        try:
-            sub = self.engine.subscribe(
-                request.topic,
-                filter=request.filter,
-                options=convert.subscription_options(request.options, deleted_events=True),
-                sub_id=request.sub_id,
-                owner=context.peer(),
-                bookmark=request.bookmark,
-            )
-        except Exception as exc:
-            await _abort(context, exc)
+        sub = self.engine.subscribe(
+            request.topic,
+            filter=request.filter,
+            options=convert.subscription_options(request.options, deleted_events=True),
+            sub_id=request.sub_id,
+            owner=context.peer(),
+            bookmark=request.bookmark,
+        )
         async with aclosing(self._serve(sub, context, self._prelude(sub, None))) as frames:
             async for frame in frames:
                 yield frame
@@ -179,8 +210,6 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
                 yield frame
             async for frame in self._live(sub):
                 yield frame
-        except SlowConsumer as exc:
-            await _abort(context, ResourceExhausted(str(exc)))
         finally:
             self.engine.unsubscribe(sub)
 
@@ -222,19 +251,17 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
             for frame in live_frames(sub.drain()):
                 yield frame
 
+    @error_boundary
     async def ReplaceSubscription(
         self, request: pb.ReplaceSubscriptionRequest, context: Context
     ) -> pb.ReplaceSubscriptionResponse:
-        try:
-            bookmark = self.engine.replace_subscription(
-                request.sub_id,
-                owner=context.peer(),
-                filter=request.filter,
-                options=convert.subscription_options(request.options),
-                order_by=request.order_by,
-                top_n=request.top_n if request.HasField("top_n") else None,
-                skip_n=request.skip_n if request.HasField("skip_n") else None,
-            )
-        except Exception as exc:
-            await _abort(context, exc)
+        bookmark = self.engine.replace_subscription(
+            request.sub_id,
+            owner=context.peer(),
+            filter=request.filter,
+            options=convert.subscription_options(request.options),
+            order_by=request.order_by,
+            top_n=request.top_n if request.HasField("top_n") else None,
+            skip_n=request.skip_n if request.HasField("skip_n") else None,
+        )
         return pb.ReplaceSubscriptionResponse(bookmark=bookmark)

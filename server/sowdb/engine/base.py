@@ -72,7 +72,7 @@ class EngineBase:
         self._derived = {v.name: "view" for v in config.views} | {c.name: "conflated" for c in config.conflated_topics}
         self.hub = SubscriptionHub()
         self._private: dict[str, View] = {}  # sub_id -> the private view of an aggregated subscription
-        self._result_sets: dict[tuple[str, str, str], ResultSet] = {}  # (topic, filter, order) -> shared set
+        self._result_sets: dict[tuple[str, str, str, tuple[str, ...]], ResultSet] = {}  # (topic, filter, order, keys)
         self._paged_topics: dict[str, list[ResultSet]] = {}
         # top-level key field names per topic, which delta subscriptions always send (D-2)
         self._key_fields = {t.name: tuple(p.lstrip("/") for p in t.key if p.count("/") == 1) for t in config.topics}

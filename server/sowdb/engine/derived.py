@@ -32,14 +32,22 @@ class Derived:
 
     kind = ""
 
-    def __init__(self, name: str, underlying: str, filter: str) -> None:
+    def __init__(self, name: str, underlying: str, filter: str, sow_keys: frozenset[str] | None = None) -> None:
         self.name = name
         self.underlying = underlying
         self.filter: CompiledFilter | None = compile_filter(filter) if filter.strip() else None
+        self.sow_keys = sow_keys  # only these underlying records count (an aggregated subscription's sow_keys)
         self.topic = SowTopic(TopicConfig(name=name, durability="transient"))
 
+    @property
+    def selective(self) -> bool:
+        """Whether some underlying records do not count (a filter or a SowKey list)."""
+        return self.filter is not None or self.sow_keys is not None
+
     def _matches(self, rec: StoredRecord | None) -> bool:
-        return rec is not None and (self.filter is None or self.filter.matches(rec.data, rec))
+        if rec is None or (self.sow_keys is not None and rec.sow_key not in self.sow_keys):
+            return False
+        return self.filter is None or self.filter.matches(rec.data, rec)
 
     def apply(self, changes: Sequence[Change], now_us: int) -> list[Change]:
         """Take a batch of underlying changes; returns this topic's changes (to dispatch and
@@ -59,8 +67,16 @@ class View(Derived):
 
     kind = "view"
 
-    def __init__(self, name: str, underlying: str, aggregation: Aggregation, filter: str = "") -> None:
-        super().__init__(name, underlying, filter)
+    def __init__(
+        self,
+        name: str,
+        underlying: str,
+        aggregation: Aggregation,
+        filter: str = "",
+        *,
+        sow_keys: frozenset[str] | None = None,
+    ) -> None:
+        super().__init__(name, underlying, filter, sow_keys)
         self.aggregation = aggregation
         self.groups: dict[str, Group] = {}
         self._key_text: dict[tuple[Any, ...], str] = {}  # group key -> its SowKey, made once
@@ -85,7 +101,7 @@ class View(Derived):
         return text
 
     def apply(self, changes: Sequence[Change], now_us: int) -> list[Change]:
-        touched = self._apply_updates(changes) if self.filter is None else None
+        touched = None if self.selective else self._apply_updates(changes)
         if touched is None:
             touched = self._apply_each(changes)
         return self._publish_groups(touched)
@@ -122,7 +138,7 @@ class View(Derived):
         """Retract each change's old version from its group and add the new one."""
         touched: dict[str, Change] = {}  # group SowKey -> the last change that touched it
         groups = self.groups
-        unfiltered = self.filter is None
+        unfiltered = not self.selective
         for c in changes:
             old, new = c.old, c.new
             if not unfiltered:

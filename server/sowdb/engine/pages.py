@@ -27,22 +27,33 @@ class ResultSet:
     and SowKey breaks ties); ``records`` maps a key back to its record.
     """
 
-    def __init__(self, key: tuple[str, str, str], filter: CompiledFilter | None, order: OrderBy | None) -> None:
+    def __init__(
+        self,
+        key: tuple[str, str, str, tuple[str, ...]],
+        filter: CompiledFilter | None,
+        order: OrderBy | None,
+        sow_keys: frozenset[str] | None = None,
+    ) -> None:
         self.key = key
         self.filter = filter
         self.order = order
+        self.sow_keys = sow_keys  # Q-5: a page of these records only
         self.entries: dict[str, bytes] = {}  # SowKey -> its sort key
         self.records: dict[bytes, StoredRecord] = {}
         self.sorted: SortedList = SortedList()
         self.pages: list[PagedSubscription] = []
 
     def _sort_key(self, rec: StoredRecord) -> bytes:
+        """The order of :func:`~sowdb.engine.query.page_key` (one topic: no topic suffix)."""
         tail = rec.sow_key.encode()
         return self.order.byte_key(rec.data or {}) + tail if self.order is not None else tail
 
+    def _wants(self, rec: StoredRecord) -> bool:
+        keys, flt = self.sow_keys, self.filter
+        return (keys is None or rec.sow_key in keys) and (flt is None or flt.matches(rec.data, rec))
+
     def load(self, records: Sequence[StoredRecord]) -> None:
-        flt = self.filter
-        matched = [r for r in records if flt is None or flt.matches(r.data, r)]
+        matched = [r for r in records if self._wants(r)]
         self.records = {self._sort_key(r): r for r in matched}
         self.entries = {r.sow_key: k for k, r in self.records.items()}
         self.sorted = SortedList(self.records)
@@ -51,7 +62,7 @@ class ResultSet:
         """Take a batch of changes; returns the sort keys it removed or added (pages compare
         them with their window's last key to see whether the batch touched them)."""
         touched = []
-        flt, entries, records, sl = self.filter, self.entries, self.records, self.sorted
+        entries, records, sl, wants = self.entries, self.records, self.sorted, self._wants
         for c in changes:
             old = entries.pop(c.sow_key, None)
             if old is not None:
@@ -59,7 +70,7 @@ class ResultSet:
                 del records[old]
                 touched.append(old)
             new = c.new
-            if new is not None and (flt is None or flt.matches(new.data, new)):
+            if new is not None and wants(new):
                 key = self._sort_key(new)
                 entries[c.sow_key] = key
                 records[key] = new
@@ -118,14 +129,21 @@ class PagedSubscription(Subscription):
             c = changed.get(key) if changed else None
             if c is not None and c.new is None:
                 gone = StoredRecord(last.topic, key, last.data, last.raw, c.bookmark, c.timestamp_us)
-                self._enqueue(QueuedEvent("oof", gone, c.reason))
+                self._push(QueuedEvent("oof", gone, c.reason))
             else:
                 now_rec = self.result_set.current(key)
                 current = c.new if c is not None and c.new is not None else now_rec or last
-                self._enqueue(QueuedEvent("oof", current, OOF_MATCH))
+                self._push(QueuedEvent("oof", current, OOF_MATCH))
+        delta = self.options.delta
         for rec in window:
-            if shown.get(rec.sow_key) is not rec:
+            held = shown.get(rec.sow_key)
+            if held is not rec:
                 shown[rec.sow_key] = rec
-                self._enqueue(QueuedEvent("publish", rec))
+                if delta and held is not None:  # D-2: a record the subscriber holds changed
+                    change = self._delta(held, rec)
+                    if change is not None:
+                        self._push(QueuedEvent("publish", change))
+                else:
+                    self._push(QueuedEvent("publish", rec))
         if self.queue:
             self.wakeup.set()

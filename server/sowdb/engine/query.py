@@ -10,7 +10,8 @@ event loop between them, so a long query does not stall publishers.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+import heapq
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -200,12 +201,18 @@ class PreparedQuery:
         yield GroupEnd(opts.query_id, len(results), n_matched, scanned)
 
     def _page(self, results: list[StoredRecord]) -> list[StoredRecord]:
-        if self.order is not None:
-            key = self.order.key
-            results = sorted(results, key=lambda r: key(r.data or {}))
-        skip = self.opts.skip_n or 0
-        if self.opts.top_n is not None:
-            return results[skip : skip + self.opts.top_n]
+        """Order (Q-7) and cut ``top_n`` / ``skip_n``. With a page but no ``order_by``, the
+        records are taken in SowKey order, so that a query and a live page (P-1) of the same
+        options hold the same records; ties are broken by SowKey alike (:func:`page_key`)."""
+        top, skip = self.opts.top_n, self.opts.skip_n or 0
+        if self.order is None and top is None and not skip:
+            return results  # no order asked for: the order is unspecified (Q-7)
+        key = page_key(self.order)
+        if top is not None and (skip + top) * 8 < len(results):
+            return heapq.nsmallest(skip + top, results, key=key)[skip:]
+        results = sorted(results, key=key)
+        if top is not None:
+            return results[skip : skip + top]
         return results[skip:] if skip else results
 
     def _aggregate(self, matched: list[StoredRecord], bookmark: int, now_us: int) -> list[StoredRecord]:
@@ -226,6 +233,17 @@ class PreparedQuery:
                 StoredRecord(topic, orjson.dumps(list(key)).decode(), data, orjson.dumps(data), bookmark, now_us)
             )
         return out
+
+
+def page_key(order: OrderBy | None) -> Callable[[StoredRecord], bytes]:
+    """The one order of query results and live pages: ``order_by`` as bytes
+    (:meth:`OrderBy.byte_key`, self-delimiting), then the SowKey, then the topic (regex
+    queries); the SowKey alone without ``order_by``. Byte keys sort with one ``memcmp`` per
+    comparison, an order of magnitude faster than nested tuples."""
+    if order is None:
+        return lambda r: r.sow_key.encode() + b"\x00" + r.topic.encode()
+    byte_key = order.byte_key
+    return lambda r: byte_key(r.data or {}) + r.sow_key.encode() + b"\x00" + r.topic.encode()
 
 
 def _derived(r: StoredRecord, data: dict[str, Any]) -> StoredRecord:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import replace
 
 from sowdb.config import is_regex_topic
@@ -26,6 +26,7 @@ from sowdb.engine.subscriptions import (
     Change,
     Subscription,
     SubscriptionOptions,
+    shaped,
 )
 from sowdb.engine.topic import SowTopic
 from sowdb.errors import (
@@ -34,7 +35,7 @@ from sowdb.errors import (
     NotFound,
     OutOfRange,
 )
-from sowdb.expr import Aggregation
+from sowdb.expr import Aggregation, Select
 
 
 class Subscribing(EngineBase):
@@ -70,11 +71,13 @@ class Subscribing(EngineBase):
         self.hub.add(sub)
         return sub
 
-    def _replay_start(self, point: Point, field: str = "bookmark") -> int:
+    def _replay_start(self, point: Point, field: str = "bookmark", *, whole: bool = False) -> int:
         """The sequence a replay starts after.
 
-        ``0`` means the start of the retained journal; a timestamp, the last entry at or
-        before it.
+        ``0`` means the start of the retained journal (H-4: "everything there is"), unless
+        ``whole``: a replay that continues a state as of the point (H-3) must start right after
+        it, so there ``0`` means bookmark 0 and needs the whole journal. A timestamp is the last
+        entry at or before it.
 
         Raises:
             OutOfRange: the point is older than the retained journal.
@@ -83,7 +86,7 @@ class Subscribing(EngineBase):
         trimmed = self.store.journal_trimmed()
         if point.now:
             return self.last_seq
-        if point.seq == 0:
+        if point.seq == 0 and not whole:
             return trimmed
         if point.seq is not None:
             after = point.seq
@@ -145,13 +148,16 @@ class Subscribing(EngineBase):
         else:
             self._check_topic_name(opts.topic)
             topics = [self.topics[opts.topic]] if opts.topic in self.topics else []
-        sub = self._new_subscription(opts.topic, opts.filter, options, sub_id, owner, track=True)
+        sub = self._new_subscription(
+            opts.topic, opts.filter, options, sub_id, owner, track=True, select=query.select, sow_keys=opts.sow_keys
+        )
         sub.held = []
         point = parse_bookmark(opts.bookmark) if opts.bookmark.strip() else None
         if point is not None and not point.now:
-            # H-3: the state as of the bookmark, the journal after it, then live
+            # H-3: the state as of the bookmark, the journal after it, then live; the replay
+            # must start right after the point, or the state and the replay leave a gap
             as_of = self._as_of(topics, point)
-            sub.replay_from = (self._replay_start(Point(seq=as_of.seq) if as_of.seq else point), self.last_seq)
+            sub.replay_from = (self._replay_start(Point(seq=as_of.seq), whole=True), self.last_seq)
             events = query.run(query.snapshot_heads(topics, as_of), as_of.seq, self.clock(), as_of=as_of)
         else:
             events = query.run(query.snapshot(topics), self.last_seq, self.clock())
@@ -165,11 +171,14 @@ class Subscribing(EngineBase):
         its current state, and the subscription follows that view: each change to a member
         record updates its group, and an emptied group leaves with an oof ``deleted``."""
         underlying = self._followed_topic(opts, "an aggregated")
-        view = View(f"\x00aggregate {secrets.token_hex(8)}", opts.topic, aggregation, opts.filter)
+        keys = frozenset(opts.sow_keys) if opts.sow_keys else None
+        view = View(f"\x00aggregate {secrets.token_hex(8)}", opts.topic, aggregation, opts.filter, sow_keys=keys)
         view.load(list(underlying.records.values()), self.clock())
-        sub = self._new_subscription(view.name, "", options, sub_id, owner, track=True, check_name=False)
+        inner = PreparedQuery(replace(opts, topic=view.name, filter="", grouping=(), projection=(), sow_keys=()))
+        sub = self._new_subscription(
+            view.name, "", options, sub_id, owner, track=True, check_name=False, select=inner.select
+        )
         sub.held = []
-        inner = PreparedQuery(replace(opts, topic=view.name, filter="", grouping=(), projection=()))
         events = inner.run(inner.snapshot([view.topic]), self.last_seq, self.clock())
         self.hub.add(sub)
         self._attach(view)
@@ -183,10 +192,19 @@ class Subscribing(EngineBase):
         ``order_by`` order (SowKey order when none), kept live. The first window is the query's
         result, taken in the same step that registers the page."""
         topic = self._followed_topic(opts, "a paginated")
-        sub = self._new_subscription(opts.topic, opts.filter, options, sub_id, owner, cls=PagedSubscription)
+        sub = self._new_subscription(
+            opts.topic,
+            opts.filter,
+            options,
+            sub_id,
+            owner,
+            cls=PagedSubscription,
+            select=query.select,
+            sow_keys=opts.sow_keys,
+        )
         assert isinstance(sub, PagedSubscription) and opts.top_n is not None
         self.hub.add(sub)  # first: a refused sub_id must not leave a result set behind
-        rs = self._result_set(topic, query)
+        rs = self._result_set(topic, query, sub.sow_keys)
         sub.bind(rs, opts.skip_n or 0, opts.top_n)
         window = rs.window(sub.skip, sub.top)
         sub.shown = {r.sow_key: r for r in window}
@@ -209,12 +227,13 @@ class Subscribing(EngineBase):
             raise InvalidArgument(f"{kind} subscription reads one topic, not a pattern", field="topic")
         return self._sow_topic(opts.topic)
 
-    def _result_set(self, topic: SowTopic, query: PreparedQuery) -> ResultSet:
-        """The shared result set of (topic, filter, order), created from the topic's state."""
-        key = (topic.name, query.opts.filter.strip(), query.opts.order_by.strip())
+    def _result_set(self, topic: SowTopic, query: PreparedQuery, sow_keys: frozenset[str] | None) -> ResultSet:
+        """The shared result set of (topic, filter, order, SowKeys), created from the topic's
+        state."""
+        key = (topic.name, query.opts.filter.strip(), query.opts.order_by.strip(), tuple(sorted(sow_keys or ())))
         rs = self._result_sets.get(key)
         if rs is None:
-            rs = self._result_sets[key] = ResultSet(key, query.filter, query.order)
+            rs = self._result_sets[key] = ResultSet(key, query.filter, query.order, sow_keys)
             rs.load(list(topic.records.values()))
             self._paged_topics.setdefault(topic.name, []).append(rs)
         return rs
@@ -267,6 +286,13 @@ class Subscribing(EngineBase):
             return self.last_seq
         if top_n is not None or skip_n is not None or order_by.strip():
             raise InvalidArgument("only a paginated subscription takes top_n, skip_n and order_by", field="top_n")
+        _check_options(options)
+        if options.oof and sub.focus is None:
+            raise InvalidArgument(
+                "oof cannot be turned on for this subscription: it was placed without a query, oof or delta, so "
+                "the server does not know which records its subscriber holds; subscribe again with oof",
+                field="options.oof",
+            )
         compiled = request_filter(filter)
         options = replace(options, deleted_events=sub.options.deleted_events and not options.oof)
         covered = [t for name, t in sorted(self.topics.items()) if sub.wants(name)]
@@ -296,11 +322,12 @@ class Subscribing(EngineBase):
                 "a paginated subscription is replaced with its page: give top_n (and skip_n, order_by) again",
                 field="top_n",
             )
+        _check_options(options)
         query = PreparedQuery(QueryOptions(sub.topic, filter=filter, order_by=order_by, top_n=top_n, skip_n=skip_n))
         topic = self._sow_topic(sub.topic)
         shown = sub.shown
         self._release_page(sub)
-        rs = self._result_set(topic, query)  # shared, or built now
+        rs = self._result_set(topic, query, sub.sow_keys)  # shared, or built now
         sub.filter, sub.options = query.filter, replace(options, deleted_events=False)
         sub.result_set, sub.skip, sub.top = rs, skip_n or 0, top_n
         sub.shown = shown
@@ -318,7 +345,10 @@ class Subscribing(EngineBase):
         track: bool = False,
         check_name: bool = True,
         cls: type[Subscription] = Subscription,
+        select: Select | None = None,
+        sow_keys: Sequence[str] = (),
     ) -> Subscription:
+        _check_options(options)
         if check_name:
             self._check_topic_name(topic)
         if is_regex_topic(topic):
@@ -339,15 +369,33 @@ class Subscribing(EngineBase):
             owner=owner,
             key_fields=self._key_fields,
             track=track,
+            select=select,
+            sow_keys=frozenset(sow_keys) if sow_keys else None,
             max_records=self.config.server.subscriber_queue_records,
             max_bytes=self.config.server.subscriber_queue_bytes,
+        )
+
+
+def _check_options(options: SubscriptionOptions) -> None:
+    """Options that cannot work together are refused rather than half applied.
+
+    Raises:
+        InvalidArgument: delta with a conflation key other than the SowKey (C-1 would deliver
+            one record's delta in place of another's, losing changed fields).
+    """
+    if options.delta and options.conflation_key:
+        raise InvalidArgument(
+            "a delta subscription conflates by SowKey only: drop conflation_key or delta",
+            field="options.conflation_key",
         )
 
 
 async def _page_events(
     query: PreparedQuery, window: list[StoredRecord], matched: int, bookmark: int
 ) -> AsyncIterator[QueryEvent]:
-    """The query part of a paginated subscription: its first window."""
+    """The query part of a paginated subscription: its first window (shaped by ``select``)."""
+    if query.select is not None:
+        window = [shaped(r, query.select) for r in window]
     yield GroupBegin(query.opts.query_id, bookmark)
     size = query.batch_size
     for i in range(0, len(window), size):

@@ -28,8 +28,8 @@ import orjson
 from sowdb.config import field_path_steps, is_regex_topic
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.topic import index_terms
-from sowdb.errors import InvalidArgument
-from sowdb.expr import CompiledFilter, get_path
+from sowdb.errors import InvalidArgument, ResourceExhausted
+from sowdb.expr import CompiledFilter, Select, get_path
 from sowdb.expr.compiler import EqualityConjunct
 
 OOF_DELETED = "deleted"
@@ -119,8 +119,8 @@ class SubscriptionOptions:
     conflation_key: tuple[str, ...] = ()  # paths of the conflation key; the SowKey when empty
 
 
-class SlowConsumer(Exception):
-    """The subscriber's queue passed its limit; the message says which and by how much."""
+class SlowConsumer(ResourceExhausted):
+    """The subscriber's queue passed its limit (SL-1); the message says which and by how much."""
 
 
 @dataclass(slots=True)
@@ -145,6 +145,8 @@ class Subscription:
         owner: str = "",
         key_fields: dict[str, tuple[str, ...]] | None = None,
         track: bool = False,
+        select: Select | None = None,
+        sow_keys: frozenset[str] | None = None,
         max_records: int = DEFAULT_MAX_QUEUE_RECORDS,
         max_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
     ) -> None:
@@ -155,9 +157,12 @@ class Subscription:
         self.filter = filter
         self.options = options
         self.key_fields = key_fields or {}
-        # what the subscriber holds: kept for oof, and for sow_and_subscribe (so that a
-        # replacement delivers only records it does not have, R-1)
-        self.focus: set[tuple[str, str]] | None = set() if options.oof or track else None
+        self.select = select  # Q-9 for the live part: every record sent is shaped by it
+        self.sow_keys = sow_keys  # Q-5 for the live part: only these records
+        # what the subscriber holds: kept for oof, for delta (D-2 applies only to records it
+        # holds) and for sow_and_subscribe (so that a replacement delivers only records it
+        # does not have, R-1)
+        self.focus: set[tuple[str, str]] | None = set() if options.oof or options.delta or track else None
         self.queue: deque[QueuedEvent] = deque()
         self.queued_bytes = 0
         self.max_records = max_records
@@ -198,7 +203,7 @@ class Subscription:
             if len(self.held) > self.max_records:
                 self._fail(f"{len(self.held)} changes arrived while its query or replay was being sent")
             return
-        if self.focus is None and not self.options.delta and not self.conflated:
+        if self.focus is None and not self.conflated and self.select is None and self.sow_keys is None:
             flt = self.filter
             if flt is None:
                 self._offer_plain(changes, None)
@@ -259,15 +264,17 @@ class Subscription:
 
     def _evaluate(self, c: Change) -> None:
         flt, focus, opts = self.filter, self.focus, self.options
+        if self.sow_keys is not None and c.sow_key not in self.sow_keys:
+            return
         key = (c.topic, c.sow_key)
         new = c.new
         if new is not None:
             if flt is None or flt.matches(new.data, new):
-                if opts.delta and c.old is not None:
+                if opts.delta and c.old is not None and focus is not None and key in focus:
                     delta = self._delta(c.old, new)
                     if delta is not None:
                         self._push(QueuedEvent("publish", delta))
-                else:
+                else:  # a record the subscriber does not hold arrives whole (D-2)
                     self._push(QueuedEvent("publish", new))
                 if focus is not None:
                     focus.add(key)
@@ -303,9 +310,13 @@ class Subscription:
             candidates: per topic, the records that may match the new filter (what a hash index
                 gives); all of them when absent.
         """
+        if self.conflated and (
+            options.conflation_key != self.options.conflation_key or options.delta != self.options.delta
+        ):
+            self.flush()  # pending keys (or deltas) were made under the old options
+        if self.focus is None and options.delta:
+            self.focus = set()  # from now on it holds what it receives (whole, the first time)
         focus = self.focus
-        if self.conflated and options.conflation_key != self.options.conflation_key:
-            self.flush()  # pending keys were computed with the old conflation key
         self.filter, self.options = filter, options
         self._conflation_steps = [field_path_steps(p) for p in options.conflation_key]
         if not self.conflated:
@@ -314,9 +325,12 @@ class Subscription:
             return
         in_scope: set[tuple[str, str]] = set()
         fresh: list[StoredRecord] = []
+        keys = self.sow_keys
         for topic, held in records.items():
             scan = held.values() if candidates is None or topic not in candidates else candidates[topic]
             for rec in scan:
+                if keys is not None and rec.sow_key not in keys:
+                    continue
                 if filter is None or filter.matches(rec.data, rec):
                     key = (rec.topic, rec.sow_key)
                     in_scope.add(key)
@@ -372,7 +386,11 @@ class Subscription:
         if self.conflated:
             rec = event.record
             if event.kind == "publish":
-                self.pending[self._conflation_key(rec)] = event
+                ckey = self._conflation_key(rec)
+                earlier = self.pending.get(ckey)
+                if self.options.delta and earlier is not None and earlier.record.sow_key == rec.sow_key:
+                    event = QueuedEvent("publish", _merged_delta(earlier.record, rec))
+                self.pending[ckey] = event
                 return
             # a removal: drop the undelivered publish of that record; the oof or delete goes
             # out only if the subscriber ever received the record
@@ -382,6 +400,8 @@ class Subscription:
         self._enqueue(event)
 
     def _enqueue(self, event: QueuedEvent) -> None:
+        if self.select is not None:
+            event = QueuedEvent(event.kind, shaped(event.record, self.select), event.reason)
         self.queue.append(event)
         self.queued_bytes += len(event.record.raw)
         if len(self.queue) > self.max_records or self.queued_bytes > self.max_bytes:
@@ -411,6 +431,19 @@ class Subscription:
 
 
 _MISSING = object()
+
+
+def shaped(rec: StoredRecord, select: Select) -> StoredRecord:
+    """The record as ``select`` shapes it (Q-9): the same version, only the chosen fields."""
+    data = select.apply(rec.data) if rec.data is not None else {}
+    return StoredRecord(rec.topic, rec.sow_key, data, orjson.dumps(data), rec.bookmark, rec.timestamp_us, rec.expiry_us)
+
+
+def _merged_delta(earlier: StoredRecord, later: StoredRecord) -> StoredRecord:
+    """Two deltas of one record as one (C-1 with D-2): every field either changed, at its
+    latest value, so the subscriber misses no change that conflation held back."""
+    data = {**(earlier.data or {}), **(later.data or {})}
+    return StoredRecord(later.topic, later.sow_key, data, orjson.dumps(data), later.bookmark, later.timestamp_us)
 
 
 @dataclass
