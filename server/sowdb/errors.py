@@ -67,6 +67,10 @@ class ResourceExhausted(SowdbError):
     """A limit was passed (document size, a slow consumer's queue)."""
 
 
+class Unavailable(SowdbError):
+    """The server cannot do this now but may soon (its storage cannot be written): retry later."""
+
+
 class Unimplemented(SowdbError):
     """A part of the API that this version does not provide yet."""
 

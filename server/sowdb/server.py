@@ -42,6 +42,7 @@ class SowServer:
         self._server: grpc.aio.Server | None = None
         self._health = health.aio.HealthServicer()
         self._upkeep: asyncio.Task[None] | None = None
+        self._health_updates: set[asyncio.Task[None]] = set()
 
     async def start(self) -> int:
         """Open the store, load state, listen; returns the bound port."""
@@ -68,9 +69,21 @@ class SowServer:
         await server.start()
         self._server = server
         self._upkeep = asyncio.create_task(run_upkeep(self.engine), name="sowdb-upkeep")
-        for name in ("", SERVICE_NAME):
-            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        await self._set_health(store.writable)
+        store.watch(self._storage_changed)
         return self.port
+
+    async def _set_health(self, serving: bool) -> None:
+        """SERVING, or NOT_SERVING while the storage cannot be written (E-2): a load balancer
+        or supervisor then stops sending writes, and health says when they may resume."""
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        for name in ("", SERVICE_NAME):
+            await self._health.set(name, status)
+
+    def _storage_changed(self, writable: bool) -> None:
+        task = asyncio.get_running_loop().create_task(self._set_health(writable))
+        self._health_updates.add(task)
+        task.add_done_callback(self._health_updates.discard)
 
     async def stop(self, grace: float = SHUTDOWN_GRACE_S) -> None:
         """Stop accepting calls, let running ones finish for ``grace`` seconds, close the store."""

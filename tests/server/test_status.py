@@ -20,6 +20,7 @@ from sowdb.api.status import STATUS_CODES, rich_status, status_code
         (errors.OutOfRange("x", oldest_bookmark=7), grpc.StatusCode.OUT_OF_RANGE),
         (errors.ResourceExhausted("x"), grpc.StatusCode.RESOURCE_EXHAUSTED),
         (errors.Unimplemented("x"), grpc.StatusCode.UNIMPLEMENTED),
+        (errors.Unavailable("x"), grpc.StatusCode.UNAVAILABLE),
         (errors.PublishError(2, errors.ResourceExhausted("big", field="data")), grpc.StatusCode.RESOURCE_EXHAUSTED),
     ],
 )

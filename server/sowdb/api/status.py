@@ -25,6 +25,7 @@ STATUS_CODES: dict[type[errors.SowdbError], grpc.StatusCode] = {
     errors.FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
     errors.OutOfRange: grpc.StatusCode.OUT_OF_RANGE,
     errors.ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    errors.Unavailable: grpc.StatusCode.UNAVAILABLE,
     errors.Unimplemented: grpc.StatusCode.UNIMPLEMENTED,
 }
 

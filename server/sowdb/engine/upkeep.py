@@ -1,8 +1,10 @@
 """The writer's background chores: expiration (X-1), conflated topics' refreshes (C-2), history
-trimming (H-1), journal retention.
+trimming (H-1), journal retention, and recovering the storage after a failed write.
 
 They run as one task on the event loop, so each chore is a step of the single writer like a
 publish; each step does a bounded amount of work and returns, so publishers are not stalled.
+While the storage cannot be written (a full disk) the chores that write wait, and the storage
+is reopened once a second until writes can succeed again.
 """
 
 from __future__ import annotations
@@ -11,26 +13,34 @@ import asyncio
 import logging
 
 from sowdb.engine.engine import Engine
+from sowdb.errors import SowdbError
 
 log = logging.getLogger("sowdb.upkeep")
 
 TRIM_PERIOD_S = 5.0
 MAX_SLEEP_S = 0.05  # how late an expiration or a conflated topic's refresh may be
+RECOVER_PERIOD_S = 1.0  # how often a failed storage is tried again
 
 
 async def run_upkeep(engine: Engine, *, trim_period_s: float = TRIM_PERIOD_S) -> None:
     """Run the chores until cancelled."""
     loop = asyncio.get_running_loop()
-    next_trim = 0.0
+    next_trim = next_recovery = 0.0
     while True:
         try:
-            engine.expire_due()
             engine.flush_conflated()
             now = loop.time()
-            if now >= next_trim:
-                more = engine.trim_history()
-                engine.trim_journal()
-                next_trim = now if more else now + trim_period_s
+            if not engine.writable and now >= next_recovery:
+                next_recovery = now + RECOVER_PERIOD_S
+                engine.recover_storage()
+            if engine.writable:
+                engine.expire_due()
+                if now >= next_trim:
+                    more = engine.trim_history()
+                    engine.trim_journal()
+                    next_trim = now if more else now + trim_period_s
+        except SowdbError as exc:  # the storage failed under a chore; it is retried above
+            log.warning("upkeep: %s", exc.message)
         except Exception:
             log.exception("upkeep step failed; retrying")
         due = engine.expiry.next_due()

@@ -323,7 +323,12 @@ class Writer(EngineBase):
         return len(victims), seq
 
     def expire_due(self) -> int:
-        """X-1: remove every record whose time to live has passed; returns how many."""
+        """X-1: remove every record whose time to live has passed; returns how many.
+
+        Raises:
+            StorageFull, StorageFailed: the expirations could not be written; the records stay
+                queued and expire once writes succeed again.
+        """
         now = self.clock()
         due = self.expiry.pop_due(now)
         if not due:
@@ -335,8 +340,40 @@ class Writer(EngineBase):
                 by_topic.setdefault(topic_name, []).append(sow_key)
         count = 0
         for topic_name, keys in by_topic.items():
-            count += self._delete(self.topics[topic_name], keys, op=OP_EXPIRE, reason=OOF_EXPIRED)[0]
+            topic = self.topics[topic_name]
+            try:
+                count += self._delete(topic, keys, op=OP_EXPIRE, reason=OOF_EXPIRED)[0]
+            except SowdbError:
+                for key in keys:
+                    self.expiry.add(topic.records[key])
+                raise
         return count
+
+    @property
+    def writable(self) -> bool:
+        """Whether changes can be written now (False while the storage is failed)."""
+        return self.store.writable
+
+    def recover_storage(self) -> bool:
+        """Try to make the storage writable again after a failed write (a full disk); returns
+        whether it is. A write that was reported as failed but reached RocksDB's log anyway
+        is rolled back, so that the store holds exactly what was acknowledged (J-1)."""
+        if self.store.writable:
+            return True
+        if not self.store.reopen():
+            return False
+        if self.store.last_sequence() > self.last_seq:
+            current: dict[tuple[str, str], tuple[int, int, int, bytes] | None] = {}
+            for e in self.store.iter_journal(self.last_seq):
+                topic = self.topics.get(e.topic)
+                if topic is not None and topic.persistent:
+                    rec = topic.records.get(e.sow_key)
+                    current[(e.topic, e.sow_key)] = (
+                        None if rec is None else (rec.bookmark, rec.timestamp_us, rec.expiry_us, rec.raw)
+                    )
+            history = {name for name, t in self.topics.items() if t.persistent and t.history is not None}
+            self.store.roll_back(self.last_seq, current, history)
+        return True
 
     def trim_history(self) -> bool:
         """H-1: drop versions older than each topic's window (the state at the window's start

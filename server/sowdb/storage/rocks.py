@@ -12,7 +12,9 @@ journal and ``current`` never disagree. Key and value layouts are in :mod:`sowdb
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import gc
+import logging
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import repeat
 from pathlib import Path
 from typing import cast
@@ -20,9 +22,40 @@ from typing import cast
 import orjson
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
+from sowdb.errors import ResourceExhausted, SowdbError, Unavailable
 from sowdb.storage import keys as k
 
 COLUMN_FAMILIES = ("journal", "current", "history", "meta")
+
+log = logging.getLogger("sowdb.storage")
+
+
+class StorageFull(ResourceExhausted):
+    """The data directory's filesystem is full: nothing can be written until space is freed."""
+
+
+class StorageFailed(Unavailable):
+    """The data directory cannot be written (an I/O error other than a full disk)."""
+
+
+def _storage_failure(path: str, exc: Exception) -> SowdbError:
+    """The domain error of a failed RocksDB write: what happened, where, and what comes next.
+
+    RocksDB reports I/O failures as a plain exception whose text carries the OS error; after
+    one, it refuses every write until the database is opened again (measured: freeing space
+    alone does not help), which :meth:`Store.reopen` does.
+    """
+    cause = str(exc).split(": While ")[0].removeprefix("IO error: ")[:200]
+    full = "No space left" in cause or "ENOSPC" in cause
+    what = (
+        f"the data directory {path} is full ({cause}); writes resume once space is freed there"
+        if full
+        else f"the data directory {path} cannot be written ({cause}); writes resume once it can be"
+    )
+    message = (
+        f"{what}. Nothing of this request was stored; the server retries every second and reports NOT_SERVING meanwhile"
+    )
+    return StorageFull(message) if full else StorageFailed(message)
 
 
 class Batch:
@@ -152,11 +185,28 @@ def _options() -> Options:
 
 
 class Store:
-    """A RocksDB database under ``path`` (created when missing)."""
+    """A RocksDB database under ``path`` (created when missing).
+
+    A write that fails (a full disk, an I/O error) puts the store in a failed state: every
+    later write is refused at once with the same error, without touching RocksDB, until
+    :meth:`reopen` succeeds; reads go on. Whoever watches (:meth:`watch`, the server's health)
+    is told when writes stop and when they can succeed again.
+    """
 
     def __init__(self, path: str | Path, *, fsync: bool = False) -> None:
         Path(path).mkdir(parents=True, exist_ok=True)
         self.path = str(path)
+        self._write_opts = WriteOptions()
+        self._write_opts.sync = fsync
+        self._bulk_opts = WriteOptions()
+        self._bulk_opts.disable_wal = True  # type: ignore[method-assign,assignment]  # a property; the stub says method
+        self.failure: SowdbError | None = None
+        self._watchers: list[Callable[[bool], None]] = []
+        self._open()
+        if self._meta.get(k.META_FORMAT) is None:
+            self._meta[k.META_FORMAT] = k.FORMAT_VERSION
+
+    def _open(self) -> None:
         families = {name: Options(raw_mode=True) for name in COLUMN_FAMILIES}
         self._db = Rdict(self.path, options=_options(), column_families=families)
         self._cf = {name: self._db.get_column_family_handle(name) for name in COLUMN_FAMILIES}
@@ -164,12 +214,50 @@ class Store:
         self._current = self._db.get_column_family("current")
         self._history = self._db.get_column_family("history")
         self._meta = self._db.get_column_family("meta")
-        self._write_opts = WriteOptions()
-        self._write_opts.sync = fsync
-        self._bulk_opts = WriteOptions()
-        self._bulk_opts.disable_wal = True  # type: ignore[method-assign,assignment]  # a property; the stub says method
-        if self._meta.get(k.META_FORMAT) is None:
-            self._meta[k.META_FORMAT] = k.FORMAT_VERSION
+
+    @property
+    def writable(self) -> bool:
+        return self.failure is None
+
+    def watch(self, callback: Callable[[bool], None]) -> None:
+        """Call ``callback(writable)`` whenever writes stop or can succeed again."""
+        self._watchers.append(callback)
+
+    def _set_failure(self, failure: SowdbError | None) -> None:
+        changed = (failure is None) != (self.failure is None)
+        self.failure = failure
+        if changed:
+            for callback in self._watchers:
+                callback(failure is None)
+
+    def reopen(self) -> bool:
+        """Try to leave the failed state: RocksDB refuses writes after an I/O error until the
+        database is opened again (its write-ahead log is replayed, its lock released and
+        retaken). Returns whether the store is writable; on failure it stays failed."""
+        if self.failure is None:
+            return True
+        self._close_quietly()
+        gc.collect()  # the last references to the old database may sit in cycles (tracebacks)
+        try:
+            self._open()
+        except Exception as exc:
+            log.debug("storage still unavailable: %s", str(exc))
+            return False
+        log.warning("storage writable again: %s reopened", self.path)
+        self._set_failure(None)
+        return True
+
+    def _close_quietly(self) -> None:
+        """Close a failed database, which reports its error again at every close (the lock is
+        released all the same)."""
+        handles = [self.__dict__.pop(name, None) for name in ("_journal", "_current", "_history", "_meta", "_db")]
+        self._cf = {}
+        for handle in handles:  # dropped after closing: a closed Rdict keeps its lock until it is freed
+            try:
+                if handle is not None:
+                    handle.close()
+            except Exception as exc:
+                log.debug("closing a failed store: %s", str(exc))
 
     def last_sequence(self) -> int:
         """The highest sequence in the journal (0 when empty)."""
@@ -196,7 +284,59 @@ class Store:
         return Batch(self, topic, current=current, history=history)
 
     def _write(self, wb: WriteBatch) -> None:
-        self._db.write(wb, self._write_opts)
+        """Write one batch durably (WAL), or raise the storage failure (nothing written).
+
+        Raises:
+            StorageFull, StorageFailed: the write failed now, or an earlier one did and the
+                store has not been reopened since.
+        """
+        if self.failure is None:
+            try:
+                self._db.write(wb, self._write_opts)
+                return
+            except Exception as exc:
+                # the text only: a log handler that keeps records (tests, memory handlers) must not
+                # keep the exception, whose traceback holds the batch that holds the database
+                log.error("a write to %s failed: %s; writes are refused until it can be reopened", self.path, str(exc))
+                self._set_failure(_storage_failure(self.path, exc))
+        # A fresh exception each time: one kept and raised again would collect tracebacks
+        # whose frames hold write batches, which hold the database open (and its lock).
+        failure = self.failure
+        assert failure is not None
+        raise type(failure)(failure.message)
+
+    def roll_back(
+        self, upto: int, current: dict[tuple[str, str], tuple[int, int, int, bytes] | None], history: set[str]
+    ) -> None:
+        """Remove journal entries after ``upto`` and what they wrote: a write reported as
+        failed that reached the write-ahead log anyway (found after :meth:`reopen`), so that
+        the store says what its clients were told.
+
+        Args:
+            current: the ``current`` value to restore per (topic, SowKey) written by those
+                entries, as (bookmark, timestamp_us, expiry_us, payload); None deletes it.
+            history: the topics whose ``history`` those entries wrote.
+        """
+        entries = list(self.iter_journal(upto))
+        if not entries:
+            return
+        wb = WriteBatch(raw_mode=True)
+        wb.delete_range(k.encode_seq(upto + 1), k.encode_seq(2**64 - 1), self._cf["journal"])
+        for (topic, sow_key), value in current.items():
+            if value is None:
+                wb.delete(k.current_key(topic, sow_key), self._cf["current"])
+            else:
+                wb.put(k.current_key(topic, sow_key), k.encode_current(*value), self._cf["current"])
+        for e in entries:
+            if e.topic in history:
+                wb.delete(k.history_key(e.topic, e.sow_key, e.seq), self._cf["history"])
+        marker = k.encode_seq(upto)
+        wb.put(k.APPLIED_MARKER, marker, self._cf["current"])
+        wb.put(k.APPLIED_MARKER, marker, self._cf["history"])
+        self._write(wb)
+        log.warning(
+            "rolled back journal entries %d..%d, written by a request reported as failed", upto + 1, entries[-1].seq
+        )
 
     def load_current(self) -> Iterator[tuple[str, str, k.CurrentValue]]:
         """Every ``current`` record as (topic, SowKey, value), in key order."""
@@ -332,6 +472,9 @@ class Store:
 
     def close(self) -> None:
         """Flush and close; the store is unusable afterwards."""
+        if self.failure is not None:
+            self._close_quietly()  # the log cannot be flushed; what was acknowledged is in it
+            return
         self._db.flush_wal(True)
         # Column-family views hold the database open; drop them so that close releases the lock.
         for cf in (self._journal, self._current, self._history, self._meta):

@@ -1,0 +1,219 @@
+"""Disk full (E-2, J-1): a write that cannot reach the disk refuses its request with a status
+that names the cause and the data directory, the Publish stream stays open, health is
+NOT_SERVING until writes can succeed again, writes resume once space is back, and nothing
+acknowledged is lost — on a real small filesystem, and with an injected storage fault."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from sowdb.server import SowServer
+from sowdb.storage import Store
+from sowdb_api.v1 import sow_pb2 as pb
+from sowdb_api.v1 import sow_pb2_grpc
+from sowdb_client import AsyncClient, ResourceExhaustedError
+from tests.server.conftest import make_config
+
+SERVICE = "sowdb.v1.SowService"
+
+
+class Publisher:
+    """One Publish stream whose requests are sent one at a time, each answered before the next."""
+
+    def __init__(self, stub: sow_pb2_grpc.SowServiceStub) -> None:
+        self._requests: asyncio.Queue[pb.PublishRequest | None] = asyncio.Queue()
+        self._call = stub.Publish(self._feed())
+        self._n = 0
+
+    async def _feed(self) -> AsyncIterator[pb.PublishRequest]:
+        while (req := await self._requests.get()) is not None:
+            yield req
+
+    async def send(self, docs: list[bytes]) -> pb.PublishResponse:
+        self._n += 1
+        msgs = [pb.PublishMessage(data=d) for d in docs]
+        await self._requests.put(pb.PublishRequest(topic="orders", messages=msgs, correlation_id=str(self._n)))
+        resp: pb.PublishResponse = await asyncio.wait_for(self._call.read(), 30)  # type: ignore[assignment]
+        assert resp.correlation_id == str(self._n)
+        return resp
+
+    async def close(self) -> None:
+        await self._requests.put(None)
+        self._call.cancel()
+
+
+async def health(target: str) -> int:
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub: Any = health_pb2_grpc.HealthStub(channel)
+        resp = await stub.Check(health_pb2.HealthCheckRequest(service=SERVICE), timeout=5)
+        return int(resp.status)
+
+
+async def wait_health(target: str, status: int, seconds: float = 20) -> None:
+    for _ in range(int(seconds / 0.1)):
+        if await health(target) == status:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"health never became {status}")
+
+
+def doc(i: int) -> bytes:
+    return b'{"orderId": %d, "pad": "%s"}' % (i, b"x" * 180)
+
+
+@contextlib.contextmanager
+def small_filesystem(path: Path, megabytes: int) -> Iterator[Path]:
+    path.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(path)], capture_output=True)
+    if done.returncode:
+        pytest.skip(
+            f"cannot mount a small filesystem here ({done.stderr.decode().strip()}); the injected-fault test covers"
+        )
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+async def acked_state(target: str) -> set[int]:
+    async with AsyncClient(target) as c:
+        return {int(r.sow_key) for r in await c.sow("orders", batch_size=10_000).records()}
+
+
+async def test_a_full_disk_refuses_writes_clearly_and_they_resume_when_space_is_back(tmp_path: Path) -> None:
+    with small_filesystem(tmp_path / "disk", 24) as disk:
+        ballast = disk / "ballast"
+        ballast.write_bytes(b"\0" * 12 * 1024 * 1024)
+        data_dir = disk / "data"
+        server = SowServer(make_config(data_dir, heartbeat_s=0.2))
+        port = await server.start()
+        target = f"127.0.0.1:{port}"
+        acked: set[int] = set()
+        async with grpc.aio.insecure_channel(target) as channel:
+            pub = Publisher(sow_pb2_grpc.SowServiceStub(channel))
+            i = 0
+            while True:  # publish until the disk is full
+                resp = await pub.send([doc(n) for n in range(i, i + 100)])
+                if resp.HasField("error"):
+                    break
+                acked.update(range(i, i + 100))
+                i += 100
+                assert i < 1_000_000, "the disk never filled"
+            assert resp.error.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+            assert "No space left" in resp.error.message and str(data_dir) in resp.error.message
+            again = await pub.send([doc(10**9)])  # the stream is still open: the next request is answered
+            assert again.HasField("error") and again.error.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+            assert await health(target) == health_pb2.HealthCheckResponse.NOT_SERVING
+            assert await acked_state(target) == acked  # reads go on; memory holds exactly what was acked
+
+            os.remove(ballast)  # space is back
+            await wait_health(target, health_pb2.HealthCheckResponse.SERVING)
+            resumed = await pub.send([doc(n) for n in range(i, i + 100)])
+            assert not resumed.HasField("error") and resumed.last_bookmark == len(acked) + 100
+            acked.update(range(i, i + 100))
+            await pub.close()
+        assert await acked_state(target) == acked
+        await server.stop(grace=0)
+
+        again_server = SowServer(make_config(data_dir))  # and after a restart: nothing acknowledged lost
+        port = await again_server.start()
+        assert await acked_state(f"127.0.0.1:{port}") == acked
+        assert again_server.engine is not None and again_server.engine.last_seq == len(acked)
+        await again_server.stop(grace=0)
+
+
+class _FailingDB:
+    """A RocksDB handle whose writes fail like a full disk's, while ``full`` is set."""
+
+    def __init__(self, db: Any, state: dict[str, bool]) -> None:
+        self._db = db
+        self._state = state
+
+    def write(self, *args: Any, **kw: Any) -> None:
+        if self._state["full"]:
+            raise Exception("IO error: No space left on device: While appending to file: 000004.log")
+        self._db.write(*args, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._db, name)
+
+
+async def test_an_injected_write_fault_is_refused_and_recovered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same contract without a real small filesystem: the fault is injected under the store."""
+    state = {"full": False}
+    opened = Store._open
+
+    def open_db(self: Store) -> None:
+        if state["full"]:
+            raise Exception("IO error: No space left on device: While appending to file: 000008.sst")
+        opened(self)
+        self._db = _FailingDB(self._db, state)  # type: ignore[assignment]
+
+    monkeypatch.setattr(Store, "_open", open_db)
+    server = SowServer(make_config(tmp_path / "data", heartbeat_s=0.2))
+    port = await server.start()
+    target = f"127.0.0.1:{port}"
+    async with grpc.aio.insecure_channel(target) as channel:
+        pub = Publisher(sow_pb2_grpc.SowServiceStub(channel))
+        assert not (await pub.send([doc(1), doc(2)])).HasField("error")
+        state["full"] = True
+        refused = await pub.send([doc(3)])
+        assert refused.error.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+        assert str(tmp_path / "data") in refused.error.message
+        await wait_health(target, health_pb2.HealthCheckResponse.NOT_SERVING)
+        await pub.close()
+    async with AsyncClient(target) as c:
+        with pytest.raises(ResourceExhaustedError) as err:  # deletes are writes too
+            await c.sow_delete("orders", sow_keys=["1"])
+        assert "No space left" in err.value.message
+        assert await acked_state(target) == {1, 2}
+        await asyncio.sleep(1.5)  # recovery attempts while still full keep failing
+        assert await health(target) == health_pb2.HealthCheckResponse.NOT_SERVING
+        state["full"] = False
+        await wait_health(target, health_pb2.HealthCheckResponse.SERVING)
+        ack = await c.publish("orders", [doc(3)])
+        assert ack.first_bookmark == 3  # the refused requests used no bookmark
+        assert await acked_state(target) == {1, 2, 3}
+    await server.stop(grace=0)
+
+
+def test_a_write_reported_failed_that_reached_the_log_is_rolled_back(tmp_path: Path) -> None:
+    """A write can fail after its batch reached RocksDB's log (its fsync, say); after the
+    store is reopened, the journal then holds entries nobody was told about. They are removed
+    with what they wrote, so the store holds exactly what was acknowledged."""
+    from sowdb.config import config_from_dict
+    from sowdb.engine import Engine, InMessage
+    from sowdb.storage.rocks import StorageFull
+
+    topics = {"topic": [{"name": "book", "key": ["/id"], "history": {"window": "1d"}}]}
+    cfg = config_from_dict({**topics, "server": {"data_dir": str(tmp_path)}}, source="<tests>")
+    engine = Engine(cfg, Store(tmp_path))
+    engine.publish("book", [InMessage(b'{"id": 1, "v": 1}'), InMessage(b'{"id": 2, "v": 1}')])
+    # what a failed request would have written: an update of 1 and a new record 3
+    landed = engine.store.batch("book", current=True, history=True)
+    landed.publish_many(3, 0, ["1", "3"], [b'{"id":1,"v":2}', b'{"id":3,"v":2}'])
+    landed.commit()
+    engine.store.failure = StorageFull("full")  # the write was reported as failed
+    assert engine.recover_storage()
+    assert engine.store.last_sequence() == 2
+    engine.close()
+    again = Engine(cfg, Store(tmp_path))  # what a restart sees
+    assert {k: r.raw for k, r in again.topics["book"].records.items()} == {
+        "1": b'{"id": 1, "v": 1}',
+        "2": b'{"id": 2, "v": 1}',
+    }
+    assert [(h.sow_key, h.seq) for h in again.store.iter_history()] == [("1", 1), ("2", 2)]
+    assert again.publish("book", [InMessage(b'{"id": 3, "v": 3}')]) == (3, 3)
+    again.close()
