@@ -19,8 +19,9 @@ from sortedcontainers import SortedDict
 from sowdb.errors import ExpressionError
 from sowdb.expr import nodes as n
 from sowdb.expr.compiler import _AggregateValues, _Compiler
+from sowdb.expr.numeric import NAN, fit, to_number
 from sowdb.expr.parser import parse_list
-from sowdb.expr.values import NAN, is_null, order_key, to_number
+from sowdb.expr.values import is_null, order_key
 
 
 class Accumulator:
@@ -110,7 +111,7 @@ class _Moments(Accumulator):
         if self.nans:
             return NAN
         if self.kind == "SUM":
-            return self.total
+            return fit(self.total) if type(self.total) is int else self.total
         mean = self.total / self.n
         if self.kind == "AVG":
             return mean

@@ -18,16 +18,8 @@ from typing import Any
 
 import regex
 
-from sowdb.expr.values import (
-    NAN,
-    REGEX_TIMEOUT_S,
-    Value,
-    format_number,
-    is_null,
-    order_key,
-    to_number,
-    to_text,
-)
+from sowdb.expr.numeric import NAN, fit, format_number, to_number
+from sowdb.expr.values import REGEX_TIMEOUT_S, Value, is_null, order_key, to_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +47,7 @@ def _text_fn(fn: Callable[..., Value]) -> Callable[..., Value]:
 
 def _num_fn(fn: Callable[..., Value]) -> Callable[..., Value]:
     """Wrap a function of numeric arguments: NULL in, NULL out; NaN in, NaN out; domain
-    errors give NaN."""
+    errors give NaN; an integer result beyond 64 bits is a float."""
 
     def wrapped(*args: Value) -> Value:
         nums = [to_number(a) for a in args]
@@ -64,9 +56,10 @@ def _num_fn(fn: Callable[..., Value]) -> Callable[..., Value]:
         if any(n != n for n in nums):
             return NAN
         try:
-            return fn(*nums)
+            r = fn(*nums)
         except (ValueError, OverflowError, ZeroDivisionError):
             return NAN
+        return fit(r) if type(r) is int else r
 
     return wrapped
 
@@ -254,8 +247,11 @@ def _array_sum(v: Value) -> Value:
     for e in _elements(v):
         n = to_number(e)
         if n is not None:
-            total = n if total is None else total + n
-    return total
+            try:
+                total = n if total is None else total + n
+            except OverflowError:  # an int beyond the float range (not from JSON) plus a float
+                return NAN
+    return fit(total) if type(total) is int else total
 
 
 def _array_extreme(pick: Callable[..., Value]) -> Callable[[Value], Value]:
