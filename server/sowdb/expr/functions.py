@@ -206,9 +206,12 @@ def _floor(x: int | float) -> int | float:
 
 
 def _extreme(pick: Callable[..., Value]) -> Callable[..., Value]:
+    """GREATEST / LEAST: over the arguments that are numbers (a numeric string converts, a
+    boolean is 1 or 0); NULLs, other strings and NaN are left out; NaN when none is left."""
+
     def extreme(*args: Value) -> Value:
-        present = [a for a in args if not is_null(a)]
-        return pick(present, key=order_key) if present else None
+        nums = [x for x in map(to_number, args) if x is not None and x == x]
+        return pick(nums) if nums else NAN
 
     return extreme
 
@@ -262,9 +265,20 @@ def _array_extreme(pick: Callable[..., Value]) -> Callable[[Value], Value]:
     return extreme
 
 
-def _array_to_string(v: Value, sep: Value = ",") -> Value:
-    texts = [t for t in (to_text(e) for e in _elements(v)) if t is not None]
-    return (to_text(sep) or "").join(texts) or None
+def _array_to_string(v: Value, delimiter: Value, null_text: Value = None) -> Value:
+    """The elements' texts joined by the delimiter; a NULL element is ``null_text``, or left
+    out when that is absent or NULL. A NULL array is NULL."""
+    if is_null(v):
+        return None
+    fill = to_text(null_text)
+    texts = []
+    for e in v if type(v) is list else (v,):
+        t = to_text(e)
+        if t is None:
+            t = fill
+        if t is not None:
+            texts.append(t)
+    return (to_text(delimiter) or "").join(texts) or None
 
 
 def _coalesce(*args: Value) -> Value:
@@ -341,7 +355,7 @@ FUNCTIONS: dict[str, Function] = {
         Function("ARRAY_SUM", _array_sum, 1, 1, arrays=True),
         Function("ARRAY_MIN", _array_extreme(min), 1, 1, arrays=True),
         Function("ARRAY_MAX", _array_extreme(max), 1, 1, arrays=True),
-        Function("ARRAY_TO_STRING", _array_to_string, 1, 2, arrays=True),
+        Function("ARRAY_TO_STRING", _array_to_string, 2, 3, arrays=True),
         # other
         Function("COALESCE", _coalesce, 1, None, arrays=True),
         Function("NAN_VALUE", lambda: NAN, 0, 0),
