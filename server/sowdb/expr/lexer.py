@@ -46,7 +46,7 @@ _MASTER = re.compile(
 )
 _STEPS = re.compile(r"\[/([^\]]+)\]|/([\w$@]+)|\[\s*([0-9]+)\s*\]")
 _ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|x|.)", re.DOTALL)
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0"}
+_ESCAPES = {"n": "\n", "t": "\t"}  # FILTERS.md: any other \c is c, so '\r' is 'r'
 _OPERAND_END_WORDS = frozenset({"NULL", "NAN", "TRUE", "FALSE"})
 
 

@@ -1,4 +1,4 @@
-"""FILTERS.md's function signatures and edge results, as the page states them (issue 14)."""
+"""Details FILTERS.md states explicitly, each as the page states it (issue 14)."""
 
 from __future__ import annotations
 
@@ -62,3 +62,22 @@ def test_greatest_and_least_are_numeric_and_nan_without_a_number(
     message: dict[str, Any], expression: str, expected: Any
 ) -> None:
     check(message, expression, expected)
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        (r"'a\nb'", "a\nb"),
+        (r"'a\tb'", "a\tb"),
+        (r"'\x41\x7a'", "Az"),
+        (r"'\r'", "r"),  # any other \c is c: only \n, \t and \xHH are escapes
+        (r"'\0'", "0"),
+        (r"'\b\f\v'", "bfv"),
+        (r"'\\'", "\\"),
+        (r"'it\'s'", "it's"),
+        (r'"\""', '"'),
+        (r"r'\r\n'", r"\r\n"),
+    ],
+)
+def test_string_escapes_are_n_t_and_xhh_only(expression: str, expected: str) -> None:
+    check({}, expression, expected)
