@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import calendar
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -290,7 +291,7 @@ def _coalesce(*args: Value) -> Value:
 
 def _char_value(n: Value) -> Value:
     k = _int_arg(n)
-    if k is None or not 0 < k <= 0x10FFFF:
+    if k is None or not 0 < k <= 0x10FFFF or 0xD800 <= k <= 0xDFFF:  # a surrogate is no text
         return None
     return chr(k)
 
@@ -311,7 +312,7 @@ def _strptime(s: Value, fmt: Value) -> Value:
         return None
     try:
         return calendar.timegm(time.strptime(st, f))
-    except (ValueError, OverflowError):
+    except (ValueError, OverflowError, re.error):  # re.error: a directive repeated ('%m%m')
         return None
 
 

@@ -26,6 +26,14 @@ Value = Any
 REGEX_TIMEOUT_S = 0.05
 
 
+def first(v: list[Value]) -> Value:
+    """An array's first scalar, through nested arrays (``[[[1]]]`` -> 1); ``[]`` if it has
+    none. A loop, not recursion: data may nest a thousand levels deep."""
+    while v and type(v) is list:
+        v = v[0]
+    return v
+
+
 def is_null(v: Value) -> bool:
     """NULL is a missing value, JSON null, the empty string, the empty array or an object."""
     t = type(v)
@@ -221,7 +229,8 @@ def to_text(v: Value) -> str | None:
     if t is int or t is float:
         return format_number(v)
     if t is list:
-        return to_text(v[0]) if v else None
+        v = first(v)
+        return None if type(v) is list else to_text(v)
     return None
 
 
@@ -263,9 +272,38 @@ def ends_with(x: Value, suffixes: tuple[str, ...]) -> bool | None:
 
 def is_nan(v: Value) -> bool:
     """IS NAN: a NaN number (from arithmetic or NAN_VALUE()); arrays test every element."""
-    if type(v) is list:
-        return any(is_nan(e) for e in v)
-    return type(v) is float and v != v
+    if type(v) is not list:
+        return type(v) is float and v != v
+    pending = [v]  # nested arrays, walked without recursion
+    while pending:
+        for e in pending.pop():
+            if type(e) is list:
+                pending.append(e)
+            elif type(e) is float and e != e:
+                return True
+    return False
+
+
+KEY_DEPTH = 32
+"""How deep a group key follows nested arrays; an array nested deeper counts as NULL there."""
+
+
+def hashable(x: Value, depth: int = 0) -> Value:
+    """A group-key part: an array becomes a tuple (an empty one None), NULLs None.
+
+    Arrays deeper than :data:`KEY_DEPTH` are cut off: hashing and comparing nested tuples
+    recurses in C, and a record may nest arrays a thousand levels deep.
+    """
+    t = type(x)
+    if t is int or t is float or (t is str and x):
+        return x
+    if t is list:
+        if depth >= KEY_DEPTH:
+            return None
+        return tuple([hashable(e, depth + 1) for e in x]) or None
+    if type(x) is dict or (type(x) is str and not x):
+        return None
+    return x
 
 
 # --- ordering ---------------------------------------------------------------------------------
@@ -279,7 +317,8 @@ def order_key(v: Value) -> tuple[int, Any]:
     """
     t = type(v)
     if t is list:
-        return order_key(v[0]) if v else (0, 0)
+        v = first(v)
+        t = type(v)
     if t is bool:
         return (2, int(v))
     if t is int or t is float:
