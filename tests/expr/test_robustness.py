@@ -10,8 +10,12 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from sowdb.expr import compile_expression, parse_aggregation, parse_order_by, parse_select
+from sowdb.errors import ExpressionError
+from sowdb.expr import compile_expression, compile_filter, parse_aggregation, parse_order_by, parse_select
+from sowdb.expr.functions import FUNCTIONS
 
 ORJSON_DEPTH = 1023  # the deepest array orjson decodes inside an object
 
@@ -120,3 +124,56 @@ def test_group_keys_follow_nested_arrays() -> None:
     agg = parse_aggregation("[/t]", "[/t, COUNT(/t) AS /n]")
     rows = agg.run([({"t": [[1], 2]}, None), ({"t": [[2], 2]}, None), ({"t": [[1.0], 2]}, None), ({"t": []}, None)])
     assert [(r.get("t"), r["n"]) for r in rows] == [([[1.0], 2], 2), ([[2], 2], 1), ([], 0)]
+
+
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**64 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=6),
+    st.sampled_from(["9" * 5000, "-" + "1" * 400, "1e400", "0" * 5000 + "7", "18446744073709551616", "\u0661"]),
+    st.sampled_from(["%m%m", "%Y-%m-%d", "(?i)A", "", "a,b"]),
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.sampled_from("abx"), inner, max_size=2)),
+    max_leaves=8,
+)
+ARGUMENTS = ["/a", "/b", "/c", "/a[0]", "/b/x", "/c[1]", "NULL", "TRUE", "''", "'abc'", "'12'", "'%m%m'", "0", "-1"]
+ARGUMENTS += ["2.5", "55296", "18446744073709551615", "-9223372036854775808", "1e308", "NAN_VALUE()", "'(?i)A'"]
+CALLABLE = sorted(name for name in FUNCTIONS if name != "UNIX_TIMESTAMP")
+
+
+def _call(draw_args: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    def build(name: str, args: list[str]) -> str:
+        fn = FUNCTIONS[name]
+        high = fn.max_args if fn.max_args is not None else fn.min_args + 2
+        return f"{name}({', '.join(args[: max(fn.min_args, min(len(args), high))])})"
+
+    return st.builds(build, st.sampled_from(CALLABLE), st.lists(draw_args, min_size=4, max_size=4))
+
+
+operands = st.recursive(
+    st.sampled_from(ARGUMENTS),
+    lambda inner: st.one_of(
+        _call(inner),
+        st.tuples(inner, st.sampled_from(["+", "-", "*", "/", "%"]), inner).map(lambda t: f"({' '.join(t)})"),
+        st.tuples(inner, st.sampled_from(["=", "<", "LIKE '1'", "IN (1, '1')", "IS NAN"]), inner).map(
+            lambda t: f"({t[0]} {t[1]} {t[2]})" if t[1] in "=<" else f"({t[0]} {t[1]})"
+        ),
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=3000)
+@given(operands, st.fixed_dictionaries({"a": json_values, "b": json_values, "c": json_values}))
+def test_fuzz_functions_on_any_json_never_raise_and_give_json(expression: str, data: dict[str, Any]) -> None:
+    try:
+        compiled = compile_expression(expression)
+    except ExpressionError:
+        return
+    value = compiled.evaluate(data)
+    orjson.dumps({"v": value})  # storable again: integers within 64 bits, no lone surrogates
+    compile_filter(expression).matches(data, None)
