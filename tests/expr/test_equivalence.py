@@ -19,6 +19,7 @@ scalars = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(-20, 20),
+    st.sampled_from([2**63 - 1, 2**64 - 1, -(2**63)]),  # the 64-bit edges: results beyond are floats
     st.sampled_from([0.5, -1.5, 2.0, 1e300, math.nan]),
     st.sampled_from(["", "a", "B", "abc", "10", "2.0", "01", "zebra", "x y"]),
 )
@@ -41,6 +42,7 @@ messages = st.fixed_dictionaries(
 
 literals = st.one_of(
     st.integers(-20, 20).map(str),
+    st.sampled_from(["18446744073709551615", "9223372036854775807"]),
     st.sampled_from(["0.5", "2.0", "1e3", "NULL", "TRUE", "FALSE", "''", "'a'", "'10'", "'2.0'", "'zebra'", "'B'"]),
 )
 leaves = st.one_of(st.sampled_from(FIELDS), literals)

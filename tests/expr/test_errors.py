@@ -26,7 +26,8 @@ CASES = [
     ("SUM(/qty) > 10", 1, "SUM", "aggregate SUM is only allowed in a projection"),
     ("/a LIKE /b", 9, "/b", "LIKE pattern must be a string literal"),
     ("/a LIKE '('", 9, "(", "invalid LIKE pattern"),
-    ("/a = 99999999999999999999", 6, "99999999999999999999", "out of 64-bit range"),
+    ("/a = 1e999", 6, "1e999", "number literal out of range"),
+    ("/a = " + "9" * 400, 6, "9" * 37 + "...", "number literal out of range"),
     ("/a = 12abc", 6, "12abc", "bad number literal"),
     ("/a = 1.2.3", 6, "1.2.3", "bad number literal"),
     (r"/a = '\xZZ'", 7, r"\xZZ", "bad \\x escape"),
@@ -154,3 +155,44 @@ def test_fuzz_token_soup_only_raises_expression_error(tokens: list[str]) -> None
     except ExpressionError:
         return
     f.matches({"a": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!", "b": [1]}, None)
+
+
+NUMBERISH = ["9" * 25, "7" * 5000, "0" * 4400 + "1", "1" * 400 + ".5", "1e999", "18446744073709551616", "\u0661"]
+
+
+@settings(max_examples=500)
+@given(
+    st.lists(
+        st.one_of(st.sampled_from(NUMBERISH), st.sampled_from(TOKENS), st.sampled_from(["[", "]", "-"])), max_size=8
+    )
+)
+def test_fuzz_long_numbers_only_raise_expression_error(parts: list[str]) -> None:
+    text = " ".join(parts)
+    for fn in (compile_filter, compile_expression, parse_order_by, parse_select):
+        with contextlib.suppress(ExpressionError):
+            fn(text)
+        with contextlib.suppress(ExpressionError):
+            fn("/a[" + text + "]")
+    with contextlib.suppress(ExpressionError):
+        parse_aggregation(text, text)
+
+
+REGEX_PIECES = [*"()[]{}?*+|^$\\.-,:=!<>aAbB019&~", "(?", "(?<", "\\L<", "\\g<", "\\N{", "(?P", "{1,", "(?|"]
+REGEX_PIECES += ["(?(", "\\p{", "(?V1)", "[[:", "(?i)", "(?aL)", "{99999}", "\\1", "(?#", "'", '"', "\\'", "r'"]
+
+
+@settings(max_examples=2000)
+@given(st.lists(st.sampled_from(REGEX_PIECES), max_size=10), st.sampled_from(["", "r"]))
+def test_fuzz_like_and_regexp_replace_patterns_only_raise_expression_error(pieces: list[str], prefix: str) -> None:
+    pattern = "".join(pieces)
+    for text in (
+        f"/s LIKE {prefix}'{pattern}'",
+        f'/s NOT LIKE {prefix}"{pattern}"',
+        f"REGEXP_REPLACE(/s, {prefix}'{pattern}', '\\1x') = 'y'",
+        f"REGEXP_REPLACE(/s, /p, '{pattern}') = 'y'",
+    ):
+        try:
+            f = compile_filter(text)
+        except ExpressionError:
+            continue
+        f.matches({"s": "aAb1 x(", "p": pattern}, None)

@@ -275,7 +275,7 @@ FUNCTIONS = [
     ({"a": [3, 1, 2]}, "ARRAY_MIN(/a)", 1),
     ({"a": [3, 1, 2]}, "ARRAY_MAX(/a)", 3),
     ({"a": ["x", 1, "y"]}, "ARRAY_TO_STRING(/a, '-')", "x-1-y"),
-    ({"a": ["x", "y"]}, "ARRAY_TO_STRING(/a)", "x,y"),
+    ({"a": ["x", "y"]}, "ARRAY_TO_STRING(/a, ',')", "x,y"),
     ({}, "COALESCE(/a, '', NULL, 5)", 5),
     ({}, "COALESCE(/a)", NULL),
     ({}, "TRUE_VALUE()", TRUE),

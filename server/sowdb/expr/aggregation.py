@@ -19,8 +19,9 @@ from sortedcontainers import SortedDict
 from sowdb.errors import ExpressionError
 from sowdb.expr import nodes as n
 from sowdb.expr.compiler import _AggregateValues, _Compiler
+from sowdb.expr.numeric import NAN, fit, to_number
 from sowdb.expr.parser import parse_list
-from sowdb.expr.values import NAN, is_null, order_key, to_number
+from sowdb.expr.values import hashable, is_null, order_key
 
 
 class Accumulator:
@@ -110,7 +111,7 @@ class _Moments(Accumulator):
         if self.nans:
             return NAN
         if self.kind == "SUM":
-            return self.total
+            return fit(self.total) if type(self.total) is int else self.total
         mean = self.total / self.n
         if self.kind == "AVG":
             return mean
@@ -182,17 +183,6 @@ def new_accumulator(name: str) -> Accumulator:
 
 _IN_PLACE = frozenset({"COUNT", "SUM", "AVG", "STDDEV_POP", "STDDEV_SAMP"})
 _INT_ONLY = {int}
-
-
-def _hashable(x: Any) -> Any:
-    t = type(x)
-    if t is int or t is float or (t is str and x):
-        return x
-    if t is list:
-        return tuple(_hashable(e) for e in x) or None
-    if type(x) is dict or (type(x) is str and not x):
-        return None
-    return x
 
 
 @dataclass
@@ -368,8 +358,8 @@ class Aggregation:
     def group_key(self, data: dict[str, Any], ctx: Any = None) -> tuple[Any, ...]:
         fns = self._group_fns
         if len(fns) == 1:  # the common case, without a generator (views call this per change)
-            return (_hashable(fns[0](data, ctx)),)
-        return tuple([_hashable(fn(data, ctx)) for fn in fns])
+            return (hashable(fns[0](data, ctx)),)
+        return tuple([hashable(fn(data, ctx)) for fn in fns])
 
     def new_group(self) -> Group:
         return Group(self)

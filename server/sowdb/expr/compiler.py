@@ -22,6 +22,7 @@ from typing import Any
 
 from sowdb.errors import ExpressionError
 from sowdb.expr import nodes as n
+from sowdb.expr import numeric as num
 from sowdb.expr import values as v
 from sowdb.expr.functions import FUNCTIONS, compile_regex, scalar
 
@@ -129,21 +130,31 @@ class _Compiler:
         return lambda m, ctx: get_path(m, steps)
 
     def v_Unary(self, node: n.Unary) -> Fn:
-        f, op = self.value(node.operand), v.neg if node.op == "-" else v.pos
+        f, op = self.value(node.operand), num.neg if node.op == "-" else num.pos
         return lambda m, ctx: op(f(m, ctx))
 
     def v_Arith(self, node: n.Arith) -> Fn:
-        a, b, op = self.value(node.left), self.value(node.right), v.ARITHMETIC_FUNCS[node.op]
+        a, b, op = self.value(node.left), self.value(node.right), num.ARITHMETIC_FUNCS[node.op]
         right = node.right
         if isinstance(right, n.Literal) and type(right.value) is int:
             # ``/qty % 10``, ``/px * 2``: integers take Python's operator directly (the same
-            # result as the general path for these cases), anything else the general path.
+            # result as the general path for these cases, a result beyond 64 bits becoming a
+            # float), anything else the general path.
             k = right.value
             if node.op == "%" and k > 0:
                 return lambda m, ctx: x % k if type(x := a(m, ctx)) is int and x >= 0 else op(x, k)
             fast = _INT_OPS.get(node.op)
             if fast is not None:
-                return lambda m, ctx: fast(x, k) if type(x := a(m, ctx)) is int else op(x, k)
+                lo, hi, to_float = num.INT64_MIN, num.UINT64_MAX, num.to_float
+
+                def int_literal(m: Any, ctx: Any) -> Any:
+                    x = a(m, ctx)
+                    if type(x) is int:
+                        r = fast(x, k)
+                        return r if lo <= r <= hi else to_float(r)
+                    return op(x, k)
+
+                return int_literal
         return lambda m, ctx: op(a(m, ctx), b(m, ctx))
 
     # --- predicates -----------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import calendar
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,16 +19,8 @@ from typing import Any
 
 import regex
 
-from sowdb.expr.values import (
-    NAN,
-    REGEX_TIMEOUT_S,
-    Value,
-    format_number,
-    is_null,
-    order_key,
-    to_number,
-    to_text,
-)
+from sowdb.expr.numeric import NAN, fit, format_number, to_number
+from sowdb.expr.values import REGEX_TIMEOUT_S, Value, is_null, order_key, to_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +48,7 @@ def _text_fn(fn: Callable[..., Value]) -> Callable[..., Value]:
 
 def _num_fn(fn: Callable[..., Value]) -> Callable[..., Value]:
     """Wrap a function of numeric arguments: NULL in, NULL out; NaN in, NaN out; domain
-    errors give NaN."""
+    errors give NaN; an integer result beyond 64 bits is a float."""
 
     def wrapped(*args: Value) -> Value:
         nums = [to_number(a) for a in args]
@@ -64,9 +57,10 @@ def _num_fn(fn: Callable[..., Value]) -> Callable[..., Value]:
         if any(n != n for n in nums):
             return NAN
         try:
-            return fn(*nums)
+            r = fn(*nums)
         except (ValueError, OverflowError, ZeroDivisionError):
             return NAN
+        return fit(r) if type(r) is int else r
 
     return wrapped
 
@@ -213,9 +207,12 @@ def _floor(x: int | float) -> int | float:
 
 
 def _extreme(pick: Callable[..., Value]) -> Callable[..., Value]:
+    """GREATEST / LEAST: over the arguments that are numbers (a numeric string converts, a
+    boolean is 1 or 0); NULLs, other strings and NaN are left out; NaN when none is left."""
+
     def extreme(*args: Value) -> Value:
-        present = [a for a in args if not is_null(a)]
-        return pick(present, key=order_key) if present else None
+        nums = [x for x in map(to_number, args) if x is not None and x == x]
+        return pick(nums) if nums else NAN
 
     return extreme
 
@@ -254,8 +251,11 @@ def _array_sum(v: Value) -> Value:
     for e in _elements(v):
         n = to_number(e)
         if n is not None:
-            total = n if total is None else total + n
-    return total
+            try:
+                total = n if total is None else total + n
+            except OverflowError:  # an int beyond the float range (not from JSON) plus a float
+                return NAN
+    return fit(total) if type(total) is int else total
 
 
 def _array_extreme(pick: Callable[..., Value]) -> Callable[[Value], Value]:
@@ -266,9 +266,20 @@ def _array_extreme(pick: Callable[..., Value]) -> Callable[[Value], Value]:
     return extreme
 
 
-def _array_to_string(v: Value, sep: Value = ",") -> Value:
-    texts = [t for t in (to_text(e) for e in _elements(v)) if t is not None]
-    return (to_text(sep) or "").join(texts) or None
+def _array_to_string(v: Value, delimiter: Value, null_text: Value = None) -> Value:
+    """The elements' texts joined by the delimiter; a NULL element is ``null_text``, or left
+    out when that is absent or NULL. A NULL array is NULL."""
+    if is_null(v):
+        return None
+    fill = to_text(null_text)
+    texts = []
+    for e in v if type(v) is list else (v,):
+        t = to_text(e)
+        if t is None:
+            t = fill
+        if t is not None:
+            texts.append(t)
+    return (to_text(delimiter) or "").join(texts) or None
 
 
 def _coalesce(*args: Value) -> Value:
@@ -280,7 +291,7 @@ def _coalesce(*args: Value) -> Value:
 
 def _char_value(n: Value) -> Value:
     k = _int_arg(n)
-    if k is None or not 0 < k <= 0x10FFFF:
+    if k is None or not 0 < k <= 0x10FFFF or 0xD800 <= k <= 0xDFFF:  # a surrogate is no text
         return None
     return chr(k)
 
@@ -301,7 +312,7 @@ def _strptime(s: Value, fmt: Value) -> Value:
         return None
     try:
         return calendar.timegm(time.strptime(st, f))
-    except (ValueError, OverflowError):
+    except (ValueError, OverflowError, re.error):  # re.error: a directive repeated ('%m%m')
         return None
 
 
@@ -345,7 +356,7 @@ FUNCTIONS: dict[str, Function] = {
         Function("ARRAY_SUM", _array_sum, 1, 1, arrays=True),
         Function("ARRAY_MIN", _array_extreme(min), 1, 1, arrays=True),
         Function("ARRAY_MAX", _array_extreme(max), 1, 1, arrays=True),
-        Function("ARRAY_TO_STRING", _array_to_string, 1, 2, arrays=True),
+        Function("ARRAY_TO_STRING", _array_to_string, 2, 3, arrays=True),
         # other
         Function("COALESCE", _coalesce, 1, None, arrays=True),
         Function("NAN_VALUE", lambda: NAN, 0, 0),

@@ -11,6 +11,7 @@ import re
 from typing import NamedTuple
 
 from sowdb.errors import ExpressionError
+from sowdb.expr.numeric import INT64_MAX, integer
 
 NUMBER, STRING, PATH, WORD, OP, EOF = "number", "string", "path", "word", "op", "eof"
 
@@ -28,25 +29,24 @@ class Token(NamedTuple):
         return self.pos + 1
 
 
-MAX_INT = 2**63 - 1
 _new = tuple.__new__  # builds a Token without NamedTuple's Python-level __new__ (hot in compile)
 
 # Our own fixed pattern, so the stdlib engine (faster per call than ``regex``) is safe here.
 _MASTER = re.compile(
     r"""
     \s*(?:
-    (?P<num>(?:\d+(?P<frac>\.\d*)?|(?P<lead>\.\d+))(?P<exp>[eE][+-]?\d+)?)
+    (?P<num>(?:[0-9]+(?P<frac>\.[0-9]*)?|(?P<lead>\.[0-9]+))(?P<exp>[eE][+-]?[0-9]+)?)
   | (?P<str>(?P<r>[rR])?(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"))
-  | (?P<path>(?:/[\w$@]+|\[/[^\]]+\])(?:\[\s*\d+\s*\]|/[\w$@]+)*)
+  | (?P<path>(?:/[\w$@]+|\[/[^\]]+\])(?:\[\s*[0-9]+\s*\]|/[\w$@]+)*)
   | (?P<word>[A-Za-z_]\w*)
   | (?P<op>==|!=|<>|<=|>=|[=<>+\-*/%(),])
   | (?P<end>\Z)
     )""",
     re.VERBOSE | re.DOTALL,
 )
-_STEPS = re.compile(r"\[/([^\]]+)\]|/([\w$@]+)|\[\s*(\d+)\s*\]")
+_STEPS = re.compile(r"\[/([^\]]+)\]|/([\w$@]+)|\[\s*([0-9]+)\s*\]")
 _ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|x|.)", re.DOTALL)
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0"}
+_ESCAPES = {"n": "\n", "t": "\t"}  # FILTERS.md: any other \c is c, so '\r' is 'r'
 _OPERAND_END_WORDS = frozenset({"NULL", "NAN", "TRUE", "FALSE"})
 
 
@@ -63,9 +63,21 @@ def _unescape(body: str, pos: int) -> str:
     return _ESCAPE.sub(repl, body) if "\\" in body else body
 
 
+def _index(digits: str) -> int:
+    """An array index as written; one beyond any list's length is kept at INT64_MAX (it picks
+    nothing, as any index out of range), so thousands of digits never reach ``int()``."""
+    digits = digits.lstrip("0")
+    return int(digits or "0") if len(digits) < 19 else INT64_MAX
+
+
+def _shown(token: str) -> str:
+    """A token as an error names it: a very long one is cut to its first 40 characters."""
+    return token if len(token) <= 40 else token[:37] + "..."
+
+
 def _steps(text: str) -> tuple[str | int, ...]:
     return tuple(
-        int(m.group(3)) if m.group(3) is not None else (m.group(1) or m.group(2)) for m in _STEPS.finditer(text)
+        _index(m.group(3)) if m.group(3) is not None else (m.group(1) or m.group(2)) for m in _STEPS.finditer(text)
     )
 
 
@@ -117,16 +129,15 @@ def tokenize(text: str) -> list[Token]:
         elif kind == "num":
             if end < n and (text[end].isalnum() or text[end] in "_."):
                 bad = re.compile(r"[\w.]+").match(text, i)
-                raise ExpressionError("bad number literal", column=i + 1, token=bad.group() if bad else s)
+                raise ExpressionError("bad number literal", column=i + 1, token=_shown(bad.group() if bad else s))
+            # integers up to 2**64 - 1 (unsigned beyond the signed maximum); beyond, a float
             value: int | float
             if m.group("frac") is None and m.group("lead") is None and m.group("exp") is None:
-                value = int(s)
-                if value > MAX_INT:
-                    raise ExpressionError("integer literal out of 64-bit range", column=i + 1, token=s)
+                value = integer(s)
             else:
                 value = float(s)
-                if value == float("inf"):
-                    raise ExpressionError("float literal out of range", column=i + 1, token=s)
+            if value == float("inf"):
+                raise ExpressionError("number literal out of range (beyond 1.8e308)", column=i + 1, token=_shown(s))
             append(_new(Token, (NUMBER, NUMBER, s, i, value, False)))
             after_operand = True
         else:  # str

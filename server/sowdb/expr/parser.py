@@ -12,6 +12,7 @@ from sowdb.errors import ExpressionError
 from sowdb.expr import nodes as n
 from sowdb.expr.functions import AGGREGATES, FUNCTIONS, compile_regex
 from sowdb.expr.lexer import EOF, NUMBER, PATH, STRING, WORD, Token, tokenize
+from sowdb.expr.numeric import neg
 
 MAX_DEPTH = 64
 """Deepest AST accepted: deep enough for any hand-written filter, shallow enough that the
@@ -210,7 +211,7 @@ class Parser:
             operand = self.unary()
             self.nesting -= 1
             if tok.key == "-" and type(operand) is n.Literal and type(operand.value) in (int, float):
-                return n.Literal(tok.pos, -operand.value)
+                return n.Literal(tok.pos, neg(operand.value))
             return self.checked(n.Unary(tok.pos, tok.key, operand), tok)
         return self.primary()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from sowdb.expr import nodes as n
+from sowdb.expr import numeric as num
 from sowdb.expr import values as v
 from sowdb.expr.compiler import get_path
 from sowdb.expr.functions import FUNCTIONS, call, compile_regex
@@ -23,9 +24,9 @@ def evaluate(node: n.Node, m: dict[str, Any], ctx: Any = None) -> Any:
         return get_path(m, node.steps)
     if isinstance(node, n.Unary):
         x = evaluate(node.operand, m, ctx)
-        return v.neg(x) if node.op == "-" else v.pos(x)
+        return num.neg(x) if node.op == "-" else num.pos(x)
     if isinstance(node, n.Arith):
-        return v.ARITHMETIC_FUNCS[node.op](evaluate(node.left, m, ctx), evaluate(node.right, m, ctx))
+        return num.ARITHMETIC_FUNCS[node.op](evaluate(node.left, m, ctx), evaluate(node.right, m, ctx))
     if isinstance(node, n.Compare):
         return v.compare(v.COMPARISON_OPS[node.op], evaluate(node.left, m, ctx), evaluate(node.right, m, ctx))
     if isinstance(node, n.Logical):

@@ -7,7 +7,6 @@ changes which records match.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +19,29 @@ _MISSING = object()
 class SelectItem:
     include: bool
     steps: tuple[str, ...]  # () is the whole record
+
+
+def _copy(value: Any) -> Any:
+    """A copy of a JSON value whose objects and arrays are new (``copy.deepcopy`` without its
+    recursion -- a record may nest a thousand levels -- or its memo)."""
+    t = type(value)
+    if t is not dict and t is not list:
+        return value
+    root: Any = {} if t is dict else []
+    pending = [(value, root)]
+    while pending:
+        src, dst = pending.pop()
+        for k, x in src.items() if type(src) is dict else enumerate(src):
+            tx = type(x)
+            if tx is dict or tx is list:
+                y: Any = {} if tx is dict else []
+                pending.append((x, y))
+                x = y
+            if type(dst) is dict:
+                dst[k] = x
+            else:
+                dst.append(x)
+    return root
 
 
 def _get(data: Any, steps: tuple[str, ...]) -> Any:
@@ -43,10 +65,10 @@ class Select:
         if items and not items[0].steps and not items[0].include:
             out, items = {}, items[1:]
         else:
-            out = copy.deepcopy(data)
+            out = _copy(data)
         for item in items:
             if not item.steps:
-                out = copy.deepcopy(data) if item.include else {}
+                out = _copy(data) if item.include else {}
             elif item.include:
                 value = _get(data, item.steps)
                 if value is not _MISSING:
@@ -56,7 +78,7 @@ class Select:
                         if type(nxt) is not dict:
                             nxt = cur[s] = {}
                         cur = nxt
-                    cur[item.steps[-1]] = copy.deepcopy(value)
+                    cur[item.steps[-1]] = _copy(value)
             else:
                 parent = _get(out, item.steps[:-1])
                 if type(parent) is dict:

@@ -11,39 +11,27 @@ when it is TRUE or a non-zero number (:func:`truthy`).
 
 from __future__ import annotations
 
-import math
 import operator
 from collections.abc import Callable, Iterable
-from functools import lru_cache
 from typing import Any
 
-import regex
+from sowdb.expr.numeric import format_number
+from sowdb.expr.numeric import parse_number as parse_number  # re-exported: the hash index uses it
 
 Value = Any
 """Any JSON-decoded value (or a NaN produced by arithmetic)."""
-
-NAN = float("nan")
 
 # Bound on how long one regular-expression match may run: LIKE and REGEXP_REPLACE patterns
 # come from clients, and a catastrophic pattern must cost a record, not the server.
 REGEX_TIMEOUT_S = 0.05
 
-_NUMBER = regex.compile(r"[+-]?(?:\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
-
-@lru_cache(maxsize=8192)
-def parse_number(text: str) -> int | float | None:
-    """Parse a whole string as a number, or return None when it is not one.
-
-    Strict on purpose: no surrounding blanks, no ``_`` separators, no ``inf``/``nan`` words, so
-    that ``'2.000' <> '2.0'`` stays a string comparison and ``'Crank It Up'`` never converts.
-    """
-    m = _NUMBER.fullmatch(text)
-    if m is None:
-        return None
-    if m.group(1) is None and m.group(2) is None:
-        return int(text)
-    return float(text)
+def first(v: list[Value]) -> Value:
+    """An array's first scalar, through nested arrays (``[[[1]]]`` -> 1); ``[]`` if it has
+    none. A loop, not recursion: data may nest a thousand levels deep."""
+    while v and type(v) is list:
+        v = v[0]
+    return v
 
 
 def is_null(v: Value) -> bool:
@@ -231,19 +219,6 @@ def not3(v: bool | None) -> bool | None:
 # --- text -------------------------------------------------------------------------------------
 
 
-def format_number(v: int | float) -> str:
-    """Numbers in string context: integers (also integral floats) print without ``.0``."""
-    if type(v) is int:
-        return str(v)
-    if v != v:
-        return "NaN"
-    if v in (math.inf, -math.inf):
-        return "Infinity" if v > 0 else "-Infinity"
-    if float(v).is_integer() and abs(v) < 1e16:
-        return str(int(v))
-    return repr(v)
-
-
 def to_text(v: Value) -> str | None:
     """A scalar in string context, or None for NULL. Booleans read as ``true``/``false``."""
     t = type(v)
@@ -254,7 +229,8 @@ def to_text(v: Value) -> str | None:
     if t is int or t is float:
         return format_number(v)
     if t is list:
-        return to_text(v[0]) if v else None
+        v = first(v)
+        return None if type(v) is list else to_text(v)
     return None
 
 
@@ -294,93 +270,40 @@ def ends_with(x: Value, suffixes: tuple[str, ...]) -> bool | None:
     return _text_test(x, lambda s: s.endswith(suffixes))
 
 
-# --- arithmetic -------------------------------------------------------------------------------
-
-
-def to_number(v: Value) -> int | float | None:
-    """A value in arithmetic: NULL stays None, an unparseable string is NaN, arrays use their
-    first element, booleans are 1 and 0."""
-    t = type(v)
-    if t is int or t is float:
-        return v  # type: ignore[no-any-return]
-    if t is bool:
-        return int(v)
-    if t is str:
-        if not v:
-            return None
-        n = parse_number(v)
-        return NAN if n is None else n
-    if t is list:
-        return to_number(v[0]) if v else None
-    return None
-
-
-def _numeric_op(fn: Callable[[Any, Any], Any]) -> Callable[[Value, Value], Value]:
-    def op(a: Value, b: Value) -> Value:
-        x, y = to_number(a), to_number(b)
-        if x is None or y is None:
-            return None
-        try:
-            return fn(x, y)
-        except (OverflowError, ValueError):
-            return NAN
-
-    op.__name__ = fn.__name__
-    return op
-
-
-def _div(x: int | float, y: int | float) -> int | float | None:
-    if x != x or y != y:
-        return NAN
-    if y == 0:
-        return None
-    if type(x) is int and type(y) is int:
-        q = abs(x) // abs(y)
-        return q if (x < 0) == (y < 0) else -q
-    return x / y
-
-
-def _mod(x: int | float, y: int | float) -> int | float | None:
-    if x != x or y != y:
-        return NAN
-    if y == 0:
-        return None
-    if type(x) is int and type(y) is int:
-        r = abs(x) % abs(y)
-        return -r if x < 0 else r
-    return math.fmod(x, y)
-
-
-add = _numeric_op(operator.add)
-sub = _numeric_op(operator.sub)
-mul = _numeric_op(operator.mul)
-div = _numeric_op(_div)
-mod = _numeric_op(_mod)
-
-
-def neg(v: Value) -> Value:
-    x = to_number(v)
-    return None if x is None else -x
-
-
-def pos(v: Value) -> Value:
-    return to_number(v)
-
-
-ARITHMETIC_FUNCS: dict[str, Callable[[Value, Value], Value]] = {
-    "+": add,
-    "-": sub,
-    "*": mul,
-    "/": div,
-    "%": mod,
-}
-
-
 def is_nan(v: Value) -> bool:
     """IS NAN: a NaN number (from arithmetic or NAN_VALUE()); arrays test every element."""
-    if type(v) is list:
-        return any(is_nan(e) for e in v)
-    return type(v) is float and v != v
+    if type(v) is not list:
+        return type(v) is float and v != v
+    pending = [v]  # nested arrays, walked without recursion
+    while pending:
+        for e in pending.pop():
+            if type(e) is list:
+                pending.append(e)
+            elif type(e) is float and e != e:
+                return True
+    return False
+
+
+KEY_DEPTH = 32
+"""How deep a group key follows nested arrays; an array nested deeper counts as NULL there."""
+
+
+def hashable(x: Value, depth: int = 0) -> Value:
+    """A group-key part: an array becomes a tuple (an empty one None), NULLs None.
+
+    Arrays deeper than :data:`KEY_DEPTH` are cut off: hashing and comparing nested tuples
+    recurses in C, and a record may nest arrays a thousand levels deep.
+    """
+    t = type(x)
+    if t is int or t is float or (t is str and x):
+        return x
+    if t is list:
+        if depth >= KEY_DEPTH:
+            return None
+        return tuple([hashable(e, depth + 1) for e in x]) or None
+    if type(x) is dict or (type(x) is str and not x):
+        return None
+    return x
 
 
 # --- ordering ---------------------------------------------------------------------------------
@@ -394,7 +317,8 @@ def order_key(v: Value) -> tuple[int, Any]:
     """
     t = type(v)
     if t is list:
-        return order_key(v[0]) if v else (0, 0)
+        v = first(v)
+        t = type(v)
     if t is bool:
         return (2, int(v))
     if t is int or t is float:
