@@ -16,6 +16,8 @@ export {
   SowdbError,
   type SowdbErrorInit,
   type StatusCode,
+  fromStatus,
+  toSowdbError,
 } from "./errors.js";
 export {
   type CompletedEvent,

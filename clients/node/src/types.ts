@@ -225,8 +225,11 @@ export interface SowDeleteOptions extends CallOptions {
   data?: JsonInput;
 }
 
-/** A JSON document as the SDK takes it: a value to `JSON.stringify`, JSON text, or UTF-8 bytes. */
-export type JsonInput = string | Uint8Array | { [key: string]: unknown } | unknown[];
+/**
+ * A JSON document as the SDK takes it: an object or array (sent as `JSON.stringify` gives it),
+ * JSON text, or UTF-8 JSON bytes.
+ */
+export type JsonInput = string | Uint8Array | object;
 
 /**
  * A message to publish that needs more than its data: a SowKey (topics whose publishers supply
