@@ -177,6 +177,8 @@ export class SowdbClient {
   private readonly session: Http2SessionManager;
   private readonly rpc: ConnectClient<typeof SowService>;
   private readonly health: ConnectClient<typeof Health>;
+  /** Aborted by close(): every call's signal follows it. */
+  private readonly closing = new AbortController();
 
   constructor(opts: ClientOptions = {}) {
     this.address = opts.address ?? DEFAULT_ADDRESS;
@@ -203,7 +205,7 @@ export class SowdbClient {
     const start = performance.now();
     const resp = await this.unary(() =>
       this.health.check(create(HealthCheckRequestSchema, { service: SERVICE_NAME }), {
-        signal: opts.signal,
+        signal: this.signal(opts.signal),
         timeoutMs: opts.timeoutMs ?? 5000,
       }),
     );
@@ -278,7 +280,7 @@ export class SowdbClient {
     let last = 0n;
     let refused: { resp: PublishResponse; batch: number; offset: number } | undefined;
     try {
-      for await (const resp of this.rpc.publish(requests(), { signal: opts.signal, timeoutMs: opts.timeoutMs })) {
+      for await (const resp of this.rpc.publish(requests(), { signal: this.signal(opts.signal), timeoutMs: opts.timeoutMs })) {
         const size = sizes[i] ?? 0;
         if (resp.error !== undefined) {
           if (refused === undefined) {
@@ -318,7 +320,8 @@ export class SowdbClient {
    */
   sow<T = any>(topic: string, opts: SowOptions = {}): SowResult<T> {
     const req = sowRequest(topic, opts);
-    return new SowResult<T>(() => this.rpc.sow(req, { signal: opts.signal, timeoutMs: opts.timeoutMs }), opts.signal);
+    const signal = this.signal(opts.signal);
+    return new SowResult<T>(() => this.rpc.sow(req, { signal, timeoutMs: opts.timeoutMs }), signal);
   }
 
   /**
@@ -327,7 +330,7 @@ export class SowdbClient {
    */
   sowAndSubscribe<T = any>(topic: string, opts: SowAndSubscribeOptions = {}): Subscription<T> {
     const req = sowAndSubscribeRequest(topic, opts);
-    const controller = linked(opts.signal);
+    const controller = linked(this.signal(opts.signal));
     return new Subscription<T>(
       () => this.events<T>(this.rpc.sowAndSubscribe(req, { signal: controller.signal, timeoutMs: opts.timeoutMs })),
       controller,
@@ -340,7 +343,7 @@ export class SowdbClient {
    */
   subscribe<T = any>(topic: string, opts: SubscribeOptions = {}): Subscription<T> {
     const req = subscribeRequest(topic, opts);
-    const controller = linked(opts.signal);
+    const controller = linked(this.signal(opts.signal));
     return new Subscription<T>(
       () => this.events<T>(this.rpc.subscribe(req, { signal: controller.signal, timeoutMs: opts.timeoutMs })),
       controller,
@@ -358,7 +361,7 @@ export class SowdbClient {
   async replaceSubscription(subId: string, opts: ReplaceOptions = {}): Promise<bigint> {
     const req = replaceRequest(subId, opts);
     const resp = await this.unary(() =>
-      this.rpc.replaceSubscription(req, { signal: opts.signal, timeoutMs: opts.timeoutMs }),
+      this.rpc.replaceSubscription(req, { signal: this.signal(opts.signal), timeoutMs: opts.timeoutMs }),
     );
     return resp.bookmark;
   }
@@ -371,25 +374,44 @@ export class SowdbClient {
       sowKeys: opts.sowKeys ?? [],
       data: opts.data === undefined ? new Uint8Array() : encodeJson(opts.data),
     });
-    const resp = await this.unary(() => this.rpc.sowDelete(req, { signal: opts.signal, timeoutMs: opts.timeoutMs }));
+    const resp = await this.unary(() => this.rpc.sowDelete(req, { signal: this.signal(opts.signal), timeoutMs: opts.timeoutMs }));
     return { deletedCount: Number(resp.deletedCount), bookmark: resp.bookmark };
   }
 
   /** The configured topics with kind, key, durability, history and record count. */
   async listTopics(opts: CallOptions = {}): Promise<TopicInfo[]> {
     const resp = await this.unary(() =>
-      this.rpc.listTopics(create(ListTopicsRequestSchema), { signal: opts.signal, timeoutMs: opts.timeoutMs }),
+      this.rpc.listTopics(create(ListTopicsRequestSchema), {
+        signal: this.signal(opts.signal),
+        timeoutMs: opts.timeoutMs,
+      }),
     );
     return resp.topics.map(topicInfo);
   }
 
-  /** Closes the connection (streams still open end with `CANCELLED`/`UNAVAILABLE`). */
+  /**
+   * Closes the client: calls still open are cancelled (subscriptions and queries end quietly,
+   * unary calls and publishes reject with `CANCELLED`), then the connection is closed with an
+   * HTTP/2 GOAWAY NO_ERROR. Calls made afterwards fail with `CANCELLED`.
+   */
   close(): void {
-    this.session.abort();
+    if (this.closing.signal.aborted) return;
+    this.closing.abort(new SowdbError({ code: "CANCELLED", message: "the client was closed" }));
+    // connect-node's public Http2SessionManager.abort() ends the connection with GOAWAY CANCEL,
+    // which gRPC servers log as an error; close the session it holds gracefully when it is
+    // there (the calls above are already cancelled, so nothing keeps it open).
+    const conn = (this.session as unknown as { s?: { conn?: http2.ClientHttp2Session } }).s?.conn;
+    if (conn !== undefined && !conn.destroyed && !conn.closed) conn.close();
+    else this.session.abort();
   }
 
   [Symbol.dispose](): void {
     this.close();
+  }
+
+  /** The signal of one call: the caller's, and the client's own (aborted by close()). */
+  private signal(callers: AbortSignal | undefined): AbortSignal {
+    return callers === undefined ? this.closing.signal : AbortSignal.any([callers, this.closing.signal]);
   }
 
   private async unary<R>(call: () => Promise<R>): Promise<R> {
