@@ -1,6 +1,7 @@
 /** The example under examples/ runs against a live sowd and prints what its mirror sees. */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { after, before, test } from "node:test";
@@ -48,4 +49,11 @@ test("examples/mirror.ts: a live mirror in 15 lines", async () => {
   }
   assert.deepEqual(lines, expected, stderr);
   assert.equal(await exited, 0, `the example ends quietly when its signal times out\n${stderr}`);
+});
+
+test("the main README's Node.js tour shows examples/mirror.ts as it is", () => {
+  const readme = readFileSync(join(import.meta.dirname, "..", "..", "..", "README.md"), "utf8");
+  const section = readme.slice(readme.indexOf("### With Node.js"));
+  const block = /```ts\n([\s\S]*?)```/.exec(section)?.[1];
+  assert.equal(block, readFileSync(join(import.meta.dirname, "..", "examples", "mirror.ts"), "utf8"));
 });

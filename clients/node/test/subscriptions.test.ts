@@ -329,6 +329,19 @@ describe("cancellation leaves no subscription on the server", () => {
     await until(() => gone(sub2.subId), 5000, "the server to drop the subscription after cancel()");
   });
 
+  test("close() ends the client's open streams quietly; later calls fail with CANCELLED", async () => {
+    const other = createClient({ address: sowd.address });
+    const sub = other.subscribe("orders", { filter: "/symbol = 'CLOSE'" });
+    const it = sub[Symbol.asyncIterator]();
+    await eventsUntil(it, (e) => e.kind === "subscribed");
+    other.close();
+    assert.equal((await nextWithin(it)).done, true);
+    await assert.rejects(other.ping(), (e: unknown) => e instanceof SowdbError && e.code === "CANCELLED");
+    // the connection ended with GOAWAY NO_ERROR: sowd logged no error for it
+    await sleep(100);
+    assert.doesNotMatch(sowd.output(), /goaway \[8\]/i);
+  });
+
   test("a signal aborted before the call starts: the stream is empty", async () => {
     const sub = client.subscribe("orders", { signal: AbortSignal.abort() });
     const events = [];
