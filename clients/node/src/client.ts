@@ -227,6 +227,8 @@ export class SowdbClient {
    *   (`stored` messages) are; no batch is sent after it. `messageIndex` counts from the first
    *   message of this call.
    * @throws SowdbError the call failed.
+   * @throws the error `docs` threw, or that encoding a document threw (a `BigInt` in it, a
+   *   cycle): sending stops there, the batches sent before it are stored.
    */
   async publish(
     topic: string,
@@ -241,30 +243,38 @@ export class SowdbClient {
     const request = (messages: PublishMessage[]): PublishRequest =>
       create(PublishRequestSchema, { topic, messages, delta, correlationId: String(sizes.length) });
 
+    let inputError: { error: unknown } | undefined; // thrown by `docs` or by encoding a document
     async function* requests(): AsyncGenerator<PublishRequest> {
       let batch: PublishMessage[] = [];
-      if (Symbol.iterator in docs) {
-        for (const item of docs) {
-          batch.push(publishMessage(item));
-          if (batch.length >= batchSize) {
-            if (stop) return;
-            const req = request(batch);
-            sizes.push(batch.length);
-            batch = [];
-            yield req;
+      try {
+        if (Symbol.iterator in docs) {
+          for (const item of docs) {
+            batch.push(publishMessage(item));
+            if (batch.length >= batchSize) {
+              if (stop) return;
+              const req = request(batch);
+              sizes.push(batch.length);
+              batch = [];
+              yield req;
+            }
+          }
+        } else {
+          for await (const item of docs) {
+            batch.push(publishMessage(item));
+            if (batch.length >= batchSize) {
+              if (stop) return;
+              const req = request(batch);
+              sizes.push(batch.length);
+              batch = [];
+              yield req;
+            }
           }
         }
-      } else {
-        for await (const item of docs) {
-          batch.push(publishMessage(item));
-          if (batch.length >= batchSize) {
-            if (stop) return;
-            const req = request(batch);
-            sizes.push(batch.length);
-            batch = [];
-            yield req;
-          }
-        }
+      } catch (error) {
+        // end the stream cleanly (the requests sent are answered), then rethrow it as it is
+        inputError = { error };
+        stop = true;
+        return;
       }
       if (batch.length > 0 && !stop) {
         const req = request(batch);
@@ -299,6 +309,7 @@ export class SowdbClient {
     } catch (err) {
       throw toSowdbError(err);
     }
+    if (inputError !== undefined && refused === undefined) throw inputError.error;
     if (refused !== undefined && refused.resp.error !== undefined) {
       const base = fromStatus(refused.resp.error);
       const index = base.metadata["message_index"];

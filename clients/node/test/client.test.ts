@@ -243,6 +243,23 @@ describe("errors carry the rich details", () => {
     assert.ok(stored.every((r) => r.data.id < 2230 || r.data.id >= 2240));
   });
 
+  test("an error from the documents themselves is rethrown as it is; the batches before it are stored", async () => {
+    function* docs() {
+      for (let i = 0; i < 25; i++) yield { id: 3000 + i };
+      yield { id: 3025, big: 1n }; // JSON.stringify cannot encode a BigInt
+    }
+    await assert.rejects(client.publish("items", docs(), { batchSize: 10 }), TypeError);
+    const stored = await client.sow("items", { filter: "/id >= 3000 AND /id < 4000" }).toArray();
+    assert.equal(stored.length, 20);
+    await assert.rejects(
+      client.publish("items", (async function* () {
+        yield { id: 4000 };
+        throw new RangeError("the source failed");
+      })()),
+      RangeError,
+    );
+  });
+
   test("publish to a view is FAILED_PRECONDITION; a topic without keys needs a SowKey", async () => {
     const view = await rejection(client.publish("orders_by_symbol", [{ symbol: "X" }]));
     assert.ok(view instanceof PublishError);
