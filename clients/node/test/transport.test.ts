@@ -1,0 +1,159 @@
+/**
+ * Client options that the server does not check yet (SPEC §11): `token` is sent as
+ * `authorization: Bearer TOKEN` metadata on every call, `tls` opens a TLS channel. Checked
+ * against a small HTTP/2 endpoint in the test that records what it receives and answers every
+ * call with gRPC status UNIMPLEMENTED; and the token against a live sowd, which accepts it.
+ */
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import * as http2 from "node:http2";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { SowdbError, createClient } from "@sowdb/client";
+import { type Sowd, startSowd } from "./server.ts";
+
+interface Seen {
+  path: string;
+  authorization: string | undefined;
+}
+
+function answerUnimplemented(seen: Seen[]) {
+  return (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => {
+    seen.push({ path: String(headers[":path"]), authorization: headers["authorization"] as string | undefined });
+    stream.respond(
+      { ":status": 200, "content-type": "application/grpc", "grpc-status": "12", "grpc-message": "not here" },
+      { endStream: true },
+    );
+  };
+}
+
+async function listen(server: http2.Http2Server | http2.Http2SecureServer): Promise<string> {
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return `127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+async function code(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+    return "OK";
+  } catch (e) {
+    assert.ok(e instanceof SowdbError);
+    return e.code;
+  }
+}
+
+describe("token", () => {
+  let sowd: Sowd;
+  before(async () => {
+    sowd = await startSowd();
+  });
+  after(async () => {
+    await sowd?.stop();
+  });
+
+  test("every call carries authorization: Bearer TOKEN", async () => {
+    const seen: Seen[] = [];
+    const server = http2.createServer();
+    server.on("stream", answerUnimplemented(seen));
+    const address = await listen(server);
+    const client = createClient({ address, token: "s3cret" });
+    assert.equal(await code(client.ping()), "UNIMPLEMENTED");
+    assert.equal(await code(client.listTopics()), "UNIMPLEMENTED");
+    assert.equal(await code(client.sow("orders").toArray()), "UNIMPLEMENTED");
+    assert.equal(await code(client.publish("orders", [{ orderId: 1 }])), "UNIMPLEMENTED");
+    const sub = client.subscribe("orders");
+    assert.equal(await code((async () => { for await (const _ of sub) { /* none */ } })()), "UNIMPLEMENTED");
+    assert.deepEqual(
+      seen.map((s) => [s.path, s.authorization]),
+      [
+        ["/grpc.health.v1.Health/Check", "Bearer s3cret"],
+        ["/sowdb.v1.SowService/ListTopics", "Bearer s3cret"],
+        ["/sowdb.v1.SowService/Sow", "Bearer s3cret"],
+        ["/sowdb.v1.SowService/Publish", "Bearer s3cret"],
+        ["/sowdb.v1.SowService/Subscribe", "Bearer s3cret"],
+      ],
+    );
+    client.close();
+    server.close();
+  });
+
+  test("a client with a token works against sowd (which does not check tokens yet)", async () => {
+    const client = createClient({ address: sowd.address, token: "s3cret" });
+    assert.ok((await client.ping()) >= 0);
+    assert.equal((await client.publish("orders", [{ orderId: 1 }])).count, 1);
+    client.close();
+  });
+
+  test("no token: no authorization header", async () => {
+    const seen: Seen[] = [];
+    const server = http2.createServer();
+    server.on("stream", answerUnimplemented(seen));
+    const client = createClient({ address: await listen(server) });
+    await code(client.ping());
+    assert.equal(seen[0]?.authorization, undefined);
+    client.close();
+    server.close();
+  });
+});
+
+let openssl = true;
+try {
+  execFileSync("openssl", ["version"], { stdio: "ignore" });
+} catch {
+  openssl = false;
+}
+
+describe("tls", { skip: openssl ? false : "openssl is not installed" }, () => {
+  let dir: string;
+  let server: http2.Http2SecureServer;
+  let address: string;
+  const seen: Seen[] = [];
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), "sowdb-tls-"));
+    execFileSync(
+      "openssl",
+      ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+       "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+       "-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem")],
+      { stdio: "ignore" },
+    );
+    server = http2.createSecureServer({ key: readFileSync(join(dir, "key.pem")), cert: readFileSync(join(dir, "cert.pem")) });
+    server.on("stream", answerUnimplemented(seen));
+    address = await listen(server);
+  });
+
+  after(() => {
+    server?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("tls with the server's CA (a file path, or PEM bytes) reaches the server over TLS", async () => {
+    for (const ca of [join(dir, "cert.pem"), readFileSync(join(dir, "cert.pem"))]) {
+      const client = createClient({ address, tls: { ca }, token: "t" });
+      assert.equal(await code(client.ping()), "UNIMPLEMENTED"); // the handshake passed, the call got there
+      client.close();
+    }
+    assert.equal(seen.length, 2);
+    assert.equal(seen[0]?.authorization, "Bearer t");
+  });
+
+  test("tls: true verifies against the system CAs, which did not sign this certificate", async () => {
+    const client = createClient({ address, tls: true });
+    const c = await code(client.ping());
+    assert.notEqual(c, "UNIMPLEMENTED");
+    assert.notEqual(c, "OK");
+    client.close();
+  });
+
+  test("a plaintext client cannot talk to a TLS server", async () => {
+    const client = createClient({ address });
+    const c = await code(client.ping({ timeoutMs: 2000 }));
+    assert.notEqual(c, "UNIMPLEMENTED");
+    assert.notEqual(c, "OK");
+    client.close();
+  });
+});
