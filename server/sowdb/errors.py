@@ -67,6 +67,10 @@ class ResourceExhausted(SowdbError):
     """A limit was passed (document size, a slow consumer's queue)."""
 
 
+class DataLoss(SowdbError):
+    """Stored data cannot be read back whole (a damaged file): never reported as less data."""
+
+
 class Unavailable(SowdbError):
     """The server cannot do this now but may soon (its storage cannot be written): retry later."""
 

@@ -13,18 +13,15 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from sowdb.api.service import SERVICE_NAME, add_service
 from sowdb.api.servicer import SowServicer
-from sowdb.api.wire import add_service
 from sowdb.config import Config
-from sowdb.engine import Engine, system_clock
-from sowdb.engine.engine import Clock
+from sowdb.engine import Clock, Engine, system_clock
 from sowdb.engine.upkeep import run_upkeep
 from sowdb.storage import Store
-from sowdb_api.v1 import sow_pb2
 
 log = logging.getLogger("sowdb.server")
 
-SERVICE_NAME = sow_pb2.DESCRIPTOR.services_by_name["SowService"].full_name
 SHUTDOWN_GRACE_S = 5.0
 
 
@@ -48,7 +45,7 @@ class SowServer:
         """Open the store, load state, listen; returns the bound port."""
         cfg = self.config.server
         store = Store(Path(cfg.data_dir), fsync=cfg.fsync)
-        self.engine = Engine(self.config, store, clock=self.clock)
+        self.engine = Engine.open(self.config, store, clock=self.clock)
         tune_gc()
         logging.getLogger("grpc._cython.cygrpc").addFilter(_CLIENT_GONE)
         limit = cfg.max_message_bytes

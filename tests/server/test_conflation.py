@@ -7,8 +7,9 @@ import asyncio
 import time
 from typing import Any
 
+from sowdb.engine.changes import Change
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.subscriptions import Change, Subscription, SubscriptionOptions
+from sowdb.engine.subscription import Subscription, SubscriptionOptions
 from sowdb.expr import compile_filter
 from tests.server.conftest import Running
 from tests.server.test_subscriptions import take

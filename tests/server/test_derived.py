@@ -14,7 +14,7 @@ import pytest
 from sowdb.config import ConfigError, config_from_dict
 from sowdb.engine import Engine, InMessage, QueryOptions, RecordBatch
 from sowdb.engine.derived import View
-from sowdb.engine.subscriptions import SubscriptionOptions
+from sowdb.engine.subscription import SubscriptionOptions
 from sowdb.errors import FailedPrecondition
 from sowdb.storage import Store
 from sowdb_client import FailedPreconditionError, Mirror
@@ -65,7 +65,7 @@ class Clock:
 
 def open_engine(tmp_path: Path, clock: Clock) -> Engine:
     cfg = config_from_dict({**CONFIG, "server": {"data_dir": str(tmp_path)}}, source="<tests>")
-    return Engine(cfg, Store(tmp_path), clock=clock)
+    return Engine.open(cfg, Store(tmp_path), clock=clock)
 
 
 def pub(engine: Engine, topic: str, *docs: dict[str, Any]) -> None:
@@ -164,10 +164,12 @@ async def test_in_group_updates_are_applied_a_batch_at_a_time(tmp_path: Path, mo
 async def test_view_subscribers_see_group_updates_and_emptied_groups_leave(tmp_path: Path) -> None:
     engine = open_engine(tmp_path, Clock())
     pub(engine, "orders", {"id": 1, "symbol": "AA", "qty": 5, "price": 10})
-    sub, events = engine.sow_and_subscribe(QueryOptions(topic="by_symbol"), options=SubscriptionOptions(oof=True))
+    sub, events = engine.placement.sow_and_subscribe(
+        QueryOptions(topic="by_symbol"), options=SubscriptionOptions(oof=True)
+    )
     async for _ in events:
         pass
-    sub.release([r for r in engine.topics["by_symbol"].records.values()])
+    sub.release([r for r in engine.topics.sow["by_symbol"].records.values()])
     pub(engine, "orders", {"id": 2, "symbol": "AA", "qty": 7, "price": 3})
     pub(engine, "orders", {"id": 1, "symbol": "BB", "qty": 5, "price": 10})  # moves to another group
     engine.sow_delete("orders", sow_keys=["2"])  # AA is empty now
@@ -183,7 +185,7 @@ async def test_view_subscribers_see_group_updates_and_emptied_groups_leave(tmp_p
     with pytest.raises(FailedPrecondition, match="read-only"):
         engine.sow_delete("by_symbol", filter="/qty > 0")
     with pytest.raises(FailedPrecondition, match="keeps no journal"):
-        engine.subscribe("by_symbol", bookmark="0")
+        engine.placement.subscribe("by_symbol", bookmark="0")
     engine.close()
 
 
@@ -193,7 +195,9 @@ async def test_an_indexed_subscriber_sees_a_group_emptied_in_a_mixed_batch(tmp_p
     the ``deleted`` event, in order."""
     engine = open_engine(tmp_path, Clock())
     pub(engine, "orders", {"id": 1, "symbol": "AA", "qty": 5, "price": 10})
-    sub = engine.subscribe("by_symbol", filter="/symbol = 'AA'", options=SubscriptionOptions(deleted_events=True))
+    sub = engine.placement.subscribe(
+        "by_symbol", filter="/symbol = 'AA'", options=SubscriptionOptions(deleted_events=True)
+    )
     sub.release()
     assert engine.hub.stats().placement == {"indexed": 1, "scanned": 0}
     # BB gets a member first, then AA loses its only one
@@ -211,7 +215,9 @@ async def test_conflated_topics_refresh_once_per_interval(tmp_path: Path) -> Non
     clock = Clock()
     engine = open_engine(tmp_path, clock)
     pub(engine, "orders", {"id": 1, "symbol": "AA", "qty": 1, "price": 10})
-    sub, events = engine.sow_and_subscribe(QueryOptions(topic="orders_1s"), options=SubscriptionOptions(oof=True))
+    sub, events = engine.placement.sow_and_subscribe(
+        QueryOptions(topic="orders_1s"), options=SubscriptionOptions(oof=True)
+    )
     async for _ in events:
         pass
     sub.release()
@@ -220,10 +226,10 @@ async def test_conflated_topics_refresh_once_per_interval(tmp_path: Path) -> Non
     pub(engine, "orders", {"id": 2, "symbol": "AA", "qty": 1, "price": 99})
     pub(engine, "orders", {"id": 3, "symbol": "CC", "qty": 1, "price": 1})
     engine.sow_delete("orders", sow_keys=["3"])  # in and out within one interval: never shown
-    assert engine.flush_conflated() == 0  # the interval has not passed since start
+    assert engine.writer.flush_conflated() == 0  # the interval has not passed since start
     assert await sow(engine, "orders_1s") == {}  # so nothing published since is shown yet
     clock.now += 1_000_000
-    assert engine.flush_conflated() > 0
+    assert engine.writer.flush_conflated() > 0
     assert await sow(engine, "orders_1s") == await sow(engine, "orders")
     assert set(await sow(engine, "cheap_1s")) == {"1"}  # the filter keeps cheap ones only
     assert (await sow(engine, "by_symbol_1s"))['["AA"]']["qty"] == 6  # a conflated copy of a view
@@ -232,7 +238,7 @@ async def test_conflated_topics_refresh_once_per_interval(tmp_path: Path) -> Non
     pub(engine, "orders", {"id": 1, "symbol": "AA", "qty": 9, "price": 100})  # leaves cheap_1s
     engine.sow_delete("orders", sow_keys=["2"])
     clock.now += 1_000_000
-    engine.flush_conflated()
+    engine.writer.flush_conflated()
     assert set(await sow(engine, "cheap_1s")) == set() and set(await sow(engine, "orders_1s")) == {"1"}
     assert [(e.kind, e.record.sow_key, e.reason) for e in sub.drain()] == [
         ("publish", "1", ""),
@@ -283,16 +289,16 @@ async def test_aggregated_sow_and_subscribe_through_the_server(sowd: Running) ->
         kinds.append(e.kind)
         mirror.apply(e)
     assert {k: r.json() for (_, k), r in mirror.records.items()} == {'["S0"]': {"symbol": "S0", "qty": 16, "n": 3}}
-    assert len(engine._private) == 1
+    assert len(engine.placement.private) == 1
     with pytest.raises(FailedPreconditionError):
         await c.replace_subscription(events[0].sub_id, filter="/qty > 1")
     stream.cancel()
     for _ in range(100):
-        if not engine._private:
+        if not engine.placement.private:
             break
         await asyncio.sleep(0.02)
-    assert engine._private == {} and engine._downstream.get("orders", []) == [
-        d for d in engine.derived.values() if d.underlying == "orders"
+    assert engine.placement.private == {} and engine.topics.downstream.get("orders", []) == [
+        d for d in engine.topics.derived.values() if d.underlying == "orders"
     ]
 
 

@@ -19,7 +19,7 @@ def open_engine(tmp_path: Path, durability: str, history: bool = False) -> Engin
         topic["history"] = {"window": "1d"}
     other = {"name": "keep", "key": ["/id"]}  # persistent throughout: never rebuilt or cleared
     raw = {"topic": [topic, other], "server": {"data_dir": str(tmp_path)}}
-    return Engine(config_from_dict(raw, source="<tests>"), Store(tmp_path))
+    return Engine.open(config_from_dict(raw, source="<tests>"), Store(tmp_path))
 
 
 def pub(engine: Engine, topic: str, *docs: dict[str, Any]) -> int:
@@ -72,7 +72,7 @@ async def test_history_turned_on_covers_the_journal(tmp_path: Path) -> None:
     assert await state(engine, bookmark=str(first)) == {"1": "a"}
     engine.close()
     engine = open_engine(tmp_path, "persistent")  # history off again: its versions are dropped
-    assert not list(engine.store.load_topic("history", "book"))
+    assert not list(engine.store.load_history("book"))
     engine.close()
 
 

@@ -13,7 +13,7 @@ import pytest
 from sowdb.config import Config, config_from_dict
 from sowdb.engine import Engine, InMessage, QueryOptions, RecordBatch
 from sowdb.engine.bookmarks import Point, parse_bookmark
-from sowdb.engine.subscriptions import SubscriptionOptions
+from sowdb.engine.subscription import SubscriptionOptions
 from sowdb.errors import FailedPrecondition, InvalidArgument, OutOfRange
 from sowdb.storage import Store
 from sowdb.storage.keys import OP_DELETE, OP_EXPIRE, OP_PUBLISH, encode_seq
@@ -51,7 +51,7 @@ def config(tmp_path: Path, topics: dict[str, Any] = TOPICS, **server: Any) -> Co
 
 def open_engine(tmp_path: Path, clock: Clock, **server: Any) -> Engine:
     cfg = config(tmp_path, **server)
-    return Engine(cfg, Store(tmp_path), clock=clock)
+    return Engine.open(cfg, Store(tmp_path), clock=clock)
 
 
 def pub(engine: Engine, topic: str, *docs: dict[str, Any], ttl: float | None = None) -> int:
@@ -138,20 +138,20 @@ async def test_points_older_than_the_window_return_nothing_and_trimming_keeps_th
     inside = await sow(engine, "book", "20231114T221600Z")  # t=160
     assert inside == {"1": {"id": 1, "v": 50}}
 
-    assert engine.trim_history() is False
+    assert engine.writer.trim_history() is False
     versions = [(e.sow_key, e.seq, e.op) for e in engine.store.iter_history() if e.topic == "book"]
     # key 1 keeps its state at the window's start (v=50) and later; key 2 is gone entirely
     assert versions == [("1", 2, OP_PUBLISH), ("1", 5, OP_PUBLISH)]
     assert await sow(engine, "book", "20231114T221600Z") == inside
     assert await sow(engine, "book", "now") == {"1": {"id": 1, "v": 200}}  # the current state is kept
-    floor = engine.history_floor["book"]
+    floor = engine.topics.sow["book"].history.floor
     assert floor == 4
     engine.close()
 
     # the chains and the floor come back after a restart
     engine = open_engine(tmp_path, clock)
     assert await sow(engine, "book", "20231114T221600Z") == inside
-    assert engine.history_floor["book"] == floor
+    assert engine.topics.sow["book"].history.floor == floor
     engine.close()
 
 
@@ -194,7 +194,7 @@ async def test_granularity_keeps_one_version_per_interval(tmp_path: Path) -> Non
 async def test_expiration_removes_journals_and_tells_oof_subscribers(tmp_path: Path) -> None:
     clock = Clock()
     engine = open_engine(tmp_path, clock)
-    sub, events = engine.sow_and_subscribe(QueryOptions(topic="ttl"), options=SubscriptionOptions(oof=True))
+    sub, events = engine.placement.sow_and_subscribe(QueryOptions(topic="ttl"), options=SubscriptionOptions(oof=True))
     async for _ in events:
         pass
     sub.release()
@@ -202,15 +202,15 @@ async def test_expiration_removes_journals_and_tells_oof_subscribers(tmp_path: P
     pub(engine, "ttl", {"id": 2}, ttl=5)  # per message
     pub(engine, "ttl", {"id": 3}, ttl=0)  # 0: never
     clock.at(4)
-    assert engine.expire_due() == 0
+    assert engine.writer.expire_due() == 0
     clock.at(5)
-    assert engine.expire_due() == 1
+    assert engine.writer.expire_due() == 1
     assert set(await sow(engine, "ttl")) == {"1", "3"}
     pub(engine, "ttl", {"id": 1, "again": True})  # republished: a new 30 s from t=5
     clock.at(31)
-    assert engine.expire_due() == 0
+    assert engine.writer.expire_due() == 0
     clock.at(35)
-    assert engine.expire_due() == 1
+    assert engine.writer.expire_due() == 1
     assert set(await sow(engine, "ttl")) == {"3"}
     queued = [(e.kind, e.record.sow_key, e.reason) for e in sub.drain()]
     assert queued[-1] == ("oof", "1", "expired") and ("oof", "2", "expired") in queued
@@ -224,7 +224,7 @@ async def test_expiration_removes_journals_and_tells_oof_subscribers(tmp_path: P
     pub_engine.close()
     clock.at(100)
     engine = open_engine(tmp_path, clock)
-    assert engine.expire_due() == 1 and set(await sow(engine, "ttl")) == {"3"}
+    assert engine.writer.expire_due() == 1 and set(await sow(engine, "ttl")) == {"3"}
     engine.close()
 
 
@@ -234,21 +234,21 @@ async def test_journal_retention_by_entries_and_age(tmp_path: Path) -> None:
     for i in range(12):
         clock.at(i)
         pub(engine, "plain", {"id": i})
-    assert engine.trim_journal() == 7
+    assert engine.journal.trim() == 7
     assert [e.seq for e in engine.store.iter_journal()] == [8, 9, 10, 11, 12]
-    assert engine._replay_start(parse_bookmark("7")) == 7
-    assert engine._replay_start(parse_bookmark("0")) == 7  # 0: from the start of what is kept
+    assert engine.journal.replay_start(parse_bookmark("7")) == 7
+    assert engine.journal.replay_start(parse_bookmark("0")) == 7  # 0: from the start of what is kept
     with pytest.raises(OutOfRange) as err:
-        engine._replay_start(parse_bookmark("6"))
+        engine.journal.replay_start(parse_bookmark("6"))
     assert err.value.oldest_bookmark == 7
     with pytest.raises(OutOfRange):
-        engine._replay_start(parse_bookmark("20231114T221320Z"))  # t=0, journal starts at t=7
-    assert engine._replay_start(parse_bookmark("20231114T221328Z")) == 9  # t=8 -> entry 9
+        engine.journal.replay_start(parse_bookmark("20231114T221320Z"))  # t=0, journal starts at t=7
+    assert engine.journal.replay_start(parse_bookmark("20231114T221328Z")) == 9  # t=8 -> entry 9
     engine.close()
 
     engine = open_engine(tmp_path, clock, journal_max_age="3s")
     clock.at(12)
-    assert engine.trim_journal() == 9  # entries of t < 9 s
+    assert engine.journal.trim() == 9  # entries of t < 9 s
     assert engine.store.first_sequence() == 10
     engine.close()
 
@@ -264,10 +264,10 @@ async def test_journal_retention_by_size_keeps_about_that_much_and_frees_the_spa
     full = store.journal_bytes()
     store.close()
     engine = open_engine(tmp_path, clock, journal_max_bytes=full // 2)
-    upto = engine.trim_journal()
+    upto = engine.journal.trim()
     assert 800 <= upto <= 1200  # about half of the entries went
     assert engine.store.journal_bytes() <= full * 0.6  # and their space with them
-    assert engine.trim_journal() <= upto + 100  # the next look sees the new size: no over-trimming
+    assert engine.journal.trim() <= upto + 100  # the next look sees the new size: no over-trimming
     engine.close()
 
 
@@ -383,14 +383,14 @@ async def test_transient_topics_rebuild_from_a_recovery_point(tmp_path: Path) ->
         ]
     }
     cfg = config(tmp_path, topics)
-    engine = Engine(cfg, Store(tmp_path), clock=clock)
+    engine = Engine.open(cfg, Store(tmp_path), clock=clock)
     for i in range(1, 5):
         clock.at(i * 10)
         for name in ("all", "recent", "after"):
             pub(engine, name, {"id": i})
     engine.close()
     clock.at(45)
-    engine = Engine(cfg, Store(tmp_path), clock=clock)
+    engine = Engine.open(cfg, Store(tmp_path), clock=clock)
     assert set(await sow(engine, "all")) == {"1", "2", "3", "4"}
     assert set(await sow(engine, "recent")) == {"4"}  # only what was published in the last 10 s
     assert set(await sow(engine, "after")) == {"2", "3", "4"}  # bookmarks after 3 (entry 3 is "all" #2)

@@ -15,7 +15,7 @@ import pytest
 
 from sowdb.config import config_from_dict
 from sowdb.engine import Engine, InMessage, QueryOptions, RecordBatch
-from sowdb.engine.subscriptions import SubscriptionOptions
+from sowdb.engine.subscription import SubscriptionOptions
 from sowdb.errors import InvalidArgument
 from sowdb.storage import Store
 from sowdb_client import InvalidArgumentError
@@ -77,7 +77,7 @@ def open_engine(tmp_path: Path) -> Engine:
     cfg = config_from_dict(
         {"topic": [{"name": "t", "key": ["/id"]}], "server": {"data_dir": str(tmp_path)}}, source="<tests>"
     )
-    return Engine(cfg, Store(tmp_path))
+    return Engine.open(cfg, Store(tmp_path))
 
 
 async def window(engine: Engine, **kw: Any) -> dict[str, Any]:
@@ -104,14 +104,16 @@ async def test_pages_stay_equal_to_the_window_of_a_fresh_query(tmp_path: Path) -
     ]
     subs = []
     for p in pages:
-        sub, events = engine.sow_and_subscribe(QueryOptions(topic="t", **p), options=SubscriptionOptions(oof=True))
+        sub, events = engine.placement.sow_and_subscribe(
+            QueryOptions(topic="t", **p), options=SubscriptionOptions(oof=True)
+        )
         held: dict[str, Any] = {}
         async for e in events:
             if isinstance(e, RecordBatch):
                 held.update({r.sow_key: orjson.loads(r.raw) for r in e.records})
         sub.release()
         subs.append((sub, held, p))
-    assert len(engine._result_sets) == 3
+    assert len(engine.pages.result_sets) == 3
     for _ in range(300):
         roll = rnd.random()
         if roll < 0.2:
@@ -131,10 +133,12 @@ async def test_pages_stay_equal_to_the_window_of_a_fresh_query(tmp_path: Path) -
                     del held[e.record.sow_key]
             assert held == await window(engine, **p), p
     for sub, _, _ in subs:
-        engine.unsubscribe(sub)
-    assert engine._result_sets == {} and all(not v for v in engine._paged_topics.values())
+        engine.placement.unsubscribe(sub)
+    assert engine.pages.result_sets == {} and not engine.pages.by_topic
     with pytest.raises(InvalidArgument):
-        engine.sow_and_subscribe(QueryOptions(topic="t", top_n=1, skip_n=0, grouping=["/a"], projection=["/a"]))
+        engine.placement.sow_and_subscribe(
+            QueryOptions(topic="t", top_n=1, skip_n=0, grouping=["/a"], projection=["/a"])
+        )
     engine.close()
 
 
@@ -161,8 +165,8 @@ def test_cli_page_and_groups(sowd_process: Any) -> None:
 
 def test_a_refused_page_leaves_no_result_set_behind(tmp_path: Path) -> None:
     engine = open_engine(tmp_path)
-    engine.sow_and_subscribe(QueryOptions(topic="t", top_n=2, skip_n=0), sub_id="mine")
+    engine.placement.sow_and_subscribe(QueryOptions(topic="t", top_n=2, skip_n=0), sub_id="mine")
     with pytest.raises(InvalidArgument, match="already in use"):
-        engine.sow_and_subscribe(QueryOptions(topic="t", filter="/a = 1", top_n=2, skip_n=0), sub_id="mine")
-    assert list(engine._result_sets) == [("t", "", "", ())]
+        engine.placement.sow_and_subscribe(QueryOptions(topic="t", filter="/a = 1", top_n=2, skip_n=0), sub_id="mine")
+    assert list(engine.pages.result_sets) == [("t", "", "", ())]
     engine.close()

@@ -21,6 +21,7 @@ from sowdb.api.status import STATUS_CODES, rich_status, status_code
         (errors.ResourceExhausted("x"), grpc.StatusCode.RESOURCE_EXHAUSTED),
         (errors.Unimplemented("x"), grpc.StatusCode.UNIMPLEMENTED),
         (errors.Unavailable("x"), grpc.StatusCode.UNAVAILABLE),
+        (errors.DataLoss("x"), grpc.StatusCode.DATA_LOSS),
         (errors.PublishError(2, errors.ResourceExhausted("big", field="data")), grpc.StatusCode.RESOURCE_EXHAUSTED),
     ],
 )

@@ -59,7 +59,7 @@ async def test_a_historical_sow_and_subscribe_before_the_retained_journal_is_out
     async with AsyncClient(f"127.0.0.1:{port}") as c:
         for i in range(12):
             await c.publish("book", [{"id": i % 3, "v": i}])
-        assert server.engine is not None and server.engine.trim_journal() == 7
+        assert server.engine is not None and server.engine.journal.trim() == 7
         for bookmark in ("0", "3", "6"):
             with pytest.raises(OutOfRangeError) as err:
                 async for _ in c.sow_and_subscribe("book", bookmark=bookmark):

@@ -11,7 +11,7 @@ from typing import Any
 import grpc
 import pytest
 
-from sowdb.engine.subscriptions import Wakeup
+from sowdb.engine.subscription import Wakeup
 from sowdb.server import SowServer
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc

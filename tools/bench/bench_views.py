@@ -38,7 +38,7 @@ from sowdb.config import config_from_dict
 from sowdb.engine import Engine, InMessage, QueryOptions
 from sowdb.engine.derived import View
 from sowdb.engine.pages import PagedSubscription, ResultSet
-from sowdb.engine.subscriptions import SubscriptionOptions
+from sowdb.engine.subscription import SubscriptionOptions
 from sowdb.server import tune_gc
 from sowdb.storage import Store
 from sowdb_client import Client
@@ -61,7 +61,7 @@ durability = "transient"
 def _engine(data_dir: str, views: bool) -> Engine:
     raw = tomllib.loads(TOPIC_CONFIG + (VIEW_CONFIG if views else ""))
     raw["server"] = {"data_dir": data_dir}
-    return Engine(config_from_dict(raw, source="<bench>"), Store(data_dir))
+    return Engine.open(config_from_dict(raw, source="<bench>"), Store(data_dir))
 
 
 def _through_grpc(orders: list[bytes], batches: list[list[InMessage]], views: bool) -> float:
@@ -141,7 +141,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="sowdb-bench-views-") as tmp:
         engine = _engine(tmp, views=False)
         _load(engine, orders)
-        sub, _ = engine.sow_and_subscribe(
+        sub, _ = engine.placement.sow_and_subscribe(
             QueryOptions(topic="orders", order_by="/price DESC", top_n=20, skip_n=0),
             options=SubscriptionOptions(oof=True),
         )
@@ -156,7 +156,7 @@ def main() -> None:
             f"= {per_update * 10_000 * 100:.1f} % of a core at 10k updates/s "
             f"(publish with the page: {n / took:,.0f} msg/s)"
         )
-        engine.unsubscribe(sub)
+        engine.placement.unsubscribe(sub)
         engine.close()
 
     with tempfile.TemporaryDirectory(prefix="sowdb-bench-views-") as tmp:

@@ -1,4 +1,5 @@
-"""Conversions between protobuf messages and the engine's types (and nothing else)."""
+"""Conversions between protobuf messages and the engine's types — nothing else (the engine
+validates what it is given)."""
 
 from __future__ import annotations
 
@@ -7,28 +8,8 @@ from operator import methodcaller
 
 from google.protobuf import duration_pb2
 
-from sowdb.api.wire import records_frame
-from sowdb.config import field_path_steps
-from sowdb.engine import GroupBegin, GroupEnd, QueryOptions, RecordBatch, TopicSummary
-from sowdb.engine.subscriptions import SubscriptionOptions
-from sowdb.errors import InvalidArgument
+from sowdb.engine import QueryOptions, SubscriptionOptions, TopicSummary
 from sowdb_api.v1 import sow_pb2 as pb
-
-
-def sow_response(event: GroupBegin | RecordBatch | GroupEnd) -> pb.SowResponse | bytes:
-    """A Sow stream response; record batches come pre-encoded (:mod:`sowdb.api.wire`)."""
-    if isinstance(event, RecordBatch):
-        return records_frame(event.records)
-    if isinstance(event, GroupBegin):
-        return pb.SowResponse(group_begin=pb.GroupBegin(query_id=event.query_id, bookmark=event.bookmark))
-    return pb.SowResponse(
-        group_end=pb.GroupEnd(
-            query_id=event.query_id,
-            records_returned=event.returned,
-            records_matched=event.matched,
-            records_scanned=event.scanned,
-        )
-    )
 
 
 def query_options(req: pb.SowRequest) -> QueryOptions:
@@ -48,11 +29,8 @@ def query_options(req: pb.SowRequest) -> QueryOptions:
     )
 
 
-def seconds(d: duration_pb2.Duration, field: str) -> float:
-    value = d.seconds + d.nanos / 1e9
-    if value < 0:
-        raise InvalidArgument(f"{field} must not be negative", field=field)
-    return value
+def seconds(d: duration_pb2.Duration) -> float:
+    return d.seconds + d.nanos / 1e9
 
 
 _HAS_EXPIRATION = methodcaller("HasField", "expiration")
@@ -62,10 +40,7 @@ def ttls(messages: Sequence[pb.PublishMessage]) -> list[float | None] | None:
     """Per-message time to live, or None when no message sets one (the common case)."""
     if not any(map(_HAS_EXPIRATION, messages)):
         return None
-    return [
-        seconds(m.expiration, f"messages[{i}].expiration") if m.HasField("expiration") else None
-        for i, m in enumerate(messages)
-    ]
+    return [seconds(m.expiration) if m.HasField("expiration") else None for m in messages]
 
 
 def duration(s: float) -> duration_pb2.Duration:
@@ -95,20 +70,12 @@ def topic_info(t: TopicSummary) -> pb.TopicInfo:
 
 
 def subscription_options(o: pb.SubscriptionOptions, *, deleted_events: bool = False) -> SubscriptionOptions:
-    conflation = seconds(o.conflation, "options.conflation") if o.HasField("conflation") else 0.0
-    for i, path in enumerate(o.conflation_key):
-        try:
-            field_path_steps(path)
-        except ValueError as exc:
-            raise InvalidArgument(str(exc), field=f"options.conflation_key[{i}]") from None
-    if o.conflation_key and not conflation:
-        raise InvalidArgument("conflation_key needs a conflation interval", field="options.conflation")
     return SubscriptionOptions(
         oof=o.oof,
         delta=o.delta,
         no_empties=o.no_empties,
         send_keys=True,  # D-2: a delta always carries the key fields
         deleted_events=deleted_events and not o.oof,
-        conflation_s=conflation,
+        conflation_s=seconds(o.conflation) if o.HasField("conflation") else 0.0,
         conflation_key=tuple(o.conflation_key),
     )

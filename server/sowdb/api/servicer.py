@@ -1,9 +1,9 @@
-"""The gRPC servicer: validate, delegate to the engine, map errors — nothing else.
+"""The gRPC servicer: validate, delegate to the engine, encode, map errors — nothing else.
 
-Request-shape checks that need no state happen in the engine's option parsing too, so the
-servicer stays a translation layer. Every handler is wrapped by :func:`error_boundary`, the one
-place where an exception becomes a gRPC status (through the table of :mod:`sowdb.api.status`),
-whether it is raised before the first response or in the middle of a stream.
+Every handler is wrapped by :func:`error_boundary`, the one place where an exception becomes a
+gRPC status (through the table of :mod:`sowdb.api.status`), whether it is raised before the
+first response or in the middle of a stream. What a subscription sends when is the engine's
+(:mod:`sowdb.engine.streams`); here its events are only encoded (:mod:`sowdb.api.wire`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import asyncio
 import functools
 import inspect
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from typing import Any, NoReturn, TypeVar
 
@@ -21,10 +21,8 @@ from grpc_status import rpc_status
 
 from sowdb.api import convert
 from sowdb.api.status import internal_status, rich_status
-from sowdb.api.wire import live_frames
-from sowdb.engine import Engine, RecordBatch, StoredRecord
-from sowdb.engine.query import QueryEvent
-from sowdb.engine.subscriptions import Subscription
+from sowdb.api.wire import query_frame, stream_frames
+from sowdb.engine import Engine, SubscriptionStream
 from sowdb.errors import SowdbError
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
@@ -33,8 +31,11 @@ log = logging.getLogger("sowdb.api")
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
-FRAME_BUDGET = 2000.0
-"""Live frames per second that all subscribers together aim at (see ``_live``)."""
+PUBLISH_ACKS_AHEAD = 64
+"""Acks a Publish call may have waiting to be sent before it stops receiving requests."""
+
+PUBLISH_TASK_NAME = "sowdb-publish"
+"""The name of the task that applies a Publish call's requests (tests look for it by name)."""
 
 
 async def _abort(context: Context, exc: BaseException) -> NoReturn:
@@ -79,12 +80,6 @@ def error_boundary(method: _Handler) -> _Handler:
             await _abort(context, exc)
 
     return unary  # type: ignore[return-value]
-
-
-PUBLISH_ACKS_AHEAD = 64
-"""Acks a Publish call may have waiting to be sent before it stops receiving requests."""
-PUBLISH_TASK_NAME = "sowdb-publish"
-"""The name of the task that applies a Publish call's requests (tests look for it by name)."""
 
 
 class SowServicer(sow_pb2_grpc.SowServiceServicer):
@@ -136,10 +131,8 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
 
     @error_boundary
     async def Sow(self, request: pb.SowRequest, context: Context) -> AsyncIterator[pb.SowResponse | bytes]:  # type: ignore[override]
-        events = self.engine.sow(convert.query_options(request))
-        to_response = convert.sow_response
-        async for event in events:
-            yield to_response(event)
+        async for event in self.engine.sow(convert.query_options(request)):
+            yield query_frame(event)
 
     @error_boundary
     async def SowDelete(self, request: pb.SowDeleteRequest, context: Context) -> pb.SowDeleteResponse:
@@ -156,39 +149,20 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
     async def SowAndSubscribe(  # type: ignore[override]
         self, request: pb.SowAndSubscribeRequest, context: Context
     ) -> AsyncIterator[pb.SowAndSubscribeResponse | pb.SowResponse | bytes]:
-        opts = convert.query_options(request.query)
-        sub, events = self.engine.sow_and_subscribe(
-            opts, options=convert.subscription_options(request.options), sub_id=request.sub_id, owner=context.peer()
+        stream = self.engine.sow_and_subscribe(
+            convert.query_options(request.query),
+            options=convert.subscription_options(request.options),
+            sub_id=request.sub_id,
+            owner=context.peer(),
         )
-        async with aclosing(self._serve(sub, context, self._prelude(sub, events))) as frames:
-            async for frame in frames:
-                yield frame
-
-    async def _prelude(self, sub: Subscription, query: AsyncIterator[QueryEvent] | None) -> AsyncIterator[Any]:
-        """What a subscription sends before going live: its query's results (the subscription
-        is held meanwhile), then the journal replay of a bookmark and ``completed``; then the
-        changes held since the registration point are evaluated and it is live."""
-        delivered: list[StoredRecord] = []
-        if query is not None:
-            async for event in query:
-                if isinstance(event, RecordBatch) and sub.focus is not None:
-                    delivered.extend(event.records)
-                yield convert.sow_response(event)  # same field numbers as SowAndSubscribeResponse
-        sub.accept(delivered)
-        if sub.replay_from is not None:
-            async for changes in self.engine.replay(sub):
-                sub.evaluate(changes)
-                for frame in live_frames(sub.drain()):
-                    yield frame
-            # ``completed`` has field number 8 in both subscription responses
-            yield pb.SubscribeResponse(completed=pb.Completed(bookmark=sub.replay_from[1]))
-        sub.release()
+        async for frame in _frames(stream):
+            yield frame
 
     @error_boundary
     async def Subscribe(  # type: ignore[override]
         self, request: pb.SubscribeRequest, context: Context
     ) -> AsyncIterator[pb.SubscribeResponse | bytes]:
-        sub = self.engine.subscribe(
+        stream = self.engine.subscribe(
             request.topic,
             filter=request.filter,
             options=convert.subscription_options(request.options, deleted_events=True),
@@ -196,60 +170,8 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
             owner=context.peer(),
             bookmark=request.bookmark,
         )
-        async with aclosing(self._serve(sub, context, self._prelude(sub, None))) as frames:
-            async for frame in frames:
-                yield frame
-
-    async def _serve(self, sub: Subscription, context: Context, prelude: AsyncIterator[Any]) -> AsyncGenerator[Any]:
-        """A subscription stream: ``subscribed``, the prelude's frames, then live frames until
-        the client leaves or falls too far behind; the subscription never outlives it."""
-        try:
-            # ``subscribed`` has field number 1 in both SowAndSubscribeResponse and SubscribeResponse
-            yield pb.SubscribeResponse(subscribed=pb.Subscribed(sub_id=sub.id, bookmark=self.engine.last_seq))
-            async for frame in prelude:
-                yield frame
-            async for frame in self._live(sub):
-                yield frame
-        finally:
-            self.engine.unsubscribe(sub)
-
-    async def _live(self, sub: Subscription) -> AsyncIterator[bytes]:
-        """Live frames for a subscriber, drained in batches; a heartbeat when idle.
-
-        gRPC's Python server sends only some 15k stream messages a second per core, whatever
-        their size, so busy subscribers must get fewer, larger frames. All subscribers together
-        aim at :data:`FRAME_BUDGET` frames a second: a subscriber sends at most one frame per
-        ``subscribers / FRAME_BUDGET`` seconds and lets events accumulate in between. A stream
-        that was idle for that long sends at once, so sparse traffic keeps its latency.
-        """
-        heartbeat = self.engine.config.server.heartbeat_s
-        period = sub.options.conflation_s  # C-1: flush the conflated publishes this often
-        loop = asyncio.get_running_loop()
-        hub = self.engine.hub
-        last_send = last_activity = loop.time()
-        next_flush = last_activity + period
-        while True:
-            timeout = min(heartbeat, max(0.0, next_flush - loop.time())) if period else heartbeat
-            woke = await sub.wakeup.wait(timeout)
-            now = loop.time()
-            if period and now >= next_flush:
-                sub.flush()
-                next_flush = now + period
-                woke = woke or sub.wakeup.is_set()
-            if not woke:
-                if now - last_activity >= heartbeat:
-                    last_activity = now
-                    yield pb.SubscribeResponse(
-                        heartbeat=pb.Heartbeat(bookmark=self.engine.last_seq)
-                    ).SerializeToString()
-                continue
-            gap = len(hub.subs) / FRAME_BUDGET
-            wait = last_send + gap - loop.time()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            last_send = last_activity = loop.time()
-            for frame in live_frames(sub.drain()):
-                yield frame
+        async for frame in _frames(stream):
+            yield frame
 
     @error_boundary
     async def ReplaceSubscription(
@@ -265,3 +187,11 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
             skip_n=request.skip_n if request.HasField("skip_n") else None,
         )
         return pb.ReplaceSubscriptionResponse(bookmark=bookmark)
+
+
+async def _frames(stream: SubscriptionStream) -> AsyncIterator[Any]:
+    """A subscription's events as responses; the subscription never outlives the call."""
+    async with stream, aclosing(stream.events()) as events:
+        async for event in events:
+            for frame in stream_frames(event):
+                yield frame

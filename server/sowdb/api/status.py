@@ -26,6 +26,7 @@ STATUS_CODES: dict[type[errors.SowdbError], grpc.StatusCode] = {
     errors.OutOfRange: grpc.StatusCode.OUT_OF_RANGE,
     errors.ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.Unavailable: grpc.StatusCode.UNAVAILABLE,
+    errors.DataLoss: grpc.StatusCode.DATA_LOSS,
     errors.Unimplemented: grpc.StatusCode.UNIMPLEMENTED,
 }
 

@@ -1,31 +1,56 @@
-"""Pre-encoded responses: records are serialized once and reused, frames are concatenated.
+"""Encoding the engine's events as responses: records are serialized once and reused, frames are
+concatenated.
 
-A record's protobuf encoding (``sowdb.v1.Record``) depends only on the stored version, so it
-is computed the first time the version is sent and kept on the version (``StoredRecord.wire``);
+A record's protobuf encoding (``sowdb.v1.Record``) depends only on the stored version, so it is
+computed the first time the version is sent and kept on the version (``StoredRecord.wire``);
 later queries — and, with subscriptions, every subscriber — reuse the bytes. A frame of records
 is then a concatenation: protobuf encodes a repeated message field as ``tag | length | bytes``
-per element, and a message-typed field of the response the same way around the batch.
-
-The service's handlers are registered with a serializer that passes ``bytes`` through, so a
-handler may yield either a response message or its already-encoded bytes.
+per element, and a message-typed field of the response the same way around the batch. The
+three stream responses share field numbers for the event kinds they have in common (checked
+below against the descriptors), so one encoding serves Sow, SowAndSubscribe and Subscribe.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-import grpc
 from google.protobuf.message import Message
 
-from sowdb.engine import StoredRecord
+from sowdb.engine import (
+    Completed,
+    Deliveries,
+    GroupBegin,
+    GroupEnd,
+    Heartbeat,
+    RecordBatch,
+    StoredRecord,
+    StreamEvent,
+    Subscribed,
+)
+from sowdb.engine.changes import QueuedEvent
 from sowdb_api.v1 import sow_pb2 as pb
 
-# Field numbers of the event oneof, shared by SowResponse, SowAndSubscribeResponse and
-# SubscribeResponse (see proto/sowdb/v1/sow.proto).
-FIELD_RECORDS = 3
-FIELD_PUBLISH = 5
-_RECORD_TAG = b"\x0a"  # RecordBatch.records: field 1, wire type 2 (length-delimited)
+
+def _field(message: type[Message], name: str) -> int:
+    number: int = message.DESCRIPTOR.fields_by_name[name].number
+    for other in (pb.SowResponse, pb.SowAndSubscribeResponse, pb.SubscribeResponse):
+        field = other.DESCRIPTOR.fields_by_name.get(name)
+        assert field is None or field.number == number, f"{name} has different numbers in the responses"
+    return number
+
+
+FIELD_RECORDS = _field(pb.SowAndSubscribeResponse, "records")
+FIELD_PUBLISH = _field(pb.SowAndSubscribeResponse, "publish")
+FIELD_OOF = _field(pb.SowAndSubscribeResponse, "oof")
+FIELD_DELETED = _field(pb.SubscribeResponse, "deleted")
+_RECORD_TAG = bytes([pb.RecordBatch.DESCRIPTOR.fields_by_name["records"].number << 3 | 2])
+assert pb.Oof.DESCRIPTOR.fields_by_name["record"].number == pb.RecordBatch.DESCRIPTOR.fields_by_name["records"].number
+_OOF_REASON_TAG = bytes([pb.Oof.DESCRIPTOR.fields_by_name["reason"].number << 3 | 0])
+
+MAX_LIVE_BATCH = 500
+"""Records per live ``publish`` frame when a subscriber has a backlog."""
+
+_OOF_REASONS = {"deleted": pb.OOF_REASON_DELETED, "expired": pb.OOF_REASON_EXPIRED, "match": pb.OOF_REASON_MATCH}
 
 
 def _varint(n: int) -> bytes:
@@ -65,47 +90,14 @@ def records_frame(batch: Sequence[StoredRecord], field: int = FIELD_RECORDS) -> 
     return varint(field << 3 | 2) + varint(len(inner)) + inner
 
 
-def _serialize(response: Message | bytes) -> bytes:
-    return response if type(response) is bytes else response.SerializeToString()  # type: ignore[union-attr]
-
-
-def add_service(servicer: Any, server: grpc.aio.Server) -> None:
-    """Register ``sowdb.v1.SowService`` with pass-through serializers (like the generated
-    ``add_SowServiceServicer_to_server``, which would re-serialize every response)."""
-    service = pb.DESCRIPTOR.services_by_name["SowService"]
-    handlers = {}
-    for method in service.methods:
-        request_cls: Any = getattr(pb, method.input_type.name)
-        kind = {
-            (False, False): grpc.unary_unary_rpc_method_handler,
-            (False, True): grpc.unary_stream_rpc_method_handler,
-            (True, False): grpc.stream_unary_rpc_method_handler,
-            (True, True): grpc.stream_stream_rpc_method_handler,
-        }[(method.client_streaming, method.server_streaming)]
-        handlers[method.name] = kind(
-            getattr(servicer, method.name),
-            request_deserializer=request_cls.FromString,
-            response_serializer=_serialize,
-        )
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
-
-
-FIELD_OOF = 6
-FIELD_DELETED = 7
-MAX_LIVE_BATCH = 500
-"""Records per live ``publish`` frame when a subscriber has a backlog."""
-
-_OOF_REASONS = {"deleted": pb.OOF_REASON_DELETED, "expired": pb.OOF_REASON_EXPIRED, "match": pb.OOF_REASON_MATCH}
-
-
 def oof_frame(record: StoredRecord, reason: str) -> bytes:
-    """An encoded response whose event is an ``Oof``: its ``record`` field (1) has the same tag
-    as a ``RecordBatch`` element, so the cached element is reused as is."""
-    inner = (record.wire or record_element(record)) + b"\x10" + varint(_OOF_REASONS[reason])
+    """An encoded response whose event is an ``Oof``: its ``record`` field has the same tag as a
+    ``RecordBatch`` element, so the cached element is reused as is."""
+    inner = (record.wire or record_element(record)) + _OOF_REASON_TAG + varint(_OOF_REASONS[reason])
     return varint(FIELD_OOF << 3 | 2) + varint(len(inner)) + inner
 
 
-def live_frames(events: Sequence[Any]) -> list[bytes]:
+def live_frames(events: Sequence[QueuedEvent]) -> list[bytes]:
     """Frames for a drained subscriber queue: runs of publishes (and of deletes) become one
     batch frame each, at most :data:`MAX_LIVE_BATCH` records, in queue order."""
     frames: list[bytes] = []
@@ -131,3 +123,33 @@ def live_frames(events: Sequence[Any]) -> list[bytes]:
     if run:
         frames.append(records_frame(run, FIELD_PUBLISH if run_kind == "publish" else FIELD_DELETED))
     return frames
+
+
+def query_frame(event: GroupBegin | RecordBatch | GroupEnd) -> pb.SowResponse | bytes:
+    """A query event as a Sow response (the same field numbers serve SowAndSubscribe)."""
+    if isinstance(event, RecordBatch):
+        return records_frame(event.records)
+    if isinstance(event, GroupBegin):
+        return pb.SowResponse(group_begin=pb.GroupBegin(query_id=event.query_id, bookmark=event.bookmark))
+    return pb.SowResponse(
+        group_end=pb.GroupEnd(
+            query_id=event.query_id,
+            records_returned=event.returned,
+            records_matched=event.matched,
+            records_scanned=event.scanned,
+        )
+    )
+
+
+def stream_frames(event: StreamEvent) -> list[pb.SubscribeResponse | pb.SowResponse | bytes]:
+    """A subscription stream's event as responses (SowAndSubscribe and Subscribe alike)."""
+    if isinstance(event, Deliveries):
+        return list(live_frames(event.events))
+    if isinstance(event, GroupBegin | RecordBatch | GroupEnd):
+        return [query_frame(event)]
+    if isinstance(event, Subscribed):
+        return [pb.SubscribeResponse(subscribed=pb.Subscribed(sub_id=event.sub_id, bookmark=event.bookmark))]
+    if isinstance(event, Completed):
+        return [pb.SubscribeResponse(completed=pb.Completed(bookmark=event.bookmark))]
+    assert isinstance(event, Heartbeat)
+    return [pb.SubscribeResponse(heartbeat=pb.Heartbeat(bookmark=event.bookmark))]

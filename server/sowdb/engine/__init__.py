@@ -1,21 +1,47 @@
 """The engine: topics, the publish pipeline, queries, subscriptions, history, derived topics.
 
-It never imports grpc: the protocol layer (``sowdb.api``) translates requests into the calls
-below and domain errors (``sowdb.errors``) into gRPC statuses.
+It never imports grpc: the protocol layer (``sowdb.api``) translates requests into the calls of
+:class:`Engine` and domain errors (``sowdb.errors``) into gRPC statuses. The map of the modules
+is ``README.md`` beside this file.
 """
 
-from sowdb.engine.engine import Engine, InMessage, TopicSummary, system_clock
-from sowdb.engine.query import GroupBegin, GroupEnd, QueryOptions, RecordBatch
+from sowdb.engine.clock import Clock, system_clock
+from sowdb.engine.engine import Engine
+from sowdb.engine.events import (
+    Completed,
+    Deliveries,
+    GroupBegin,
+    GroupEnd,
+    Heartbeat,
+    QueryEvent,
+    RecordBatch,
+    StreamEvent,
+    Subscribed,
+)
+from sowdb.engine.messages import InMessage
+from sowdb.engine.query import QueryOptions
 from sowdb.engine.records import StoredRecord
+from sowdb.engine.streams import SubscriptionStream
+from sowdb.engine.subscription import SubscriptionOptions
+from sowdb.engine.topics import TopicSummary
 
 __all__ = [
+    "Clock",
+    "Completed",
+    "Deliveries",
     "Engine",
     "GroupBegin",
     "GroupEnd",
+    "Heartbeat",
     "InMessage",
+    "QueryEvent",
     "QueryOptions",
     "RecordBatch",
     "StoredRecord",
+    "StreamEvent",
+    "Subscribed",
+    "SubscriptionOptions",
+    "SubscriptionStream",
     "TopicSummary",
     "system_clock",
 ]

@@ -41,6 +41,8 @@ class TopicHistory:
         self.window_us = int(config.window_s * 1_000_000)
         self.granularity_us = int(config.granularity_s * 1_000_000)
         self.tombstones: dict[str, StoredRecord] = {}
+        # the newest version removed by trimming: points at or before it are outside the window
+        self.floor = 0
         # (timestamp, SowKey) of every version that has a predecessor, in time order: the keys
         # whose chains may hold versions to trim once that time leaves the window
         self._queue: deque[tuple[int, str]] = deque()

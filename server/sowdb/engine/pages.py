@@ -15,9 +15,14 @@ from collections.abc import Sequence
 
 from sortedcontainers import SortedList
 
+from sowdb.engine.changes import OOF_MATCH, Change, QueuedEvent
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.subscriptions import OOF_MATCH, Change, QueuedEvent, Subscription
+from sowdb.engine.subscription import Subscription, SubscriptionOptions
+from sowdb.engine.topic import SowTopic
 from sowdb.expr import CompiledFilter, OrderBy
+
+ResultSetKey = tuple[str, str, str, tuple[str, ...]]
+"""(topic, filter text, order_by text, sorted SowKeys): pages with the same key share a set."""
 
 
 class ResultSet:
@@ -29,7 +34,7 @@ class ResultSet:
 
     def __init__(
         self,
-        key: tuple[str, str, str, tuple[str, ...]],
+        key: ResultSetKey,
         filter: CompiledFilter | None,
         order: OrderBy | None,
         sow_keys: frozenset[str] | None = None,
@@ -94,9 +99,24 @@ class PagedSubscription(Subscription):
     skip = 0
     top = 0
 
-    def bind(self, result_set: ResultSet, skip: int, top: int) -> None:
+    def bind(self, result_set: ResultSet, skip: int, top: int) -> list[StoredRecord]:
+        """Show the window ``[skip, skip + top)`` of ``result_set``; returns it (what the
+        subscriber is sent first)."""
         self.result_set, self.skip, self.top = result_set, skip, top
-        self.shown: dict[str, StoredRecord] = {}
+        window = result_set.window(skip, top)
+        self.shown: dict[str, StoredRecord] = {r.sow_key: r for r in window}
+        result_set.pages.append(self)
+        return window
+
+    def rebind(
+        self, result_set: ResultSet, filter: CompiledFilter | None, options: SubscriptionOptions, skip: int, top: int
+    ) -> None:
+        """R-1: a new page definition; the subscriber keeps what it was shown, and
+        :meth:`refresh` brings it level with the new window."""
+        self.filter, self.options = filter, options
+        self.result_set, self.skip, self.top = result_set, skip, top
+        result_set.pages.append(self)
+        self.refresh()
 
     def touched_by(self, touched: list[bytes]) -> bool:
         """Whether entries removed or added by a batch may have changed this window: one at or
@@ -147,3 +167,55 @@ class PagedSubscription(Subscription):
                     self._push(QueuedEvent("publish", rec))
         if self.queue:
             self.wakeup.set()
+
+
+class PageSets:
+    """The shared result sets of live pages, by (topic, filter, order, SowKeys), and their
+    upkeep: the writer's fan-out hands each batch of a topic's changes to the sets of that
+    topic, and a page compares itself with its window only when the batch landed at or before
+    the window's end."""
+
+    def __init__(self) -> None:
+        self.result_sets: dict[ResultSetKey, ResultSet] = {}
+        self.by_topic: dict[str, list[ResultSet]] = {}
+
+    def get(
+        self,
+        topic: SowTopic,
+        filter_text: str,
+        filter: CompiledFilter | None,
+        order_text: str,
+        order: OrderBy | None,
+        sow_keys: frozenset[str] | None,
+    ) -> ResultSet:
+        """The shared result set of (topic, filter, order, SowKeys), created from the topic's
+        state when it does not exist yet."""
+        key = (topic.name, filter_text.strip(), order_text.strip(), tuple(sorted(sow_keys or ())))
+        rs = self.result_sets.get(key)
+        if rs is None:
+            rs = self.result_sets[key] = ResultSet(key, filter, order, sow_keys)
+            rs.load(list(topic.records.values()))
+            self.by_topic.setdefault(topic.name, []).append(rs)
+        return rs
+
+    def release(self, page: PagedSubscription) -> None:
+        """The page no longer uses its set; a set without pages is dropped."""
+        rs = page.result_set
+        if page not in rs.pages:
+            return
+        rs.pages.remove(page)
+        if not rs.pages:
+            del self.result_sets[rs.key]
+            sets = self.by_topic[rs.key[0]]
+            sets.remove(rs)
+            if not sets:
+                del self.by_topic[rs.key[0]]
+
+    def apply(self, topic: str, changes: Sequence[Change]) -> None:
+        for rs in self.by_topic.get(topic, ()):
+            touched = rs.apply(changes)
+            changed: dict[str, Change] | None = None
+            for page in rs.pages:
+                if page.touched_by(touched):
+                    changed = changed or {c.sow_key: c for c in changes}
+                    page.refresh(changed)

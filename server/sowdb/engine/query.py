@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from sowdb.engine.events import GroupBegin, GroupEnd, QueryEvent, RecordBatch
 from sowdb.engine.history import version_at
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.topic import SowTopic
@@ -71,34 +72,6 @@ class AsOf:
 
 
 _FOREVER = 2**63
-
-
-@dataclass(frozen=True)
-class GroupBegin:
-    """Opens a query's results; ``bookmark`` is the sequence point the query sees."""
-
-    query_id: str
-    bookmark: int
-
-
-@dataclass(frozen=True)
-class GroupEnd:
-    """Closes a query's results with its counts (Q-1)."""
-
-    query_id: str
-    returned: int
-    matched: int
-    scanned: int
-
-
-@dataclass(frozen=True)
-class RecordBatch:
-    """At most ``batch_size`` records of a query's results."""
-
-    records: list[StoredRecord]
-
-
-QueryEvent = GroupBegin | RecordBatch | GroupEnd
 
 
 def _expression(kind: str, text: str, parse: Any) -> Any:
@@ -248,3 +221,13 @@ def page_key(order: OrderBy | None) -> Callable[[StoredRecord], bytes]:
 
 def _derived(r: StoredRecord, data: dict[str, Any]) -> StoredRecord:
     return StoredRecord(r.topic, r.sow_key, data, orjson.dumps(data), r.bookmark, r.timestamp_us, r.expiry_us)
+
+
+def request_filter(text: str) -> CompiledFilter | None:
+    """The compiled filter of a request (None when empty), its errors attributed to ``filter``."""
+    if not text.strip():
+        return None
+    try:
+        return compile_filter(text)
+    except ExpressionError as exc:
+        raise exc.for_field("filter") from None

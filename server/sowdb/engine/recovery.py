@@ -28,10 +28,10 @@ from sowdb.engine.records import StoredRecord
 from sowdb.engine.topic import SowTopic
 from sowdb.storage import Store
 from sowdb.storage import keys as k
+from sowdb.storage.rebuild import replay_journal
 
 log = logging.getLogger("sowdb.recovery")
 
-RECOVERY_CHUNK = 100_000
 PROGRESS_THRESHOLD = 200_000  # entries: below this a bar would only flicker
 
 
@@ -88,15 +88,14 @@ def replay_into_store(store: Store, config: Config) -> RecoveryReport | None:
     if min(cur_from, hist_from) >= store.last_sequence():
         return None
     kept = _kept_topics(config)
-    persistent = {name.encode() for name in kept}
-    with_history = {name.encode() for name, history in kept.items() if history}
-    return _replay(store, persistent, with_history, cur_from, hist_from, _granularities(config), markers=True)
+    with_history = {name for name, history in kept.items() if history}
+    return _replay(store, set(kept), with_history, cur_from, hist_from, _granularities(config), markers=True)
 
 
-def _granularities(config: Config) -> dict[bytes, int]:
+def _granularities(config: Config) -> dict[str, int]:
     """The history granularity in µs of each topic that has one."""
     return {
-        t.name.encode(): int(t.history.granularity_s * 1_000_000)
+        t.name: int(t.history.granularity_s * 1_000_000)
         for t in config.topics
         if t.history is not None and t.history.granularity_s > 0
     }
@@ -125,8 +124,7 @@ def follow_durability_changes(store: Store, config: Config) -> None:
                 ", ".join(sorted(gained)) or "no topic",
                 ", ".join(sorted(gained_history)) or "no topic",
             )
-            gained_b, history_b = {n.encode() for n in gained}, {n.encode() for n in gained_history}
-            _replay(store, gained_b, history_b, 0, 0, _granularities(config), markers=False)
+            _replay(store, gained, gained_history, 0, 0, _granularities(config), markers=False)
     if stored != wanted:
         store.record_stored_topics(wanted)
 
@@ -138,25 +136,18 @@ def _kept_topics(config: Config) -> dict[str, bool]:
 
 def _replay(
     store: Store,
-    persistent: set[bytes],
-    with_history: set[bytes],
-    cur_from: int,
-    hist_from: int,
-    granularity: dict[bytes, int],
+    persistent: set[str],
+    with_history: set[str],
+    current_from: int,
+    history_from: int,
+    granularity: dict[str, int],
     *,
     markers: bool,
 ) -> RecoveryReport:
-    """Write the journal entries of ``persistent`` topics after ``cur_from`` into ``current``,
-    and of ``with_history`` topics after ``hist_from`` into ``history``; with ``markers``, the
-    families' applied markers advance with each chunk.
-
-    A topic with a history ``granularity`` keeps one entry per key per interval, as the writer
-    does (H-1): an entry replaces the key's previous one of the same interval, which is the
-    last one replayed here or, for a key's first entry in a replay that continues a history,
-    the key's newest stored entry (one reverse seek per such key).
-    """
+    """Replay the journal into ``current`` and ``history`` (:func:`replay_journal`), with a
+    progress bar on a terminal and a log line of counts, time and rate."""
     last = store.last_sequence()
-    start = min(cur_from, hist_from)
+    start = min(current_from, history_from)
     trimmed = store.journal_trimmed()
     if start < trimmed:
         log.warning(
@@ -164,64 +155,19 @@ def _replay(
             "recovered from it",
             trimmed,
         )
-    total = last - max(start, trimmed)
-    advance, close = _progress(total, "replaying the journal")
+    advance, close = _progress(last - max(start, trimmed), "replaying the journal")
     started = time.perf_counter()
-    # The journal key is the BE sequence and the journal value starts with the BE timestamp,
-    # op and BE expiry, so current and history values are sliced together from them without
-    # decoding a number (see the layouts in sowdb.storage.keys).
-    hsize = k.JOURNAL_HEAD.size
-    unpack_lengths = k.JOURNAL_LENGTHS.unpack_from
-    cur_from_b, hist_from_b = k.encode_seq(cur_from), k.encode_seq(hist_from)
-    publish = k.OP_PUBLISH
-    n = 0
-    chunk = store.recovery_batch()
-    put, delete, cur_cf, hist_cf = chunk.wb.put, chunk.wb.delete, chunk.current_cf, chunk.history_cf
-    left = RECOVERY_CHUNK
-    latest: dict[bytes, tuple[int, bytes]] = {}  # granular topics: each key's last history entry
-
-    def commit(upto: int) -> None:
-        if markers:
-            chunk.commit(current_upto=max(upto, cur_from), history_upto=max(upto, hist_from))
-        else:
-            chunk.commit(current_upto=None, history_upto=None)
-
     try:
-        for key, value in store.iter_journal_raw(start):
-            lt, lk = unpack_lengths(value, k.JOURNAL_LENGTHS_AT)
-            topic = value[hsize : hsize + lt]
-            if topic in persistent or topic in with_history:
-                end = hsize + lt + lk
-                rkey = topic + b"\x00" + value[hsize + lt : end]
-                op = value[8]
-                if topic in persistent and key > cur_from_b:
-                    if op == publish:
-                        put(rkey, key + value[:8] + value[9:17] + value[end:], cur_cf)
-                    else:
-                        delete(rkey, cur_cf)
-                if topic in with_history and key > hist_from_b:
-                    hkey = rkey + b"\x00" + key
-                    put(hkey, value[8:9] + value[:8] + (value[end:] if op == publish else b""), hist_cf)
-                    g = granularity.get(topic)
-                    if g:
-                        interval = int.from_bytes(value[:8], "big") // g
-                        previous = latest.get(rkey)
-                        if previous is None and hist_from:
-                            stored = store.last_history_entry(rkey + b"\x00", hist_from_b)
-                            previous = None if stored is None else (stored[1] // g, stored[0])
-                        if previous is not None and previous[0] == interval:
-                            delete(previous[1], hist_cf)
-                        latest[rkey] = (interval, hkey)
-            n += 1
-            left -= 1
-            if not left:
-                commit(k.decode_seq(key))
-                chunk = store.recovery_batch()
-                put, delete = chunk.wb.put, chunk.wb.delete
-                left = RECOVERY_CHUNK
-                advance(RECOVERY_CHUNK)
-        commit(last)
-        store.finish_recovery()
+        n = replay_journal(
+            store,
+            persistent=persistent,
+            with_history=with_history,
+            current_from=current_from,
+            history_from=history_from,
+            granularity=granularity,
+            markers=markers,
+            advance=advance,
+        )
     finally:
         close()
     report = RecoveryReport(n, time.perf_counter() - started, max(start, trimmed) + 1, last)
@@ -244,89 +190,62 @@ def rebuild(store: Store, config: Config) -> RecoveryReport | None:
     return report
 
 
-def load_state(
-    store: Store, config: Config, topics: dict[str, SowTopic], expiry: ExpiryQueue, now_us: int
-) -> dict[str, int]:
-    """Load persistent topics (records and version chains) and rebuild transient topics.
-
-    Returns:
-        The history floor of each topic with history.
+def load_state(store: Store, config: Config, topics: dict[str, SowTopic], expiry: ExpiryQueue, now_us: int) -> None:
+    """Load persistent topics (records, version chains, history floors) and rebuild transient
+    topics from the journal.
 
     Raises:
         StoreDamaged: a stored record cannot be decoded.
     """
     loads = orjson.loads
-    head = k.CURRENT_HEAD.unpack_from
-    start = k.CURRENT_HEAD.size
     try:
         for name, topic in topics.items():
             if not topic.persistent:
                 continue
             put = topic.put
-            for key, value in store.load_topic("current", name):
-                bookmark, ts, exp = head(value)
-                payload = value[start:]
-                rec = StoredRecord(name, key.decode(), loads(payload), payload, bookmark, ts, exp)
+            for sow_key, (bookmark, ts, exp, payload) in store.load_records(name):
+                rec = StoredRecord(name, sow_key, loads(payload), payload, bookmark, ts, exp)
                 put(rec)
                 if exp:
                     expiry.add(rec)
             if topic.history is not None:
                 _restore_history(store, topic)
+                topic.history.floor = store.history_floor(name)
     except (orjson.JSONDecodeError, ValueError, UnicodeDecodeError, struct.error) as exc:
         raise StoreDamaged(str(exc)) from exc
     _rebuild_transient(store, config, topics, expiry, now_us)
-    floors = {}
-    for name, topic in topics.items():
+    for topic in topics.values():
         if topic.history is not None:
             topic.history.sort_queue()
-            floors[name] = store.history_floor(name) if topic.persistent else 0
-    return floors
 
 
 def _restore_history(store: Store, topic: SowTopic) -> None:
     """Re-link the version chains of one persistent topic from ``history``.
 
-    Most keys have no past version — their only history entry is the live record — so the
-    entries are grouped by raw key and a group is decoded only when it holds more than that.
+    Most keys have no past version — their only history entry is the live record — so a
+    record's versions are decoded only when there is more than that.
     """
-    assert topic.history is not None
+    history = topic.history
+    assert history is not None
     records = topic.records
     loads = orjson.loads
     name = topic.name
-    unpack_head = k.HISTORY_HEAD.unpack_from
-
-    def relink(group: bytes, versions: list[tuple[bytes, bytes]]) -> None:
-        sow_key = group.decode()
+    for sow_key, versions in store.load_history(name):
         live = records.get(sow_key)
-        if len(versions) == 1 and live is not None and versions[0][0] == k.encode_seq(live.bookmark):
-            return
+        if len(versions) == 1 and live is not None and versions[0][0] == live.bookmark:
+            continue
         chain: list[StoredRecord] = []
-        for seq_b, value in versions:
-            seq = k.decode_seq(seq_b)
+        for seq, value in versions:
             if live is not None and seq >= live.bookmark:
                 break
-            op, ts = unpack_head(value)
+            op, ts, payload = k.decode_version(value)
             if op == k.OP_PUBLISH:
-                payload = value[9:]
                 chain.append(StoredRecord(name, sow_key, loads(payload), payload, seq, ts))
             else:
                 chain.append(Tombstone(name, sow_key, None, b"", seq, ts))
         if live is not None:
             chain.append(live)
-        assert topic.history is not None
-        topic.history.restore(chain)
-
-    group = b""
-    versions: list[tuple[bytes, bytes]] = []
-    for key, value in store.load_topic("history", name):
-        g, seq_b = key[:-9], key[-8:]  # SowKey | 0x00 | seq
-        if g != group:
-            if versions:
-                relink(group, versions)
-            group, versions = g, []
-        versions.append((seq_b, value))
-    if versions:
-        relink(group, versions)
+        history.restore(chain)
 
 
 def _rebuild_transient(
@@ -344,15 +263,9 @@ def _rebuild_transient(
     started = time.perf_counter()
     applied = 0
     loads = orjson.loads
-    wanted = {name.encode(): k.encode_seq(after) for name, after in starts.items()}
-    head = k.JOURNAL_HEAD.size
-    unpack_lengths = k.JOURNAL_LENGTHS.unpack_from
-    for key, value in store.iter_journal_raw(min(starts.values())):
-        # most of the journal is other topics' entries: look at the topic's bytes first
-        after_b = wanted.get(value[head : head + unpack_lengths(value, k.JOURNAL_LENGTHS_AT)[0]])
-        if after_b is None or key <= after_b:
+    for e in store.iter_journal(min(starts.values()), topics=starts):
+        if e.seq <= starts[e.topic]:
             continue
-        e = k.decode_journal(key, value)
         topic = topics[e.topic]
         if e.op == k.OP_PUBLISH:
             rec = StoredRecord(e.topic, e.sow_key, loads(e.payload), e.payload, e.seq, e.timestamp_us, e.expiry_us)

@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator, Callable, Container
 
 import orjson
 
+from sowdb.engine.changes import OOF_DELETED, OOF_EXPIRED, Change
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.subscriptions import OOF_DELETED, OOF_EXPIRED, Change
 from sowdb.storage import Store
 from sowdb.storage.keys import OP_EXPIRE, OP_PUBLISH
 

@@ -25,24 +25,25 @@ RECOVER_PERIOD_S = 1.0  # how often a failed storage is tried again
 async def run_upkeep(engine: Engine, *, trim_period_s: float = TRIM_PERIOD_S) -> None:
     """Run the chores until cancelled."""
     loop = asyncio.get_running_loop()
+    writer = engine.writer
     next_trim = next_recovery = 0.0
     while True:
         try:
-            engine.flush_conflated()
+            writer.flush_conflated()
             now = loop.time()
-            if not engine.writable and now >= next_recovery:
+            if not writer.writable and now >= next_recovery:
                 next_recovery = now + RECOVER_PERIOD_S
-                engine.recover_storage()
-            if engine.writable:
-                engine.expire_due()
+                writer.recover_storage()
+            if writer.writable:
+                writer.expire_due()
                 if now >= next_trim:
-                    more = engine.trim_history()
-                    engine.trim_journal()
+                    more = writer.trim_history()
+                    engine.journal.trim()
                     next_trim = now if more else now + trim_period_s
         except SowdbError as exc:  # the storage failed under a chore; it is retried above
             log.warning("upkeep: %s", exc.message)
         except Exception:
             log.exception("upkeep step failed; retrying")
-        due = engine.expiry.next_due()
+        due = writer.expiry.next_due()
         wait = MAX_SLEEP_S if due is None else (due - engine.clock()) / 1e6
         await asyncio.sleep(min(max(wait, 0.005), MAX_SLEEP_S))

@@ -11,28 +11,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import count, repeat
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 
-from sowdb.engine.base import EngineBase, request_filter
-from sowdb.engine.derived import ConflatedTopic
-from sowdb.engine.records import KeySpec, StoredRecord, check_sow_key, decode_document, merge_delta
-from sowdb.engine.subscriptions import (
-    OOF_DELETED,
-    OOF_EXPIRED,
-    Change,
-)
+from sowdb.config import Config
+from sowdb.engine.changes import OOF_DELETED, OOF_EXPIRED, Change
+from sowdb.engine.clock import Clock
+from sowdb.engine.expiry import ExpiryQueue
+from sowdb.engine.fanout import FanOut
+from sowdb.engine.messages import MessageLike, check_ttls, decode_batch, expiries
+from sowdb.engine.query import request_filter
+from sowdb.engine.records import StoredRecord, decode_document, merge_delta
 from sowdb.engine.topic import SowTopic
-from sowdb.errors import (
-    FailedPrecondition,
-    InvalidArgument,
-    PublishError,
-    SowdbError,
-)
-from sowdb.storage import Batch
+from sowdb.engine.topics import Topics, check_topic_name
+from sowdb.errors import InvalidArgument, SowdbError
+from sowdb.storage import Batch, Store
 from sowdb.storage.keys import OP_DELETE, OP_EXPIRE
 
 HISTORY_TRIM_BATCH = 50_000
@@ -40,115 +35,37 @@ HISTORY_TRIM_BATCH = 50_000
 log = logging.getLogger("sowdb.engine")
 
 
-class MessageLike(Protocol):
-    """What the publish pipeline reads of a message."""
+class Writer:
+    """Every change to state goes through these methods, one at a time; the only assigner of
+    sequence numbers (``last_seq``) and of the journal's timestamps."""
 
-    @property
-    def data(self) -> bytes: ...
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        topics: Topics,
+        fan_out: FanOut,
+        expiry: ExpiryQueue,
+        clock: Clock,
+    ) -> None:
+        self.store = store
+        self.topics = topics
+        self.fan_out = fan_out
+        self.expiry = expiry
+        self.clock = clock
+        self.max_document_bytes = config.server.max_document_bytes
+        self.last_seq = store.last_sequence()
+        last = store.journal_entry(self.last_seq) if self.last_seq else None
+        self.last_ts = last.timestamp_us if last is not None else 0
 
-    @property
-    def sow_key(self) -> str: ...
-
-
-@dataclass(slots=True)
-class InMessage:
-    """One message to publish (for callers that do not hold a protobuf message)."""
-
-    data: bytes
-    sow_key: str = ""
-
-
-def decode_batch(
-    topic_name: str,
-    keys: KeySpec | None,
-    messages: Sequence[MessageLike],
-    raws: list[bytes],
-    max_bytes: int | None,
-    *,
-    key_optional: bool = False,
-) -> tuple[list[dict[str, Any]], list[str]]:
-    """Decode a publish request's documents and find their SowKeys (K-1, K-3).
-
-    The whole request is checked in a few passes; only when one fails are the messages checked
-    one by one, to name the first invalid one.
-
-    Args:
-        keys: the topic's key paths; None when publishers give the SowKeys.
-        key_optional: a topic without a SOW, where a publisher's SowKey is optional.
-
-    Raises:
-        PublishError: the first invalid message and why.
-    """
-    try:
-        if max_bytes is not None and max(map(len, raws)) > max_bytes:
-            raise _Invalid
-        docs = list(map(orjson.loads, raws))
-        if set(map(type, docs)) != _DICT_ONLY:
-            raise _Invalid
-        if keys is None:
-            sow_keys = [m.sow_key for m in messages]
-            for key in sow_keys:
-                if key or not key_optional:
-                    check_sow_key(key)
-        elif any(m.sow_key for m in messages):
-            raise _Invalid
-        else:
-            sow_keys = keys.sow_keys(docs)
-    except (_Invalid, orjson.JSONDecodeError, SowdbError):
-        for i, msg in enumerate(messages):
-            try:
-                _check_message(topic_name, keys, msg, max_bytes, key_optional)
-            except SowdbError as exc:
-                raise PublishError(i, exc) from None
-        raise
-    return docs, sow_keys
-
-
-class _Invalid(Exception):
-    """Some message of a batch is invalid; which one is found by checking one at a time."""
-
-
-_DICT_ONLY = {dict}
-
-
-def _check_message(
-    topic_name: str, keys: KeySpec | None, msg: MessageLike, max_bytes: int | None, key_optional: bool
-) -> None:
-    """The checks of :func:`decode_batch` for one message, raising the reason it is refused."""
-    data = decode_document(msg.data, max_bytes)
-    if keys is None:
-        if msg.sow_key or not key_optional:
-            check_sow_key(msg.sow_key)
-    elif msg.sow_key:
-        raise InvalidArgument(
-            f"topic {topic_name!r} derives SowKeys from {', '.join(keys.paths)}; leave sow_key empty", field="sow_key"
-        )
-    else:
-        keys.sow_key(data)
-
-
-def _expiries(default_ttl: float, ttls: Sequence[float | None] | None, n: int, now: int) -> list[int] | None:
-    """X-1: each message's absolute expiry in µs (0: never), or None when none expires."""
-    if ttls is None:
-        return [now + int(default_ttl * 1e6)] * n if default_ttl else None
-    return [now + int(ttl * 1e6) if ttl else 0 for ttl in (default_ttl if t is None else t for t in ttls)]
-
-
-class Writer(EngineBase):
-    """Every change to state goes through these methods, one at a time."""
-
-    def _check_writable(self, topic_name: str, action: str) -> None:
-        """K-4: views and conflated topics follow their underlying topic and take no changes.
-
-        Raises:
-            FailedPrecondition: ``topic_name`` is one of them; ``action`` says what to do instead
-                (``publish to``, ``delete from``) its underlying topic.
-        """
-        kind = self._derived.get(topic_name)
-        if kind is not None:
-            raise FailedPrecondition(
-                f"{topic_name!r} is a {kind} topic, which is read-only; {action} its underlying topic", field="topic"
-            )
+    def _now(self) -> int:
+        """The writer's clock: never behind the last journal timestamp, so timestamps are
+        non-decreasing in bookmark order and a timestamp names one point (H-2)."""
+        now = self.clock()
+        if now < self.last_ts:
+            now = self.last_ts
+        self.last_ts = now
+        return now
 
     def publish(
         self,
@@ -174,12 +91,12 @@ class Writer(EngineBase):
             InvalidArgument: the topic name is invalid or there are no messages.
             FailedPrecondition: the topic is a view or conflated topic (K-4).
         """
-        self._check_topic_name(topic_name)
-        self._check_writable(topic_name, "publish to")
+        check_topic_name(topic_name)
+        self.topics.check_writable(topic_name, "publish to")
         if not messages:
             raise InvalidArgument("a publish request needs at least one message", field="messages")
-        if ttls is not None and len(ttls) != len(messages):
-            raise InvalidArgument("one ttl per message", field="messages")
+        if ttls is not None:
+            check_ttls(ttls, len(messages))
         topic = self.topics.get(topic_name)
         now = self._now()
         raws = [m.data for m in messages]
@@ -188,30 +105,30 @@ class Writer(EngineBase):
         docs, sow_keys = decode_batch(topic_name, topic.keys, messages, raws, self.max_document_bytes)
         if delta:
             self._merge_deltas(topic, sow_keys, raws, docs)
-        expiries = _expiries(topic.config.expiration_s, ttls, len(raws), now)
+        exps = expiries(topic.config.expiration_s, ttls, len(raws), now)
         hist = topic.history
         first = self.last_seq + 1
         batch = self.store.batch(topic_name, current=topic.persistent, history=hist is not None and topic.persistent)
-        batch.publish_many(first, now, sow_keys, raws, expiries)
+        batch.publish_many(first, now, sow_keys, raws, exps)
         versions = [
             StoredRecord(topic_name, key, data, raw, seq, now, expiry)
-            for key, data, raw, seq, expiry in zip(sow_keys, docs, raws, count(first), expiries or repeat(0))
+            for key, data, raw, seq, expiry in zip(sow_keys, docs, raws, count(first), exps or repeat(0))
         ]
         if hist is not None and hist.granularity_us:
             self._thin_history(topic, batch, versions, now)
         batch.commit()
         self.last_seq = last = first + len(versions) - 1
-        if expiries is not None:
+        if exps is not None:
             for rec in versions:
                 if rec.expiry_us:
                     self.expiry.add(rec)
         olds = topic.put_many(versions)
-        if self.hub or topic_name in self._downstream:
+        if self.fan_out.wanted(topic_name):
             changes = [
                 Change(topic_name, rec.sow_key, rec.bookmark, now, old, rec)
                 for rec, old in zip(versions, olds, strict=True)
             ]
-            self._fan_out(topic_name, changes, now)
+            self.fan_out(topic_name, changes, now)
         return first, last
 
     @staticmethod
@@ -252,12 +169,12 @@ class Writer(EngineBase):
         batch.publish_many(first, now, sow_keys, raws)
         batch.commit()
         self.last_seq = last = first + len(raws) - 1
-        if self.hub:
+        if self.fan_out.wanted(topic_name):
             live = [
                 Change(topic_name, key, seq, now, None, StoredRecord(topic_name, key, data, raw, seq, now))
                 for key, data, raw, seq in zip(sow_keys, docs, raws, count(first))
             ]
-            self.hub.dispatch(topic_name, live)
+            self.fan_out(topic_name, live, now)
         return first, last
 
     def sow_delete(
@@ -275,8 +192,8 @@ class Writer(EngineBase):
                 "give exactly one of filter, sow_keys or data" + (f" (got {', '.join(given)})" if given else ""),
                 field=given[1] if len(given) > 1 else "filter",
             )
-        topic = self._sow_topic(topic_name)
-        self._check_writable(topic_name, "delete from")
+        topic = self.topics.sow_topic(topic_name)
+        self.topics.check_writable(topic_name, "delete from")
         flt = request_filter(filter)
         if flt is not None:
             records = topic.candidates(flt.conjuncts)
@@ -319,7 +236,7 @@ class Writer(EngineBase):
         changes = []
         for bookmark, key in enumerate(victims, first):
             changes.append(Change(topic.name, key, bookmark, now, topic.remove(key, bookmark, now), None, reason))
-        self._fan_out(topic.name, changes, now)
+        self.fan_out(topic.name, changes, now)
         return len(victims), seq
 
     def expire_due(self) -> int:
@@ -335,12 +252,12 @@ class Writer(EngineBase):
             return 0
         by_topic: dict[str, list[str]] = {}
         for topic_name, sow_key, bookmark in due:
-            rec = self.topics[topic_name].records.get(sow_key)
+            rec = self.topics.sow[topic_name].records.get(sow_key)
             if rec is not None and rec.bookmark == bookmark:  # not replaced or deleted since
                 by_topic.setdefault(topic_name, []).append(sow_key)
         count = 0
         for topic_name, keys in by_topic.items():
-            topic = self.topics[topic_name]
+            topic = self.topics.sow[topic_name]
             try:
                 count += self._delete(topic, keys, op=OP_EXPIRE, reason=OOF_EXPIRED)[0]
             except SowdbError:
@@ -365,13 +282,13 @@ class Writer(EngineBase):
         if self.store.last_sequence() > self.last_seq:
             current: dict[tuple[str, str], tuple[int, int, int, bytes] | None] = {}
             for e in self.store.iter_journal(self.last_seq):
-                topic = self.topics.get(e.topic)
+                topic = self.topics.sow.get(e.topic)
                 if topic is not None and topic.persistent:
                     rec = topic.records.get(e.sow_key)
                     current[(e.topic, e.sow_key)] = (
                         None if rec is None else (rec.bookmark, rec.timestamp_us, rec.expiry_us, rec.raw)
                     )
-            history = {name for name, t in self.topics.items() if t.persistent and t.history is not None}
+            history = {name for name, t in self.topics.sow.items() if t.persistent and t.history is not None}
             self.store.roll_back(self.last_seq, current, history)
         return True
 
@@ -380,7 +297,7 @@ class Writer(EngineBase):
         is kept). Does a bounded amount of work; returns True when more is waiting."""
         now = self.clock()
         more = False
-        for topic in self.topics.values():
+        for topic in self.topics.sow.values():
             hist = topic.history
             if hist is None:
                 continue
@@ -388,44 +305,18 @@ class Writer(EngineBase):
             more = more or left
             if not removed:
                 continue
-            floor = max(self.history_floor.get(topic.name, 0), max(seq for _, seq in removed))
-            self.history_floor[topic.name] = floor
+            hist.floor = max(hist.floor, max(seq for _, seq in removed))
             if topic.persistent:
-                self.store.trim_history(topic.name, removed, floor)
+                self.store.trim_history(topic.name, removed, hist.floor)
         return more
-
-    def trim_journal(self) -> int:
-        """Journal retention: remove entries older than ``journal_max_age``, beyond the newest
-        ``journal_max_entries``, or beyond about ``journal_max_bytes`` on disk; returns the last
-        removed sequence (0: none yet)."""
-        cfg = self.config.server
-        trimmed = self.store.journal_trimmed()
-        upto = trimmed
-        if cfg.journal_max_entries:
-            upto = max(upto, self.last_seq - cfg.journal_max_entries)
-        if cfg.journal_max_age_s:
-            cutoff = self.clock() - int(cfg.journal_max_age_s * 1_000_000)
-            upto = max(upto, self._seq_at(cutoff, inclusive=False))
-        if cfg.journal_max_bytes:
-            size = self.store.journal_bytes()
-            if size > cfg.journal_max_bytes:
-                # keep the share of the newest entries that fits, assuming entries of even size;
-                # the trimmed range is compacted at once, so the next look sees the new size
-                kept = int((self.last_seq - trimmed) * cfg.journal_max_bytes / size)
-                upto = max(upto, self.last_seq - kept)
-        if upto > trimmed:
-            self.store.trim_journal(upto)
-            log.info("journal retention: removed bookmarks %d..%d", trimmed + 1, upto)
-        return upto
 
     def flush_conflated(self) -> int:
         """C-2: refresh every conflated topic whose interval has passed; returns the changes."""
         now = self.clock()
         count = 0
-        for d in list(self.derived.values()):
-            if isinstance(d, ConflatedTopic):
-                out = d.flush(now)
-                if out:
-                    count += len(out)
-                    self._fan_out(d.name, out, now)
+        for d in self.topics.conflated():
+            out = d.flush(now)
+            if out:
+                count += len(out)
+                self.fan_out(d.name, out, now)
         return count

@@ -1,5 +1,11 @@
-"""Storage: RocksDB column families behind a narrow interface (:class:`Store`, :class:`Batch`)."""
+"""Storage: RocksDB column families behind a narrow interface.
 
-from sowdb.storage.rocks import Batch, Store
+:class:`Store` (``store.py``) opens the database and reads decoded entries; :class:`Batch`
+(``batch.py``) writes one request's changes as one WriteBatch; ``rebuild.py`` replays the
+journal into ``current`` and ``history``; ``keys.py`` holds every byte layout beside its encoder.
+"""
 
-__all__ = ["Batch", "Store"]
+from sowdb.storage.batch import Batch
+from sowdb.storage.store import StorageFailed, StorageFull, Store
+
+__all__ = ["Batch", "StorageFailed", "StorageFull", "Store"]

@@ -158,3 +158,9 @@ def decode_history(key: bytes, value: bytes) -> HistoryEntry:
 def history_floor_key(topic: str) -> bytes:
     """The ``meta`` key of a topic's history floor."""
     return b"history_floor\x00" + topic.encode()
+
+
+def decode_version(value: bytes) -> tuple[int, int, bytes]:
+    """A ``history`` value as (op, timestamp_us, payload)."""
+    op, ts = HISTORY_HEAD.unpack_from(value)
+    return op, ts, value[HISTORY_HEAD.size :]

@@ -1,45 +1,57 @@
-"""Subscriptions: plain, with a query (S-1), with a bookmark (H-3, H-4), aggregated (Q-8),
-paginated (P-1), and their replacement (R-1).
+"""Placing subscriptions: plain, with a query (S-1), with a bookmark (H-3, H-4), aggregated
+(Q-8), paginated (P-1); replacing them (R-1) and removing them.
 
-Each is placed in one synchronous step of the writer — the query's snapshot, the replay's end
-point and the registration happen together — so the subscriber's view of the total order has
-no gap and no duplicate.
+Each is placed in one synchronous step — no await between the query's snapshot, the replay's
+end point and the registration — and the single writer cannot run in between, so the
+subscriber's view of the total order has no gap and no duplicate. What happens after placement
+(sending the query, the replay, going live) is :mod:`sowdb.engine.streams`.
 """
 
 from __future__ import annotations
 
-import re
 import secrets
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import replace
 
-from sowdb.config import is_regex_topic
-from sowdb.engine.base import EngineBase, request_filter
+from sowdb.config import ServerConfig, is_regex_topic
 from sowdb.engine.bookmarks import Point, parse_bookmark
+from sowdb.engine.clock import Clock
 from sowdb.engine.derived import View
-from sowdb.engine.pages import PagedSubscription, ResultSet
-from sowdb.engine.query import GroupBegin, GroupEnd, PreparedQuery, QueryEvent, QueryOptions, RecordBatch
+from sowdb.engine.events import GroupBegin, GroupEnd, QueryEvent, RecordBatch
+from sowdb.engine.hub import SubscriptionHub
+from sowdb.engine.journal import Journal, Position
+from sowdb.engine.pages import PagedSubscription, PageSets, ResultSet
+from sowdb.engine.query import PreparedQuery, QueryOptions, request_filter
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.replay import replay_changes
-from sowdb.engine.subscriptions import (
-    DEFAULT_OPTIONS,
-    Change,
-    Subscription,
-    SubscriptionOptions,
-    shaped,
-)
+from sowdb.engine.subscription import DEFAULT_OPTIONS, Subscription, SubscriptionOptions, shaped
 from sowdb.engine.topic import SowTopic
-from sowdb.errors import (
-    FailedPrecondition,
-    InvalidArgument,
-    NotFound,
-    OutOfRange,
-)
+from sowdb.engine.topics import Topics, check_topic_name, compile_topic_pattern
+from sowdb.errors import FailedPrecondition, InvalidArgument, NotFound
 from sowdb.expr import Aggregation, Select
 
 
-class Subscribing(EngineBase):
-    """The subscription side of the engine."""
+class Placement:
+    """Places, replaces and removes subscriptions; the hub, the page sets and the private views
+    of aggregated subscriptions are kept here in step."""
+
+    def __init__(
+        self,
+        topics: Topics,
+        hub: SubscriptionHub,
+        pages: PageSets,
+        journal: Journal,
+        writer: Position,
+        config: ServerConfig,
+        clock: Clock,
+    ) -> None:
+        self.topics = topics
+        self.hub = hub
+        self.pages = pages
+        self.journal = journal
+        self.writer = writer
+        self.config = config
+        self.clock = clock
+        self.private: dict[str, View] = {}  # sub_id -> the private view of an aggregated subscription
 
     def subscribe(
         self,
@@ -60,67 +72,16 @@ class Subscribing(EngineBase):
         """
         sub = self._new_subscription(topic, filter, options, sub_id, owner)
         if bookmark.strip():
-            if topic in self._derived:
+            kind = self.topics.derived_kind(topic)
+            if kind is not None:
                 raise FailedPrecondition(
-                    f"{topic!r} is a {self._derived[topic]} topic, which keeps no journal to replay; subscribe "
+                    f"{topic!r} is a {kind} topic, which keeps no journal to replay; subscribe "
                     "without a bookmark, or to its underlying topic",
                     field="bookmark",
                 )
-            sub.replay_from = (self._replay_start(parse_bookmark(bookmark)), self.last_seq)
-            sub.held = []
+            sub.hold((self.journal.replay_start(parse_bookmark(bookmark)), self.writer.last_seq))
         self.hub.add(sub)
         return sub
-
-    def _replay_start(self, point: Point, field: str = "bookmark", *, whole: bool = False) -> int:
-        """The sequence a replay starts after.
-
-        ``0`` means the start of the retained journal (H-4: "everything there is"), unless
-        ``whole``: a replay that continues a state as of the point (H-3) must start right after
-        it, so there ``0`` means bookmark 0 and needs the whole journal. A timestamp is the last
-        entry at or before it.
-
-        Raises:
-            OutOfRange: the point is older than the retained journal.
-            InvalidArgument: a sequence number after the latest one.
-        """
-        trimmed = self.store.journal_trimmed()
-        if point.now:
-            return self.last_seq
-        if point.seq == 0 and not whole:
-            return trimmed
-        if point.seq is not None:
-            after = point.seq
-            if after > self.last_seq:
-                raise InvalidArgument(f"bookmark {after} is after the latest bookmark {self.last_seq}", field=field)
-        else:
-            assert point.timestamp_us is not None
-            after = self._seq_at(point.timestamp_us)
-            if after == trimmed and trimmed:
-                # no retained entry is at or before that time, and the trimmed ones' times are
-                # gone, so nothing says the replay would be complete
-                after = -1
-        if after < trimmed:
-            raise OutOfRange(
-                f"bookmark {point.seq if point.seq is not None else 'at that time'} is older than the retained "
-                f"journal, which starts after bookmark {trimmed}; resubscribe from {trimmed} or later (or query "
-                "the current state)",
-                oldest_bookmark=trimmed,
-                field=field,
-            )
-        return after
-
-    def replay(self, sub: Subscription) -> AsyncIterator[list[Change]]:
-        """The journal changes a subscription placed with a bookmark must see first."""
-        assert sub.replay_from is not None
-        after, upto = sub.replay_from
-        return replay_changes(
-            self.store,
-            wants=sub.wants,
-            sow_topics=self.topics,
-            after=after,
-            upto=upto,
-            track_old=sub.options.delta,
-        )
 
     def sow_and_subscribe(
         self,
@@ -144,23 +105,24 @@ class Subscribing(EngineBase):
         if opts.skip_n is not None:
             return self._paged_subscription(opts, query, options, sub_id, owner)
         if is_regex_topic(opts.topic):
-            topics = self.query_topics(opts.topic)
+            topics = self.topics.resolve(opts.topic)
         else:
-            self._check_topic_name(opts.topic)
-            topics = [self.topics[opts.topic]] if opts.topic in self.topics else []
+            check_topic_name(opts.topic)
+            found = self.topics.get(opts.topic)
+            topics = [found] if found is not None else []
         sub = self._new_subscription(
             opts.topic, opts.filter, options, sub_id, owner, track=True, select=query.select, sow_keys=opts.sow_keys
         )
-        sub.held = []
         point = parse_bookmark(opts.bookmark) if opts.bookmark.strip() else None
         if point is not None and not point.now:
             # H-3: the state as of the bookmark, the journal after it, then live; the replay
             # must start right after the point, or the state and the replay leave a gap
-            as_of = self._as_of(topics, point)
-            sub.replay_from = (self._replay_start(Point(seq=as_of.seq), whole=True), self.last_seq)
+            as_of = self.journal.as_of(topics, point)
+            sub.hold((self.journal.replay_start(Point(seq=as_of.seq), whole=True), self.writer.last_seq))
             events = query.run(query.snapshot_heads(topics, as_of), as_of.seq, self.clock(), as_of=as_of)
         else:
-            events = query.run(query.snapshot(topics), self.last_seq, self.clock())
+            sub.hold()
+            events = query.run(query.snapshot(topics), self.writer.last_seq, self.clock())
         self.hub.add(sub)
         return sub, events
 
@@ -178,11 +140,11 @@ class Subscribing(EngineBase):
         sub = self._new_subscription(
             view.name, "", options, sub_id, owner, track=True, check_name=False, select=inner.select
         )
-        sub.held = []
-        events = inner.run(inner.snapshot([view.topic]), self.last_seq, self.clock())
+        sub.hold()
+        events = inner.run(inner.snapshot([view.topic]), self.writer.last_seq, self.clock())
         self.hub.add(sub)
-        self._attach(view)
-        self._private[sub.id] = view
+        self.topics.attach(view, public=False)
+        self.private[sub.id] = view
         return sub, events
 
     def _paged_subscription(
@@ -205,11 +167,8 @@ class Subscribing(EngineBase):
         assert isinstance(sub, PagedSubscription) and opts.top_n is not None
         self.hub.add(sub)  # first: a refused sub_id must not leave a result set behind
         rs = self._result_set(topic, query, sub.sow_keys)
-        sub.bind(rs, opts.skip_n or 0, opts.top_n)
-        window = rs.window(sub.skip, sub.top)
-        sub.shown = {r.sow_key: r for r in window}
-        rs.pages.append(sub)
-        return sub, _page_events(query, window, len(rs.sorted), self.last_seq)
+        window = sub.bind(rs, opts.skip_n or 0, opts.top_n)
+        return sub, _page_events(query, window, len(rs.sorted), self.writer.last_seq)
 
     def _followed_topic(self, opts: QueryOptions, kind: str) -> SowTopic:
         """The one SOW topic an aggregated or paginated subscription follows, in its current
@@ -225,33 +184,19 @@ class Subscribing(EngineBase):
             )
         if is_regex_topic(opts.topic):
             raise InvalidArgument(f"{kind} subscription reads one topic, not a pattern", field="topic")
-        return self._sow_topic(opts.topic)
+        return self.topics.sow_topic(opts.topic)
 
     def _result_set(self, topic: SowTopic, query: PreparedQuery, sow_keys: frozenset[str] | None) -> ResultSet:
-        """The shared result set of (topic, filter, order, SowKeys), created from the topic's
-        state."""
-        key = (topic.name, query.opts.filter.strip(), query.opts.order_by.strip(), tuple(sorted(sow_keys or ())))
-        rs = self._result_sets.get(key)
-        if rs is None:
-            rs = self._result_sets[key] = ResultSet(key, query.filter, query.order, sow_keys)
-            rs.load(list(topic.records.values()))
-            self._paged_topics.setdefault(topic.name, []).append(rs)
-        return rs
-
-    def _release_page(self, sub: PagedSubscription) -> None:
-        rs = sub.result_set
-        rs.pages.remove(sub)
-        if not rs.pages:
-            del self._result_sets[rs.key]
-            self._paged_topics[rs.key[0]].remove(rs)
+        opts = query.opts
+        return self.pages.get(topic, opts.filter, query.filter, opts.order_by, query.order, sow_keys)
 
     def unsubscribe(self, sub: Subscription) -> None:
         self.hub.remove(sub)
-        if isinstance(sub, PagedSubscription) and sub in sub.result_set.pages:
-            self._release_page(sub)
-        view = self._private.pop(sub.id, None)
+        if isinstance(sub, PagedSubscription):
+            self.pages.release(sub)
+        view = self.private.pop(sub.id, None)
         if view is not None:
-            self._detach(view)
+            self.topics.detach(view)
 
     def replace_subscription(
         self,
@@ -277,16 +222,16 @@ class Subscribing(EngineBase):
             raise NotFound(f"no live subscription {sub_id!r} on this connection", field="sub_id")
         if sub.held is not None:
             raise FailedPrecondition("the subscription's query is still being sent; replace it after group_end")
-        if sub.id in self._private:
+        if sub.id in self.private:
             raise FailedPrecondition(
                 "an aggregated subscription cannot be replaced; end it and subscribe again", field="sub_id"
             )
         if isinstance(sub, PagedSubscription):
             self._replace_page(sub, filter, options, order_by, top_n, skip_n)
-            return self.last_seq
+            return self.writer.last_seq
         if top_n is not None or skip_n is not None or order_by.strip():
             raise InvalidArgument("only a paginated subscription takes top_n, skip_n and order_by", field="top_n")
-        _check_options(options)
+        options.check()
         if options.oof and sub.focus is None:
             raise InvalidArgument(
                 "oof cannot be turned on for this subscription: it was placed without a query, oof or delta, so "
@@ -295,7 +240,7 @@ class Subscribing(EngineBase):
             )
         compiled = request_filter(filter)
         options = replace(options, deleted_events=sub.options.deleted_events and not options.oof)
-        covered = [t for name, t in sorted(self.topics.items()) if sub.wants(name)]
+        covered = [t for name, t in sorted(self.topics.sow.items()) if sub.wants(name)]
         candidates: dict[str, Iterable[StoredRecord]] = {}
         if compiled is not None and compiled.conjuncts:
             for t in covered:
@@ -304,7 +249,7 @@ class Subscribing(EngineBase):
                     candidates[t.name] = found
         sub.replace(compiled, options, {t.name: t.records for t in covered}, candidates)
         self.hub.refilter(sub)
-        return self.last_seq
+        return self.writer.last_seq
 
     def _replace_page(
         self,
@@ -322,17 +267,12 @@ class Subscribing(EngineBase):
                 "a paginated subscription is replaced with its page: give top_n (and skip_n, order_by) again",
                 field="top_n",
             )
-        _check_options(options)
+        options.check()
         query = PreparedQuery(QueryOptions(sub.topic, filter=filter, order_by=order_by, top_n=top_n, skip_n=skip_n))
-        topic = self._sow_topic(sub.topic)
-        shown = sub.shown
-        self._release_page(sub)
+        topic = self.topics.sow_topic(sub.topic)
+        self.pages.release(sub)
         rs = self._result_set(topic, query, sub.sow_keys)  # shared, or built now
-        sub.filter, sub.options = query.filter, replace(options, deleted_events=False)
-        sub.result_set, sub.skip, sub.top = rs, skip_n or 0, top_n
-        sub.shown = shown
-        rs.pages.append(sub)
-        sub.refresh()
+        sub.rebind(rs, query.filter, replace(options, deleted_events=False), skip_n or 0, top_n)
 
     def _new_subscription(
         self,
@@ -348,16 +288,11 @@ class Subscribing(EngineBase):
         select: Select | None = None,
         sow_keys: Sequence[str] = (),
     ) -> Subscription:
-        _check_options(options)
+        options.check()
         if check_name:
-            self._check_topic_name(topic)
+            check_topic_name(topic)
         if is_regex_topic(topic):
-            try:
-                re.compile(topic)
-            except re.error as exc:
-                raise InvalidArgument(
-                    f"topic {topic!r} is not a valid regular expression: {exc}", field="topic"
-                ) from None
+            compile_topic_pattern(topic)
         compiled = request_filter(filter)
         if sub_id and (len(sub_id) > 256 or not sub_id.isprintable()):
             raise InvalidArgument("sub_id must be at most 256 printable characters", field="sub_id")
@@ -367,26 +302,12 @@ class Subscribing(EngineBase):
             options,
             sub_id=sub_id,
             owner=owner,
-            key_fields=self._key_fields,
+            key_fields=self.topics.key_fields,
             track=track,
             select=select,
             sow_keys=frozenset(sow_keys) if sow_keys else None,
-            max_records=self.config.server.subscriber_queue_records,
-            max_bytes=self.config.server.subscriber_queue_bytes,
-        )
-
-
-def _check_options(options: SubscriptionOptions) -> None:
-    """Options that cannot work together are refused rather than half applied.
-
-    Raises:
-        InvalidArgument: delta with a conflation key other than the SowKey (C-1 would deliver
-            one record's delta in place of another's, losing changed fields).
-    """
-    if options.delta and options.conflation_key:
-        raise InvalidArgument(
-            "a delta subscription conflates by SowKey only: drop conflation_key or delta",
-            field="options.conflation_key",
+            max_records=self.config.subscriber_queue_records,
+            max_bytes=self.config.subscriber_queue_bytes,
         )
 
 

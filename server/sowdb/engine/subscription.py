@@ -1,16 +1,16 @@
-"""Live subscriptions: matching each change to subscribers, oof, bounded queues.
+"""One live subscription: what it asked for, what its subscriber holds, and its bounded queue.
 
-The writer calls :meth:`SubscriptionHub.dispatch` after every applied batch, synchronously and
-in bookmark order, so every subscriber sees changes in the instance's one total order (S-3).
-Dispatch only appends to each subscriber's bounded queue and sets its wake-up event: a
-publisher never waits for a subscriber. A subscriber whose queue passes its limits is failed
-(SL-1) and dropped; the protocol layer ends its stream with ``RESOURCE_EXHAUSTED``.
+The writer offers it every applied batch of changes to its topics (through the hub), in
+bookmark order; the subscription evaluates them — filter, oof (O-1), delta (D-2), conflation
+(C-1), ``select`` and ``sow_keys`` — and queues the events to send. A publisher never waits for
+it: the queue is bounded (records and bytes, SL-1) and a subscription that passes the bound is
+failed and dropped. Events shared by many subscribers (a whole record) are made once per change
+(``Change.event``) and queued by reference, so a record is encoded once.
 
-A ``sow_and_subscribe`` registers its subscription in the same synchronous step that takes the
-query's snapshot, in the *held* state: changes after that point are kept unevaluated until the
-query's results have been sent, then evaluated against the set of records the subscriber
-received (S-1, O-1). Records are shared, immutable objects; their encoded form is cached on
-them, so a change sent to many subscribers is encoded once.
+Placed with a query or a bookmark, it starts *held* (:meth:`Subscription.hold`): live changes
+are kept unevaluated until the query's results and the replay have been sent, then evaluated
+against what the subscriber received (:meth:`Subscription.release`), so there is no gap and no
+duplicate at the seams (S-1, H-3).
 """
 
 from __future__ import annotations
@@ -20,21 +20,16 @@ import re
 import secrets
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from sowdb.config import field_path_steps, is_regex_topic
+from sowdb.engine.changes import OOF_MATCH, Change, QueuedEvent
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.topic import index_terms
 from sowdb.errors import InvalidArgument, ResourceExhausted
 from sowdb.expr import CompiledFilter, Select, get_path
-from sowdb.expr.compiler import EqualityConjunct
-
-OOF_DELETED = "deleted"
-OOF_EXPIRED = "expired"
-OOF_MATCH = "match"
 
 DEFAULT_MAX_QUEUE_RECORDS = 100_000
 DEFAULT_MAX_QUEUE_BYTES = 64 * 1024 * 1024
@@ -86,26 +81,6 @@ def _time_up(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
-@dataclass(slots=True)
-class Change:
-    """One applied change, as subscribers see it.
-
-    Attributes:
-        old: the version before the change (None for an insert or a non-SOW topic).
-        new: the version after it (None for a delete or expiration).
-        reason: for removals, ``deleted`` or ``expired``.
-    """
-
-    topic: str
-    sow_key: str
-    bookmark: int
-    timestamp_us: int
-    old: StoredRecord | None
-    new: StoredRecord | None
-    reason: str = OOF_DELETED
-    event: QueuedEvent | None = None  # the ``publish`` event of ``new``, made once, queued by many
-
-
 @dataclass(frozen=True)
 class SubscriptionOptions:
     """What a client asked of its subscription."""
@@ -118,18 +93,32 @@ class SubscriptionOptions:
     conflation_s: float = 0.0  # C-1: at most one delivery per key per this interval
     conflation_key: tuple[str, ...] = ()  # paths of the conflation key; the SowKey when empty
 
+    def check(self) -> None:
+        """Options that cannot work, or not together, are refused rather than half applied.
+
+        Raises:
+            InvalidArgument: a negative interval, a conflation key that is not a field path or
+                has no interval, or delta with a conflation key other than the SowKey (C-1 would
+                deliver one record's delta in place of another's, losing changed fields).
+        """
+        if self.conflation_s < 0:
+            raise InvalidArgument("conflation must not be negative", field="options.conflation")
+        for i, path in enumerate(self.conflation_key):
+            try:
+                field_path_steps(path)
+            except ValueError as exc:
+                raise InvalidArgument(str(exc), field=f"options.conflation_key[{i}]") from None
+        if self.conflation_key and not self.conflation_s:
+            raise InvalidArgument("conflation_key needs a conflation interval", field="options.conflation")
+        if self.delta and self.conflation_key:
+            raise InvalidArgument(
+                "a delta subscription conflates by SowKey only: drop conflation_key or delta",
+                field="options.conflation_key",
+            )
+
 
 class SlowConsumer(ResourceExhausted):
     """The subscriber's queue passed its limit (SL-1); the message says which and by how much."""
-
-
-@dataclass(slots=True)
-class QueuedEvent:
-    """An event waiting in a subscriber's queue: ``publish``, ``oof`` or ``deleted``."""
-
-    kind: str
-    record: StoredRecord
-    reason: str = ""
 
 
 class Subscription:
@@ -177,6 +166,12 @@ class Subscription:
         self.pending: dict[tuple[Any, ...], QueuedEvent] = {}
         self.sent: set[tuple[str, str]] = set()  # (topic, SowKey) ever delivered, for the oof rule
         self._conflation_steps = [field_path_steps(p) for p in options.conflation_key]
+
+    def hold(self, replay: tuple[int, int] | None = None) -> None:
+        """Keep live changes unevaluated from now until :meth:`release` (a query or a journal
+        replay is being sent first); ``replay`` = the journal entries (after, upto] to replay."""
+        self.held = []
+        self.replay_from = replay
 
     def wants(self, topic: str) -> bool:
         hit = self._topics.get(topic)
@@ -444,168 +439,6 @@ def _merged_delta(earlier: StoredRecord, later: StoredRecord) -> StoredRecord:
     latest value, so the subscriber misses no change that conflation held back."""
     data = {**(earlier.data or {}), **(later.data or {})}
     return StoredRecord(later.topic, later.sow_key, data, orjson.dumps(data), later.bookmark, later.timestamp_us)
-
-
-@dataclass
-class HubStats:
-    """Counters for tests and operators."""
-
-    subscriptions: int = 0
-    queued_events: int = 0
-    dropped_slow: int = 0
-    placement: dict[str, int] = field(default_factory=dict)
-
-
-class _EqualityGroup:
-    """Subscriptions whose filters share an ``expression = literal`` conjunct, by literal term.
-
-    The expression is evaluated once per change for the whole group, and only subscriptions
-    whose literal can equal its value are looked at (AMPS-style filter indexing). The hub
-    then checks the conjunct exactly, once per distinct literal, and a subscription evaluates
-    only the rest of its filter: 100 subscribers to ``/qty % 10 = k AND …`` cost one
-    evaluation of ``/qty % 10`` and ten rests per message instead of a hundred filters.
-
-    ``literals`` holds one :class:`_Literal` per distinct literal (or IN list) of the group's
-    subscriptions; ``table`` maps each term of a literal (:func:`~sowdb.engine.topic.index_terms`)
-    to the literals filed under it.
-    """
-
-    __slots__ = ("fn", "literals", "table")
-
-    def __init__(self, fn: Any) -> None:
-        self.fn = fn
-        self.literals: dict[tuple[Any, ...], _Literal] = {}
-        self.table: dict[Any, dict[tuple[Any, ...], _Literal]] = {}
-
-
-class _Literal:
-    """The subscriptions of a group with the same literal: a change that satisfies the conjunct
-    goes to all of them, so the hub collects changes per literal, not per subscription."""
-
-    __slots__ = ("conjunct", "subs", "terms")
-
-    def __init__(self, conjunct: EqualityConjunct, terms: list[Any]) -> None:
-        self.conjunct = conjunct
-        self.terms = terms
-        self.subs: dict[str, Subscription] = {}
-
-
-class SubscriptionHub:
-    """Every live subscription; the writer's fan-out point."""
-
-    def __init__(self) -> None:
-        self.subs: dict[str, Subscription] = {}
-        self.dropped_slow = 0
-        self._scan: dict[str, Subscription] = {}  # offered every change
-        self._indexed: dict[str, tuple[str, tuple[Any, ...]]] = {}  # sub_id -> (group key, literal key)
-        self._groups: dict[str, _EqualityGroup] = {}
-
-    def __bool__(self) -> bool:
-        return bool(self.subs)
-
-    def add(self, sub: Subscription) -> None:
-        if sub.id in self.subs:
-            raise InvalidArgument(f"sub_id {sub.id!r} is already in use", field="sub_id")
-        self.subs[sub.id] = sub
-        self._place(sub)
-
-    def remove(self, sub: Subscription) -> None:
-        if self.subs.get(sub.id) is sub:
-            del self.subs[sub.id]
-            self._unplace(sub)
-            if sub.failure is not None:
-                self.dropped_slow += 1
-
-    def refilter(self, sub: Subscription) -> None:
-        """The subscription's filter or options changed (R-1): file it again."""
-        self._unplace(sub)
-        self._place(sub)
-
-    def _place(self, sub: Subscription) -> None:
-        # Only subscriptions that track nothing may skip a change: one holding records must see
-        # every change to them (for oof and replacement).
-        conjuncts = sub.filter.equality_conjuncts if sub.filter is not None and sub.focus is None else ()
-        if not conjuncts or not conjuncts[0].values:
-            self._scan[sub.id] = sub
-            return
-        c = conjuncts[0]
-        group = self._groups.get(c.key)
-        if group is None:
-            group = self._groups[c.key] = _EqualityGroup(c.value)
-        # 1, 1.0 and True hash alike but do not compare alike: the key keeps the types apart
-        key = (c.is_in, *((type(lit), lit) for lit in c.values))
-        literal = group.literals.get(key)
-        if literal is None:
-            literal = group.literals[key] = _Literal(c, [t for lit in c.values for t in index_terms(lit)])
-            for t in literal.terms:
-                group.table.setdefault(t, {})[key] = literal
-        literal.subs[sub.id] = sub
-        self._indexed[sub.id] = (c.key, key)
-
-    def _unplace(self, sub: Subscription) -> None:
-        if self._scan.pop(sub.id, None) is not None:
-            return
-        entry = self._indexed.pop(sub.id, None)
-        if entry is None:
-            return
-        group_key, key = entry
-        group = self._groups[group_key]
-        literal = group.literals[key]
-        del literal.subs[sub.id]
-        if literal.subs:
-            return
-        del group.literals[key]
-        for t in literal.terms:
-            bucket = group.table[t]
-            bucket.pop(key, None)
-            if not bucket:
-                del group.table[t]
-        if not group.literals:
-            del self._groups[group_key]
-
-    def dispatch(self, topic: str, changes: Sequence[Change]) -> None:
-        """Hand one applied batch (all of one topic) to every subscription, in order."""
-        for sub in list(self._scan.values()):
-            sub.offer(topic, changes)
-        if not self._groups:
-            return
-        if any(c.new is None for c in changes):
-            # removals (deletes, expirations, a view's emptied groups): ``deleted`` events need
-            # every filter, and a batch is offered whole so that each subscriber sees it in order
-            for sub_id in list(self._indexed):
-                self.subs[sub_id].offer(topic, changes)
-            return
-        matched: dict[_Literal, list[Change]] = {}  # the changes each literal's conjunct holds for
-        for group in list(self._groups.values()):
-            fn, table = group.fn, group.table
-            for c in changes:
-                new = c.new
-                if new is None:
-                    continue
-                value = fn(new.data, new)
-                for term in index_terms(value):
-                    bucket = table.get(term)
-                    if bucket:
-                        for literal in bucket.values():
-                            got = matched.get(literal)
-                            if got is not None and got[-1] is c:
-                                continue  # reached through another of its terms
-                            if literal.conjunct.holds(value):
-                                if got is None:
-                                    matched[literal] = [c]
-                                else:
-                                    got.append(c)
-        for literal, subset in matched.items():
-            for sub in literal.subs.values():  # offer() never changes the hub
-                sub.offer(topic, subset, placed=True)
-
-    def stats(self) -> HubStats:
-        return HubStats(
-            subscriptions=len(self.subs),
-            queued_events=sum(len(s.queue) for s in self.subs.values()),
-            dropped_slow=self.dropped_slow,
-            placement={"indexed": len(self._indexed), "scanned": len(self._scan)},
-        )
 
 
 DEFAULT_OPTIONS = SubscriptionOptions()

@@ -1,0 +1,42 @@
+"""Registers ``sowdb.v1.SowService`` with the gRPC server.
+
+Like the generated ``add_SowServiceServicer_to_server``, but with a response serializer that
+passes ``bytes`` through, so a handler may yield either a response message or its
+already-encoded bytes (:mod:`sowdb.api.wire`) without re-serializing every response.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+
+from sowdb_api.v1 import sow_pb2 as pb
+
+SERVICE = pb.DESCRIPTOR.services_by_name["SowService"]
+SERVICE_NAME: str = SERVICE.full_name
+
+_KINDS = {
+    (False, False): grpc.unary_unary_rpc_method_handler,
+    (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, False): grpc.stream_unary_rpc_method_handler,
+    (True, True): grpc.stream_stream_rpc_method_handler,
+}
+
+
+def _serialize(response: Message | bytes) -> bytes:
+    return response if type(response) is bytes else response.SerializeToString()  # type: ignore[union-attr]
+
+
+def add_service(servicer: Any, server: grpc.aio.Server) -> None:
+    """Register every method of the service, each handled by the servicer's method of its name."""
+    handlers = {}
+    for method in SERVICE.methods:
+        request_cls: Any = getattr(pb, method.input_type.name)
+        handlers[method.name] = _KINDS[(method.client_streaming, method.server_streaming)](
+            getattr(servicer, method.name),
+            request_deserializer=request_cls.FromString,
+            response_serializer=_serialize,
+        )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))

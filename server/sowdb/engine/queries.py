@@ -1,0 +1,41 @@
+"""SOW queries (Q-1 … Q-9) against the topic registry, current or as of a bookmark (H-2).
+
+A query is prepared (:class:`~sowdb.engine.query.PreparedQuery`: every option checked, the
+filter compiled) before anything is read; its snapshot is taken in one synchronous step, so it
+sees exactly one sequence point (Q-2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from sowdb.engine.bookmarks import parse_bookmark
+from sowdb.engine.clock import Clock
+from sowdb.engine.events import QueryEvent
+from sowdb.engine.journal import Journal, Position
+from sowdb.engine.query import PreparedQuery, QueryOptions
+from sowdb.engine.topics import Topics
+
+
+class Queries:
+    """Runs SOW queries."""
+
+    def __init__(self, topics: Topics, journal: Journal, writer: Position, clock: Clock) -> None:
+        self.topics = topics
+        self.journal = journal
+        self.writer = writer
+        self.clock = clock
+
+    def sow(self, opts: QueryOptions) -> AsyncIterator[QueryEvent]:
+        """Prepare and run a SOW query (all validation happens before the first event).
+
+        Raises:
+            InvalidArgument, FailedPrecondition, OutOfRange: before any event is produced.
+        """
+        query = PreparedQuery(opts)
+        topics = self.topics.resolve(opts.topic)
+        point = parse_bookmark(opts.bookmark) if opts.bookmark.strip() else None
+        if point is not None and not point.now:
+            as_of = self.journal.as_of(topics, point)
+            return query.run(query.snapshot_heads(topics, as_of), as_of.seq, self.clock(), as_of=as_of)
+        return query.run(query.snapshot(topics), self.writer.last_seq, self.clock())
