@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from operator import attrgetter
@@ -109,26 +109,6 @@ def publish_message(item: PublishItem) -> pb.PublishMessage:
         d.FromNanoseconds(round(item.expiration * 1e9))
         msg.expiration.CopyFrom(d)
     return msg
-
-
-def publish_requests(
-    topic: str, messages: Iterable[PublishItem], *, delta: bool, batch_size: int, sizes: list[int]
-) -> Iterator[pb.PublishRequest]:
-    """Group messages into requests of ``batch_size``; appends each request's size to ``sizes``."""
-    if batch_size < 1:
-        raise ValueError("batch_size must be at least 1")
-    batch: list[pb.PublishMessage] = []
-    n = 0
-    for item in messages:
-        batch.append(publish_message(item))
-        if len(batch) >= batch_size:
-            sizes.append(len(batch))
-            yield pb.PublishRequest(topic=topic, messages=batch, delta=delta, correlation_id=str(n))
-            n += 1
-            batch = []
-    if batch:
-        sizes.append(len(batch))
-        yield pb.PublishRequest(topic=topic, messages=batch, delta=delta, correlation_id=str(n))
 
 
 def sow_request(
