@@ -1,5 +1,5 @@
 """Storage: RocksDB column families behind a narrow interface (:class:`Store`, :class:`Batch`)."""
 
-from sowdb.storage.rocks import Batch, Store
+from sowdb.storage.rocks import Batch, Store, StoreLocked
 
-__all__ = ["Batch", "Store"]
+__all__ = ["Batch", "Store", "StoreLocked"]

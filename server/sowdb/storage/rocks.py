@@ -151,14 +151,35 @@ def _options() -> Options:
     return opts
 
 
+class StoreLocked(OSError):
+    """The data directory is open in another process (RocksDB's ``LOCK`` file is held).
+
+    RocksDB reports this as a bare ``Exception`` whose text mentions the lock file; a server or
+    ``sowd rebuild`` started on a directory that a running sowd uses must say so in words.
+    """
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"the data directory {path} is in use by another sowd (its lock is held)")
+        self.path = path
+
+
 class Store:
-    """A RocksDB database under ``path`` (created when missing)."""
+    """A RocksDB database under ``path`` (created when missing).
+
+    Raises:
+        StoreLocked: another process has the database open.
+    """
 
     def __init__(self, path: str | Path, *, fsync: bool = False) -> None:
         Path(path).mkdir(parents=True, exist_ok=True)
         self.path = str(path)
         families = {name: Options(raw_mode=True) for name in COLUMN_FAMILIES}
-        self._db = Rdict(self.path, options=_options(), column_families=families)
+        try:
+            self._db = Rdict(self.path, options=_options(), column_families=families)
+        except Exception as exc:
+            if "lock" in str(exc).lower():
+                raise StoreLocked(self.path) from exc
+            raise
         self._cf = {name: self._db.get_column_family_handle(name) for name in COLUMN_FAMILIES}
         self._journal = self._db.get_column_family("journal")
         self._current = self._db.get_column_family("current")
