@@ -218,12 +218,23 @@ class AsyncClient:
         delta: bool = False,
         no_empties: bool = False,
         bookmark: str = "",
+        conflation: float | None = None,
+        conflation_key: Sequence[str] = (),
         sub_id: str = "",
         timeout: float | None = None,
     ) -> AsyncSubscriptionStream:
-        """Subscribe to every later message of a topic; ``async for`` the events."""
+        """Subscribe to every later message of a topic; ``async for`` the events. The options
+        are those of :meth:`sowdb_client.Client.subscribe`."""
         req = subscribe_request(
-            topic, filter=filter, oof=oof, delta=delta, no_empties=no_empties, bookmark=bookmark, sub_id=sub_id
+            topic,
+            filter=filter,
+            oof=oof,
+            delta=delta,
+            no_empties=no_empties,
+            bookmark=bookmark,
+            sub_id=sub_id,
+            conflation=conflation,
+            conflation_key=conflation_key,
         )
         return AsyncSubscriptionStream(self._stub.Subscribe(req, timeout=timeout))
 

@@ -250,12 +250,28 @@ class Client:
         delta: bool = False,
         no_empties: bool = False,
         bookmark: str = "",
+        conflation: float | None = None,
+        conflation_key: Sequence[str] = (),
         sub_id: str = "",
         timeout: float | None = None,
     ) -> SubscriptionStream:
-        """Subscribe to every later message of a topic (or of every topic a regex matches)."""
+        """Subscribe to every later message of a topic (or of every topic a regex matches).
+
+        ``bookmark`` replays the journal after that point first (then ``completed``);
+        ``conflation`` (seconds) delivers at most one update per key per interval, the latest
+        state, keyed by ``conflation_key`` paths or the SowKey (C-1); ``no_empties`` with
+        ``delta`` drops deliveries in which no data field changed.
+        """
         req = subscribe_request(
-            topic, filter=filter, oof=oof, delta=delta, no_empties=no_empties, bookmark=bookmark, sub_id=sub_id
+            topic,
+            filter=filter,
+            oof=oof,
+            delta=delta,
+            no_empties=no_empties,
+            bookmark=bookmark,
+            sub_id=sub_id,
+            conflation=conflation,
+            conflation_key=conflation_key,
         )
         return SubscriptionStream(self._stub.Subscribe(req, timeout=timeout))
 

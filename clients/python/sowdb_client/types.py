@@ -173,15 +173,21 @@ def subscription_options(
 
 
 def subscribe_request(
-    topic: str, *, filter: str, oof: bool, delta: bool, no_empties: bool, bookmark: str, sub_id: str
+    topic: str,
+    *,
+    filter: str,
+    oof: bool,
+    delta: bool,
+    no_empties: bool,
+    bookmark: str,
+    sub_id: str,
+    conflation: float | None = None,
+    conflation_key: Sequence[str] = (),
 ) -> pb.SubscribeRequest:
-    return pb.SubscribeRequest(
-        topic=topic,
-        filter=filter,
-        bookmark=bookmark,
-        sub_id=sub_id,
-        options=subscription_options(oof=oof, delta=delta, no_empties=no_empties),
+    options = subscription_options(
+        oof=oof, delta=delta, no_empties=no_empties, conflation=conflation, conflation_key=conflation_key
     )
+    return pb.SubscribeRequest(topic=topic, filter=filter, bookmark=bookmark, sub_id=sub_id, options=options)
 
 
 def sow_and_subscribe_request(
