@@ -125,7 +125,7 @@ def run_topics(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
         table.add_row(
             t.name,
             _KINDS.get(t.kind, "?"),
-            ", ".join(t.key) or "(set by publisher)",
+            _key_text(t),
             _DURABILITY.get(t.durability, ""),
             history,
             f"{t.record_count:,}",
@@ -136,6 +136,17 @@ def run_topics(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
     # not a terminal: wide enough never to wrap a row, so that each topic stays on one line
     Console(file=out, width=None if terminal(out) else 240, highlight=False).print(table)
     return 0
+
+
+def _key_text(t: pb.TopicInfo) -> str:
+    """The key paths; for topics without any, where their SowKeys come from."""
+    if t.key:
+        return ", ".join(t.key)
+    if t.kind == pb.TOPIC_KIND_VIEW:
+        return "(group values)"
+    if t.kind == pb.TOPIC_KIND_CONFLATED:
+        return f"(as {t.underlying})"
+    return "(set by publisher)"
 
 
 def _topic_json(t: pb.TopicInfo) -> dict[str, Any]:
