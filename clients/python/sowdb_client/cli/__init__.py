@@ -34,7 +34,7 @@ from sowdb_client.cli.live import run_sow_and_subscribe, run_subscribe
 from sowdb_client.cli.publish import run_publish
 from sowdb_client.cli.query import run_sow, run_sow_delete, run_topics
 from sowdb_client.client import Client
-from sowdb_client.errors import PublishError, SowdbError
+from sowdb_client.errors import SowdbError
 
 Handler = Callable[[Client, argparse.Namespace, IO[str]], int]
 
@@ -57,12 +57,8 @@ HANDLERS: dict[str, Handler] = {
 
 
 def describe(exc: SowdbError) -> str:
-    parts = [f"{exc.code.name}: {exc.message}"]
-    if isinstance(exc, PublishError) and exc.message_index is not None:
-        parts.append(f"(input message {exc.message_index + 1})")
-    elif exc.field:
-        parts.append(f"(field {exc.field})")
-    return " ".join(parts)
+    """``CODE: message (field F)``: one line, naming the request field the server blamed."""
+    return f"{exc.code.name}: {exc.message}" + (f" (field {exc.field})" if exc.field else "")
 
 
 def main(argv: Sequence[str] | None = None, *, out: IO[str] | None = None) -> int:
