@@ -132,6 +132,17 @@ durability = "transient"
 name = "prices"          # keeps past versions: query it as of a bookmark or a time
 key = ["/symbol"]
 history = { window = "1d" }
+
+[[view]]
+name = "orders_by_symbol" # live totals per symbol, kept in step with orders
+underlying = "orders"
+grouping = ["/symbol"]
+projection = ["/symbol AS /symbol", "SUM(/qty) AS /total_qty", "COUNT(/orderId) AS /orders"]
+
+[[conflated_topic]]
+name = "orders_5s"        # orders, refreshed every 5 s with the latest state of each changed order
+underlying = "orders"
+interval = "5s"
 """
 
 

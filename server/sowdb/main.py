@@ -1,11 +1,13 @@
 """``sowd``: the server command.
 
-    sowd [--config FILE] [--listen HOST:PORT] [--data-dir DIR]
+    sowd [--config FILE] [--listen HOST:PORT] [--data-dir DIR] [--log-level LEVEL]
     sowd rebuild [--config FILE] [--data-dir DIR]
+    sowd --version
 
 With no config it serves the built-in demo config on 127.0.0.1:9007 with data in ./data.
 ``rebuild`` recreates ``current`` and ``history`` from the journal (J-2) and exits; run it with
-the server stopped.
+the server stopped. A port in use or a data directory held by another sowd is reported in one
+line, before any recovery or loading.
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ import argparse
 import asyncio
 import logging
 import sys
+from importlib.metadata import PackageNotFoundError, version
 
 from sowdb.config import Config, ConfigError, demo_config, load_config
 from sowdb.engine.recovery import rebuild
 from sowdb.server import run, with_overrides
 from sowdb.storage import Store
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +38,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", help="TOML config file (default: the built-in demo config)")
     parser.add_argument("--listen", help="HOST:PORT to listen on (overrides [server] listen)")
     parser.add_argument("--data-dir", help="RocksDB data directory (overrides [server] data_dir)")
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        metavar="LEVEL",
+        help=f"{', '.join(LOG_LEVELS)} (default INFO; any case, e.g. --log-level debug)",
+    )
+    parser.add_argument("--version", action="version", version=f"sowd {_version()}")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -46,10 +59,18 @@ def main(argv: list[str] | None = None) -> int:
         return _rebuild(config)
     try:
         asyncio.run(run(config))
-    except OSError as exc:
+    except OSError as exc:  # a port in use, a data directory locked by another sowd, ...
         print(f"sowd: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _version() -> str:
+    """The installed distribution's version (what ``pip`` installed), or "unknown"."""
+    try:
+        return version("sowdb")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _rebuild(config: Config) -> int:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import logging
 import signal
+import socket
 from dataclasses import replace
 from pathlib import Path
 
@@ -42,12 +44,18 @@ class SowServer:
         self._health_updates: set[asyncio.Task[None]] = set()
 
     async def start(self) -> int:
-        """Open the store, load state, listen; returns the bound port."""
+        """Listen, open the store, load state, serve; returns the bound port.
+
+        The two things another process can hold — the port and the data directory's lock — are
+        taken first, so that a second sowd, or a port in use, is refused at once rather than
+        after a recovery or a load that can take minutes. The port is bound here but accepts
+        connections only once the state is loaded (``server.start()``).
+
+        Raises:
+            OSError: the address cannot be bound (one line, e.g. already in use).
+            StoreLocked: another process has the data directory open.
+        """
         cfg = self.config.server
-        store = Store(Path(cfg.data_dir), fsync=cfg.fsync)
-        self.engine = Engine.open(self.config, store, clock=self.clock)
-        tune_gc()
-        logging.getLogger("grpc._cython.cygrpc").addFilter(_CLIENT_GONE)
         limit = cfg.max_message_bytes
         server = grpc.aio.server(
             options=[
@@ -56,13 +64,23 @@ class SowServer:
                 ("grpc.so_reuseport", 0),
             ]
         )
+        try:
+            self.port = _bind(server, cfg.listen)
+            store = Store(Path(cfg.data_dir), fsync=cfg.fsync)
+        except BaseException:
+            await server.stop(None)
+            raise
+        try:
+            self.engine = Engine.open(self.config, store, clock=self.clock)
+        except BaseException:
+            store.close()
+            await server.stop(None)
+            raise
+        tune_gc()
+        logging.getLogger("grpc._cython.cygrpc").addFilter(_CLIENT_GONE)
         add_service(SowServicer(self.engine), server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection((SERVICE_NAME, reflection.SERVICE_NAME, health.SERVICE_NAME), server)
-        self.port = server.add_insecure_port(cfg.listen)
-        if self.port == 0:
-            store.close()
-            raise OSError(f"cannot listen on {cfg.listen}")
         await server.start()
         self._server = server
         self._upkeep = asyncio.create_task(run_upkeep(self.engine), name="sowdb-upkeep")
@@ -95,6 +113,40 @@ class SowServer:
         if self.engine is not None:
             self.engine.close()
             self.engine = None
+
+
+def _bind(server: grpc.aio.Server, listen: str) -> int:
+    """Bind ``listen`` (HOST:PORT) for the server; returns the port.
+
+    A port in use is first looked for with a plain socket, as gRPC binds (``SO_REUSEADDR``, so
+    a previous server's connections in TIME_WAIT do not count): gRPC's own failure is a log line
+    from its core plus an exception that says only "failed to bind".
+
+    Raises:
+        OSError: the address cannot be bound, in one line.
+    """
+    host, _, port_text = listen.rpartition(":")
+    if port_text.isdigit() and int(port_text) != 0:
+        try:
+            addresses = socket.getaddrinfo(host.strip("[]") or None, int(port_text), type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            raise OSError(f"cannot listen on {listen}: {exc.strerror}") from None
+        for family, kind, proto, _, address in addresses:
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    probe.bind(address)
+                except OSError as exc:
+                    if exc.errno == errno.EADDRINUSE:
+                        raise OSError(f"cannot listen on {listen}: the address is already in use") from None
+                    # anything else (e.g. no IPv6 here): gRPC binds what it can, and judges
+    try:
+        port = server.add_insecure_port(listen)
+    except RuntimeError:
+        port = 0
+    if port == 0:
+        raise OSError(f"cannot listen on {listen}")
+    return port
 
 
 class _ClientGoneFilter(logging.Filter):

@@ -102,3 +102,23 @@ async def test_conflated_sow_and_subscribe_through_the_server(sowd: Running) -> 
     (later,) = await take(stream, 1)
     assert [(r.sow_key, r.json()["v"]) for r in later.records] == [("3", 9)]
     stream.cancel()
+
+
+async def test_conflated_subscribe_through_the_server(sowd: Running) -> None:
+    """The SDK's ``subscribe`` takes ``conflation`` and ``conflation_key`` as
+    ``sow_and_subscribe`` does (the server supports C-1 on Subscribe too)."""
+    c = sowd.client
+    stream = c.subscribe("orders", conflation=0.3, conflation_key=["/sym"])
+    await take(stream, 1)  # subscribed
+    start = time.monotonic()
+    for v in range(1, 41):
+        await c.publish("orders", [{"orderId": 1, "sym": "X", "v": v}, {"orderId": 2, "sym": "X", "v": -v}])
+    latest: dict[str, Any] = {}
+    deliveries = 0
+    while latest.get("X") != -40:
+        for e in await take(stream, 1):
+            deliveries += len(e.records)
+            latest.update((r.json()["sym"], r.json()["v"]) for r in e.records)
+    intervals = (time.monotonic() - start) / 0.3 + 1
+    assert deliveries <= intervals + 1  # one key (/sym), at most one delivery per interval
+    stream.cancel()

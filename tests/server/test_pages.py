@@ -151,11 +151,11 @@ def test_cli_page_and_groups(sowd_process: Any) -> None:
     orders = "\n".join(json.dumps({"orderId": i, "symbol": f"S{i % 2}", "qty": i}) for i in (1, 2, 5, 7))
     assert sow("publish", "-topic", "orders", stdin=orders).returncode == 0
     page = sow("sow_and_subscribe", "-topic", "orders", "-topn", "2", "-skipn", "1", "-orderby", "/orderId",
-               "-count", "3")  # fmt: skip
+               "-count", "2")  # fmt: skip
     assert page.returncode == 0, page.stderr
     assert [json.loads(line)["orderId"] for line in page.stdout.splitlines()] == [2, 5]
     groups = sow("sow_and_subscribe", "-topic", "orders", "-grouping", "/symbol", "-projection", "/symbol",
-                 "-projection", "SUM(/qty) AS /qty", "-orderby", "/symbol", "-count", "3")  # fmt: skip
+                 "-projection", "SUM(/qty) AS /qty", "-orderby", "/symbol", "-count", "2")  # fmt: skip
     assert groups.returncode == 0, groups.stderr
     assert [json.loads(line) for line in groups.stdout.splitlines()] == [
         {"symbol": "S0", "qty": 2},

@@ -149,10 +149,12 @@ def test_cli_bookmark_flags(sowd_process: Process) -> None:
     lines = [json.loads(line) for line in replay.stdout.splitlines()]
     assert [(x["command"], x["bookmark"]) for x in lines if x["command"] != "subscribed"] == [
         ("publish", 2),
-        ("publish", 3),
-        ("completed", 3),  # -count counts events: one replayed batch, then completed
+        ("publish", 3),  # -count counts records, not frames
     ]
-    history = sow("sow_and_subscribe", "-topic", "book", "-bookmark", "0", "-format", "full", "-count", "3")
+    replay = sow("subscribe", "-topic", "orders", "-bookmark", "1", "-format", "full", "-timeout", "1")
+    commands = [x["command"] for x in map(json.loads, replay.stdout.splitlines())]
+    assert commands == ["subscribed", "publish", "publish", "completed"]
+    history = sow("sow_and_subscribe", "-topic", "book", "-bookmark", "0", "-format", "full", "-timeout", "1")
     assert history.returncode == 0, history.stderr
     commands = [x["command"] for x in map(json.loads, history.stdout.splitlines())]
     assert commands == ["subscribed", "group_begin", "group_end", "completed"]
@@ -167,5 +169,5 @@ def test_cli_bookmark_flags(sowd_process: Process) -> None:
     tmp = sow("publish", "-topic", "prices", "-expiration", "2", stdin='{"symbol": "TMP", "px": 1}')
     assert tmp.returncode == 0, tmp.stderr
     gone = sow("sow_and_subscribe", "-topic", "prices", "-filter", "/symbol = 'TMP'", "-oof", "-format", "full",
-               "-count", "4", "-timeout", "10")  # fmt: skip
+               "-count", "2", "-timeout", "10")  # fmt: skip
     assert [json.loads(x).get("reason") for x in gone.stdout.splitlines()][-1] == "expired"

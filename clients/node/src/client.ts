@@ -241,7 +241,7 @@ export class SowdbClient {
     const sizes: number[] = [];
     let stop = false; // set at the first refusal: send nothing more
     const request = (messages: PublishMessage[]): PublishRequest =>
-      create(PublishRequestSchema, { topic, messages, delta, correlationId: String(sizes.length) });
+      create(PublishRequestSchema, { topic, messages, delta, correlationId: String(sizes.length), stopOnError: true });
 
     let inputError: { error: unknown } | undefined; // thrown by `docs` or by encoding a document
     async function* requests(): AsyncGenerator<PublishRequest> {
@@ -285,7 +285,6 @@ export class SowdbClient {
 
     let i = 0;
     let stored = 0;
-    let storedAfter = 0;
     let first = 0n;
     let last = 0n;
     let refused: { resp: PublishResponse; batch: number; offset: number } | undefined;
@@ -301,8 +300,6 @@ export class SowdbClient {
           if (first === 0n) first = resp.firstBookmark;
           last = resp.lastBookmark;
           stored += size;
-        } else {
-          storedAfter += size;
         }
         i++;
       }
@@ -319,7 +316,6 @@ export class SowdbClient {
         stored,
         firstBookmark: first,
         lastBookmark: last,
-        storedAfter,
       });
     }
     return { count: stored, firstBookmark: first, lastBookmark: last };

@@ -129,17 +129,12 @@ export interface PublishErrorInit {
   /** Bookmarks of the first and last message stored before the refused batch (0n: none). */
   firstBookmark: bigint;
   lastBookmark: bigint;
-  /**
-   * Messages of batches that were already on their way when the refusal arrived and that the
-   * server stored after it (each request is atomic and independent; the SDK stops sending at
-   * the first refusal and waits for the answers to those already sent, so this count is exact).
-   */
-  storedAfter: number;
 }
 
 /**
- * A publish request was refused: nothing of that request was stored. `publish` stops sending
- * at the first refused batch; `stored` messages before it are stored.
+ * A publish request was refused: nothing of that request, and nothing after it, was stored
+ * (every request carries `stop_on_error`, so the server applies no later request of the call
+ * even when the client had already sent it); the `stored` messages before it are stored.
  */
 export class PublishError extends SowdbError {
   readonly batchIndex: number;
@@ -147,7 +142,6 @@ export class PublishError extends SowdbError {
   readonly stored: number;
   readonly firstBookmark: bigint;
   readonly lastBookmark: bigint;
-  readonly storedAfter: number;
 
   constructor(base: SowdbError, info: PublishErrorInit) {
     super({
@@ -163,7 +157,6 @@ export class PublishError extends SowdbError {
     this.stored = info.stored;
     this.firstBookmark = info.firstBookmark;
     this.lastBookmark = info.lastBookmark;
-    this.storedAfter = info.storedAfter;
   }
 }
 

@@ -12,9 +12,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
-from sowdb_client.client import SERVICE, _publish_error
+from sowdb_client.client import SERVICE
 from sowdb_client.errors import SowdbError, from_rpc_error
 from sowdb_client.events import Event, event_from_pb
+from sowdb_client.publishing import PublishTally, publish_requests
 from sowdb_client.types import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -24,7 +25,6 @@ from sowdb_client.types import (
     PublishItem,
     Record,
     channel_options,
-    publish_requests,
     records_from_pb,
     replace_request,
     sow_and_subscribe_request,
@@ -135,24 +135,45 @@ class AsyncClient:
         batch_size: int = DEFAULT_PUBLISH_BATCH,
         timeout: float | None = None,
     ) -> PublishAck:
-        """Publish in atomic batches; see :meth:`sowdb_client.Client.publish`."""
-        sizes: list[int] = []
-        call = self._stub.Publish(
-            publish_requests(topic, messages, delta=delta, batch_size=batch_size, sizes=sizes), timeout=timeout
-        )
-        first = last = count = i = 0
+        """Publish in atomic batches, stopping at the first refusal; see
+        :meth:`sowdb_client.Client.publish`."""
+        tally = PublishTally()
+        async for _ in self._publish(tally, topic, messages, delta=delta, batch_size=batch_size, timeout=timeout):
+            pass
+        return tally.total()
+
+    def publish_iter(
+        self,
+        topic: str,
+        messages: Iterable[PublishItem],
+        *,
+        delta: bool = False,
+        batch_size: int = DEFAULT_PUBLISH_BATCH,
+        timeout: float | None = None,
+    ) -> AsyncIterator[PublishAck]:
+        """Publish, yielding one :class:`PublishAck` per acknowledged batch; see
+        :meth:`sowdb_client.Client.publish_iter`."""
+        return self._publish(PublishTally(), topic, messages, delta=delta, batch_size=batch_size, timeout=timeout)
+
+    async def _publish(
+        self,
+        tally: PublishTally,
+        topic: str,
+        messages: Iterable[PublishItem],
+        *,
+        delta: bool,
+        batch_size: int,
+        timeout: float | None,
+    ) -> AsyncIterator[PublishAck]:
+        requests = publish_requests(topic, messages, delta=delta, batch_size=batch_size, sizes=tally.sizes)
+        call = self._stub.Publish(requests, timeout=timeout)
         try:
             async for resp in call:
-                if resp.HasField("error"):
-                    call.cancel()
-                    raise _publish_error(resp, offset=sum(sizes[:i]))
-                first = first or resp.first_bookmark
-                last = resp.last_bookmark
-                count += sizes[i]
-                i += 1
+                yield tally.ack(resp)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
-        return PublishAck(count, first, last)
+        finally:
+            call.cancel()  # a no-op once the call has ended; stops sending when we stop early
 
     def sow(
         self,
@@ -197,12 +218,23 @@ class AsyncClient:
         delta: bool = False,
         no_empties: bool = False,
         bookmark: str = "",
+        conflation: float | None = None,
+        conflation_key: Sequence[str] = (),
         sub_id: str = "",
         timeout: float | None = None,
     ) -> AsyncSubscriptionStream:
-        """Subscribe to every later message of a topic; ``async for`` the events."""
+        """Subscribe to every later message of a topic; ``async for`` the events. The options
+        are those of :meth:`sowdb_client.Client.subscribe`."""
         req = subscribe_request(
-            topic, filter=filter, oof=oof, delta=delta, no_empties=no_empties, bookmark=bookmark, sub_id=sub_id
+            topic,
+            filter=filter,
+            oof=oof,
+            delta=delta,
+            no_empties=no_empties,
+            bookmark=bookmark,
+            sub_id=sub_id,
+            conflation=conflation,
+            conflation_key=conflation_key,
         )
         return AsyncSubscriptionStream(self._stub.Subscribe(req, timeout=timeout))
 

@@ -11,8 +11,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
-from sowdb_client.errors import PublishError, SowdbError, from_rpc_error, from_status
+from sowdb_client.errors import SowdbError, from_rpc_error
 from sowdb_client.events import Event, event_from_pb
+from sowdb_client.publishing import PublishTally, publish_requests
 from sowdb_client.types import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -22,7 +23,6 @@ from sowdb_client.types import (
     PublishItem,
     Record,
     channel_options,
-    publish_requests,
     records_from_pb,
     replace_request,
     sow_and_subscribe_request,
@@ -151,29 +151,61 @@ class Client:
         """Publish messages in atomic batches of ``batch_size`` over one stream.
 
         Messages are JSON bytes or str, mappings (encoded here), or :class:`Message` for a
-        SowKey or expiration. Returns once every batch is acknowledged.
+        SowKey or expiration. Returns once every batch is acknowledged, with the count and the
+        bookmarks of the first and last message.
 
         Raises:
-            PublishError: a batch was refused (that batch and later ones are not stored; earlier
-                batches are). ``message_index`` counts from the first message of this call.
+            PublishError: a batch was refused. That batch and every later one are not stored
+                (the server stops at the first refusal, even with batches in flight); the
+                earlier ones are, and the error says how many (``stored``, ``first_bookmark``,
+                ``last_bookmark``). ``message_index`` counts from the first message of this call.
+            SowdbError: the call failed; the batches acknowledged before are stored (use
+                :meth:`publish_iter` to know which).
+        """
+        tally = PublishTally()
+        for _ in self._publish(tally, topic, messages, delta=delta, batch_size=batch_size, timeout=timeout):
+            pass
+        return tally.total()
+
+    def publish_iter(
+        self,
+        topic: str,
+        messages: Iterable[PublishItem],
+        *,
+        delta: bool = False,
+        batch_size: int = DEFAULT_PUBLISH_BATCH,
+        timeout: float | None = None,
+    ) -> Iterator[PublishAck]:
+        """Publish as :meth:`publish` does, yielding one :class:`PublishAck` per acknowledged
+        batch (its size and bookmarks) as it arrives, for progress reports and running totals.
+
+        Closing the iterator early cancels the call; batches already sent may still be stored.
+
+        Raises:
+            PublishError: as for :meth:`publish`, after the acks of the batches stored before.
             SowdbError: the call failed.
         """
-        sizes: list[int] = []
-        call = self._stub.Publish(
-            publish_requests(topic, messages, delta=delta, batch_size=batch_size, sizes=sizes), timeout=timeout
-        )
-        first = last = count = 0
+        return self._publish(PublishTally(), topic, messages, delta=delta, batch_size=batch_size, timeout=timeout)
+
+    def _publish(
+        self,
+        tally: PublishTally,
+        topic: str,
+        messages: Iterable[PublishItem],
+        *,
+        delta: bool,
+        batch_size: int,
+        timeout: float | None,
+    ) -> Iterator[PublishAck]:
+        requests = publish_requests(topic, messages, delta=delta, batch_size=batch_size, sizes=tally.sizes)
+        call = self._stub.Publish(requests, timeout=timeout)
         try:
-            for i, resp in enumerate(call):
-                if resp.HasField("error"):
-                    call.cancel()
-                    raise _publish_error(resp, offset=sum(sizes[:i]))
-                first = first or resp.first_bookmark
-                last = resp.last_bookmark
-                count += sizes[i]
+            for resp in call:
+                yield tally.ack(resp)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
-        return PublishAck(count, first, last)
+        finally:
+            call.cancel()  # a no-op once the call has ended; stops sending when we stop early
 
     def sow(
         self,
@@ -218,12 +250,28 @@ class Client:
         delta: bool = False,
         no_empties: bool = False,
         bookmark: str = "",
+        conflation: float | None = None,
+        conflation_key: Sequence[str] = (),
         sub_id: str = "",
         timeout: float | None = None,
     ) -> SubscriptionStream:
-        """Subscribe to every later message of a topic (or of every topic a regex matches)."""
+        """Subscribe to every later message of a topic (or of every topic a regex matches).
+
+        ``bookmark`` replays the journal after that point first (then ``completed``);
+        ``conflation`` (seconds) delivers at most one update per key per interval, the latest
+        state, keyed by ``conflation_key`` paths or the SowKey (C-1); ``no_empties`` with
+        ``delta`` drops deliveries in which no data field changed.
+        """
         req = subscribe_request(
-            topic, filter=filter, oof=oof, delta=delta, no_empties=no_empties, bookmark=bookmark, sub_id=sub_id
+            topic,
+            filter=filter,
+            oof=oof,
+            delta=delta,
+            no_empties=no_empties,
+            bookmark=bookmark,
+            sub_id=sub_id,
+            conflation=conflation,
+            conflation_key=conflation_key,
         )
         return SubscriptionStream(self._stub.Subscribe(req, timeout=timeout))
 
@@ -338,9 +386,3 @@ class Client:
             return list(self._stub.ListTopics(pb.ListTopicsRequest(), timeout=timeout).topics)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from None
-
-
-def _publish_error(resp: pb.PublishResponse, *, offset: int) -> PublishError:
-    base = from_status(resp.error)
-    index = base.metadata.get("message_index")
-    return PublishError(base, offset + int(index) if index is not None else None)

@@ -96,13 +96,27 @@ class UnauthenticatedError(SowdbError):
 
 
 class PublishError(SowdbError):
-    """A publish request was refused; nothing of that request was stored.
+    """A publish request was refused; nothing of it, and nothing sent after it, was stored.
+
+    The requests acknowledged before the refusal are stored; the attributes say how much that
+    was, so that a caller can report it or resume after the bad message.
 
     Attributes:
         message_index: index of the offending message in the whole ``publish`` call, if known.
+        stored: how many messages of the call were acknowledged (stored) before the refusal.
+        first_bookmark: the bookmark of the first of those messages (0 when none).
+        last_bookmark: the bookmark of the last of those messages (0 when none).
     """
 
-    def __init__(self, base: SowdbError, message_index: int | None) -> None:
+    def __init__(
+        self,
+        base: SowdbError,
+        message_index: int | None,
+        *,
+        stored: int = 0,
+        first_bookmark: int = 0,
+        last_bookmark: int = 0,
+    ) -> None:
         super().__init__(
             base.code,
             base.message,
@@ -111,6 +125,9 @@ class PublishError(SowdbError):
             metadata=base.metadata,
         )
         self.message_index = message_index
+        self.stored = stored
+        self.first_bookmark = first_bookmark
+        self.last_bookmark = last_bookmark
 
 
 _BY_CODE: dict[grpc.StatusCode, type[SowdbError]] = {

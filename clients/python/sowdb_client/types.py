@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from operator import attrgetter
@@ -111,26 +111,6 @@ def publish_message(item: PublishItem) -> pb.PublishMessage:
     return msg
 
 
-def publish_requests(
-    topic: str, messages: Iterable[PublishItem], *, delta: bool, batch_size: int, sizes: list[int]
-) -> Iterator[pb.PublishRequest]:
-    """Group messages into requests of ``batch_size``; appends each request's size to ``sizes``."""
-    if batch_size < 1:
-        raise ValueError("batch_size must be at least 1")
-    batch: list[pb.PublishMessage] = []
-    n = 0
-    for item in messages:
-        batch.append(publish_message(item))
-        if len(batch) >= batch_size:
-            sizes.append(len(batch))
-            yield pb.PublishRequest(topic=topic, messages=batch, delta=delta, correlation_id=str(n))
-            n += 1
-            batch = []
-    if batch:
-        sizes.append(len(batch))
-        yield pb.PublishRequest(topic=topic, messages=batch, delta=delta, correlation_id=str(n))
-
-
 def sow_request(
     topic: str,
     *,
@@ -193,15 +173,21 @@ def subscription_options(
 
 
 def subscribe_request(
-    topic: str, *, filter: str, oof: bool, delta: bool, no_empties: bool, bookmark: str, sub_id: str
+    topic: str,
+    *,
+    filter: str,
+    oof: bool,
+    delta: bool,
+    no_empties: bool,
+    bookmark: str,
+    sub_id: str,
+    conflation: float | None = None,
+    conflation_key: Sequence[str] = (),
 ) -> pb.SubscribeRequest:
-    return pb.SubscribeRequest(
-        topic=topic,
-        filter=filter,
-        bookmark=bookmark,
-        sub_id=sub_id,
-        options=subscription_options(oof=oof, delta=delta, no_empties=no_empties),
+    options = subscription_options(
+        oof=oof, delta=delta, no_empties=no_empties, conflation=conflation, conflation_key=conflation_key
     )
+    return pb.SubscribeRequest(topic=topic, filter=filter, bookmark=bookmark, sub_id=sub_id, options=options)
 
 
 def sow_and_subscribe_request(

@@ -98,13 +98,21 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
         sends their acks), so a receive is always outstanding: the next request has come
         through gRPC's completion thread while this one was applied, instead of the writer
         waiting for that hand-off after every ack.
+
+        A refused request with ``stop_on_error`` ends the call (OK status) after its error
+        response: the task applies each request as it receives it, so stopping there means that
+        no later request — however many the client already sent — is applied. Clients that keep
+        requests in flight rely on this to store nothing after the first refusal.
         """
         acks: asyncio.Queue[pb.PublishResponse | Exception | None] = asyncio.Queue(PUBLISH_ACKS_AHEAD)
 
         async def apply_all() -> None:
             try:
                 async for req in request_iterator:
-                    await acks.put(self._apply(req))
+                    ack = self._apply(req)
+                    await acks.put(ack)
+                    if req.stop_on_error and ack.HasField("error"):
+                        break
             except asyncio.CancelledError:
                 raise  # the sender has gone: no one to tell
             except Exception as exc:  # the sender is alive and draining: it raises this

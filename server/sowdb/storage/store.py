@@ -104,6 +104,18 @@ def checked_scan(
         raise data_loss(path, family, exc) from None
 
 
+class StoreLocked(OSError):
+    """The data directory is open in another process (RocksDB's ``LOCK`` file is held).
+
+    RocksDB reports this as a bare ``Exception`` whose text mentions the lock file; a server or
+    ``sowd rebuild`` started on a directory that a running sowd uses must say so in words.
+    """
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"the data directory {path} is in use by another sowd (its lock is held)")
+        self.path = path
+
+
 def _options() -> Options:
     opts = Options(raw_mode=True)
     opts.create_if_missing(True)
@@ -114,7 +126,8 @@ def _options() -> Options:
 
 
 class Store:
-    """A RocksDB database under ``path`` (created when missing).
+    """A RocksDB database under ``path`` (created when missing); :class:`StoreLocked` when
+    another process has it open.
 
     After a failed write, every later write is refused at once with the same error, without
     touching RocksDB, until :meth:`reopen` succeeds; reads go on. Whoever watches
@@ -137,7 +150,12 @@ class Store:
 
     def _open(self) -> None:
         families = {name: Options(raw_mode=True) for name in COLUMN_FAMILIES}
-        self._db = Rdict(self.path, options=_options(), column_families=families)
+        try:
+            self._db = Rdict(self.path, options=_options(), column_families=families)
+        except Exception as exc:
+            if "lock" in str(exc).lower():
+                raise StoreLocked(self.path) from None
+            raise
         self._cf = {name: self._db.get_column_family_handle(name) for name in COLUMN_FAMILIES}
         self._journal = self._db.get_column_family("journal")
         self._current = self._db.get_column_family("current")

@@ -194,12 +194,18 @@ class PublishRequest(_message.Message):
     MESSAGES_FIELD_NUMBER: _builtins.int
     DELTA_FIELD_NUMBER: _builtins.int
     CORRELATION_ID_FIELD_NUMBER: _builtins.int
+    STOP_ON_ERROR_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     """The topic to publish to."""
     delta: _builtins.bool
     """Merge each message into the existing record instead of replacing it (D-1)."""
     correlation_id: _builtins.str
     """Echoed in the response, so that a client can match responses to requests."""
+    stop_on_error: _builtins.bool
+    """If this request is refused, the server applies no later request of this stream: it sends
+    this request's error response and ends the stream (OK status). A client that keeps
+    requests in flight sets it so that nothing after the first refusal is stored.
+    """
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___PublishMessage]:
         """The messages, applied in order; either all are stored or none."""
@@ -211,10 +217,11 @@ class PublishRequest(_message.Message):
         messages: _abc.Iterable[Global___PublishMessage] | None = ...,
         delta: _builtins.bool = ...,
         correlation_id: _builtins.str = ...,
+        stop_on_error: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["correlation_id", b"correlation_id", "delta", b"delta", "messages", b"messages", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["correlation_id", b"correlation_id", "delta", b"delta", "messages", b"messages", "stop_on_error", b"stop_on_error", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,356 @@
+"""The ``sow`` command line: every command, flag, help text and example (SPEC §7).
+
+Flags take one dash like AMPS's ``spark`` (``-topic``) or two (``--topic``). ``-server`` is a
+global flag: it may come before the command (``sow -server H:P sow -topic T``) or after it, and
+defaults to ``$SOW_SERVER``, else 127.0.0.1:9007; a host without a port means port 9007.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 9007
+SERVER_ENV = "SOW_SERVER"
+
+
+class UsageError(Exception):
+    """The flags are well-formed for argparse but do not make sense together (exit status 2)."""
+
+
+def server_address(text: str) -> str:
+    """HOST:PORT from what a person typed: a bare host (``db1``, ``[::1]``) means port 9007.
+
+    gRPC would take a bare host as port 443, which no sowd listens on by default.
+    """
+    text = text.strip()
+    if text.startswith("[") and text.endswith("]"):  # an IPv6 address without a port
+        return f"{text}:{DEFAULT_PORT}"
+    if ":" not in text:
+        return f"{text}:{DEFAULT_PORT}"
+    return text
+
+
+def default_server() -> str:
+    return server_address(os.environ.get(SERVER_ENV) or f"{DEFAULT_HOST}:{DEFAULT_PORT}")
+
+
+def package_version() -> str:
+    try:
+        return version("sowdb")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _flag(p: argparse.ArgumentParser | Any, name: str, **kw: Any) -> None:
+    p.add_argument(f"-{name}", f"--{name}", **kw)
+
+
+SERVER_HELP = (
+    f"the server, HOST[:PORT] (default ${SERVER_ENV}, else {DEFAULT_HOST}:{DEFAULT_PORT}; "
+    f"a host alone means port {DEFAULT_PORT}); may also come before the command"
+)
+FILTER_HELP = "a filter expression, e.g. \"/symbol = 'SYM1' AND /price > 150\" (default: every record)"
+TOPIC_HELP = "a topic name, or a regular expression over topic names, e.g. '^(orders|markers)$'"
+SOWKEYS_HELP = (
+    'SowKeys, comma-separated (42,43) or a JSON list of strings (\'["1,\\"A\\"", "2,\\"B\\""]\') '
+    "for keys that contain commas"
+)
+SOWKEY_HELP = (
+    "one SowKey, taken as written; repeat for more. For composite keys (-sowkey '1,\"A\"') and view "
+    "keys, which are the JSON list of the group values (-sowkey '[\"SYM1\"]')"
+)
+FORMAT_HELP = (
+    "data: each record's JSON document a line (default); full: one JSON object a line with the "
+    "frame's command, topic, sow_key, bookmark, timestamp and data"
+)
+
+EPILOG_TOP = """\
+examples:
+  sow ping
+  sow sow -topic orders -filter "/price > 150" -orderby "/price DESC" -topn 3
+  sow -server db1 topics                 # db1:9007
+  SOW_SERVER=db1:9100 sow subscribe -topic orders -timeout 10
+
+'sow COMMAND --help' describes a command's flags. Flags take one dash (-topic) or two (--topic).
+Errors print one line on stderr and exit 1; wrong flags exit 2; Ctrl-C exits 130.
+"""
+
+EPILOGS = {
+    "ping": """\
+examples:
+  sow ping                               # pong from 127.0.0.1:9007 in 1.2 ms
+  sow ping -server db1                   # db1:9007
+""",
+    "publish": """\
+examples:
+  sow publish -topic orders -file orders.jsonl
+  echo '{"orderId": 42, "price": 1}' | sow publish -topic orders -delta
+  echo '{"text": "hello"}' | sow publish -topic notes -sowkey note-1
+  B=$(echo '{"symbol": "ABC", "px": 100}' | sow publish -topic prices -format bookmark)
+
+Each request of -batchsize messages is stored whole or not at all. A refused request stops the
+publish: nothing after it is stored, and stderr says what was ("stored 100 messages (bookmarks
+1..100) before the error at input line 151"; blank lines count as lines). Ctrl-C prints the same
+count of acknowledged messages; requests in flight may also have been stored. Publishing to a
+topic that is not configured journals the messages for subscribers but keeps no state (a note
+on stderr says so).
+""",
+    "sow": """\
+examples:
+  sow sow -topic orders -filter "/symbol = 'SYM42' AND /price > 150" -orderby "/price DESC" -topn 3
+  sow sow -topic orders -sowkeys 42,43 -format full
+  sow sow -topic pairs -sowkey '1,"EU"' -sowkey '2,"US"'          # composite keys
+  sow sow -topic orders_by_symbol -sowkey '["SYM1"]'              # a view's key
+  sow sow -topic orders -select "[-/,+/orderId,+/price]" -topn 2
+  sow sow -topic orders -grouping /symbol -projection /symbol -projection "COUNT(/orderId) AS /n"
+  sow sow -topic prices -bookmark 20260102T150405Z                # as of a time (history topics)
+
+On a terminal, an empty result says "0 records" on stderr.
+""",
+    "sow_delete": """\
+examples:
+  sow sow_delete -topic orders -filter "/price < 110"
+  sow sow_delete -topic orders -sowkeys 42,43
+  sow sow_delete -topic pairs -sowkey '1,"EU"'
+  sow sow_delete -topic orders -data '{"orderId": 42}'
+
+Prints the number of records deleted.
+""",
+    "subscribe": """\
+examples:
+  sow subscribe -topic orders -filter "/symbol = 'SYM1'"
+  sow subscribe -topic '^(orders|markers)$' -format full -timeout 10
+  sow subscribe -topic prices -bookmark 0 -format full -count 100    # replay the journal, then live
+  sow subscribe -topic orders -conflation 0.5 -conflationkey /symbol
+
+Ends after -timeout seconds or -count records (exit 0), or on Ctrl-C (exit 130). The data format
+prints the documents published; -format full also shows deletes, oofs and the frames.
+""",
+    "sow_and_subscribe": """\
+examples:
+  sow sow_and_subscribe -topic orders -filter "/symbol = 'SYM1'" -oof -format full
+  sow sow_and_subscribe -topic orders -orderby "/price DESC" -topn 2 -skipn 1 -oof -format full
+  sow sow_and_subscribe -topic orders -grouping /symbol -projection /symbol \\
+      -projection "SUM(/qty) AS /qty" -timeout 10
+  sow sow_and_subscribe -topic prices -bookmark 0 -format full -count 20
+
+The matching records, then every later change, with no gap and no duplicate between the two.
+Ends after -timeout seconds or -count records (exit 0), or on Ctrl-C (exit 130).
+""",
+    "topics": """\
+examples:
+  sow topics
+  sow topics -format json                # one JSON object a line
+""",
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    """The whole command line of ``sow``."""
+    top = argparse.ArgumentParser(
+        prog="sow",
+        description="sowdb command-line client: publish, query and subscribe to a sowdb server",
+        epilog=EPILOG_TOP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    _flag(top, "server", default=default_server(), type=server_address, metavar="HOST[:PORT]", help=SERVER_HELP)
+    _flag(top, "version", action="version", version=f"sow {package_version()}", help="print the version and exit")
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
+
+    def command(name: str, summary: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(
+            name,
+            help=summary,
+            description=summary,
+            epilog=EPILOGS[name],
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            allow_abbrev=False,
+        )
+        # SUPPRESS: given after the command it overrides the global flag; not given, it leaves it
+        _flag(p, "server", default=argparse.SUPPRESS, type=server_address, metavar="HOST[:PORT]", help=SERVER_HELP)
+        return p
+
+    command("ping", "check that the server answers, and how fast")
+    _publish_flags(command("publish", "publish JSON documents, one a line, from a file or stdin"))
+    p = command("sow", "query the state of a topic")
+    _query_flags(p, bookmark="the state as of this point: a bookmark, a time (20260102T150405Z, ISO-8601), 0 or now")
+    _flag(p, "format", choices=["data", "full"], default="data", help=FORMAT_HELP)
+    _delete_flags(command("sow_delete", "delete records by filter, SowKeys or data; prints how many"))
+
+    p = command("subscribe", "print every later message of a topic")
+    _flag(p, "topic", required=True, metavar="TOPIC", help=TOPIC_HELP)
+    _flag(p, "filter", default="", metavar="FILTER", help=FILTER_HELP)
+    _flag(
+        p,
+        "bookmark",
+        default="",
+        metavar="B",
+        help="first replay the journal after this point (a bookmark, a time, or 0 for all of it), "
+        "then 'completed', then live",
+    )
+    _flag(p, "format", choices=["data", "full"], default="data", help=FORMAT_HELP)
+    _live_flags(p)
+
+    p = command("sow_and_subscribe", "print the matching records, then every later change")
+    _query_flags(p, bookmark="the state as of this point, then every change since, then live (history topics)")
+    _flag(p, "format", choices=["data", "full"], default="data", help=FORMAT_HELP)
+    _live_flags(p)
+
+    p = command("topics", "list the configured topics with their kind, key and record count")
+    _flag(p, "format", choices=["table", "json"], default="table", help="table (default) or json: one object a line")
+    return top
+
+
+def _publish_flags(p: argparse.ArgumentParser) -> None:
+    _flag(p, "topic", required=True, metavar="TOPIC", help="the topic to publish to, e.g. orders")
+    _flag(p, "file", metavar="FILE", help="read the documents from this file (default: stdin)")
+    _flag(p, "delta", action="store_true", help="merge each document into the stored record (delta publish)")
+    _flag(p, "rate", type=float, metavar="N", help="at most N messages a second (default: as fast as possible)")
+    _flag(
+        p,
+        "batchsize",
+        type=int,
+        default=100,
+        metavar="N",
+        help="messages per request; each request is stored whole or not at all (default 100)",
+    )
+    _flag(p, "expiration", type=float, metavar="SECONDS", help="time to live of every message, e.g. 60")
+    _flag(
+        p,
+        "sowkey",
+        metavar="KEY",
+        help="the SowKey of the one message published, for topics whose publishers supply keys, e.g. note-1",
+    )
+    _flag(
+        p,
+        "format",
+        choices=["summary", "full", "bookmark"],
+        default="summary",
+        help="summary: one line with the count, bookmarks and rate (default); full: the same as a JSON "
+        "object; bookmark: only the last bookmark, for B=$(... | sow publish ... -format bookmark)",
+    )
+
+
+def _keys_flags(p: argparse.ArgumentParser | Any) -> None:
+    _flag(p, "sowkeys", default="", metavar="KEYS", help=SOWKEYS_HELP)
+    _flag(p, "sowkey", action="append", default=[], metavar="KEY", help=SOWKEY_HELP)
+
+
+def _query_flags(p: argparse.ArgumentParser, *, bookmark: str) -> None:
+    _flag(p, "topic", required=True, metavar="TOPIC", help=TOPIC_HELP)
+    _flag(p, "filter", default="", metavar="FILTER", help=FILTER_HELP)
+    _flag(p, "orderby", default="", metavar="ORDER", help="sort order, e.g. '/price DESC, /orderId' (ASC by default)")
+    _flag(p, "topn", type=int, metavar="N", help="at most N records, e.g. -topn 10")
+    _flag(p, "skipn", type=int, metavar="N", help="skip the first N records (needs -topn): a page of the order")
+    _flag(p, "batchsize", type=int, default=10, metavar="N", help="records per response, 1..10000 (default 10)")
+    _flag(p, "bookmark", default="", metavar="B", help=bookmark)
+    _keys_flags(p)
+    _flag(p, "queryid", default="", metavar="ID", help="an id of your choice, echoed in group_begin and group_end")
+    _flag(
+        p,
+        "grouping",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="group by this expression (repeatable; needs -projection), e.g. -grouping /symbol",
+    )
+    _flag(
+        p,
+        "projection",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="a field of each group (repeatable), e.g. -projection /symbol -projection 'SUM(/qty) AS /qty'",
+    )
+    _flag(
+        p,
+        "select",
+        default="",
+        metavar="FIELDS",
+        help="only these fields of each record, e.g. '[-/,+/orderId,+/price]'",
+    )
+
+
+def _live_flags(p: argparse.ArgumentParser) -> None:
+    _flag(
+        p,
+        "oof",
+        action="store_true",
+        help="also tell when a received record leaves the result (oof, with its reason); needs -format full",
+    )
+    _flag(p, "delta", action="store_true", help="updates carry only the key fields and the fields that changed")
+    _flag(p, "noempties", action="store_true", help="with -delta: skip updates in which no field changed")
+    _flag(
+        p,
+        "conflation",
+        type=float,
+        metavar="SECONDS",
+        help="at most one update per record (or per -conflationkey) per interval, the latest, e.g. 0.5",
+    )
+    _flag(
+        p,
+        "conflationkey",
+        default="",
+        metavar="PATHS",
+        help="with -conflation: conflate per these comma-separated paths instead of per record, e.g. /symbol",
+    )
+    _flag(p, "timeout", type=float, metavar="SECONDS", help="stop after this many seconds (exit 0), e.g. 10")
+    _flag(
+        p,
+        "count",
+        type=int,
+        metavar="N",
+        help="stop after N records printed (query results and updates; not frames) (exit 0)",
+    )
+    _flag(p, "subid", default="", metavar="ID", help="a subscription id of your choice (default: the server's)")
+
+
+def _delete_flags(p: argparse.ArgumentParser) -> None:
+    _flag(p, "topic", required=True, metavar="TOPIC", help="the topic to delete from, e.g. orders")
+    group = p.add_mutually_exclusive_group(required=True)
+    _flag(group, "filter", metavar="FILTER", help='delete the records that match, e.g. "/price < 110"')
+    _keys_flags(group)
+    _flag(group, "data", metavar="JSON", help="delete the record whose key fields these are, e.g. '{\"orderId\": 42}'")
+
+
+def sow_keys(args: argparse.Namespace) -> list[str]:
+    """The SowKeys named by ``-sowkey`` (each as written) and ``-sowkeys`` (a JSON list of strings
+    when it starts with ``[``, else comma-separated).
+
+    Raises:
+        UsageError: ``-sowkeys`` starts with ``[`` but is not a JSON list of strings.
+    """
+    keys = list(args.sowkey or ())
+    text = (args.sowkeys or "").strip()
+    if text.startswith("["):
+        try:
+            listed = json.loads(text)
+        except json.JSONDecodeError as exc:
+            problem = f"-sowkeys {text}: not a JSON list ({exc.msg}); name a key as written with -sowkey"
+            raise UsageError(problem) from None
+        if not isinstance(listed, list) or not all(isinstance(k, str) for k in listed):
+            raise UsageError(
+                f'-sowkeys {text}: expected a JSON list of strings, e.g. \'["1,\\"A\\""]\'; '
+                "a view's key, itself a JSON list, goes in -sowkey '[\"SYM1\"]'"
+            )
+        keys.extend(listed)
+    elif text:
+        keys.extend(k.strip() for k in text.split(",") if k.strip())
+    return keys
+
+
+def check(args: argparse.Namespace) -> None:
+    """Refuse flag combinations that would silently do less than asked.
+
+    Raises:
+        UsageError: e.g. ``-oof`` with the data format, which prints documents only and so
+            could never show an oof.
+    """
+    if getattr(args, "oof", False) and args.format != "full":
+        raise UsageError("-oof needs -format full: the data format prints documents only, so the oofs would not show")

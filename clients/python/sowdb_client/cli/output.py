@@ -1,0 +1,119 @@
+"""How ``sow`` prints: records and frames on stdout, notes on stderr, and ``-count``.
+
+stdout carries only results (one JSON document a line, or ``-format full`` objects), so that it
+can be piped; everything said to the person — notes about what silently happened, errors,
+summaries — goes to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import IO, Any
+
+from sowdb_api.v1 import sow_pb2 as pb
+from sowdb_client.client import Client
+from sowdb_client.errors import SowdbError
+from sowdb_client.types import Record
+
+REGEX_METACHARACTERS = frozenset("^$*+?()[]{}|\\")
+"""Characters that make a topic name a regular expression (the server's rule: ``.`` is not one)."""
+
+
+def note(text: str) -> None:
+    """Tell the person something that would otherwise pass silently (stderr, never stdout)."""
+    print(f"sow: note: {text}", file=sys.stderr, flush=True)
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def stored_text(count: int, first: int, last: int) -> str:
+    """``stored 100 messages (bookmarks 1..100)``, the bookmarks left out when nothing was stored."""
+    bookmarks = f" (bookmarks {first}..{last})" if count else ""
+    return f"stored {plural(count, 'message')}{bookmarks}"
+
+
+def terminal(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except ValueError:  # closed
+        return False
+
+
+def full(command: str, **fields: Any) -> str:
+    """One ``-format full`` line: a JSON object with the frame's command first."""
+    return json.dumps({"command": command, **fields}, separators=(",", ":"), ensure_ascii=False)
+
+
+def record_line(rec: Record, fmt: str, command: str, reason: str = "") -> str:
+    if fmt == "data":
+        return rec.data.decode()
+    fields: dict[str, Any] = {
+        "topic": rec.topic,
+        "sow_key": rec.sow_key,
+        "bookmark": rec.bookmark,
+        "timestamp": rec.timestamp.isoformat().replace("+00:00", "Z"),
+        "data": rec.json(),
+    }
+    if reason:
+        fields["reason"] = reason
+    return full(command, **fields)
+
+
+def group_end_fields(ge: pb.GroupEnd) -> dict[str, Any]:
+    return {
+        "query_id": ge.query_id,
+        "records_returned": ge.records_returned,
+        "records_matched": ge.records_matched,
+        "records_scanned": ge.records_scanned,
+    }
+
+
+class Printer:
+    """Prints records and frames, and counts the records for ``-count``.
+
+    ``-count N`` counts records printed — query results, updates and, with ``-format full``,
+    oofs and deletes — not the frames around them, so ``-count 3`` prints three records
+    however the server batched them.
+    """
+
+    def __init__(self, out: IO[str], fmt: str, *, count: int | None = None, live: bool = False) -> None:
+        self.out = out
+        self.fmt = fmt
+        self.limit = count
+        self.live = live  # flush every line: a person or a pipe is waiting for it
+        self.printed = 0
+
+    @property
+    def done(self) -> bool:
+        """True once ``-count`` records have been printed."""
+        return self.limit is not None and self.printed >= self.limit
+
+    def record(self, rec: Record, command: str, reason: str = "") -> None:
+        print(record_line(rec, self.fmt, command, reason), file=self.out, flush=self.live)
+        self.printed += 1
+
+    def frame(self, command: str, **fields: Any) -> None:
+        """A frame (group_begin, group_end, subscribed, ...): shown by ``-format full`` only."""
+        if self.fmt == "full":
+            print(full(command, **fields), file=self.out, flush=self.live)
+
+
+def is_regex(topic: str) -> bool:
+    return any(ch in REGEX_METACHARACTERS for ch in topic)
+
+
+def unconfigured(c: Client, topic: str) -> bool:
+    """True when ``topic`` is a plain name that the server does not list (no SOW: K-5, S-2).
+
+    A server that cannot list its topics (an error of any kind) gets the benefit of the doubt:
+    the command itself will report a real problem.
+    """
+    if is_regex(topic):
+        return False
+    try:
+        return topic not in {t.name for t in c.list_topics(timeout=5)}
+    except SowdbError:
+        return False

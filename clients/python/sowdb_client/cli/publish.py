@@ -1,0 +1,140 @@
+"""``sow publish``: one JSON document a line, in atomic requests, with an honest summary.
+
+The SDK stops at the first refused request (nothing after it is stored), and the summary says
+what got in: ``stored 100 messages (bookmarks 1..100) before the error at input line 151``.
+Line numbers are those of the input file — blank lines are skipped but counted — so that a
+person can fix the line and publish the rest from there. Ctrl-C prints the acknowledged count
+the same way, warning that requests already sent may also have been stored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from array import array
+from collections.abc import Iterator
+from typing import IO
+
+from sowdb_client.cli.args import UsageError
+from sowdb_client.cli.output import full, note, plural, stored_text, unconfigured
+from sowdb_client.client import Client
+from sowdb_client.errors import PublishError, SowdbError
+from sowdb_client.types import Message, PublishItem
+
+_REQUEST_INDEX = re.compile(r"^message \d+: ")
+
+
+def numbered_lines(stream: IO[str]) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each non-blank line; blank lines count as lines of the file."""
+    for number, line in enumerate(stream, 1):
+        line = line.strip()
+        if line:
+            yield number, line
+
+
+def paced(items: Iterator[tuple[int, str]], rate: float | None) -> Iterator[tuple[int, str]]:
+    """The items at most ``rate`` a second."""
+    if not rate:
+        yield from items
+        return
+    start = time.perf_counter()
+    for i, item in enumerate(items):
+        delay = start + i / rate - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        yield item
+
+
+class _Progress:
+    """What the acknowledgements have covered so far: messages, bookmarks and input lines."""
+
+    def __init__(self) -> None:
+        self.lines = array("Q")  # the input line of each message sent, by message index
+        self.stored = 0
+        self.first = 0
+        self.last = 0
+
+    def line_of(self, index: int) -> int:
+        return self.lines[index]
+
+    def stored_text(self) -> str:
+        return stored_text(self.stored, self.first, self.last)
+
+
+def run_publish(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
+    progress = _Progress()
+    stream = open(a.file, encoding="utf-8") if a.file else sys.stdin  # noqa: SIM115 (closed below)
+    start = time.perf_counter()
+    try:
+        if unconfigured(c, a.topic):
+            note(f"'{a.topic}' is not a configured topic: journaled only, no SOW (subscribers get the messages)")
+        lines = paced(numbered_lines(stream), a.rate)
+        if a.sowkey:  # checked here: an error raised while gRPC reads the messages would be lost
+            given = list(lines)
+            if len(given) != 1:
+                raise UsageError(f"-sowkey publishes exactly one message; the input has {len(given)}")
+            lines = iter(given)
+        for ack in c.publish_iter(a.topic, _items(lines, a, progress), delta=a.delta, batch_size=a.batchsize):
+            progress.stored += ack.count
+            progress.first = progress.first or ack.first_bookmark
+            progress.last = ack.last_bookmark
+    except PublishError as exc:
+        message, where = exc.message, ""
+        if exc.message_index is not None:
+            # the server counts messages within its request; the input line says more here
+            message = _REQUEST_INDEX.sub("", message)
+            where = f" at input line {progress.line_of(exc.message_index)}"
+        print(f"sow: {exc.code.name}: {message}; {progress.stored_text()} before the error{where}", file=sys.stderr)
+        return 1
+    except SowdbError as exc:
+        print(f"sow: {exc.code.name}: {exc.message}; {progress.stored_text()} before the error", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        through = f", through input line {progress.line_of(progress.stored - 1)}" if progress.stored else ""
+        print(
+            f"sow: interrupted: {progress.stored_text()}{through}; requests in flight may also have been stored",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 130
+    finally:
+        if a.file:
+            stream.close()
+    _summary(a, progress, time.perf_counter() - start, out)
+    return 0
+
+
+def _items(lines: Iterator[tuple[int, str]], a: argparse.Namespace, progress: _Progress) -> Iterator[PublishItem]:
+    """The messages to send, noting each one's input line (gRPC sends them from its own thread;
+    a message's line is noted before it is sent, so before any response can name it)."""
+    for number, text in lines:
+        progress.lines.append(number)
+        if a.sowkey or a.expiration is not None:
+            yield Message(text, sow_key=a.sowkey or "", expiration=a.expiration)
+        else:
+            yield text
+
+
+def _summary(a: argparse.Namespace, progress: _Progress, took: float, out: IO[str]) -> None:
+    if a.format == "bookmark":
+        if progress.stored:
+            print(progress.last, file=out)
+        return
+    if a.format == "full":
+        print(
+            full(
+                "published",
+                topic=a.topic,
+                count=progress.stored,
+                first_bookmark=progress.first,
+                last_bookmark=progress.last,
+                seconds=round(took, 6),
+            ),
+            file=out,
+        )
+        return
+    rate = f", {progress.stored / took:,.0f} msg/s" if took > 0 and progress.stored else ""
+    bookmarks = f" (bookmarks {progress.first}..{progress.last})" if progress.stored else ""
+    print(f"published {plural(progress.stored, 'message')} to {a.topic}{bookmarks} in {took:.2f}s{rate}", file=out)

@@ -1,0 +1,166 @@
+"""``sow sow``, ``sow sow_delete`` and ``sow topics``: the commands that ask once and print."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import IO, Any
+
+from rich.console import Console
+from rich.table import Table
+
+from sowdb_api.v1 import sow_pb2 as pb
+from sowdb_client.cli.args import sow_keys
+from sowdb_client.cli.output import Printer, group_end_fields, note, terminal
+from sowdb_client.client import Client
+from sowdb_client.types import records_from_pb
+
+
+def query_options(a: argparse.Namespace) -> dict[str, Any]:
+    """The query options of ``sow`` and ``sow_and_subscribe`` (the same flags)."""
+    return {
+        "filter": a.filter,
+        "order_by": a.orderby,
+        "top_n": a.topn,
+        "skip_n": a.skipn,
+        "batch_size": a.batchsize,
+        "sow_keys": sow_keys(a),
+        "query_id": a.queryid,
+        "bookmark": a.bookmark,
+        "grouping": a.grouping,
+        "projection": a.projection,
+        "select": a.select,
+    }
+
+
+def run_sow(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
+    printer = Printer(out, a.format)
+    returned = 0
+    for resp in c.sow(a.topic, **query_options(a)).events():
+        kind = resp.WhichOneof("event")
+        if kind == "records":
+            for rec in records_from_pb(resp.records.records):
+                printer.record(rec, "sow")
+        elif kind == "group_begin":
+            printer.frame("group_begin", query_id=resp.group_begin.query_id, bookmark=resp.group_begin.bookmark)
+        elif kind == "group_end":
+            returned = resp.group_end.records_returned
+            printer.frame("group_end", **group_end_fields(resp.group_end))
+    if not returned:
+        empty_result(a)
+    return 0
+
+
+def empty_result(a: argparse.Namespace) -> None:
+    """Say so when a query found nothing: ``0 records`` for a person at a terminal (a script
+    reading stderr gets silence), and, whatever stderr is, why ``-sowkeys`` may have missed."""
+    if terminal(sys.stderr):
+        print("0 records", file=sys.stderr, flush=True)
+    keys_hint(a)
+
+
+def keys_hint(a: argparse.Namespace) -> None:
+    """After an empty result: how ``-sowkeys`` was read, when that may not be what was meant.
+
+    ``-sowkeys 1,"A"`` splits at the comma (two keys, ``1`` and ``"A"``), and ``-sowkeys
+    '["SYM1"]'`` is a JSON list holding the key ``SYM1`` — not the view key ``["SYM1"]``.
+    """
+    text = (getattr(a, "sowkeys", "") or "").strip()
+    if text.startswith("["):
+        note(
+            f"-sowkeys read a JSON list of keys ({', '.join(json.loads(text))}); a view's key is itself "
+            f"a JSON list: name it with -sowkey, e.g. -sowkey '{text}'"
+        )
+    elif '"' in text and "," in text:
+        note(
+            f"-sowkeys splits at commas ({' | '.join(k for k in text.split(',') if k)}); name a key that "
+            f"contains commas with -sowkey, e.g. -sowkey '{text}', or a JSON list of strings"
+        )
+
+
+def run_sow_delete(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
+    keys = sow_keys(a)
+    count = c.sow_delete(a.topic, filter=a.filter or "", sow_keys=keys, data=a.data)
+    print(count, file=out)
+    if not count and keys:
+        keys_hint(a)
+    return 0
+
+
+_KINDS = {pb.TOPIC_KIND_SOW: "sow", pb.TOPIC_KIND_VIEW: "view", pb.TOPIC_KIND_CONFLATED: "conflated"}
+_DURABILITY = {pb.DURABILITY_PERSISTENT: "persistent", pb.DURABILITY_TRANSIENT: "transient"}
+_UNITS = (("d", 86400.0), ("h", 3600.0), ("m", 60.0), ("s", 1.0), ("ms", 0.001))
+
+
+def _seconds(d: Any) -> float:
+    return float(d.seconds + d.nanos / 1e9)
+
+
+def duration_text(seconds: float) -> str:
+    """``1d``, ``5s``, ``1.5s``: the largest unit that writes it whole (config style)."""
+    for unit, size in _UNITS:
+        if seconds >= size and abs(seconds / size - round(seconds / size)) < 1e-9:
+            return f"{round(seconds / size)}{unit}"
+    return f"{seconds:g}s"
+
+
+def run_topics(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
+    topics = c.list_topics()
+    if a.format == "json":
+        for t in topics:
+            print(json.dumps(_topic_json(t), separators=(",", ":")), file=out)
+        return 0
+    table = Table("name", "kind", "key", "durability", "history")
+    table.add_column("records", justify="right")
+    for column in ("indexes", "underlying", "expiration"):
+        table.add_column(column)
+    for t in topics:
+        history = ""
+        if t.HasField("history"):
+            history = duration_text(_seconds(t.history.window))
+            if _seconds(t.history.granularity):
+                history += f" per {duration_text(_seconds(t.history.granularity))}"
+        expiration = _seconds(t.expiration)
+        table.add_row(
+            t.name,
+            _KINDS.get(t.kind, "?"),
+            _key_text(t),
+            _DURABILITY.get(t.durability, ""),
+            history,
+            f"{t.record_count:,}",
+            ", ".join(t.indexes),
+            t.underlying,
+            duration_text(expiration) if expiration else "",
+        )
+    # not a terminal: wide enough never to wrap a row, so that each topic stays on one line
+    Console(file=out, width=None if terminal(out) else 240, highlight=False).print(table)
+    return 0
+
+
+def _key_text(t: pb.TopicInfo) -> str:
+    """The key paths; for topics without any, where their SowKeys come from."""
+    if t.key:
+        return ", ".join(t.key)
+    if t.kind == pb.TOPIC_KIND_VIEW:
+        return "(group values)"
+    if t.kind == pb.TOPIC_KIND_CONFLATED:
+        return f"(as {t.underlying})"
+    return "(set by publisher)"
+
+
+def _topic_json(t: pb.TopicInfo) -> dict[str, Any]:
+    history = None
+    if t.HasField("history"):
+        history = {"window_s": _seconds(t.history.window), "granularity_s": _seconds(t.history.granularity)}
+    return {
+        "name": t.name,
+        "kind": _KINDS.get(t.kind, "unspecified"),
+        "key": list(t.key),
+        "durability": _DURABILITY.get(t.durability, ""),
+        "history": history,
+        "records": t.record_count,
+        "indexes": list(t.indexes),
+        "underlying": t.underlying,
+        "expiration_s": _seconds(t.expiration),
+    }

@@ -1,0 +1,89 @@
+"""What the sync and asyncio ``publish`` calls share: the requests they send and the tally of
+the acknowledgements they receive.
+
+A publish call keeps requests in flight (the request iterator is consumed by gRPC while acks
+come back), so each request is sent with ``stop_on_error``: the server applies nothing after
+the first refused request and ends the stream. The tally turns each response into a
+:class:`PublishAck`, or into a :class:`PublishError` that says what the call stored before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from sowdb_api.v1 import sow_pb2 as pb
+from sowdb_client.errors import PublishError, from_status
+from sowdb_client.types import PublishAck, PublishItem, publish_message
+
+
+def publish_requests(
+    topic: str, messages: Iterable[PublishItem], *, delta: bool, batch_size: int, sizes: list[int]
+) -> Iterator[pb.PublishRequest]:
+    """Group messages into requests of ``batch_size``; appends each request's size to ``sizes``.
+
+    Every request carries ``stop_on_error``, so that a refusal stops the whole call there.
+    """
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    batch: list[pb.PublishMessage] = []
+    n = 0
+    for item in messages:
+        batch.append(publish_message(item))
+        if len(batch) >= batch_size:
+            sizes.append(len(batch))
+            yield pb.PublishRequest(topic=topic, messages=batch, delta=delta, correlation_id=str(n), stop_on_error=True)
+            n += 1
+            batch = []
+    if batch:
+        sizes.append(len(batch))
+        yield pb.PublishRequest(topic=topic, messages=batch, delta=delta, correlation_id=str(n), stop_on_error=True)
+
+
+class PublishTally:
+    """The acknowledgements of one publish call so far.
+
+    Attributes:
+        sizes: the number of messages of each request sent (filled by :func:`publish_requests`;
+            a request is always sent before its response arrives, so its size is known).
+        stored: messages acknowledged so far.
+        first_bookmark: the bookmark of the first acknowledged message (0 before any).
+        last_bookmark: the bookmark of the last acknowledged message (0 before any).
+    """
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+        self.stored = 0
+        self.first_bookmark = 0
+        self.last_bookmark = 0
+        self._acked = 0
+
+    def ack(self, resp: pb.PublishResponse) -> PublishAck:
+        """The acknowledgement of the next request.
+
+        Raises:
+            PublishError: the request was refused; it carries the tally of what was stored.
+        """
+        if resp.HasField("error"):
+            raise self._refusal(resp)
+        size = self.sizes[self._acked]
+        self._acked += 1
+        self.stored += size
+        self.first_bookmark = self.first_bookmark or resp.first_bookmark
+        self.last_bookmark = resp.last_bookmark
+        return PublishAck(size, resp.first_bookmark, resp.last_bookmark)
+
+    def total(self) -> PublishAck:
+        """The whole call's acknowledgement: every message stored so far."""
+        return PublishAck(self.stored, self.first_bookmark, self.last_bookmark)
+
+    def _refusal(self, resp: pb.PublishResponse) -> PublishError:
+        base = from_status(resp.error)
+        index = base.metadata.get("message_index")
+        offset = sum(self.sizes[: self._acked])
+        return PublishError(
+            base,
+            offset + int(index) if index is not None else None,
+            stored=self.stored,
+            first_bookmark=self.first_bookmark,
+            last_bookmark=self.last_bookmark,
+        )

@@ -1,0 +1,39 @@
+#!/usr/bin/env python3
+"""Write N order messages, one JSON document a line, to stdout: the README tour's demo data.
+
+Usage: ``python3 tools/demo/make_orders.py 10000 | sow publish -topic orders``.
+
+The orders are those of the benchmark dataset (``../shared/bench/make_orders.py``, which lives
+outside this repository): kept here so that the tour runs on a fresh clone.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def order(i: int) -> dict[str, Any]:
+    return {
+        "orderId": i,
+        "symbol": f"SYM{i % 500}",
+        "price": 100 + i % 97,
+        "qty": i % 1000,
+        "side": "B" if i % 2 else "S",
+        "trader": f"t{i % 50}",
+        "venue": f"V{i % 7}",
+        "ts": i,
+    }
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+    out = sys.stdout
+    for i in range(n):
+        out.write(json.dumps(order(i), separators=(",", ":")))
+        out.write("\n")
+
+
+if __name__ == "__main__":
+    main()
