@@ -1,4 +1,5 @@
-"""Suite-wide settings: Hypothesis runs the same examples on every machine.
+"""Suite-wide fixtures (a real sowd in process or as a process) and settings: Hypothesis runs
+the same examples on every machine.
 
 CI runs on a clean clone, where ``.hypothesis/`` does not exist and the first ``st.text()`` of
 the run builds Hypothesis's Unicode tables (~2 s), which trips the ``too_slow`` health check of
@@ -9,7 +10,16 @@ or a saved database) and tolerates that one-off start-up cost; every other healt
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
 from hypothesis import HealthCheck, settings
+
+from sowdb.config import Config, demo_config
+from sowdb.server import SowServer
+from sowdb_client import AsyncClient
+from tests.support import Process, Running, make_config, start_sowd
 
 settings.register_profile(
     "sowdb",
@@ -19,3 +29,32 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("sowdb")
+
+
+@pytest.fixture
+async def sowd(tmp_path: Path) -> AsyncIterator[Running]:
+    server = SowServer(
+        make_config(tmp_path / "data", max_document_bytes=4096, max_message_bytes=64 * 1024, heartbeat_s=0.2)
+    )
+    port = await server.start()
+    client = AsyncClient(f"127.0.0.1:{port}")
+    try:
+        yield Running(server, client)
+    finally:
+        await client.close()
+        await server.stop(grace=0)
+
+
+@pytest.fixture
+def sowd_process(tmp_path: Path) -> Iterator[Process]:
+    p = start_sowd(tmp_path / "data")
+    try:
+        yield p
+    finally:
+        if p.proc.poll() is None:
+            p.stop()
+
+
+@pytest.fixture
+def demo() -> Config:
+    return demo_config()

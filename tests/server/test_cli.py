@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from sowdb_client import Client
-from tests.server.conftest import Process, start_sowd
+from tests.support import Process, start_sowd
 
 SOW = [sys.executable, "-m", "sowdb_client.cli"]
 

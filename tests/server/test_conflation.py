@@ -11,8 +11,7 @@ from sowdb.engine.changes import Change
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.subscription import Subscription, SubscriptionOptions
 from sowdb.expr import compile_filter
-from tests.server.conftest import Running
-from tests.server.test_subscriptions import take
+from tests.support import Running, take
 
 _seq = iter(range(1, 10_000))
 

@@ -18,8 +18,7 @@ from sowdb.engine.subscription import SubscriptionOptions
 from sowdb.errors import FailedPrecondition
 from sowdb.storage import Store
 from sowdb_client import FailedPreconditionError, Mirror
-from tests.server.conftest import Running
-from tests.server.test_subscriptions import take
+from tests.support import Running, take
 
 AGG = ["/symbol", "SUM(/qty) AS /qty", "COUNT(/id) AS /n", "MIN(/price) AS /low", "MAX(/price) AS /high"]
 TOTALS = ["/symbol", "SUM(/qty) AS /qty", "COUNT(/id) AS /n", "AVG(/qty) AS /avg", "STDDEV_SAMP(/qty) AS /sd"]

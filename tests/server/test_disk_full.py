@@ -22,7 +22,7 @@ from sowdb.storage import Store
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
 from sowdb_client import AsyncClient, ResourceExhaustedError
-from tests.server.conftest import make_config
+from tests.support import make_config
 
 SERVICE = "sowdb.v1.SowService"
 

@@ -15,7 +15,7 @@ from grpc_status import rpc_status
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
 from sowdb_client import InvalidArgumentError, PublishError, SowdbError
-from tests.server.conftest import Running
+from tests.support import Running
 
 SEED = [{"orderId": i, "symbol": f"SYM{i}", "price": 100 + i} for i in range(5)]
 

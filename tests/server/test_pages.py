@@ -19,9 +19,8 @@ from sowdb.engine.subscription import SubscriptionOptions
 from sowdb.errors import InvalidArgument
 from sowdb.storage import Store
 from sowdb_client import InvalidArgumentError
-from tests.server.conftest import Running
-from tests.server.test_process import sow as run_cli
-from tests.server.test_subscriptions import take
+from tests.support import Running, take
+from tests.support import sow as run_cli
 
 
 async def test_seed_example_entering_record_pushes_the_last_one_out(sowd: Running) -> None:

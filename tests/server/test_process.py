@@ -12,15 +12,9 @@ from pathlib import Path
 import pytest
 
 from sowdb_client import Client
-from tests.server.conftest import Process, start_sowd
+from tests.support import Process, sow, start_sowd
 
 BIN = Path(sys.executable).parent
-
-
-def sow(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sowdb_client.cli", *args], input=stdin, capture_output=True, text=True, timeout=60
-    )
 
 
 ORDERS = "\n".join(

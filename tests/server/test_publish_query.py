@@ -20,8 +20,7 @@ from sowdb_client import (
     Message,
     PublishError,
 )
-from tests.server.conftest import Running
-from tests.server.test_subscriptions import take
+from tests.support import Running, take
 
 
 def order(i: int, **extra: Any) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import pytest
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
 from sowdb_client import Client, PublishAck, PublishError
-from tests.server.conftest import Process, Running
+from tests.support import Process, Running
 
 BAD = 150  # the 151st message: the second request of 100 is refused
 

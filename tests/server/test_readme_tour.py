@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.conftest import Process
+from tests.support import Process
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -11,8 +11,8 @@ import subprocess
 import pytest
 
 from sowdb_client import AsyncClient, Mirror, OutOfRangeError
-from tests.server.conftest import Process, Running
-from tests.server.test_process import sow as run_cli
+from tests.support import Process, Running
+from tests.support import sow as run_cli
 
 
 async def churn(c: AsyncClient, topic: str, rounds: int, seed: int, done: asyncio.Event | None = None) -> None:

@@ -10,7 +10,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from sowdb_client import Client
-from tests.server.conftest import Process, start_sowd
+from tests.support import Process, start_sowd
 
 
 def sowd(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -13,8 +13,7 @@ import pytest
 
 from sowdb.server import SowServer
 from sowdb_client import AsyncClient, InvalidArgumentError, Mirror, OutOfRangeError
-from tests.server.conftest import Running, make_config
-from tests.server.test_subscriptions import docs, take
+from tests.support import Running, docs, make_config, take
 
 
 async def test_a_delta_subscriber_gets_a_record_entering_its_result_whole(sowd: Running) -> None:

@@ -16,26 +16,7 @@ from sowdb.server import SowServer
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
 from sowdb_client import AsyncClient, AsyncSubscriptionStream, Event, Message, Mirror
-from tests.server.conftest import Running, make_config
-
-
-async def take(stream: AsyncSubscriptionStream, n: int, *, timeout: float = 10.0) -> list[Event]:
-    """The next ``n`` events that are not heartbeats."""
-    out: list[Event] = []
-
-    async def collect() -> None:
-        async for e in stream:
-            if e.kind != "heartbeat":
-                out.append(e)
-                if len(out) == n:
-                    return
-
-    await asyncio.wait_for(collect(), timeout)
-    return out
-
-
-def docs(events: list[Event]) -> list[tuple[str, Any]]:
-    return [(e.kind, r.json()) for e in events for r in e.records]
+from tests.support import Running, docs, make_config, take
 
 
 async def test_subscribe_delivers_matching_messages_in_order_and_deletes(sowd: Running) -> None:

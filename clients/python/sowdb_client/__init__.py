@@ -14,7 +14,17 @@ from sowdb_client.errors import (
     UnimplementedError,
 )
 from sowdb_client.events import Event, Mirror
-from sowdb_client.types import DEFAULT_BATCH_SIZE, Message, PublishAck, Record
+from sowdb_client.options import (
+    DEFAULT_BATCH_SIZE,
+    DeleteOptions,
+    LiveOptions,
+    PublishOptions,
+    QueryOptions,
+    ReplaceOptions,
+    SowAndSubscribeOptions,
+    SubscribeOptions,
+)
+from sowdb_client.types import Message, PublishAck, Record
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -22,19 +32,26 @@ __all__ = [
     "AsyncSowResult",
     "AsyncSubscriptionStream",
     "Client",
+    "DeleteOptions",
     "Event",
     "FailedPreconditionError",
     "InvalidArgumentError",
+    "LiveOptions",
     "Message",
     "Mirror",
     "NotFoundError",
     "OutOfRangeError",
     "PublishAck",
     "PublishError",
+    "PublishOptions",
+    "QueryOptions",
     "Record",
+    "ReplaceOptions",
     "ResourceExhaustedError",
+    "SowAndSubscribeOptions",
     "SowResult",
     "SowdbError",
+    "SubscribeOptions",
     "SubscriptionStream",
     "UnavailableError",
     "UnimplementedError",

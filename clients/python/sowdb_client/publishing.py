@@ -9,20 +9,25 @@ the first refused request and ends the stream. The tally turns each response int
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client.errors import PublishError, from_status
+from sowdb_client.options import DEFAULT_PUBLISH_BATCH
 from sowdb_client.types import PublishAck, PublishItem, publish_message
 
 
 def publish_requests(
-    topic: str, messages: Iterable[PublishItem], *, delta: bool, batch_size: int, sizes: list[int]
+    topic: str, messages: Iterable[PublishItem], options: Mapping[str, Any], sizes: list[int]
 ) -> Iterator[pb.PublishRequest]:
-    """Group messages into requests of ``batch_size``; appends each request's size to ``sizes``.
+    """Group messages into requests of ``batch_size`` (:class:`~sowdb_client.options.PublishOptions`);
+    appends each request's size to ``sizes``.
 
     Every request carries ``stop_on_error``, so that a refusal stops the whole call there.
     """
+    delta: bool = options.get("delta", False)
+    batch_size: int = options.get("batch_size", DEFAULT_PUBLISH_BATCH)
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
     batch: list[pb.PublishMessage] = []

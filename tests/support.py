@@ -1,20 +1,20 @@
-"""Fixtures: a real sowd (grpc.aio on port 0, RocksDB under tmp) in-process or as a process."""
+"""What the tests share: a real sowd (grpc.aio on port 0, RocksDB under tmp) in process or as a
+process, the test topics, and helpers to read subscription streams and run the CLI. Fixtures
+are in ``conftest.py``; test modules import helpers from here, never from each other."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from sowdb.config import Config, ServerConfig, config_from_dict, demo_config
+from sowdb.config import Config, ServerConfig, config_from_dict
 from sowdb.server import SowServer
-from sowdb_client import AsyncClient
+from sowdb_client import AsyncClient, AsyncSubscriptionStream, Event
 
 TEST_TOPICS: dict[str, Any] = {
     "topic": [
@@ -54,20 +54,6 @@ class Running:
         return f"127.0.0.1:{self.server.port}"
 
 
-@pytest.fixture
-async def sowd(tmp_path: Path) -> AsyncIterator[Running]:
-    server = SowServer(
-        make_config(tmp_path / "data", max_document_bytes=4096, max_message_bytes=64 * 1024, heartbeat_s=0.2)
-    )
-    port = await server.start()
-    client = AsyncClient(f"127.0.0.1:{port}")
-    try:
-        yield Running(server, client)
-    finally:
-        await client.close()
-        await server.stop(grace=0)
-
-
 class Process:
     """``sowd`` running as a child process."""
 
@@ -101,16 +87,28 @@ def start_sowd(data_dir: Path, *args: str) -> Process:
     raise AssertionError(f"sowd did not start: {''.join(seen)}")
 
 
-@pytest.fixture
-def sowd_process(tmp_path: Path) -> Iterator[Process]:
-    p = start_sowd(tmp_path / "data")
-    try:
-        yield p
-    finally:
-        if p.proc.poll() is None:
-            p.stop()
+def sow(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """Run the ``sow`` CLI as a process."""
+    return subprocess.run(
+        [sys.executable, "-m", "sowdb_client.cli", *args], input=stdin, capture_output=True, text=True, timeout=60
+    )
 
 
-@pytest.fixture
-def demo() -> Config:
-    return demo_config()
+async def take(stream: AsyncSubscriptionStream, n: int, *, timeout: float = 10.0) -> list[Event]:
+    """The next ``n`` events that are not heartbeats."""
+    out: list[Event] = []
+
+    async def collect() -> None:
+        async for e in stream:
+            if e.kind != "heartbeat":
+                out.append(e)
+                if len(out) == n:
+                    return
+
+    await asyncio.wait_for(collect(), timeout)
+    return out
+
+
+def docs(events: list[Event]) -> list[tuple[str, Any]]:
+    """(event kind, document) of every record of ``events``."""
+    return [(e.kind, r.json()) for e in events for r in e.records]

@@ -1,0 +1,161 @@
+"""What the sync and asyncio clients share: the calls that return a stream (:class:`Calls`),
+translating a call's failure, and the bookkeeping of a query's frames and of a subscription's
+events. The two clients differ only in how they wait (iterate or ``async for``, call or
+``await``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Generic, TypeVar, Unpack
+
+import grpc
+from grpc_health.v1 import health_pb2
+
+from sowdb_api.v1 import sow_pb2 as pb
+from sowdb_client import options as o
+from sowdb_client.errors import SowdbError, from_rpc_error
+from sowdb_client.events import Event, event_from_pb
+from sowdb_client.publishing import PublishTally, publish_requests
+from sowdb_client.types import DEFAULT_MAX_MESSAGE_BYTES, PublishItem
+
+SERVICE = "sowdb.v1.SowService"
+HEALTH_CHECK = health_pb2.HealthCheckRequest(service=SERVICE)
+
+
+def channel_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
+    return [
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+    ]
+
+
+@contextmanager
+def rpc_errors() -> Iterator[None]:
+    """Raise a failed call as the typed :class:`SowdbError` of its status (rich details read)."""
+    try:
+        yield
+    except grpc.RpcError as exc:
+        raise from_rpc_error(exc) from None
+
+
+def check_serving(resp: Any) -> None:
+    """Raises:
+    SowdbError: the health check says the server is not serving (e.g. its disk is full).
+    """
+    if resp.status != health_pb2.HealthCheckResponse.SERVING:
+        raise SowdbError(grpc.StatusCode.UNAVAILABLE, "server is not serving")
+
+
+class SowFrames:
+    """A query's frames as they arrive: ``group_begin`` and ``group_end`` (with the counts)."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self.group_begin: pb.GroupBegin | None = None
+        self.group_end: pb.GroupEnd | None = None
+
+    def _note(self, resp: pb.SowResponse) -> None:
+        kind = resp.WhichOneof("event")
+        if kind == "group_begin":
+            self.group_begin = resp.group_begin
+        elif kind == "group_end":
+            self.group_end = resp.group_end
+
+    def cancel(self) -> None:
+        """Stop receiving (the server stops sending)."""
+        self._call.cancel()
+
+
+class EventStream:
+    """A subscription's events as they arrive; ``sub_id`` once ``subscribed`` has come."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._cancelled = False
+        self.sub_id = ""
+
+    def _event(self, resp: pb.SowAndSubscribeResponse | pb.SubscribeResponse) -> Event:
+        event = event_from_pb(resp)
+        if event.kind == "subscribed":
+            self.sub_id = event.sub_id
+        return event
+
+    def _failed(self, exc: grpc.RpcError) -> None:
+        """The stream ended with an error: silently if this side cancelled it, else raised."""
+        if not self._cancelled:
+            raise from_rpc_error(exc) from None
+
+    def cancel(self) -> None:
+        """End the subscription (the iteration then stops)."""
+        self._cancelled = True
+        self._call.cancel()
+
+
+S = TypeVar("S")  # the client's query result type
+E = TypeVar("E")  # the client's subscription stream type
+P = TypeVar("P")  # the client's publish_iter type
+
+
+class Calls(Generic[S, E, P]):
+    """The calls that return a stream, defined once for both clients (the stub is the sync or
+    the asyncio one; the result wrappers are each client's own), and the requests of the rest."""
+
+    _stub: Any
+
+    def _sow_result(self, call: Any) -> S:
+        raise NotImplementedError
+
+    def _subscription(self, call: Any) -> E:
+        raise NotImplementedError
+
+    def _publish(self, tally: PublishTally, call: Any) -> P:
+        raise NotImplementedError
+
+    def sow(self, topic: str, *, timeout: float | None = None, **options: Unpack[o.QueryOptions]) -> S:
+        """Query the state of a topic (or of every topic a regex matches); iterate the result
+        for its records (``group_end`` has the counts once it has been read)."""
+        req = o.sow_request(topic, o.checked(options, o.QueryOptions, "sow"))
+        return self._sow_result(self._stub.Sow(req, timeout=timeout))
+
+    def subscribe(self, topic: str, *, timeout: float | None = None, **options: Unpack[o.SubscribeOptions]) -> E:
+        """Subscribe to every later message of a topic (or of every topic a regex matches);
+        ``bookmark`` replays the journal after that point first (then ``completed``)."""
+        req = o.subscribe_request(topic, o.checked(options, o.SubscribeOptions, "subscribe"))
+        return self._subscription(self._stub.Subscribe(req, timeout=timeout))
+
+    def sow_and_subscribe(
+        self, topic: str, *, timeout: float | None = None, **options: Unpack[o.SowAndSubscribeOptions]
+    ) -> E:
+        """Query and subscribe at one atomic point: ``subscribed``, ``group_begin``, ``sow``
+        batches, ``group_end``, then live events (feed them to a :class:`Mirror`)."""
+        req = o.sow_and_subscribe_request(topic, o.checked(options, o.SowAndSubscribeOptions, "sow_and_subscribe"))
+        return self._subscription(self._stub.SowAndSubscribe(req, timeout=timeout))
+
+    def publish_iter(
+        self,
+        topic: str,
+        messages: Iterable[PublishItem],
+        *,
+        timeout: float | None = None,
+        **options: Unpack[o.PublishOptions],
+    ) -> P:
+        """Publish as ``publish`` does, yielding one :class:`PublishAck` per acknowledged batch
+        (its size and bookmarks) as it arrives, for progress reports and running totals.
+        Closing the iterator early cancels the call; batches already sent may still be stored.
+
+        Raises:
+            PublishError: as for ``publish``, after the acks of the batches stored before.
+            SowdbError: the call failed.
+        """
+        tally = PublishTally()
+        requests = publish_requests(topic, messages, o.checked(options, o.PublishOptions, "publish"), tally.sizes)
+        return self._publish(tally, self._stub.Publish(requests, timeout=timeout))
+
+    @staticmethod
+    def _replace(sub_id: str, options: Mapping[str, Any]) -> pb.ReplaceSubscriptionRequest:
+        return o.replace_request(sub_id, o.checked(options, o.ReplaceOptions, "replace_subscription"))
+
+    @staticmethod
+    def _delete(topic: str, options: Mapping[str, Any]) -> pb.SowDeleteRequest:
+        return o.sow_delete_request(topic, o.checked(options, o.DeleteOptions, "sow_delete"))
