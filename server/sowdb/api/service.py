@@ -7,11 +7,13 @@ already-encoded bytes (:mod:`sowdb.api.wire`) without re-serializing every respo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import grpc
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
+from sowdb.errors import InvalidArgument
 from sowdb_api.v1 import sow_pb2 as pb
 
 SERVICE = pb.DESCRIPTOR.services_by_name["SowService"]
@@ -25,6 +27,31 @@ _KINDS = {
 }
 
 
+class Undecodable:
+    """A request that is not a valid message of its type (a string field that is not UTF-8, a
+    truncated field). gRPC would answer it with a bare INTERNAL or UNKNOWN, so the deserializer
+    hands the handlers this instead, and they refuse it as malformed (:meth:`error`)."""
+
+    def __init__(self, type_name: str, reason: str) -> None:
+        self.type_name = type_name
+        self.reason = reason
+
+    def error(self) -> InvalidArgument:
+        return InvalidArgument(
+            f"the request is not a valid {self.type_name}: {self.reason} (protobuf string fields must be UTF-8)"
+        )
+
+
+def _deserializer(cls: Any) -> Callable[[bytes], Any]:
+    def parse(data: bytes) -> Any:
+        try:
+            return cls.FromString(data)
+        except DecodeError as exc:
+            return Undecodable(cls.DESCRIPTOR.full_name, str(exc).rsplit(": ", 1)[-1][:200])
+
+    return parse
+
+
 def _serialize(response: Message | bytes) -> bytes:
     return response if type(response) is bytes else response.SerializeToString()  # type: ignore[union-attr]
 
@@ -36,7 +63,7 @@ def add_service(servicer: Any, server: grpc.aio.Server) -> None:
         request_cls: Any = getattr(pb, method.input_type.name)
         handlers[method.name] = _KINDS[(method.client_streaming, method.server_streaming)](
             getattr(servicer, method.name),
-            request_deserializer=request_cls.FromString,
+            request_deserializer=_deserializer(request_cls),
             response_serializer=_serialize,
         )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))

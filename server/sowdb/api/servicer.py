@@ -20,6 +20,7 @@ import grpc
 from grpc_status import rpc_status
 
 from sowdb.api import convert
+from sowdb.api.service import Undecodable
 from sowdb.api.status import internal_status, rich_status
 from sowdb.api.wire import query_frame, stream_frames
 from sowdb.engine import Engine, SubscriptionStream
@@ -60,6 +61,8 @@ def error_boundary(method: _Handler) -> _Handler:
         @functools.wraps(method)
         async def streaming(self: Any, request: Any, context: Context) -> AsyncIterator[Any]:
             try:
+                if isinstance(request, Undecodable):
+                    raise request.error()
                 async with aclosing(method(self, request, context)) as responses:
                     async for response in responses:
                         yield response
@@ -73,6 +76,8 @@ def error_boundary(method: _Handler) -> _Handler:
     @functools.wraps(method)
     async def unary(self: Any, request: Any, context: Context) -> Any:
         try:
+            if isinstance(request, Undecodable):
+                raise request.error()
             return await method(self, request, context)
         except grpc.aio.AbortError:
             raise
@@ -111,7 +116,7 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
                 async for req in request_iterator:
                     ack = self._apply(req)
                     await acks.put(ack)
-                    if req.stop_on_error and ack.HasField("error"):
+                    if ack.HasField("error") and not isinstance(req, Undecodable) and req.stop_on_error:
                         break
             except asyncio.CancelledError:
                 raise  # the sender has gone: no one to tell
@@ -129,7 +134,9 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
         finally:
             applying.cancel()
 
-    def _apply(self, req: pb.PublishRequest) -> pb.PublishResponse:
+    def _apply(self, req: pb.PublishRequest | Undecodable) -> pb.PublishResponse:
+        if isinstance(req, Undecodable):
+            return pb.PublishResponse(error=rich_status(req.error()))  # the stream goes on
         try:
             messages = list(req.messages)  # each pass over req.messages wraps every message anew
             first, last = self.engine.publish(req.topic, messages, delta=req.delta, ttls=convert.ttls(messages))

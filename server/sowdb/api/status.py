@@ -48,6 +48,16 @@ def _reason(exc: errors.SowdbError) -> str:
     return "".join("_" + c if c.isupper() and i else c for i, c in enumerate(name)).upper()
 
 
+MAX_MESSAGE_CHARS = 1000
+"""Longest message (and field description) sent: an error may echo the client's own input (a
+3,000-character pattern), and the whole status travels in gRPC metadata, which clients cap at
+8 KB — a longer one would turn a clear refusal into a transport error."""
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + "…"
+
+
 def rich_status(exc: errors.SowdbError) -> status_pb2.Status:
     """The ``google.rpc.Status`` for a domain error, with BadRequest and ErrorInfo details."""
     code = status_code(exc)
@@ -57,17 +67,19 @@ def rich_status(exc: errors.SowdbError) -> status_pb2.Status:
         metadata["message_index"] = str(exc.index)
     if isinstance(inner, errors.ExpressionError):
         metadata["column"] = str(inner.column)
-        metadata["token"] = inner.token
+        metadata["token"] = _cut(inner.token)
     if isinstance(inner, errors.OutOfRange):
         metadata["oldest_bookmark"] = str(inner.oldest_bookmark)
     details = []
     if exc.field:
         bad = error_details_pb2.BadRequest(
-            field_violations=[error_details_pb2.BadRequest.FieldViolation(field=exc.field, description=exc.message)]
+            field_violations=[
+                error_details_pb2.BadRequest.FieldViolation(field=_cut(exc.field), description=_cut(exc.message))
+            ]
         )
         details.append(_pack(bad))
     details.append(_pack(error_details_pb2.ErrorInfo(reason=_reason(exc), domain=ERROR_DOMAIN, metadata=metadata)))
-    return status_pb2.Status(code=code.value[0], message=exc.message, details=details)
+    return status_pb2.Status(code=code.value[0], message=_cut(exc.message), details=details)
 
 
 def internal_status(message: str) -> status_pb2.Status:

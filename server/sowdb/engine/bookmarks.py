@@ -42,7 +42,9 @@ def parse_bookmark(text: str, *, field: str = "bookmark") -> Point:
     t = text.strip()
     if t.lower() == "now":
         return NOW
-    if t.isdigit():
+    if t.isascii() and t.isdigit():  # not "²" or other digits int() refuses
+        if len(t) > 20 or int(t) >= 2**64:
+            raise InvalidArgument(f"bookmark {t[:40]!r} is beyond the largest bookmark (2^64 - 1)", field=field)
         return Point(seq=int(t))
     m = _COMPACT.match(t)
     try:
@@ -51,9 +53,10 @@ def parse_bookmark(text: str, *, field: str = "bookmark") -> Point:
             micros = int((m.group(3) or ".0")[1:].ljust(6, "0"))
             return Point(timestamp_us=_micros(when) + micros)
         when = datetime.fromisoformat(t)
-    except ValueError:
+    except (ValueError, OverflowError):
         raise InvalidArgument(
-            f"bookmark {text!r} is not a sequence number, a timestamp (20260102T150405Z or ISO-8601), '0' or 'now'",
+            f"bookmark {text[:100]!r} is not a sequence number, a timestamp (20260102T150405Z or ISO-8601), "
+            "'0' or 'now'",
             field=field,
         ) from None
     if when.tzinfo is None:

@@ -108,6 +108,10 @@ def expiries(default_ttl: float, ttls: Sequence[float | None] | None, n: int, no
     return [now + int(ttl * 1e6) if ttl else 0 for ttl in (default_ttl if t is None else t for t in ttls)]
 
 
+MAX_TTL_S = 100 * 365.25 * 86400
+"""The longest time to live a message may ask for; expiry times are stored as 64-bit microseconds."""
+
+
 def check_ttls(ttls: Sequence[float | None], n: int) -> None:
     """Raises:
     InvalidArgument: not one time to live per message, or a negative one.
@@ -115,5 +119,8 @@ def check_ttls(ttls: Sequence[float | None], n: int) -> None:
     if len(ttls) != n:
         raise InvalidArgument("one ttl per message", field="messages")
     for i, ttl in enumerate(ttls):
-        if ttl is not None and ttl < 0:
-            raise InvalidArgument("expiration must not be negative", field=f"messages[{i}].expiration")
+        if ttl is not None and not 0 <= ttl <= MAX_TTL_S:
+            raise InvalidArgument(
+                f"expiration must be between 0 and {MAX_TTL_S:.0f} seconds (100 years), got {ttl:.0f}",
+                field=f"messages[{i}].expiration",
+            )

@@ -57,24 +57,40 @@ class StoredRecord:
         return f"StoredRecord({self.topic!r}, {self.sow_key!r}, bookmark={self.bookmark}, raw={self.raw!r})"
 
 
-def _key_text(value: Any) -> str | None:
-    """The canonical text of one key value, or None when it cannot be a key.
+_EXACT = 2**53  # floats at or beyond this magnitude may stand for several integers
+
+
+def _key_text(value: Any, path: str) -> str:
+    """The canonical text of one key value.
 
     Strings are JSON-quoted and numbers are not, so the string "42" and the number 42 are
     different keys; integral floats are written as integers, so 42 and 42.0 are the same key.
+    A float beyond 2^53 is refused: JSON decoding gives one for every integer beyond 64 bits,
+    so 10^29 and 10^29 + 1 would be the same key, the second silently replacing the first.
+
+    Raises:
+        InvalidArgument: missing, not a string, number or boolean, or not exact.
     """
     t = type(value)
     if t is int:
         return str(value)
     if t is str:
         return orjson.dumps(value).decode()
-    if t is float:
-        if value != value or value in (float("inf"), float("-inf")):
-            return None
-        return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
+    if t is float and value == value and abs(value) != float("inf"):
+        if abs(value) >= _EXACT:
+            raise InvalidArgument(
+                f"key field {path} is {value!r}, beyond the numbers a key keeps exact (integers beyond 64 bits "
+                "arrive as floats, and floats beyond 2^53 stand for many integers); send such identifiers as strings",
+                field="data",
+            )
+        return str(int(value)) if value.is_integer() else repr(value)
     if t is bool:
         return "true" if value else "false"
-    return None
+    if value is None:
+        raise InvalidArgument(f"lacks the key field {path}", field="data")
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:60] + "…"
+    raise InvalidArgument(f"key field {path} must be a string, number or boolean, not {shown}", field="data")
 
 
 class KeySpec:
@@ -102,18 +118,19 @@ class KeySpec:
             v = data.get(self._single_top)
             if type(v) is int:
                 return str(v)
-            text = _key_text(v)
-            if text is None:
-                raise self._missing(0, v)
-            return text
-        parts = []
-        for i, steps in enumerate(self._steps):
-            v = get_path(data, steps)
-            text = _key_text(v)
-            if text is None:
-                raise self._missing(i, v)
-            parts.append(text)
-        return ",".join(parts)
+            key = _key_text(v, self.paths[0])
+        else:
+            texts = [
+                _key_text(get_path(data, steps), path) for steps, path in zip(self._steps, self.paths, strict=True)
+            ]
+            key = ",".join(texts)
+        if len(key) > MAX_SOW_KEY_LENGTH:
+            raise InvalidArgument(
+                f"the key fields {', '.join(self.paths)} make a SowKey of {len(key)} characters, over the limit of "
+                f"{MAX_SOW_KEY_LENGTH}",
+                field="data",
+            )
+        return key
 
     def sow_keys(self, docs: list[dict[str, Any]]) -> list[str]:
         """The SowKeys of a publish request's documents, in one pass for the common case of a
@@ -129,12 +146,6 @@ class KeySpec:
             if set(map(type, values)) == _INT_ONLY:
                 return list(map(str, values))
         return [self.sow_key(d) for d in docs]
-
-    def _missing(self, i: int, value: Any) -> InvalidArgument:
-        path = self.paths[i]
-        if value is None:
-            return InvalidArgument(f"lacks the key field {path}", field="data")
-        return InvalidArgument(f"key field {path} must be a string, number or boolean, not {value!r}", field="data")
 
 
 def check_sow_key(sow_key: str) -> None:
