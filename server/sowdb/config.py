@@ -101,6 +101,13 @@ class ServerConfig:
     journal_max_entries: int = 0
     journal_max_bytes: int = 0
 
+    @property
+    def frame_bytes(self) -> int:
+        """Bytes of records in one response: half the message limit, so that a response plus
+        its framing always fits (a single larger record goes alone; it is at most
+        ``max_document_bytes``)."""
+        return self.max_message_bytes // 2
+
 
 @dataclass(frozen=True)
 class Config:

@@ -222,7 +222,7 @@ async def test_a_failure_while_a_sow_streams_is_mapped_through_the_status_table(
     from sowdb.engine import query as query_module
     from sowdb.errors import ResourceExhausted
 
-    def refuse(self: Any, results: Any) -> Any:
+    def refuse(self: Any, *args: Any) -> Any:
         raise ResourceExhausted("a limit passed while streaming", field="batch_size")
 
     monkeypatch.setattr(query_module.PreparedQuery, "_page", refuse)
@@ -236,7 +236,7 @@ async def test_a_failure_while_a_sow_streams_is_mapped_through_the_status_table(
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert details(err.value)[0] == ["batch_size"]
 
-        def crash(self: Any, results: Any) -> Any:
+        def crash(self: Any, *args: Any) -> Any:
             raise RuntimeError("boom")
 
         monkeypatch.setattr(query_module.PreparedQuery, "_page", crash)

@@ -62,7 +62,7 @@ class Engine:
         self.pages = PageSets()
         self.writer = Writer(config, store, topics, FanOut(topics, self.hub, self.pages), expiry, clock)
         self.journal = Journal(store, topics, self.writer, config.server, clock)
-        self.queries = Queries(topics, self.journal, self.writer, clock)
+        self.queries = Queries(topics, self.journal, self.writer, clock, frame_bytes=config.server.frame_bytes)
         self.placement = Placement(topics, self.hub, self.pages, self.journal, self.writer, config.server, clock)
         self.recovery: RecoveryReport | None = None
 
@@ -143,6 +143,7 @@ class Engine:
             writer=self.writer,
             hub=self.hub,
             heartbeat_s=self.config.server.heartbeat_s,
+            frame_bytes=self.config.server.frame_bytes,
         )
 
     def replace_subscription(

@@ -18,12 +18,13 @@ from sowdb.engine.bookmarks import Point, parse_bookmark
 from sowdb.engine.clock import Clock
 from sowdb.engine.derived import View
 from sowdb.engine.events import GroupBegin, GroupEnd, QueryEvent, RecordBatch
+from sowdb.engine.execution import batches
 from sowdb.engine.hub import SubscriptionHub
 from sowdb.engine.journal import Journal, Position
 from sowdb.engine.pages import PagedSubscription, PageSets, ResultSet
-from sowdb.engine.query import PreparedQuery, QueryOptions, request_filter
-from sowdb.engine.records import StoredRecord
-from sowdb.engine.subscription import DEFAULT_OPTIONS, Subscription, SubscriptionOptions, shaped
+from sowdb.engine.query import AsOf, PreparedQuery, QueryOptions, request_filter
+from sowdb.engine.records import StoredRecord, shaped
+from sowdb.engine.subscription import DEFAULT_OPTIONS, Subscription, SubscriptionOptions
 from sowdb.engine.topic import SowTopic
 from sowdb.engine.topics import Topics, check_topic_name, compile_topic_pattern
 from sowdb.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -119,10 +120,12 @@ class Placement:
             # must start right after the point, or the state and the replay leave a gap
             as_of = self.journal.as_of(topics, point)
             sub.hold((self.journal.replay_start(Point(seq=as_of.seq), whole=True), self.writer.last_seq))
-            events = query.run(query.snapshot_heads(topics, as_of), as_of.seq, self.clock(), as_of=as_of)
+            events = self._run(query, query.snapshot_heads(topics, as_of), as_of.seq, as_of)
         else:
             sub.hold()
-            events = query.run(query.snapshot(topics), self.writer.last_seq, self.clock())
+            events = query.run(
+                query.snapshot(topics), self.writer.last_seq, self.clock(), frame_bytes=self.config.frame_bytes
+            )
         self.hub.add(sub)
         return sub, events
 
@@ -141,11 +144,18 @@ class Placement:
             view.name, "", options, sub_id, owner, track=True, check_name=False, select=inner.select
         )
         sub.hold()
-        events = inner.run(inner.snapshot([view.topic]), self.writer.last_seq, self.clock())
+        events = inner.run(
+            inner.snapshot([view.topic]), self.writer.last_seq, self.clock(), frame_bytes=self.config.frame_bytes
+        )
         self.hub.add(sub)
         self.topics.attach(view, public=False)
         self.private[sub.id] = view
         return sub, events
+
+    def _run(
+        self, query: PreparedQuery, sources: list[list[StoredRecord]], bookmark: int, as_of: AsOf | None = None
+    ) -> AsyncIterator[QueryEvent]:
+        return query.run(sources, bookmark, self.clock(), as_of=as_of, frame_bytes=self.config.frame_bytes)
 
     def _paged_subscription(
         self, opts: QueryOptions, query: PreparedQuery, options: SubscriptionOptions, sub_id: str, owner: str
@@ -168,7 +178,7 @@ class Placement:
         self.hub.add(sub)  # first: a refused sub_id must not leave a result set behind
         rs = self._result_set(topic, query, sub.sow_keys)
         window = sub.bind(rs, opts.skip_n or 0, opts.top_n)
-        return sub, _page_events(query, window, len(rs.sorted), self.writer.last_seq)
+        return sub, _page_events(query, window, len(rs.sorted), self.writer.last_seq, self.config.frame_bytes)
 
     def _followed_topic(self, opts: QueryOptions, kind: str) -> SowTopic:
         """The one SOW topic an aggregated or paginated subscription follows, in its current
@@ -312,13 +322,13 @@ class Placement:
 
 
 async def _page_events(
-    query: PreparedQuery, window: list[StoredRecord], matched: int, bookmark: int
+    query: PreparedQuery, window: list[StoredRecord], matched: int, bookmark: int, frame_bytes: int
 ) -> AsyncIterator[QueryEvent]:
     """The query part of a paginated subscription: its first window (shaped by ``select``)."""
-    if query.select is not None:
-        window = [shaped(r, query.select) for r in window]
+    select = query.select
     yield GroupBegin(query.opts.query_id, bookmark)
-    size = query.batch_size
-    for i in range(0, len(window), size):
-        yield RecordBatch(window[i : i + size])
+    for batch in batches(
+        window, query.batch_size, frame_bytes, None if select is None else lambda r: shaped(r, select)
+    ):
+        yield RecordBatch(batch)
     yield GroupEnd(query.opts.query_id, len(window), matched, matched)

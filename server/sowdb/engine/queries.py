@@ -20,11 +20,12 @@ from sowdb.engine.topics import Topics
 class Queries:
     """Runs SOW queries."""
 
-    def __init__(self, topics: Topics, journal: Journal, writer: Position, clock: Clock) -> None:
+    def __init__(self, topics: Topics, journal: Journal, writer: Position, clock: Clock, *, frame_bytes: int) -> None:
         self.topics = topics
         self.journal = journal
         self.writer = writer
         self.clock = clock
+        self.frame_bytes = frame_bytes
 
     def sow(self, opts: QueryOptions) -> AsyncIterator[QueryEvent]:
         """Prepare and run a SOW query (all validation happens before the first event).
@@ -37,5 +38,6 @@ class Queries:
         point = parse_bookmark(opts.bookmark) if opts.bookmark.strip() else None
         if point is not None and not point.now:
             as_of = self.journal.as_of(topics, point)
-            return query.run(query.snapshot_heads(topics, as_of), as_of.seq, self.clock(), as_of=as_of)
-        return query.run(query.snapshot(topics), self.writer.last_seq, self.clock())
+            heads = query.snapshot_heads(topics, as_of)
+            return query.run(heads, as_of.seq, self.clock(), as_of=as_of, frame_bytes=self.frame_bytes)
+        return query.run(query.snapshot(topics), self.writer.last_seq, self.clock(), frame_bytes=self.frame_bytes)

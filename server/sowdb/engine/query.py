@@ -9,17 +9,16 @@ event loop between them, so a long query does not stall publishers.
 
 from __future__ import annotations
 
-import asyncio
-import heapq
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 import orjson
 
 from sowdb.engine.events import GroupBegin, GroupEnd, QueryEvent, RecordBatch
-from sowdb.engine.history import version_at
-from sowdb.engine.records import StoredRecord
+from sowdb.engine.execution import Slicer, batches, in_slices, ordered, scan, stream_batches
+from sowdb.engine.records import StoredRecord, shaped
 from sowdb.engine.topic import SowTopic
 from sowdb.errors import ExpressionError, InvalidArgument
 from sowdb.expr import (
@@ -35,7 +34,15 @@ from sowdb.expr import (
 
 MAX_BATCH_SIZE = 10_000
 DEFAULT_BATCH_SIZE = 1
-SCAN_CHUNK = 50_000
+DEFAULT_FRAME_BYTES = 4 * 1024 * 1024
+"""Bytes of records per response when the server does not say (it says: half its message limit)."""
+
+# Limits on what one request may ask the server to compute per record (each refused with
+# INVALID_ARGUMENT naming it): an order_by over 2,000 paths, say, would cost seconds per 10k records.
+MAX_ORDER_BY_FIELDS = 16
+MAX_GROUPING = 16
+MAX_PROJECTION = 256
+MAX_SELECT_PATHS = 256
 
 
 @dataclass(frozen=True)
@@ -103,9 +110,25 @@ class PreparedQuery:
         self.aggregation: Aggregation | None = None
         if opts.grouping or opts.projection:
             self.aggregation = parse_aggregation(list(opts.grouping), list(opts.projection))
+        self._check_limits()
         for i, key in enumerate(opts.sow_keys):
             if not key:
                 raise InvalidArgument(f"sow_keys[{i}] is empty", field=f"sow_keys[{i}]")
+
+    def _check_limits(self) -> None:
+        """Raises:
+        InvalidArgument: more order_by fields, grouping or projection items or select paths
+            than a query may have (the work per record would stall the server).
+        """
+        counts = [
+            ("order_by", len(self.order.parts) if self.order else 0, MAX_ORDER_BY_FIELDS, "fields"),
+            ("grouping", self.aggregation.grouping_count if self.aggregation else 0, MAX_GROUPING, "expressions"),
+            ("projection", len(self.aggregation.outputs) if self.aggregation else 0, MAX_PROJECTION, "items"),
+            ("select", len(self.select.items) if self.select else 0, MAX_SELECT_PATHS, "paths"),
+        ]
+        for field, count, limit, what in counts:
+            if count > limit:
+                raise InvalidArgument(f"{field} has {count} {what}; a query may have at most {limit}", field=field)
 
     def snapshot(self, topics: Sequence[SowTopic]) -> list[list[StoredRecord]]:
         """The records to scan, per topic, as of now; call with no await in between."""
@@ -136,75 +159,75 @@ class PreparedQuery:
         return out
 
     async def run(
-        self, sources: list[list[StoredRecord]], bookmark: int, now_us: int, *, as_of: AsOf | None = None
+        self,
+        sources: list[list[StoredRecord]],
+        bookmark: int,
+        now_us: int,
+        *,
+        as_of: AsOf | None = None,
+        frame_bytes: int = DEFAULT_FRAME_BYTES,
     ) -> AsyncIterator[QueryEvent]:
-        """Scan the snapshot and yield group_begin, record batches, group_end.
+        """Scan the snapshot and yield group_begin, record batches, group_end, working in slices
+        (:mod:`sowdb.engine.execution`) so that the event loop is never held for long.
 
         With ``as_of``, ``sources`` are version chains and each is walked back to the point.
+        Batches hold at most ``batch_size`` records and about ``frame_bytes`` bytes.
         """
         opts = self.opts
+        slicer = Slicer()
         yield GroupBegin(opts.query_id, bookmark)
-        matched: list[StoredRecord] = []
-        scanned = 0
+        point = None
         if as_of is not None:
-            seq = as_of.seq if as_of.timestamp_us is None else _FOREVER
-            ts = _FOREVER if as_of.timestamp_us is None else as_of.timestamp_us
-        for records in sources:
-            for i in range(0, len(records), SCAN_CHUNK):
-                chunk = records[i : i + SCAN_CHUNK] if len(records) > SCAN_CHUNK else records
-                if as_of is not None:
-                    chunk = [v for v in [version_at(h, seq, ts) for h in chunk] if v is not None]
-                if self.filter is None:
-                    matched.extend(chunk)
-                else:
-                    match = self.filter.matches
-                    matched.extend([r for r in chunk if match(r.data, r)])
-                scanned += len(chunk)
-                if len(records) > SCAN_CHUNK:
-                    await asyncio.sleep(0)
+            point = (as_of.seq, _FOREVER) if as_of.timestamp_us is None else (_FOREVER, as_of.timestamp_us)
+        matched, scanned = await scan(sources, self.filter, slicer, point=point)
         n_matched = len(matched)
-        results = self._aggregate(matched, bookmark, now_us) if self.aggregation else matched
-        results = self._page(results)
-        if self.select is not None:
-            apply = self.select.apply
-            results = [_derived(r, apply(r.data)) for r in results if r.data is not None]
-        size = self.batch_size
-        for i in range(0, len(results), size):
-            yield RecordBatch(results[i : i + size])
-        yield GroupEnd(opts.query_id, len(results), n_matched, scanned)
+        results = await self._aggregate(matched, bookmark, now_us, slicer) if self.aggregation else matched
+        top, skip = opts.top_n, opts.skip_n or 0
+        returned = len(results[skip:]) if top is None else len(results[skip : skip + top])
+        select = self.select
+        shape = None if select is None else (lambda r: shaped(r, select))
+        out = await self._page(results, slicer)
+        async for batch in stream_batches(batches(out, self.batch_size, frame_bytes, shape), slicer):
+            yield RecordBatch(batch)
+        yield GroupEnd(opts.query_id, returned, n_matched, scanned)
 
-    def _page(self, results: list[StoredRecord]) -> list[StoredRecord]:
+    async def _page(self, results: list[StoredRecord], slicer: Slicer) -> Iterator[StoredRecord]:
         """Order (Q-7) and cut ``top_n`` / ``skip_n``. With a page but no ``order_by``, the
         records are taken in SowKey order, so that a query and a live page (P-1) of the same
         options hold the same records; ties are broken by SowKey alike (:func:`page_key`)."""
         top, skip = self.opts.top_n, self.opts.skip_n or 0
         if self.order is None and top is None and not skip:
-            return results  # no order asked for: the order is unspecified (Q-7)
-        key = page_key(self.order)
-        if top is not None and (skip + top) * 8 < len(results):
-            return heapq.nsmallest(skip + top, results, key=key)[skip:]
-        results = sorted(results, key=key)
-        if top is not None:
-            return results[skip : skip + top]
-        return results[skip:] if skip else results
+            return iter(results)  # no order asked for: the order is unspecified (Q-7)
+        first = None if top is None else skip + top
+        out = await ordered(results, page_key(self.order), slicer, first=first)
+        return islice(out, skip, None)
 
-    def _aggregate(self, matched: list[StoredRecord], bookmark: int, now_us: int) -> list[StoredRecord]:
+    async def _aggregate(
+        self, matched: list[StoredRecord], bookmark: int, now_us: int, slicer: Slicer
+    ) -> list[StoredRecord]:
         agg = self.aggregation
         assert agg is not None
         groups: dict[tuple[Any, ...], tuple[str, Any]] = {}
-        for r in matched:
+
+        def add(r: StoredRecord) -> None:
             assert r.data is not None
             key = agg.group_key(r.data, r)
             entry = groups.get(key)
             if entry is None:
                 entry = groups[key] = (r.topic, agg.new_group())
             entry[1].add(r.data, r)
-        out = []
-        for key, (topic, group) in groups.items():
+
+        await in_slices(matched, add, slicer)
+        out: list[StoredRecord] = []
+
+        def result(item: tuple[tuple[Any, ...], tuple[str, Any]]) -> None:
+            key, (topic, group) = item
             data = group.result()
             out.append(
                 StoredRecord(topic, orjson.dumps(list(key)).decode(), data, orjson.dumps(data), bookmark, now_us)
             )
+
+        await in_slices(groups.items(), result, slicer)
         return out
 
 
@@ -217,10 +240,6 @@ def page_key(order: OrderBy | None) -> Callable[[StoredRecord], bytes]:
         return lambda r: r.sow_key.encode() + b"\x00" + r.topic.encode()
     byte_key = order.byte_key
     return lambda r: byte_key(r.data or {}) + r.sow_key.encode() + b"\x00" + r.topic.encode()
-
-
-def _derived(r: StoredRecord, data: dict[str, Any]) -> StoredRecord:
-    return StoredRecord(r.topic, r.sow_key, data, orjson.dumps(data), r.bookmark, r.timestamp_us, r.expiry_us)
 
 
 def request_filter(text: str) -> CompiledFilter | None:

@@ -8,7 +8,7 @@ import orjson
 
 from sowdb.config import field_path_steps
 from sowdb.errors import InvalidArgument, ResourceExhausted
-from sowdb.expr import get_path
+from sowdb.expr import Select, get_path
 
 MAX_SOW_KEY_LENGTH = 1024
 _INT_ONLY = {int}
@@ -191,3 +191,9 @@ def merge_delta(old: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+def shaped(rec: StoredRecord, select: Select) -> StoredRecord:
+    """The record as ``select`` shapes it (Q-9): the same version, only the chosen fields."""
+    data = select.apply(rec.data) if rec.data is not None else {}
+    return StoredRecord(rec.topic, rec.sow_key, data, orjson.dumps(data), rec.bookmark, rec.timestamp_us, rec.expiry_us)

@@ -16,10 +16,12 @@ sparse traffic keeps its latency.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from types import TracebackType
 
+from sowdb.engine.changes import QueuedEvent
 from sowdb.engine.events import Completed, Deliveries, Heartbeat, QueryEvent, RecordBatch, StreamEvent, Subscribed
+from sowdb.engine.execution import RECORD_OVERHEAD
 from sowdb.engine.hub import SubscriptionHub
 from sowdb.engine.journal import Journal, Position
 from sowdb.engine.placement import Placement
@@ -44,6 +46,7 @@ class SubscriptionStream:
         writer: Position,
         hub: SubscriptionHub,
         heartbeat_s: float,
+        frame_bytes: int,
     ) -> None:
         self.sub = sub
         self._query = query
@@ -52,6 +55,7 @@ class SubscriptionStream:
         self._writer = writer
         self._hub = hub
         self._heartbeat_s = heartbeat_s
+        self._frame_bytes = frame_bytes
 
     @property
     def sub_id(self) -> str:
@@ -87,9 +91,8 @@ class SubscriptionStream:
         if sub.replay_from is not None:
             async for changes in self._journal.replay(sub):
                 sub.evaluate(changes)
-                drained = sub.drain()
-                if drained:
-                    yield Deliveries(drained)
+                for deliveries in self._deliveries(sub.drain()):
+                    yield deliveries
             yield Completed(sub.replay_from[1])
         sub.release()
         async for live in self._live():
@@ -120,6 +123,19 @@ class SubscriptionStream:
             if wait > 0:
                 await asyncio.sleep(wait)
             last_send = last_activity = loop.time()
-            drained = sub.drain()
-            if drained:
-                yield Deliveries(drained)
+            for deliveries in self._deliveries(sub.drain()):
+                yield deliveries
+
+    def _deliveries(self, events: list[QueuedEvent]) -> Iterator[Deliveries]:
+        """Drained events in deliveries of about ``frame_bytes`` bytes each at most (a backlog
+        of large records must not make one response over the transport's limit)."""
+        limit = self._frame_bytes
+        start = used = 0
+        for i, e in enumerate(events):
+            cost = len(e.record.raw) + RECORD_OVERHEAD
+            if used + cost > limit and i > start:
+                yield Deliveries(events[start:i])
+                start, used = i, 0
+            used += cost
+        if start < len(events):
+            yield Deliveries(events[start:] if start else events)

@@ -27,7 +27,7 @@ import orjson
 
 from sowdb.config import field_path_steps, is_regex_topic
 from sowdb.engine.changes import OOF_MATCH, Change, QueuedEvent
-from sowdb.engine.records import StoredRecord
+from sowdb.engine.records import StoredRecord, shaped
 from sowdb.errors import InvalidArgument, ResourceExhausted
 from sowdb.expr import CompiledFilter, Select, get_path
 
@@ -426,12 +426,6 @@ class Subscription:
 
 
 _MISSING = object()
-
-
-def shaped(rec: StoredRecord, select: Select) -> StoredRecord:
-    """The record as ``select`` shapes it (Q-9): the same version, only the chosen fields."""
-    data = select.apply(rec.data) if rec.data is not None else {}
-    return StoredRecord(rec.topic, rec.sow_key, data, orjson.dumps(data), rec.bookmark, rec.timestamp_us, rec.expiry_us)
 
 
 def _merged_delta(earlier: StoredRecord, later: StoredRecord) -> StoredRecord:

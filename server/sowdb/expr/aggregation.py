@@ -285,6 +285,7 @@ class Aggregation:
         self._aggregate_values = holder = _AggregateValues()
         compiler = _Compiler(holder)
         self._group_fns = [compiler.value(node) for node, _, _ in group_items]
+        self.grouping_count = len(self._group_fns)
         self.group_field = _top_field(group_items[0][0]) if len(group_items) == 1 else None
         """The grouping is this one top-level field (views read it directly)."""
         self.slots: list[_Slot] = []
