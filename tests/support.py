@@ -112,3 +112,37 @@ async def take(stream: AsyncSubscriptionStream, n: int, *, timeout: float = 10.0
 def docs(events: list[Event]) -> list[tuple[str, Any]]:
     """(event kind, document) of every record of ``events``."""
     return [(e.kind, r.json()) for e in events for r in e.records]
+
+
+def sst_files(store: Any) -> dict[str, list[Path]]:
+    """Flush every column family of an open store; then its SST files by family, told apart by
+    the shape of their keys (see ``sowdb.storage.keys``): journal keys are 8-byte sequences,
+    history keys end with ``0x00`` + an 8-byte sequence, meta keys are ASCII names."""
+    for family in ("journal", "current", "history", "meta"):
+        getattr(store, f"_{family}").flush(wait=True)
+    out: dict[str, list[Path]] = {"journal": [], "current": [], "history": [], "meta": []}
+    for f in store._db.live_files():
+        first, last = f["start_key"], f["end_key"]
+        if len(first) == 8 and len(last) == 8 and first[0] == 0:
+            family = "journal"
+        elif first[:1].isalpha():
+            family = "meta"
+        elif len(last) > 9 and last[-9] == 0:
+            family = "history"
+        else:
+            family = "current"
+        out[family].append(Path(store.path) / f["name"].lstrip("/"))
+    return out
+
+
+def flip_byte(path: Path, at: float = 0.5) -> None:
+    """Damage a file: invert one byte at the given fraction of its length."""
+    data = bytearray(path.read_bytes())
+    i = int(len(data) * at)
+    data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def sowd_command(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``sowd`` (a subcommand such as ``verify``) as a process, to its end."""
+    return subprocess.run([sys.executable, "-m", "sowdb.main", *args], capture_output=True, text=True, timeout=120)

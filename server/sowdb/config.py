@@ -100,6 +100,8 @@ class ServerConfig:
     journal_max_age_s: float = 0.0
     journal_max_entries: int = 0
     journal_max_bytes: int = 0
+    # how long start-up may spend reading the journal back against its checksums (0: not at all)
+    verify_budget_s: float = 10.0
 
     @property
     def frame_bytes(self) -> int:
@@ -333,6 +335,7 @@ class _Reader:
                 "journal_max_age",
                 "journal_max_entries",
                 "journal_max_bytes",
+                "verify_budget",
             },
         )
         listen = self._get(t, entry, "listen", str, DEFAULT_LISTEN)
@@ -359,6 +362,7 @@ class _Reader:
             if value < 0:
                 raise self.fail(entry, f"{key}: 0 (no limit) or more, got {value}")
         return ServerConfig(
+            verify_budget_s=self._duration(t, entry, "verify_budget", "10s"),
             journal_max_bytes=max_journal_bytes,
             journal_max_age_s=self._duration(t, entry, "journal_max_age", "0s"),
             journal_max_entries=max_entries,

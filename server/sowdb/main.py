@@ -1,12 +1,18 @@
 """``sowd``: the server command.
 
     sowd [--config FILE] [--listen HOST:PORT] [--data-dir DIR] [--log-level LEVEL]
-    sowd rebuild [--config FILE] [--data-dir DIR]
+    sowd rebuild    [--config FILE] [--data-dir DIR]
+    sowd verify     [--config FILE] [--data-dir DIR]
+    sowd repair     [--config FILE] [--data-dir DIR]
+    sowd checkpoint DIR [--config FILE] [--data-dir DIR] [--server HOST:PORT]
     sowd --version
 
 With no config it serves the built-in demo config on 127.0.0.1:9007 with data in ./data.
-``rebuild`` recreates ``current`` and ``history`` from the journal (J-2) and exits; run it with
-the server stopped. A port in use or a data directory held by another sowd is reported in one
+``rebuild`` recreates ``current`` and ``history`` from the journal (J-2); ``verify`` reads the
+whole store back and checks it; ``repair`` makes a data directory that cannot be opened openable
+again — all three with the server stopped. ``checkpoint`` writes a consistent copy of the store
+while the server runs (through the server, or directly when none is running). A port in use, a
+data directory held by another sowd, or one that cannot be opened as it is, is reported in one
 line, before any recovery or loading.
 """
 
@@ -20,8 +26,9 @@ from importlib.metadata import PackageNotFoundError, version
 
 from sowdb.config import Config, ConfigError, demo_config, load_config
 from sowdb.engine.recovery import rebuild
+from sowdb.operations import checkpoint, verify
 from sowdb.server import run, with_overrides
-from sowdb.storage import Store
+from sowdb.storage import Store, repair
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
@@ -32,9 +39,12 @@ def main(argv: list[str] | None = None) -> int:
         "command",
         nargs="?",
         default="serve",
-        choices=["serve", "rebuild"],
-        help="serve (the default), or rebuild current/history from the journal and exit",
+        choices=["serve", "rebuild", "verify", "repair", "checkpoint"],
+        help="serve (the default); rebuild current/history from the journal; verify the store; repair a data "
+        "directory that cannot be opened; checkpoint DIR (a consistent copy, while serving)",
     )
+    parser.add_argument("directory", nargs="?", help="checkpoint: the new directory to write the copy into")
+    parser.add_argument("--server", help="checkpoint: the running sowd to ask (default: the config's listen address)")
     parser.add_argument("--config", help="TOML config file (default: the built-in demo config)")
     parser.add_argument("--listen", help="HOST:PORT to listen on (overrides [server] listen)")
     parser.add_argument("--data-dir", help="RocksDB data directory (overrides [server] data_dir)")
@@ -55,8 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sowd: invalid config: {exc}", file=sys.stderr)
         return 2
     config = with_overrides(config, listen=args.listen, data_dir=args.data_dir)
-    if args.command == "rebuild":
-        return _rebuild(config)
+    if args.command == "checkpoint":
+        return checkpoint(config, args.directory, args.server)
+    if args.command in ("rebuild", "verify", "repair"):
+        return {"rebuild": _rebuild, "verify": verify, "repair": _repair}[args.command](config)
     try:
         asyncio.run(run(config))
     except OSError as exc:  # a port in use, a data directory locked by another sowd, ...
@@ -76,8 +88,8 @@ def _version() -> str:
 def _rebuild(config: Config) -> int:
     try:
         store = Store(config.server.data_dir, fsync=config.server.fsync)
-    except Exception as exc:  # RocksDB reports a lock held by a running server this way
-        print(f"sowd rebuild: cannot open {config.server.data_dir}: {exc}", file=sys.stderr)
+    except OSError as exc:
+        print(f"sowd rebuild: {exc}", file=sys.stderr)
         return 1
     try:
         report = rebuild(store, config)
@@ -90,6 +102,16 @@ def _rebuild(config: Config) -> int:
             f"sowd rebuild: replayed {report.entries} journal entries (bookmarks {report.first}..{report.last}) "
             f"in {report.seconds:.2f} s ({report.rate:,.0f} entries/s)"
         )
+    return 0
+
+
+def _repair(config: Config) -> int:
+    try:
+        done = repair(config.server.data_dir)
+    except OSError as exc:
+        print(f"sowd repair: {exc}", file=sys.stderr)
+        return 1
+    print(f"sowd repair: {done}; now run `sowd verify`")
     return 0
 
 

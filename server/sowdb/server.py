@@ -15,12 +15,14 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from sowdb.api.service import SERVICE_NAME, add_service
+from sowdb.api.admin import AdminServicer
+from sowdb.api.service import ADMIN_SERVICE, ADMIN_SERVICE_NAME, SERVICE_NAME, add_service
 from sowdb.api.servicer import SowServicer
 from sowdb.config import Config
 from sowdb.engine import Clock, Engine, system_clock
 from sowdb.engine.upkeep import run_upkeep
 from sowdb.storage import Store
+from sowdb_api.v1 import admin_pb2
 
 log = logging.getLogger("sowdb.server")
 
@@ -79,8 +81,10 @@ class SowServer:
         tune_gc()
         logging.getLogger("grpc._cython.cygrpc").addFilter(_CLIENT_GONE)
         add_service(SowServicer(self.engine), server)
+        add_service(AdminServicer(self.engine), server, ADMIN_SERVICE, admin_pb2)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        reflection.enable_server_reflection((SERVICE_NAME, reflection.SERVICE_NAME, health.SERVICE_NAME), server)
+        services = (SERVICE_NAME, ADMIN_SERVICE_NAME, reflection.SERVICE_NAME, health.SERVICE_NAME)
+        reflection.enable_server_reflection(services, server)
         await server.start()
         self._server = server
         self._upkeep = asyncio.create_task(run_upkeep(self.engine), name="sowdb-upkeep")

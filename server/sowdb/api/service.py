@@ -1,4 +1,4 @@
-"""Registers ``sowdb.v1.SowService`` with the gRPC server.
+"""Registers the services (``sowdb.v1.SowService``, ``sowdb.v1.AdminService``) with the gRPC server.
 
 Like the generated ``add_SowServiceServicer_to_server``, but with a response serializer that
 passes ``bytes`` through, so a handler may yield either a response message or its
@@ -14,10 +14,12 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 
 from sowdb.errors import InvalidArgument
-from sowdb_api.v1 import sow_pb2 as pb
+from sowdb_api.v1 import admin_pb2, sow_pb2
 
-SERVICE = pb.DESCRIPTOR.services_by_name["SowService"]
+SERVICE = sow_pb2.DESCRIPTOR.services_by_name["SowService"]
 SERVICE_NAME: str = SERVICE.full_name
+ADMIN_SERVICE = admin_pb2.DESCRIPTOR.services_by_name["AdminService"]
+ADMIN_SERVICE_NAME: str = ADMIN_SERVICE.full_name
 
 _KINDS = {
     (False, False): grpc.unary_unary_rpc_method_handler,
@@ -56,14 +58,15 @@ def _serialize(response: Message | bytes) -> bytes:
     return response if type(response) is bytes else response.SerializeToString()  # type: ignore[union-attr]
 
 
-def add_service(servicer: Any, server: grpc.aio.Server) -> None:
-    """Register every method of the service, each handled by the servicer's method of its name."""
+def add_service(servicer: Any, server: grpc.aio.Server, service: Any = SERVICE, messages: Any = sow_pb2) -> None:
+    """Register every method of ``service``, each handled by the servicer's method of its name
+    (``messages``: the generated module that holds its request types)."""
     handlers = {}
-    for method in SERVICE.methods:
-        request_cls: Any = getattr(pb, method.input_type.name)
+    for method in service.methods:
+        request_cls: Any = getattr(messages, method.input_type.name)
         handlers[method.name] = _KINDS[(method.client_streaming, method.server_streaming)](
             getattr(servicer, method.name),
             request_deserializer=_deserializer(request_cls),
             response_serializer=_serialize,
         )
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))

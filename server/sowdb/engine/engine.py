@@ -19,6 +19,7 @@ from __future__ import annotations
 import gc
 import logging
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 
 from sowdb.config import Config
 from sowdb.engine.clock import Clock, system_clock
@@ -35,6 +36,7 @@ from sowdb.engine.query import QueryOptions
 from sowdb.engine.recovery import (
     RecoveryReport,
     StoreDamaged,
+    check_journal_at_start,
     follow_durability_changes,
     load_state,
     rebuild,
@@ -44,7 +46,8 @@ from sowdb.engine.streams import SubscriptionStream
 from sowdb.engine.subscription import DEFAULT_OPTIONS, Subscription, SubscriptionOptions
 from sowdb.engine.topics import Topics, TopicSummary
 from sowdb.engine.writer import Writer
-from sowdb.storage import Store
+from sowdb.errors import FailedPrecondition, InvalidArgument
+from sowdb.storage import Store, StoreUnusable
 
 log = logging.getLogger("sowdb.engine")
 
@@ -68,15 +71,32 @@ class Engine:
 
     @classmethod
     def open(cls, config: Config, store: Store, *, clock: Clock = system_clock) -> Engine:
-        """Bring the store level with its journal (J-2, and topics whose durability changed),
-        load every topic into memory (J-3), and return the engine over it. A stored record
-        that cannot be read back makes ``current`` and ``history`` be rebuilt from the journal."""
+        """Check the journal (checksums, within ``verify_budget``), bring the store level with it
+        (J-2, and topics whose durability changed), load every topic into memory (J-3), and
+        return the engine over it.
+
+        ``current`` is checked while it loads: every block against its checksum and each
+        topic's records against its count. A damaged ``current`` is rebuilt from the journal
+        when the journal holds everything (it is the authority); otherwise start-up is refused.
+
+        Raises:
+            StoreUnusable: the journal is damaged, or ``current`` is and the journal cannot
+                rebuild it; the message says how to recover.
+        """
+        check_journal_at_start(store, config.server.verify_budget_s)
         recovery = replay_into_store(store, config)
         follow_durability_changes(store, config)
         try:
             topics, expiry = _load(config, store, clock)
         except StoreDamaged as exc:
-            log.error("a stored record cannot be read (%s); rebuilding current and history from the journal", exc)
+            trimmed = store.journal_trimmed()
+            if trimmed:
+                raise StoreUnusable(
+                    f"the stored state in {store.path} is damaged ({exc}), and the journal cannot rebuild it: "
+                    f"retention removed bookmarks up to {trimmed}. Restore a checkpoint (`sowd checkpoint`), or run "
+                    "`sowd rebuild` to rebuild from what the journal holds, losing records last changed before that"
+                ) from None
+            log.error("the stored state is damaged (%s); rebuilding current and history from the journal", exc)
             recovery = rebuild(store, config)
             topics, expiry = _load(config, store, clock)
         engine = cls(config, store, topics, expiry, clock)
@@ -164,6 +184,26 @@ class Engine:
 
     def list_topics(self) -> list[TopicSummary]:
         return self.topics.summaries()
+
+    def checkpoint(self, directory: str) -> tuple[str, int, int]:
+        """A consistent copy of the store in a new directory, taken in one step of the writer
+        (no change can land half-way); returns (the directory, its last bookmark, its size).
+
+        Raises:
+            InvalidArgument: no directory, or its parent does not exist.
+            FailedPrecondition: the directory exists already.
+        """
+        if not directory.strip():
+            raise InvalidArgument("directory is required", field="directory")
+        target = Path(directory).expanduser().resolve()
+        if target.exists():
+            raise FailedPrecondition(
+                f"{target} exists already; a checkpoint goes into a new directory", field="directory"
+            )
+        if not target.parent.is_dir():
+            raise InvalidArgument(f"{target.parent} is not a directory on the server's machine", field="directory")
+        size = self.store.checkpoint(str(target))
+        return str(target), self.writer.last_seq, size
 
     # --- the upkeep's chores (sowdb.engine.upkeep) ------------------------------------------------
 

@@ -26,9 +26,12 @@ from sowdb.engine.expiry import ExpiryQueue
 from sowdb.engine.history import Tombstone
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.topic import SowTopic
+from sowdb.errors import DataLoss
 from sowdb.storage import Store
 from sowdb.storage import keys as k
 from sowdb.storage.rebuild import replay_journal
+from sowdb.storage.store import StoreUnusable
+from sowdb.storage.verify import Report, check_journal
 
 log = logging.getLogger("sowdb.recovery")
 
@@ -79,6 +82,34 @@ def _progress(total: int, label: str) -> tuple[Callable[[int], None], Callable[[
     return (lambda n: bar.advance(task, n)), bar.stop
 
 
+def check_journal_at_start(store: Store, budget_s: float) -> None:
+    """Read the journal back against its checksums, from its start, for at most ``budget_s``
+    seconds (with a progress bar on a terminal); ``sowd verify`` reads all of it.
+
+    Raises:
+        StoreUnusable: a block of the journal is damaged, or sequences are missing from it: the
+            journal is the authority, and bookmark replays and rebuilds would silently skip them.
+    """
+    if budget_s <= 0:
+        return
+    total = store.last_sequence() - store.journal_trimmed()
+    advance, close = _progress(total, "checking the journal")
+    started = time.perf_counter()
+    report = Report()
+    try:
+        check_journal(store, report, budget_s=budget_s, advance=advance)
+    finally:
+        close()
+    if report.problems:
+        raise StoreUnusable(
+            f"the journal in {store.path} is damaged: {'; '.join(report.problems)}. Restore the data directory from a "
+            f"checkpoint (`sowd checkpoint`), or run `sowd repair --data-dir {store.path}` to drop what cannot be read "
+            "(bookmarks in it are lost) and `sowd verify`"
+        )
+    how = "all of it" if report.journal_complete else f"the first {report.journal_entries} entries (the time budget)"
+    log.info("checked the journal: %s in %.2f s", how, time.perf_counter() - started)
+
+
 def replay_into_store(store: Store, config: Config) -> RecoveryReport | None:
     """J-2: replay journal entries newer than ``current``'s or ``history``'s marker.
 
@@ -116,7 +147,9 @@ def follow_durability_changes(store: Store, config: Config) -> None:
     if stored is not None and stored != wanted:
         gained = {name for name in wanted if name not in stored}
         gained_history = {name for name, h in wanted.items() if h and not stored.get(name, False)}
-        store.reset_topics("current", gained | (stored.keys() - wanted.keys()))
+        dropped = stored.keys() - wanted.keys()
+        store.reset_topics("current", gained | dropped)
+        store.write_record_counts(dict.fromkeys(dropped, 0))
         store.reset_topics("history", gained_history | {n for n, h in stored.items() if h and not wanted.get(n)})
         if gained or gained_history:
             log.info(
@@ -170,6 +203,8 @@ def _replay(
         )
     finally:
         close()
+    # the replay wrote current in bulk: the topics' record counts are taken anew from it
+    store.write_record_counts({topic: store.count_records(topic) for topic in persistent})
     report = RecoveryReport(n, time.perf_counter() - started, max(start, trimmed) + 1, last)
     log.info(
         "replayed %d journal entries (bookmarks %d..%d) into current/history in %.2f s (%.0f entries/s)",
@@ -195,9 +230,12 @@ def load_state(store: Store, config: Config, topics: dict[str, SowTopic], expiry
     topics from the journal.
 
     Raises:
-        StoreDamaged: a stored record cannot be decoded.
+        StoreDamaged: a stored record cannot be read back or decoded, or a topic has fewer or
+            more records in ``current`` than its count says (a lost or damaged file).
     """
     loads = orjson.loads
+    counts = store.record_counts()
+    missing_counts = {}
     try:
         for name, topic in topics.items():
             if not topic.persistent:
@@ -208,11 +246,20 @@ def load_state(store: Store, config: Config, topics: dict[str, SowTopic], expiry
                 put(rec)
                 if exp:
                     expiry.add(rec)
+            expected = counts.get(name)
+            if expected is None:
+                missing_counts[name] = len(topic.records)  # a store from before counts were kept
+            elif expected != len(topic.records):
+                raise StoreDamaged(f"current holds {len(topic.records)} records of {name!r}, its count says {expected}")
             if topic.history is not None:
                 _restore_history(store, topic)
                 topic.history.floor = store.history_floor(name)
+    except DataLoss as exc:
+        raise StoreDamaged(exc.message) from None
     except (orjson.JSONDecodeError, ValueError, UnicodeDecodeError, struct.error) as exc:
         raise StoreDamaged(str(exc)) from exc
+    if missing_counts:
+        store.write_record_counts(missing_counts)
     _rebuild_transient(store, config, topics, expiry, now_us)
     for topic in topics.values():
         if topic.history is not None:

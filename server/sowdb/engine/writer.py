@@ -110,6 +110,9 @@ class Writer:
         first = self.last_seq + 1
         batch = self.store.batch(topic_name, current=topic.persistent, history=hist is not None and topic.persistent)
         batch.publish_many(first, now, sow_keys, raws, exps)
+        if topic.persistent:
+            records = topic.records
+            batch.set_record_count(len(records) + len({k for k in sow_keys if k not in records}))
         versions = [
             StoredRecord(topic_name, key, data, raw, seq, now, expiry)
             for key, data, raw, seq, expiry in zip(sow_keys, docs, raws, count(first), exps or repeat(0))
@@ -223,6 +226,8 @@ class Writer:
         now = self._now()
         hist = topic.history
         batch = self.store.batch(topic.name, current=topic.persistent, history=hist is not None and topic.persistent)
+        if topic.persistent:
+            batch.set_record_count(len(topic.records) - len(victims))
         seq = self.last_seq
         for key in victims:
             seq += 1

@@ -6,6 +6,6 @@ journal into ``current`` and ``history``; ``keys.py`` holds every byte layout be
 """
 
 from sowdb.storage.batch import Batch
-from sowdb.storage.store import StorageFailed, StorageFull, Store, StoreLocked
+from sowdb.storage.store import StorageFailed, StorageFull, Store, StoreLocked, StoreUnusable, repair
 
-__all__ = ["Batch", "StorageFailed", "StorageFull", "Store", "StoreLocked"]
+__all__ = ["Batch", "StorageFailed", "StorageFull", "Store", "StoreLocked", "StoreUnusable", "repair"]

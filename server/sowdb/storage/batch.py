@@ -37,13 +37,26 @@ class Batch:
     Built for the publish path: the topic is encoded once and each change costs two ``put``s.
     """
 
-    __slots__ = ("_current", "_families", "_history", "_key_prefix", "_last", "_topic_b", "_wb", "_write")
+    __slots__ = (
+        "_count",
+        "_current",
+        "_families",
+        "_history",
+        "_key_prefix",
+        "_last",
+        "_topic",
+        "_topic_b",
+        "_wb",
+        "_write",
+    )
 
     def __init__(
         self, families: Families, write: Callable[[WriteBatch], None], topic: str, *, current: bool, history: bool
     ) -> None:
         self._families = families
         self._write = write
+        self._topic = topic
+        self._count: int | None = None
         self._topic_b = topic.encode()
         self._key_prefix = self._topic_b + b"\x00"
         self._current = current
@@ -116,6 +129,10 @@ class Batch:
         """A ``meta`` entry written with the changes, in the same WriteBatch."""
         self._wb.put(key, value, self._families.meta)
 
+    def set_record_count(self, count: int) -> None:
+        """The topic's number of records in ``current`` after these changes (written with them)."""
+        self._count = count
+
     def commit(self) -> None:
         """Write everything, plus the applied markers, as one RocksDB WriteBatch.
 
@@ -127,6 +144,8 @@ class Batch:
                 marker = _SEQ(self._last)
                 self._wb.put(k.APPLIED_MARKER, marker, self._families.current)
                 self._wb.put(k.APPLIED_MARKER, marker, self._families.history)
+                if self._count is not None:
+                    self._wb.put(k.record_count_key(self._topic), _SEQ(self._count), self._families.meta)
                 self._write(self._wb)
         finally:
             # family handles hold the database open: a batch that is done lets go of them

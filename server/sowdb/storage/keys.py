@@ -23,7 +23,10 @@ the engine needs:
   removed by journal retention; ``history_floor | 0x00 | topic``: BE u64 of the newest version
   removed by history trimming, so older points are known to be gone; ``stored_topics``: JSON
   object of the persistent topics ``current`` is kept for, each mapped to whether ``history``
-  is kept too, so a change of durability in the config is noticed at start).
+  is kept too, so a change of durability in the config is noticed at start; ``records | 0x00 |
+  topic``: BE u64 of the number of records the topic has in ``current``, written in the same
+  WriteBatch as every change to it, so that start-up and ``sowd verify`` can tell a ``current``
+  that lost records from one that is whole).
 
 Values use fixed big-endian headers followed by the variable parts:
 
@@ -153,6 +156,11 @@ def decode_history(key: bytes, value: bytes) -> HistoryEntry:
     topic, _, rest = key.partition(b"\x00")
     op, ts = HISTORY_HEAD.unpack_from(value)
     return HistoryEntry(topic.decode(), rest[:-9].decode(), decode_seq(rest[-8:]), op, ts, value[HISTORY_HEAD.size :])
+
+
+def record_count_key(topic: str) -> bytes:
+    """The ``meta`` key of a topic's record count in ``current``."""
+    return b"records\x00" + topic.encode()
 
 
 def history_floor_key(topic: str) -> bytes:

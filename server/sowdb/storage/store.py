@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, NoReturn, cast
 
 import orjson
-from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import Checkpoint, Options, Rdict, WriteBatch, WriteOptions
 
 from sowdb.errors import DataLoss, ResourceExhausted, SowdbError, Unavailable
 from sowdb.storage import keys as k
@@ -104,6 +104,40 @@ def checked_scan(
         raise data_loss(path, family, exc) from None
 
 
+class StoreUnusable(OSError):
+    """The data directory holds a RocksDB database that cannot be opened as it is (no CURRENT
+    file, a damaged manifest, a damaged journal): the message says what is wrong and how to
+    recover. Nothing was changed in the directory."""
+
+
+def _recovery_steps(path: str) -> str:
+    return (
+        f"To recover: restore the data directory from a checkpoint (`sowd checkpoint`), or run "
+        f"`sowd repair --data-dir {path}` (it restores CURRENT from the newest manifest, or rebuilds the "
+        "manifest from the data files), then `sowd verify`"
+    )
+
+
+def check_directory(path: str) -> None:
+    """Refuse a data directory that holds RocksDB files but no ``CURRENT`` file (the pointer to
+    the manifest): RocksDB would create a new, empty database beside the old files (measured:
+    the next start served 0 of 1,000 acknowledged records and handed out bookmarks from 1 again).
+
+    Raises:
+        StoreUnusable: what is missing, and how to recover.
+    """
+    p = Path(path)
+    if (p / "CURRENT").exists() or not p.is_dir():
+        return
+    leftovers = sorted(f.name for f in p.iterdir() if f.suffix in (".sst", ".log") or f.name.startswith("MANIFEST-"))
+    if leftovers:
+        shown = ", ".join(leftovers[:4]) + (", …" if len(leftovers) > 4 else "")
+        raise StoreUnusable(
+            f"the data directory {path} holds a database ({shown}) but no CURRENT file, so it cannot be opened; "
+            "starting would create an empty database beside it. " + _recovery_steps(path)
+        )
+
+
 class StoreLocked(OSError):
     """The data directory is open in another process (RocksDB's ``LOCK`` file is held).
 
@@ -138,6 +172,7 @@ class Store:
     def __init__(self, path: str | Path, *, fsync: bool = False) -> None:
         Path(path).mkdir(parents=True, exist_ok=True)
         self.path = str(path)
+        check_directory(self.path)
         self._write_opts = WriteOptions()
         self._write_opts.sync = fsync
         self._bulk_opts = WriteOptions()
@@ -153,8 +188,13 @@ class Store:
         try:
             self._db = Rdict(self.path, options=_options(), column_families=families)
         except Exception as exc:
-            if "lock" in str(exc).lower():
+            text = str(exc)
+            if "lock" in text.lower():
                 raise StoreLocked(self.path) from None
+            if "Corruption" in text or "No such file" in text or "IO error" in text:
+                raise StoreUnusable(
+                    f"the data directory {self.path} cannot be opened: {text[:300]}. " + _recovery_steps(self.path)
+                ) from None
             raise
         self._cf = {name: self._db.get_column_family_handle(name) for name in COLUMN_FAMILIES}
         self._journal = self._db.get_column_family("journal")
@@ -424,6 +464,31 @@ class Store:
             return None
         return key, k.HISTORY_HEAD.unpack_from(cast(bytes, it.value()))[1]
 
+    def record_counts(self) -> dict[str, int]:
+        """Each persistent topic's number of records in ``current``, as written with its changes."""
+        prefix = k.record_count_key("")
+        out = {}
+        it = self._meta.iter()
+        it.seek(prefix)
+        while it.valid():
+            key = cast(bytes, it.key())
+            if not key.startswith(prefix):
+                break
+            out[key[len(prefix) :].decode()] = k.decode_seq(cast(bytes, it.value()))
+            it.next()
+        return out
+
+    def write_record_counts(self, counts: dict[str, int]) -> None:
+        """Record the topics' counts (after a rebuild or a replay, which write ``current`` in bulk)."""
+        wb = WriteBatch(raw_mode=True)
+        for topic, count in counts.items():
+            wb.put(k.record_count_key(topic), k.encode_seq(count), self._cf["meta"])
+        self.write(wb)
+
+    def count_records(self, topic: str) -> int:
+        """Count a topic's records in ``current`` (a scan of its keys)."""
+        return sum(1 for _ in self._scan("current", k.topic_prefix(topic), prefix=k.topic_prefix(topic)))
+
     def history_floor(self, topic: str) -> int:
         """The newest history version of ``topic`` removed by trimming (0: none)."""
         v = self._meta.get(k.history_floor_key(topic))
@@ -460,11 +525,19 @@ class Store:
             self.write(wb)
 
     def reset_derived(self) -> None:
-        """Empty ``current`` and ``history`` (markers included), for a rebuild from the journal."""
-        wb = WriteBatch(raw_mode=True)
+        """Empty ``current`` and ``history`` (markers included), for a rebuild from the journal.
+
+        The two families are dropped and created anew rather than range-deleted: a damaged file
+        goes with them, where a range deletion would leave it to be read (and fail) again.
+        """
         for name in ("current", "history"):
-            wb.delete_range(b"\x00", b"\xff", self._cf[name])  # UTF-8 keys never contain 0xff
-        self.write(wb)
+            self.__dict__.pop(f"_{name}").close()
+            del self._cf[name]
+            self._db.drop_column_family(name)
+            self._db.create_column_family(name, Options(raw_mode=True))
+            self._cf[name] = self._db.get_column_family_handle(name)
+        self._current = self._db.get_column_family("current")
+        self._history = self._db.get_column_family("history")
 
     def bulk_batch(self) -> tuple[WriteBatch, Families]:
         """An empty WriteBatch and the family handles, for the replay of
@@ -475,6 +548,13 @@ class Store:
         """Make a replay's writes (done without the WAL) durable."""
         self._current.flush(wait=True)
         self._history.flush(wait=True)
+
+    def checkpoint(self, directory: str) -> int:
+        """Write a consistent copy of every column family into ``directory`` (which must not
+        exist): RocksDB flushes and hard-links the files; returns their size in bytes."""
+        self._db.flush(wait=True)
+        Checkpoint(self._db).create_checkpoint(directory)
+        return sum(f.stat().st_size for f in Path(directory).iterdir() if f.is_file())
 
     def close(self) -> None:
         """Flush and close; the store is unusable afterwards."""
@@ -488,3 +568,27 @@ class Store:
         del self._journal, self._current, self._history, self._meta
         self._cf.clear()
         self._db.close()
+
+
+def repair(path: str) -> str:
+    """``sowd repair``: make a data directory that cannot be opened openable again, saying what
+    was done. A missing ``CURRENT`` is restored to name the newest manifest (what RocksDB itself
+    would have read); otherwise RocksDB's repair rebuilds the manifest from the data files
+    (blocks it cannot read are dropped). Run ``sowd verify`` after it; a server started on the
+    result checks ``current`` against the journal and rebuilds what does not agree.
+    """
+    p = Path(path)
+    manifests = sorted(p.glob("MANIFEST-*"), key=lambda m: int(m.name.split("-")[1]))
+    if not (p / "CURRENT").exists() and manifests:
+        newest = manifests[-1].name
+        tmp = p / "CURRENT.repair"
+        tmp.write_text(newest + "\n")
+        tmp.rename(p / "CURRENT")
+        try:
+            Store(path).close()
+            return f"restored CURRENT to name {newest}, the newest manifest; the database opens"
+        except OSError:
+            (p / "CURRENT").unlink()  # that manifest is not usable either: a full repair below
+    Rdict.repair(path, _options())
+    Store(path).close()
+    return "rebuilt the manifest from the data files (RocksDB repair); unreadable blocks, if any, were dropped"
