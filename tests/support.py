@@ -5,6 +5,7 @@ are in ``conftest.py``; test modules import helpers from here, never from each o
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -35,6 +36,16 @@ TEST_TOPICS: dict[str, Any] = {
         }
     ],
 }
+
+
+BAD_MESSAGE = 150
+"""The index of the message ``orders_with_a_bad_message`` makes unreadable by default: the
+151st, so that in requests of 100 the second one is refused."""
+
+
+def orders_with_a_bad_message(n: int = 250, bad: int = BAD_MESSAGE) -> list[bytes]:
+    """``n`` orders (``orderId`` 0..n-1) as raw JSON, message ``bad`` cut short (-1: none)."""
+    return [b'{"orderId": ' if i == bad else json.dumps({"orderId": i}).encode() for i in range(n)]
 
 
 def make_config(data_dir: Path, **server: Any) -> Config:

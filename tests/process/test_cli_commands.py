@@ -1,21 +1,15 @@
-"""sowd as a process: the CLI, grpcurl through reflection, graceful shutdown, config errors."""
+"""The ``sow`` CLI's commands against a ``sowd`` process: the tour of its commands, one-line
+errors, subscriptions that end on ``-count`` and ``-timeout``, pages and groups (P-1), and
+``-bookmark`` (H-2, H-3, H-4, X-1)."""
 
 from __future__ import annotations
 
-import base64
 import json
-import signal
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
-
-from sowdb_client import Client
-from tests.support import Process, sow, start_sowd
-
-BIN = Path(sys.executable).parent
-
+from tests import support
+from tests.support import Process, sow
 
 ORDERS = "\n".join(
     json.dumps({"orderId": i, "symbol": f"SYM{i % 3}", "price": 100 + i, "side": "B" if i % 2 else "S"})
@@ -77,112 +71,6 @@ def test_cli_errors_are_one_line_and_non_zero(sowd_process: Process) -> None:
     assert down.returncode == 1 and "UNAVAILABLE" in down.stderr
 
 
-def grpcurl(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "grpcurl"), "-plaintext", *args], capture_output=True, text=True, timeout=60)
-
-
-def test_grpcurl_lists_describes_and_queries_through_reflection(sowd_process: Process) -> None:
-    with Client(sowd_process.target) as c:
-        c.publish("orders", [{"orderId": i, "symbol": f"SYM{i % 3}"} for i in range(6)])
-    listed = grpcurl(sowd_process.target, "list")
-    assert listed.returncode == 0, listed.stderr
-    assert set(listed.stdout.split()) >= {"sowdb.v1.SowService", "grpc.health.v1.Health"}
-    described = grpcurl(sowd_process.target, "describe", "sowdb.v1.SowService")
-    assert "rpc Sow ( .sowdb.v1.SowRequest ) returns ( stream .sowdb.v1.SowResponse )" in described.stdout
-    request = json.dumps({"topic": "orders", "filter": "/symbol = 'SYM1'", "batchSize": 10, "queryId": "g"})
-    out = grpcurl("-d", request, sowd_process.target, "sowdb.v1.SowService/Sow")
-    assert out.returncode == 0, out.stderr
-    frames = [json.loads(chunk) for chunk in out.stdout.replace("}\n{", "}\x00{").split("\x00")]
-    assert frames[0]["group_begin"]["query_id"] == "g"
-    records = frames[1]["records"]["records"]
-    assert sorted(r["sow_key"] for r in records) == ["1", "4"]
-    assert json.loads(base64.b64decode(records[0]["data"]))["symbol"] == "SYM1"
-    assert frames[-1]["group_end"]["records_returned"] == "2"
-    bad = grpcurl("-d", '{"topic": "orders", "batchSize": 0}', sowd_process.target, "sowdb.v1.SowService/Sow")
-    assert bad.returncode != 0 and "InvalidArgument" in bad.stderr and "batch_size" in bad.stderr
-
-
-def test_sigterm_shuts_down_gracefully_and_data_survives(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    p = start_sowd(data)
-    with Client(p.target) as c:
-        ack = c.publish("orders", [{"orderId": i} for i in range(100)])
-    p.proc.send_signal(signal.SIGTERM)
-    out, _ = p.proc.communicate(timeout=30)
-    assert p.proc.returncode == 0 and "sowd stopped" in out
-    p2 = start_sowd(data)
-    try:
-        with Client(p2.target) as c:
-            assert len(list(c.sow("orders", batch_size=100))) == 100
-            assert c.publish("orders", [{"orderId": 1}]).first_bookmark == ack.last_bookmark + 1
-    finally:
-        p2.stop()
-
-
-def test_sowd_rebuild_recreates_current_from_the_journal(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    p = start_sowd(data)
-    with Client(p.target) as c:
-        c.publish("orders", [{"orderId": i, "v": i} for i in range(50)])
-        c.sow_delete("orders", filter="/v >= 40")
-        busy = subprocess.run(
-            [str(BIN / "sowd"), "rebuild", "--data-dir", str(data)], capture_output=True, text=True, timeout=60
-        )
-        assert busy.returncode == 1 and "cannot open" in busy.stderr  # not under a running server
-    p.stop()
-    done = subprocess.run(
-        [str(BIN / "sowd"), "rebuild", "--data-dir", str(data)], capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    assert "replayed 60 journal entries (bookmarks 1..60)" in done.stdout
-    p = start_sowd(data)
-    try:
-        with Client(p.target) as c:
-            assert sorted(r.json()["v"] for r in c.sow("orders", batch_size=100)) == list(range(40))
-    finally:
-        p.stop()
-
-
-def test_sigint_also_stops_it(tmp_path: Path) -> None:
-    p = start_sowd(tmp_path / "data")
-    p.proc.send_signal(signal.SIGINT)
-    assert p.proc.wait(timeout=30) == 0
-
-
-@pytest.mark.parametrize(
-    ("toml", "words"),
-    [
-        ('[[topic]]\nname = "a"\nkey = "/x y"\n', '[[topic]] #1 "a": key:'),
-        ('[[topic]]\nname = "a"\ndurability = "forever"\n', "durability: 'forever'"),
-        ('[[topic]]\nname = "a"\nbogus = 1\n', "unknown setting 'bogus'"),
-        ('[[view]]\nname = "v"\nunderlying = "nope"\ngrouping = ["/a"]\nprojection = ["/a"]\n', "underlying: 'nope'"),
-        ("[[topic]\n", "not valid TOML"),
-    ],
-)
-def test_invalid_config_stops_the_server_with_a_message(tmp_path: Path, toml: str, words: str) -> None:
-    cfg = tmp_path / "sowdb.toml"
-    cfg.write_text(toml)
-    run = subprocess.run(
-        [sys.executable, "-m", "sowdb.main", "--config", str(cfg), "--data-dir", str(tmp_path / "d")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert run.returncode == 2
-    assert str(cfg) in run.stderr and words in run.stderr, run.stderr
-
-
-def test_config_file_is_used(tmp_path: Path) -> None:
-    cfg = tmp_path / "sowdb.toml"
-    cfg.write_text('[server]\nmax_document_bytes = 2048\n\n[[topic]]\nname = "books"\nkey = ["/isbn"]\n')
-    p = start_sowd(tmp_path / "data", "--config", str(cfg))
-    try:
-        with Client(p.target) as c:
-            assert [t.name for t in c.list_topics()] == ["books"]
-    finally:
-        p.stop()
-
-
 def finish(proc: subprocess.Popen[str]) -> tuple[str, str]:
     """The rest of a process's output after lines were read with readline (``communicate``
     would read the pipes' descriptors directly and lose what the file objects had buffered)."""
@@ -225,3 +113,61 @@ def test_cli_subscriptions_end_on_count_and_timeout(sowd_process: Process) -> No
     assert conflated.returncode == 0, conflated.stderr
     bad = sow("sow_and_subscribe", "-topic", "orders", "-conflationkey", "/a b", "-conflation", "1", *s)
     assert bad.returncode == 1 and "conflation_key" in bad.stderr
+
+
+def test_cli_page_and_groups(sowd_process: Process) -> None:
+    s = ("-server", sowd_process.target)
+
+    def sow(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return support.sow(*args, *s, stdin=stdin)
+
+    orders = "\n".join(json.dumps({"orderId": i, "symbol": f"S{i % 2}", "qty": i}) for i in (1, 2, 5, 7))
+    assert sow("publish", "-topic", "orders", stdin=orders).returncode == 0
+    page = sow("sow_and_subscribe", "-topic", "orders", "-topn", "2", "-skipn", "1", "-orderby", "/orderId",
+               "-count", "2")  # fmt: skip
+    assert page.returncode == 0, page.stderr
+    assert [json.loads(line)["orderId"] for line in page.stdout.splitlines()] == [2, 5]
+    groups = sow("sow_and_subscribe", "-topic", "orders", "-grouping", "/symbol", "-projection", "/symbol",
+                 "-projection", "SUM(/qty) AS /qty", "-orderby", "/symbol", "-count", "2")  # fmt: skip
+    assert groups.returncode == 0, groups.stderr
+    assert [json.loads(line) for line in groups.stdout.splitlines()] == [
+        {"symbol": "S0", "qty": 2},
+        {"symbol": "S1", "qty": 13},
+    ]
+
+
+def test_cli_bookmark_flags(sowd_process: Process) -> None:
+    s = ("-server", sowd_process.target)
+
+    def sow(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return support.sow(*args, *s, stdin=stdin)
+
+    assert sow("publish", "-topic", "orders", stdin='{"orderId": 1, "v": 1}\n{"orderId": 2, "v": 1}').returncode == 0
+    assert sow("publish", "-topic", "orders", stdin='{"orderId": 1, "v": 2}').returncode == 0
+    replay = sow("subscribe", "-topic", "orders", "-bookmark", "1", "-format", "full", "-count", "2")
+    assert replay.returncode == 0, replay.stderr
+    lines = [json.loads(line) for line in replay.stdout.splitlines()]
+    assert [(x["command"], x["bookmark"]) for x in lines if x["command"] != "subscribed"] == [
+        ("publish", 2),
+        ("publish", 3),  # -count counts records, not frames
+    ]
+    replay = sow("subscribe", "-topic", "orders", "-bookmark", "1", "-format", "full", "-timeout", "1")
+    commands = [x["command"] for x in map(json.loads, replay.stdout.splitlines())]
+    assert commands == ["subscribed", "publish", "publish", "completed"]
+    history = sow("sow_and_subscribe", "-topic", "book", "-bookmark", "0", "-format", "full", "-timeout", "1")
+    assert history.returncode == 0, history.stderr
+    commands = [x["command"] for x in map(json.loads, history.stdout.splitlines())]
+    assert commands == ["subscribed", "group_begin", "group_end", "completed"]
+    no_history = sow("sow", "-topic", "orders", "-bookmark", "1")
+    assert no_history.returncode == 1 and "keeps no history" in no_history.stderr
+    # the README's history tour on the demo topic "prices"
+    for px in (100, 101, 102):
+        assert sow("publish", "-topic", "prices", stdin=json.dumps({"symbol": "ABC", "px": px})).returncode == 0
+    then = sow("sow", "-topic", "prices", "-bookmark", "4")
+    assert then.returncode == 0 and json.loads(then.stdout) == {"symbol": "ABC", "px": 100}
+    assert json.loads(sow("sow", "-topic", "prices", "-bookmark", "now").stdout)["px"] == 102
+    tmp = sow("publish", "-topic", "prices", "-expiration", "2", stdin='{"symbol": "TMP", "px": 1}')
+    assert tmp.returncode == 0, tmp.stderr
+    gone = sow("sow_and_subscribe", "-topic", "prices", "-filter", "/symbol = 'TMP'", "-oof", "-format", "full",
+               "-count", "2", "-timeout", "10")  # fmt: skip
+    assert [json.loads(x).get("reason") for x in gone.stdout.splitlines()][-1] == "expired"

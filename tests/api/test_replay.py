@@ -1,18 +1,15 @@
 """Bookmark replay through a real server: H-3 (historical sow_and_subscribe), H-4 (Subscribe
-with a bookmark, ``completed``, OUT_OF_RANGE), and the CLI's -bookmark."""
+with a bookmark, ``completed``, OUT_OF_RANGE). The CLI's -bookmark: ``tests/process/test_cli_commands.py``."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import random
-import subprocess
 
 import pytest
 
 from sowdb_client import AsyncClient, Mirror, OutOfRangeError
-from tests.support import Process, Running
-from tests.support import sow as run_cli
+from tests.support import Running
 
 
 async def churn(c: AsyncClient, topic: str, rounds: int, seed: int, done: asyncio.Event | None = None) -> None:
@@ -134,40 +131,3 @@ async def test_a_bookmark_before_the_retained_journal_is_out_of_range(sowd: Runn
         if e.kind == "completed":
             break
     assert [r.bookmark for e in events for r in e.records] == [7, 8, 9, 10]
-
-
-def test_cli_bookmark_flags(sowd_process: Process) -> None:
-    s = ("-server", sowd_process.target)
-
-    def sow(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-        return run_cli(*args, *s, stdin=stdin)
-
-    assert sow("publish", "-topic", "orders", stdin='{"orderId": 1, "v": 1}\n{"orderId": 2, "v": 1}').returncode == 0
-    assert sow("publish", "-topic", "orders", stdin='{"orderId": 1, "v": 2}').returncode == 0
-    replay = sow("subscribe", "-topic", "orders", "-bookmark", "1", "-format", "full", "-count", "2")
-    assert replay.returncode == 0, replay.stderr
-    lines = [json.loads(line) for line in replay.stdout.splitlines()]
-    assert [(x["command"], x["bookmark"]) for x in lines if x["command"] != "subscribed"] == [
-        ("publish", 2),
-        ("publish", 3),  # -count counts records, not frames
-    ]
-    replay = sow("subscribe", "-topic", "orders", "-bookmark", "1", "-format", "full", "-timeout", "1")
-    commands = [x["command"] for x in map(json.loads, replay.stdout.splitlines())]
-    assert commands == ["subscribed", "publish", "publish", "completed"]
-    history = sow("sow_and_subscribe", "-topic", "book", "-bookmark", "0", "-format", "full", "-timeout", "1")
-    assert history.returncode == 0, history.stderr
-    commands = [x["command"] for x in map(json.loads, history.stdout.splitlines())]
-    assert commands == ["subscribed", "group_begin", "group_end", "completed"]
-    no_history = sow("sow", "-topic", "orders", "-bookmark", "1")
-    assert no_history.returncode == 1 and "keeps no history" in no_history.stderr
-    # the README's history tour on the demo topic "prices"
-    for px in (100, 101, 102):
-        assert sow("publish", "-topic", "prices", stdin=json.dumps({"symbol": "ABC", "px": px})).returncode == 0
-    then = sow("sow", "-topic", "prices", "-bookmark", "4")
-    assert then.returncode == 0 and json.loads(then.stdout) == {"symbol": "ABC", "px": 100}
-    assert json.loads(sow("sow", "-topic", "prices", "-bookmark", "now").stdout)["px"] == 102
-    tmp = sow("publish", "-topic", "prices", "-expiration", "2", stdin='{"symbol": "TMP", "px": 1}')
-    assert tmp.returncode == 0, tmp.stderr
-    gone = sow("sow_and_subscribe", "-topic", "prices", "-filter", "/symbol = 'TMP'", "-oof", "-format", "full",
-               "-count", "2", "-timeout", "10")  # fmt: skip
-    assert [json.loads(x).get("reason") for x in gone.stdout.splitlines()][-1] == "expired"

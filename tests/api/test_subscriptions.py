@@ -11,7 +11,6 @@ from typing import Any
 import grpc
 import pytest
 
-from sowdb.engine.subscription import Wakeup
 from sowdb.server import SowServer
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
@@ -426,26 +425,3 @@ async def test_expired_records_leave_with_oof_expired(sowd: Running) -> None:
     assert 0.25 <= waited < 2
     assert [r.sow_key for r in await c.sow("orders").records()] == ["2"]
     stream.cancel()
-
-
-async def test_wakeup_is_raised_waited_on_and_times_out() -> None:
-    """The subscription's wake-up flag: already raised returns at once, raised while waiting
-    wakes the waiter, not raised returns False after the timeout, and a cancelled wait leaves
-    nothing behind."""
-    w = Wakeup()
-    w.set()
-    assert await asyncio.wait_for(w.wait(10), 1) is True
-    w.clear()
-    loop = asyncio.get_running_loop()
-    start = loop.time()
-    assert await w.wait(0.05) is False and loop.time() - start >= 0.04
-    loop.call_later(0.01, w.set)
-    assert await asyncio.wait_for(w.wait(10), 1) is True
-    w.clear()
-    waiting = asyncio.ensure_future(w.wait(10))
-    await asyncio.sleep(0)
-    waiting.cancel()
-    await asyncio.gather(waiting, return_exceptions=True)
-    assert w._waiter is None
-    w.set()  # no waiter: just raises the flag
-    assert w.is_set()

@@ -1,7 +1,8 @@
 """Disk full (E-2, J-1): a write that cannot reach the disk refuses its request with a status
 that names the cause and the data directory, the Publish stream stays open, health is
 NOT_SERVING until writes can succeed again, writes resume once space is back, and nothing
-acknowledged is lost — on a real small filesystem, and with an injected storage fault."""
+acknowledged is lost — on a real small filesystem, and with an injected storage fault. The
+engine's roll-back of a write reported failed: ``tests/engine/test_disk_full.py``."""
 
 from __future__ import annotations
 
@@ -187,34 +188,3 @@ async def test_an_injected_write_fault_is_refused_and_recovered(
         assert ack.first_bookmark == 3  # the refused requests used no bookmark
         assert await acked_state(target) == {1, 2, 3}
     await server.stop(grace=0)
-
-
-def test_a_write_reported_failed_that_reached_the_log_is_rolled_back(tmp_path: Path) -> None:
-    """A write can fail after its batch reached RocksDB's log (its fsync, say); after the
-    store is reopened, the journal then holds entries nobody was told about. They are removed
-    with what they wrote, so the store holds exactly what was acknowledged."""
-    from sowdb.config import config_from_dict
-    from sowdb.engine import Engine, InMessage
-    from sowdb.storage import StorageFull
-
-    topics = {"topic": [{"name": "book", "key": ["/id"], "history": {"window": "1d"}}]}
-    cfg = config_from_dict({**topics, "server": {"data_dir": str(tmp_path)}}, source="<tests>")
-    engine = Engine.open(cfg, Store(tmp_path))
-    engine.publish("book", [InMessage(b'{"id": 1, "v": 1}'), InMessage(b'{"id": 2, "v": 1}')])
-    # what a failed request would have written: an update of 1 and a new record 3
-    landed = engine.store.batch("book", current=True, history=True)
-    landed.publish_many(3, 0, ["1", "3"], [b'{"id":1,"v":2}', b'{"id":3,"v":2}'])
-    landed.commit()
-    del landed  # a batch holds the database open, as the writer's would not after its request
-    engine.store.failure = StorageFull("full")  # the write was reported as failed
-    assert engine.writer.recover_storage()
-    assert engine.store.last_sequence() == 2
-    engine.close()
-    again = Engine.open(cfg, Store(tmp_path))  # what a restart sees
-    assert {k: r.raw for k, r in again.topics.sow["book"].records.items()} == {
-        "1": b'{"id": 1, "v": 1}',
-        "2": b'{"id": 2, "v": 1}',
-    }
-    assert [(h.sow_key, h.seq) for h in again.store.iter_history()] == [("1", 1), ("2", 2)]
-    assert again.publish("book", [InMessage(b'{"id": 3, "v": 3}')]) == (3, 3)
-    again.close()
