@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sowdb.config import Config, ServerConfig, config_from_dict
+from sowdb.engine import Engine
 from sowdb.server import SowServer
 from sowdb_client import AsyncClient, AsyncSubscriptionStream, Event
 
@@ -63,6 +64,12 @@ class Running:
     @property
     def target(self) -> str:
         return f"127.0.0.1:{self.server.port}"
+
+    @property
+    def engine(self) -> Engine:
+        """The server's engine (it has one once started)."""
+        assert self.server.engine is not None, "the server has not started"
+        return self.server.engine
 
 
 class Process:

@@ -12,7 +12,7 @@ import os
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import pytest
@@ -25,13 +25,16 @@ from sowdb_api.v1 import sow_pb2_grpc
 from sowdb_client import AsyncClient, ResourceExhaustedError
 from tests.support import make_config
 
+if TYPE_CHECKING:  # the asyncio stub's type exists in the generated stubs only
+    from sowdb_api.v1.sow_pb2_grpc import SowServiceAsyncStub
+
 SERVICE = "sowdb.v1.SowService"
 
 
 class Publisher:
     """One Publish stream whose requests are sent one at a time, each answered before the next."""
 
-    def __init__(self, stub: sow_pb2_grpc.SowServiceStub) -> None:
+    def __init__(self, stub: SowServiceAsyncStub) -> None:
         self._requests: asyncio.Queue[pb.PublishRequest | None] = asyncio.Queue()
         self._call = stub.Publish(self._feed())
         self._n = 0
@@ -44,7 +47,8 @@ class Publisher:
         self._n += 1
         msgs = [pb.PublishMessage(data=d) for d in docs]
         await self._requests.put(pb.PublishRequest(topic="orders", messages=msgs, correlation_id=str(self._n)))
-        resp: pb.PublishResponse = await asyncio.wait_for(self._call.read(), 30)  # type: ignore[assignment]
+        resp = await asyncio.wait_for(self._call.read(), 30)
+        assert isinstance(resp, pb.PublishResponse), resp  # not the end of the stream
         assert resp.correlation_id == str(self._n)
         return resp
 
@@ -160,7 +164,7 @@ async def test_an_injected_write_fault_is_refused_and_recovered(
         if state["full"]:
             raise Exception("IO error: No space left on device: While appending to file: 000008.sst")
         opened(self)
-        self._db = _FailingDB(self._db, state)  # type: ignore[assignment]
+        self._db = _FailingDB(self._db, state)  # type: ignore[assignment]  # a stand-in for the RocksDB handle
 
     monkeypatch.setattr(Store, "_open", open_db)
     server = SowServer(make_config(tmp_path / "data", heartbeat_s=0.2))

@@ -31,7 +31,7 @@ async def state(s: Running) -> list[Any]:
 
 
 def details(err: grpc.aio.AioRpcError) -> tuple[list[str], dict[str, str]]:
-    status = rpc_status.from_call(err)  # type: ignore[arg-type]
+    status = rpc_status.from_call(err)  # type: ignore[arg-type]  # the stubs take grpc.Call only; an aio error has its metadata too
     assert status is not None, "no rich status attached"
     fields: list[str] = []
     meta: dict[str, str] = {}

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from sowdb_client import InvalidArgumentError
@@ -18,7 +20,7 @@ async def test_seed_example_entering_record_pushes_the_last_one_out(sowd: Runnin
     assert first[3].group_end is not None and first[3].group_end.records_matched == 6
 
     await c.publish("markers", [{"id": 4}])
-    got = []
+    got: list[tuple[str, str, Any]] = []
     while len(got) < 2:
         got += [(e.kind, e.reason, r.json()["id"]) for e in await take(stream, 1) for r in e.records]
     assert sorted(got) == [("oof", "match", 5), ("publish", "", 4)]
@@ -45,7 +47,7 @@ async def test_page_replacement_needs_the_page_again(sowd: Running) -> None:
         await c.replace_subscription(sub_id, filter="/id > 4", oof=True)
     assert err.value.field == "top_n"
     await c.replace_subscription(sub_id, filter="/id > 4", oof=True, top_n=3, skip_n=0, order_by="/id DESC")
-    got = []
+    got: list[tuple[str, Any]] = []
     while len(got) < 6:
         got += [(e.kind, r.json()["id"]) for e in await take(stream, 1) for r in e.records]
     assert sorted(got) == [("oof", 0), ("oof", 1), ("oof", 2), ("publish", 7), ("publish", 8), ("publish", 9)]

@@ -98,7 +98,7 @@ async def test_publish_to_an_unconfigured_topic_is_journaled_but_keeps_no_state(
     with pytest.raises(FailedPreconditionError) as err:
         await rows(c, "ticks")
     assert "not a SOW topic" in err.value.message and err.value.field == "topic"
-    assert [e.seq for e in sowd.server.engine.store.iter_journal()] == [1, 2]  # type: ignore[union-attr]
+    assert [e.seq for e in sowd.engine.store.iter_journal()] == [1, 2]
 
 
 async def test_publish_to_a_view_is_refused(sowd: Running) -> None:
@@ -154,7 +154,7 @@ async def test_group_frames_counts_query_id_and_batches(sowd: Running) -> None:
 
 async def test_server_default_batch_size_is_one(sowd: Running) -> None:
     await sowd.client.publish("orders", [order(i) for i in range(3)])
-    result = sowd.client.sow("orders", batch_size=None)  # type: ignore[arg-type]
+    result = sowd.client.sow("orders", batch_size=None)  # type: ignore[arg-type]  # unset on the wire: the server's default
     sizes = [len(e.records.records) async for e in result.events() if e.WhichOneof("event") == "records"]
     assert sizes == [1, 1, 1]
 

@@ -44,12 +44,12 @@ async def test_subscribe_with_a_bookmark_replays_then_completes_then_goes_live(s
                 kinds.append("completed")
                 completed_at = e.bookmark
             seen += [r.bookmark for r in e.records]
-            if done.is_set() and seen and seen[-1] == sowd.server.engine.last_seq:  # type: ignore[union-attr]
+            if done.is_set() and seen and seen[-1] == sowd.engine.last_seq:
                 break
     stream.cancel()
     await publisher
     assert kinds == ["completed"]
-    assert seen == list(range(point + 1, sowd.server.engine.last_seq + 1))  # type: ignore[union-attr]
+    assert seen == list(range(point + 1, sowd.engine.last_seq + 1))
     assert point < completed_at < seen[-1]  # the publisher was still running when replay ended
 
 
@@ -58,7 +58,7 @@ async def test_subscribe_from_a_time_and_with_a_filter(sowd: Running) -> None:
     await c.publish("markers", [{"id": 1, "x": 1}])
     await asyncio.sleep(0.05)
     ack = await c.publish("markers", [{"id": 2, "x": 2}, {"id": 3, "x": 3}])
-    entry = sowd.server.engine.store.journal_entry(ack.first_bookmark)  # type: ignore[union-attr]
+    entry = sowd.engine.store.journal_entry(ack.first_bookmark)
     assert entry is not None
     from datetime import UTC, datetime
 
@@ -81,7 +81,7 @@ async def test_historical_sow_and_subscribe_has_no_gap_and_no_duplicate(sowd: Ru
     point is delivered once, in order."""
     c = sowd.client
     await churn(c, "book", 120, seed=3)
-    point = sowd.server.engine.last_seq // 2  # type: ignore[union-attr]
+    point = sowd.engine.last_seq // 2
     then = {r.sow_key: r.data for r in await c.sow("book", bookmark=str(point), batch_size=100).records()}
     done = asyncio.Event()
     publisher = asyncio.create_task(churn(c, "book", 150, seed=4, done=done))
@@ -99,7 +99,7 @@ async def test_historical_sow_and_subscribe_has_no_gap_and_no_duplicate(sowd: Ru
                 query.update({r.sow_key: r.data for r in e.records})
             if e.kind in ("publish", "oof"):
                 replayed += [r.bookmark for r in e.records if e.reason != "match"]
-            if done.is_set() and mirror.bookmark >= sowd.server.engine.last_seq:  # type: ignore[union-attr]
+            if done.is_set() and mirror.bookmark >= sowd.engine.last_seq:
                 break
     stream.cancel()
     await publisher
@@ -107,11 +107,11 @@ async def test_historical_sow_and_subscribe_has_no_gap_and_no_duplicate(sowd: Ru
     assert kinds.count("completed") == 1 and kinds.index("group_end") < kinds.index("completed")
     final = {r.sow_key: r.data for r in await c.sow("book", batch_size=100).records()}
     assert {k: r.data for (_, k), r in mirror.records.items()} == final
-    book = [e.seq for e in sowd.server.engine.store.iter_journal(point) if e.topic == "book"]  # type: ignore[union-attr]
+    book = [e.seq for e in sowd.engine.store.iter_journal(point) if e.topic == "book"]
     # every change after the point arrives once, in order: publishes, and deletes of records
     # the mirror held (a delete of a key it never had is nothing to it)
     assert replayed == sorted(set(replayed)) and set(replayed) <= set(book)
-    publishes = [e.seq for e in sowd.server.engine.store.iter_journal(point) if e.topic == "book" and e.op == 1]  # type: ignore[union-attr]
+    publishes = [e.seq for e in sowd.engine.store.iter_journal(point) if e.topic == "book" and e.op == 1]
     assert set(publishes) <= set(replayed)
 
 
@@ -119,7 +119,7 @@ async def test_a_bookmark_before_the_retained_journal_is_out_of_range(sowd: Runn
     c = sowd.client
     for i in range(10):
         await c.publish("orders", [{"orderId": i}])
-    sowd.server.engine.store.trim_journal(6)  # type: ignore[union-attr]  # as retention would
+    sowd.engine.store.trim_journal(6)  # as retention would
     with pytest.raises(OutOfRangeError) as err:
         async for _ in c.subscribe("orders", bookmark="3"):
             pass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +135,7 @@ async def test_sow_and_subscribe_is_atomic_under_concurrent_publishing(sowd: Run
                     point = e.bookmark
                 if e.kind in ("publish", "oof"):
                     live += [r.bookmark for r in e.records]
-                if done.is_set() and m.bookmark >= sowd.server.engine.last_seq:  # type: ignore[union-attr]
+                if done.is_set() and m.bookmark >= sowd.engine.last_seq:
                     break
                 if e.kind == "heartbeat" and done.is_set():
                     break
@@ -147,7 +148,7 @@ async def test_sow_and_subscribe_is_atomic_under_concurrent_publishing(sowd: Run
     await publisher()
     results = await asyncio.wait_for(asyncio.gather(*tasks), 60)
     final = {r.sow_key: r.data for r in await c.sow("orders", batch_size=1000).records()}
-    last = sowd.server.engine.last_seq  # type: ignore[union-attr]
+    last = sowd.engine.last_seq
     for m, live, point in results:
         assert {k: r.data for (_, k), r in m.records.items()} == final
         assert live == list(range(point + 1, last + 1))  # each change after the point, once, in order
@@ -156,7 +157,7 @@ async def test_sow_and_subscribe_is_atomic_under_concurrent_publishing(sowd: Run
 async def test_cancel_and_disconnect_leave_nothing_behind(sowd: Running) -> None:
     """1000 subscribe / cancel cycles, then a client that disconnects with live subscriptions:
     the server's own counters show no subscription, queued event or task left."""
-    hub = sowd.server.engine.hub  # type: ignore[union-attr]
+    hub = sowd.engine.hub
     tasks_before = len(asyncio.all_tasks())
     for i in range(1000):
         stream = sowd.client.subscribe("orders") if i % 2 else sowd.client.sow_and_subscribe("orders")
@@ -178,7 +179,7 @@ async def test_cancel_and_disconnect_leave_nothing_behind(sowd: Running) -> None
 
 
 @pytest.fixture
-async def tight(tmp_path: Path) -> Any:
+async def tight(tmp_path: Path) -> AsyncIterator[tuple[SowServer, AsyncClient]]:
     server = SowServer(
         make_config(
             tmp_path / "data", subscriber_queue_records=500, subscriber_queue_bytes=256 * 1024, heartbeat_s=0.05
@@ -191,7 +192,7 @@ async def tight(tmp_path: Path) -> Any:
     await server.stop(grace=0)
 
 
-async def test_heartbeats_carry_the_latest_bookmark(tight: Any) -> None:
+async def test_heartbeats_carry_the_latest_bookmark(tight: tuple[SowServer, AsyncClient]) -> None:
     _server, client = tight
     await client.publish("orders", [{"orderId": 1}, {"orderId": 2}])
     seen: list[Event] = []
@@ -205,7 +206,7 @@ async def test_heartbeats_carry_the_latest_bookmark(tight: Any) -> None:
     assert seen[1].bookmark == 2
 
 
-async def test_a_stalled_subscriber_is_ended_and_publishers_are_not_held(tight: Any) -> None:
+async def test_a_stalled_subscriber_is_ended_and_publishers_are_not_held(tight: tuple[SowServer, AsyncClient]) -> None:
     server, client = tight
     # no BDP probing: the stalled client's HTTP/2 window stays at 64 KB, as a stuck reader's would
     options = [("grpc.http2.bdp_probe", 0)]
@@ -228,7 +229,7 @@ async def test_a_stalled_subscriber_is_ended_and_publishers_are_not_held(tight: 
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "too slow" in (err.value.details() or "")
         healthy.cancel()
-    assert server.engine.hub.stats().dropped_slow == 1
+    assert server.engine is not None and server.engine.hub.stats().dropped_slow == 1
 
 
 async def test_delivered_json_is_what_was_published(sowd: Running) -> None:
@@ -327,7 +328,7 @@ async def test_replace_under_concurrent_publishing_misses_nothing(sowd: Running)
     async def consume() -> None:
         async for e in stream:
             mirror.apply(e)
-            if done.is_set() and (e.kind == "heartbeat" or mirror.bookmark >= sowd.server.engine.last_seq):  # type: ignore[union-attr]
+            if done.is_set() and (e.kind == "heartbeat" or mirror.bookmark >= sowd.engine.last_seq):
                 return
 
     consumer = asyncio.create_task(consume())
@@ -368,14 +369,14 @@ async def test_filter_indexing_delivers_exactly_what_scanning_does(sowd: Running
     for _, a, b in streams:
         await take(a, 1)
         await take(b, 1)
-    stats = sowd.server.engine.hub.stats()  # type: ignore[union-attr]
+    stats = sowd.engine.hub.stats()
     assert stats.placement == {"indexed": len(INDEXABLE), "scanned": len(INDEXABLE)}
     rnd = random.Random(5)
     values: list[Any] = [3, 7, "7", 7.0, "S1", "s5", "S2", "4", 4, True, 1, None, ["x", "y"], "x", "07"]
-    for b in range(20):
+    for n in range(20):
         batch = [
             {
-                "orderId": b * 50 + i,
+                "orderId": n * 50 + i,
                 "qty": rnd.randrange(100),
                 "side": rnd.choice("BS"),
                 "sym": rnd.choice(values),
@@ -404,7 +405,7 @@ async def test_filter_indexing_delivers_exactly_what_scanning_does(sowd: Running
         got_a, got_b = results[2 * i], results[2 * i + 1]
         assert got_a == got_b, f
         assert got_a, f  # each filter matched something
-    hub = sowd.server.engine.hub  # type: ignore[union-attr]
+    hub = sowd.engine.hub
     async with asyncio.timeout(5):
         while hub.subs:
             await asyncio.sleep(0.01)

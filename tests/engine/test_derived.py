@@ -4,6 +4,7 @@ with an injected clock. Through the real server: ``tests/api/test_derived.py``."
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,8 +85,8 @@ async def test_views_equal_the_aggregated_query_under_random_changes(tmp_path: P
     rnd = random.Random(5)
     # quantities of every kind an aggregate meets: integers, floats (exact in binary, so sums
     # are exact whatever the order), numeric and other strings, null and missing
-    quantities = [lambda: rnd.randrange(100), lambda: rnd.randrange(100) + 0.5, lambda: str(rnd.randrange(100)),
-                  lambda: "n/a", lambda: None]  # fmt: skip
+    quantities: list[Callable[[], Any]] = [lambda: rnd.randrange(100), lambda: rnd.randrange(100) + 0.5,
+                                           lambda: str(rnd.randrange(100)), lambda: "n/a", lambda: None]  # fmt: skip
     for _ in range(30):
         docs = [
             {"id": rnd.randrange(60), "symbol": rnd.choice(["AA", "AB", "BA", "BB", "CC"]),
@@ -140,7 +141,7 @@ async def test_in_group_updates_are_applied_a_batch_at_a_time(tmp_path: Path, mo
     for round_ in range(40):
         kind = round_ % 4
         ids = rnd.sample([i for i in range(40) if kind or i not in floats], 10)
-        docs = [{"id": i, "symbol": symbols[i], "qty": rnd.randrange(100)} for i in ids]
+        docs: list[dict[str, Any]] = [{"id": i, "symbol": symbols[i], "qty": rnd.randrange(100)} for i in ids]
         floats.difference_update(ids)
         if kind == 1:
             docs[-1]["qty"] = 2.5

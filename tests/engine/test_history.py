@@ -144,14 +144,17 @@ async def test_points_older_than_the_window_return_nothing_and_trimming_keeps_th
     assert versions == [("1", 2, OP_PUBLISH), ("1", 5, OP_PUBLISH)]
     assert await sow(engine, "book", "20231114T221600Z") == inside
     assert await sow(engine, "book", "now") == {"1": {"id": 1, "v": 200}}  # the current state is kept
-    floor = engine.topics.sow["book"].history.floor
+    history = engine.topics.sow["book"].history
+    assert history is not None
+    floor = history.floor
     assert floor == 4
     engine.close()
 
     # the chains and the floor come back after a restart
     engine = open_engine(tmp_path, clock)
     assert await sow(engine, "book", "20231114T221600Z") == inside
-    assert engine.topics.sow["book"].history.floor == floor
+    history = engine.topics.sow["book"].history
+    assert history is not None and history.floor == floor
     engine.close()
 
 

@@ -41,7 +41,7 @@ async def window(engine: Engine, **kw: Any) -> dict[str, Any]:
 async def test_pages_stay_equal_to_the_window_of_a_fresh_query(tmp_path: Path) -> None:
     engine = open_engine(tmp_path)
     rnd = random.Random(11)
-    pages = [
+    pages: list[dict[str, Any]] = [
         {"filter": "", "order_by": "/price DESC, /id", "top_n": 5, "skip_n": 0},
         {"filter": "/side = 'B'", "order_by": "/price, /id DESC", "top_n": 4, "skip_n": 3},
         {"filter": "", "order_by": "", "top_n": 3, "skip_n": 2},  # SowKey order
@@ -53,9 +53,9 @@ async def test_pages_stay_equal_to_the_window_of_a_fresh_query(tmp_path: Path) -
             QueryOptions(topic="t", **p), options=SubscriptionOptions(oof=True)
         )
         held: dict[str, Any] = {}
-        async for e in events:
-            if isinstance(e, RecordBatch):
-                held.update({r.sow_key: orjson.loads(r.raw) for r in e.records})
+        async for event in events:
+            if isinstance(event, RecordBatch):
+                held.update({r.sow_key: orjson.loads(r.raw) for r in event.records})
         sub.release()
         subs.append((sub, held, p))
     assert len(engine.pages.result_sets) == 3

@@ -45,13 +45,13 @@ def test_nondeterministic_functions_are_flagged() -> None:
 
 
 def test_order_by_sorts_nulls_first_numbers_before_strings_and_desc() -> None:
-    rows = [{"p": "b"}, {"p": 2}, {}, {"p": 10}, {"p": "a"}, {"p": 2.5}]
+    rows: list[dict[str, Any]] = [{"p": "b"}, {"p": 2}, {}, {"p": 10}, {"p": "a"}, {"p": 2.5}]
     asc = parse_order_by("/p")
     assert [r.get("p") for r in sorted(rows, key=asc.key)] == [None, 2, 2.5, 10, "a", "b"]
     desc = parse_order_by("/p DESC")
     assert [r.get("p") for r in sorted(rows, key=desc.key)] == ["b", "a", 10, 2.5, 2, None]
     two = parse_order_by("/g ASC, /p DESC")
-    data = [{"g": 1, "p": 1}, {"g": 0, "p": 1}, {"g": 1, "p": 3}]
+    data: list[dict[str, Any]] = [{"g": 1, "p": 1}, {"g": 0, "p": 1}, {"g": 1, "p": 3}]
     assert sorted(data, key=two.key) == [{"g": 0, "p": 1}, {"g": 1, "p": 3}, {"g": 1, "p": 1}]
 
 
@@ -98,7 +98,11 @@ def test_aggregation_matches_filters_md_and_retracts_correctly() -> None:
         "[/oid, SUM(/qty) AS /total, COUNT(/qty) AS /n, AVG(/qty) AS /avg, MIN(/qty) AS /lo, "
         "MAX(/qty) AS /hi, COUNT_DISTINCT(/qty) AS /kinds, STDDEV_POP(/qty) AS /sd, /note AS /last/note]",
     )
-    rows = [{"oid": 1, "qty": 10, "note": "x"}, {"oid": 1, "qty": 10}, {"oid": 1, "qty": 25, "note": "z"}]
+    rows: list[dict[str, Any]] = [
+        {"oid": 1, "qty": 10, "note": "x"},
+        {"oid": 1, "qty": 10},
+        {"oid": 1, "qty": 25, "note": "z"},
+    ]
     [result] = agg.run([(r, None) for r in rows])
     assert result["oid"] == 1 and result["total"] == 45 and result["n"] == 3
     assert (result["lo"], result["hi"], result["kinds"], result["avg"]) == (10, 25, 2, 15.0)
@@ -123,7 +127,7 @@ def test_a_projection_of_aggregates_and_fields_reads_them_directly_with_the_same
     direct, compiled = parse_aggregation("/a", projection), parse_aggregation("/a", projection)
     assert direct.row is not None
     compiled.row = None
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"a": "x", "q": 3, "b": "first"},
         {"a": "x", "q": None},
         {"a": "y"},

@@ -91,7 +91,7 @@ def _equal_copies(a: Any, b: Any) -> bool:
 
 
 def test_select_copies_so_the_record_is_untouched() -> None:
-    record = {"a": {"b": 1, "c": [1, {"d": 2}]}, "e": 3}
+    record: dict[str, Any] = {"a": {"b": 1, "c": [1, {"d": 2}]}, "e": 3}
     out = parse_select("[-/a/b]").apply(record)
     assert out == {"a": {"c": [1, {"d": 2}]}, "e": 3}
     assert record == {"a": {"b": 1, "c": [1, {"d": 2}]}, "e": 3}

@@ -7,6 +7,7 @@ happened.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import pty
@@ -215,7 +216,10 @@ def test_every_flag_has_help_and_every_command_examples() -> None:
     from sowdb_client.cli.args import parser
 
     top = parser()
-    commands = top._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert top._subparsers is not None
+    subcommands = top._subparsers._group_actions[0]
+    assert isinstance(subcommands, argparse._SubParsersAction)
+    commands = subcommands.choices
     assert {"ping", "publish", "sow", "sow_delete", "subscribe", "sow_and_subscribe", "topics"} <= set(commands)
     for name, p in commands.items():
         assert p.epilog and f"sow {name}" in p.epilog, name
