@@ -49,7 +49,8 @@ async def test_aggregated_sow_and_subscribe_through_the_server(sowd: Running) ->
         if not engine.placement.private:
             break
         await asyncio.sleep(0.02)
-    assert engine.placement.private == {} and engine.topics.downstream.get("orders", []) == [
+    assert engine.placement.private == {}
+    assert engine.topics.downstream.get("orders", []) == [
         d for d in engine.topics.derived.values() if d.underlying == "orders"
     ]
 
@@ -64,4 +65,5 @@ async def test_views_are_queryable_and_listed(sowd: Running) -> None:
         '["S2"]': {"symbol": "S2", "n": 3},
     }
     topics = {t.name: t for t in await c.list_topics()}
-    assert topics["orders_by_symbol"].record_count == 3 and topics["orders_by_symbol"].underlying == "orders"
+    assert topics["orders_by_symbol"].record_count == 3
+    assert topics["orders_by_symbol"].underlying == "orders"

@@ -115,16 +115,19 @@ async def test_a_full_disk_refuses_writes_clearly_and_they_resume_when_space_is_
                 i += 100
                 assert i < 1_000_000, "the disk never filled"
             assert resp.error.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
-            assert "No space left" in resp.error.message and str(data_dir) in resp.error.message
+            assert "No space left" in resp.error.message
+            assert str(data_dir) in resp.error.message
             again = await pub.send([doc(10**9)])  # the stream is still open: the next request is answered
-            assert again.HasField("error") and again.error.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+            assert again.HasField("error")
+            assert again.error.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
             assert await health(target) == health_pb2.HealthCheckResponse.NOT_SERVING
             assert await acked_state(target) == acked  # reads go on; memory holds exactly what was acked
 
             os.remove(ballast)  # space is back
             await wait_health(target, health_pb2.HealthCheckResponse.SERVING)
             resumed = await pub.send([doc(n) for n in range(i, i + 100)])
-            assert not resumed.HasField("error") and resumed.last_bookmark == len(acked) + 100
+            assert not resumed.HasField("error")
+            assert resumed.last_bookmark == len(acked) + 100
             acked.update(range(i, i + 100))
             await pub.close()
         assert await acked_state(target) == acked
@@ -133,7 +136,8 @@ async def test_a_full_disk_refuses_writes_clearly_and_they_resume_when_space_is_
         again_server = SowServer(make_config(data_dir))  # and after a restart: nothing acknowledged lost
         port = await again_server.start()
         assert await acked_state(f"127.0.0.1:{port}") == acked
-        assert again_server.engine is not None and again_server.engine.last_seq == len(acked)
+        assert again_server.engine is not None
+        assert again_server.engine.last_seq == len(acked)
         await again_server.stop(grace=0)
 
 

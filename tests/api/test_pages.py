@@ -17,7 +17,8 @@ async def test_seed_example_entering_record_pushes_the_last_one_out(sowd: Runnin
     stream = c.sow_and_subscribe("markers", top_n=2, skip_n=1, order_by="/id", oof=True)
     first = await take(stream, 4)
     assert [r.json()["id"] for r in first[2].records] == [2, 5]
-    assert first[3].group_end is not None and first[3].group_end.records_matched == 6
+    assert first[3].group_end is not None
+    assert first[3].group_end.records_matched == 6
 
     await c.publish("markers", [{"id": 4}])
     got: list[tuple[str, str, Any]] = []

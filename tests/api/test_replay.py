@@ -104,13 +104,15 @@ async def test_historical_sow_and_subscribe_has_no_gap_and_no_duplicate(sowd: Ru
     stream.cancel()
     await publisher
     assert query == then
-    assert kinds.count("completed") == 1 and kinds.index("group_end") < kinds.index("completed")
+    assert kinds.count("completed") == 1
+    assert kinds.index("group_end") < kinds.index("completed")
     final = {r.sow_key: r.data for r in await c.sow("book", batch_size=100).records()}
     assert {k: r.data for (_, k), r in mirror.records.items()} == final
     book = [e.seq for e in sowd.engine.store.iter_journal(point) if e.topic == "book"]
     # every change after the point arrives once, in order: publishes, and deletes of records
     # the mirror held (a delete of a key it never had is nothing to it)
-    assert replayed == sorted(set(replayed)) and set(replayed) <= set(book)
+    assert replayed == sorted(set(replayed))
+    assert set(replayed) <= set(book)
     publishes = [e.seq for e in sowd.engine.store.iter_journal(point) if e.topic == "book" and e.op == 1]
     assert set(publishes) <= set(replayed)
 
@@ -123,7 +125,8 @@ async def test_a_bookmark_before_the_retained_journal_is_out_of_range(sowd: Runn
     with pytest.raises(OutOfRangeError) as err:
         async for _ in c.subscribe("orders", bookmark="3"):
             pass
-    assert err.value.oldest_bookmark == 6 and err.value.field == "bookmark"
+    assert err.value.oldest_bookmark == 6
+    assert err.value.field == "bookmark"
     assert "resubscribe from 6" in str(err.value)
     events = []
     async for e in c.subscribe("orders", bookmark="6"):

@@ -22,5 +22,6 @@ def test_mirror_applies_a_whole_stream_including_delta_merges_and_removals() -> 
             Event("completed", bookmark=4),
         ]
     )
-    assert mirror.ready and mirror.bookmark == 4
+    assert mirror.ready
+    assert mirror.bookmark == 4
     assert mirror.values() == [{"id": 1, "a": {"x": 1, "y": 2}, "b": 1}]

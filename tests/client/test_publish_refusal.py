@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from sowdb_client import Client, PublishAck, PublishError
-from tests.support import BAD_MESSAGE, Process, Running, orders_with_a_bad_message
+from tests.support import BAD_MESSAGE, Process, Running, collect, orders_with_a_bad_message
 
 
 async def test_async_publish_stops_at_the_first_refusal_and_says_what_was_stored(sowd: Running) -> None:
@@ -38,8 +38,7 @@ def test_sync_publish_stops_at_the_first_refusal_and_says_what_was_stored(sowd_p
         assert sorted(r.json()["orderId"] for r in c.sow("orders", batch_size=1000)) == list(range(100))
         seen: list[PublishAck] = []
         with pytest.raises(PublishError) as err:
-            for ack in c.publish_iter("orders", orders_with_a_bad_message(250, bad=220), batch_size=100):
-                seen.append(ack)
+            collect(c.publish_iter("orders", orders_with_a_bad_message(250, bad=220), batch_size=100), seen)
         assert seen == [PublishAck(100, 101, 200), PublishAck(100, 201, 300)]
         assert (err.value.message_index, err.value.stored) == (220, 200)
         assert (err.value.first_bookmark, err.value.last_bookmark) == (101, 300)

@@ -79,7 +79,8 @@ async def test_pages_stay_equal_to_the_window_of_a_fresh_query(tmp_path: Path) -
             assert held == await window(engine, **p), p
     for sub, _, _ in subs:
         engine.placement.unsubscribe(sub)
-    assert engine.pages.result_sets == {} and not engine.pages.by_topic
+    assert engine.pages.result_sets == {}
+    assert not engine.pages.by_topic
     with pytest.raises(InvalidArgument):
         engine.placement.sow_and_subscribe(
             QueryOptions(topic="t", top_n=1, skip_n=0, grouping=["/a"], projection=["/a"])

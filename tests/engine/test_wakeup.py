@@ -17,7 +17,8 @@ async def test_wakeup_is_raised_waited_on_and_times_out() -> None:
     w.clear()
     loop = asyncio.get_running_loop()
     start = loop.time()
-    assert await w.wait(0.05) is False and loop.time() - start >= 0.04
+    assert await w.wait(0.05) is False
+    assert loop.time() - start >= 0.04
     loop.call_later(0.01, w.set)
     assert await asyncio.wait_for(w.wait(10), 1) is True
     w.clear()

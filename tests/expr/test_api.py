@@ -81,7 +81,8 @@ def test_byte_keys_order_like_the_tuple_keys(rows: list[dict[str, Any]], text: s
     for x, y in pairwise(rows):
         kx, ky = order.key(x), order.key(y)
         bx, by = order.byte_key(x), order.byte_key(y)
-        assert (kx < ky) == (bx < by) and (kx == ky) == (bx == by), (x, y)
+        assert (kx < ky) == (bx < by), (x, y)
+        assert (kx == ky) == (bx == by), (x, y)
 
 
 def test_select_includes_and_excludes_without_touching_the_record() -> None:
@@ -104,7 +105,9 @@ def test_aggregation_matches_filters_md_and_retracts_correctly() -> None:
         {"oid": 1, "qty": 25, "note": "z"},
     ]
     [result] = agg.run([(r, None) for r in rows])
-    assert result["oid"] == 1 and result["total"] == 45 and result["n"] == 3
+    assert result["oid"] == 1
+    assert result["total"] == 45
+    assert result["n"] == 3
     assert (result["lo"], result["hi"], result["kinds"], result["avg"]) == (10, 25, 2, 15.0)
     assert abs(result["sd"] - 7.0710678) < 1e-6
     assert result["last"] == {"note": "z"}
@@ -117,7 +120,9 @@ def test_aggregation_matches_filters_md_and_retracts_correctly() -> None:
     assert (out["total"], out["hi"], out["n"]) == (20, 10, 2)
     group.remove(rows[0])
     group.remove(rows[1])
-    assert group.members == 0 and group.result()["n"] == 0 and "total" not in group.result()
+    assert group.members == 0
+    assert group.result()["n"] == 0
+    assert "total" not in group.result()
 
 
 def test_a_projection_of_aggregates_and_fields_reads_them_directly_with_the_same_result() -> None:

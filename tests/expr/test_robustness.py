@@ -60,13 +60,16 @@ def test_deeply_nested_data_is_sorted_grouped_and_selected() -> None:
         "[/d]", "[/d AS /first, COUNT(/d) AS /n, COUNT_DISTINCT(/d) AS /k, MIN(/d) AS /lo, MAX(/o) AS /hi]"
     )
     rows = agg.run([(DEEP, None), (DEEP, None)])
-    assert rows[0]["n"] == 2 and rows[0]["k"] == 1
+    assert rows[0]["n"] == 2
+    assert rows[0]["k"] == 1
     picked = parse_select("[-/,+/o,+/d]").apply(DEEP)
-    assert (
-        list(picked) == ["o", "d"] and _equal_copies(picked["o"], DEEP["o"]) and _equal_copies(picked["d"], DEEP["d"])
-    )
+    assert list(picked) == ["o", "d"]
+    assert _equal_copies(picked["o"], DEEP["o"])
+    assert _equal_copies(picked["d"], DEEP["d"])
     trimmed = parse_select("[-/d]").apply(DEEP)
-    assert list(trimmed) == ["o"] and _equal_copies(trimmed["o"], DEEP["o"]) and "d" in DEEP
+    assert list(trimmed) == ["o"]
+    assert _equal_copies(trimmed["o"], DEEP["o"])
+    assert "d" in DEEP
 
 
 def _equal_copies(a: Any, b: Any) -> bool:

@@ -38,9 +38,11 @@ def check(message: dict[str, Any], expression: str, expected: Any) -> None:
     elif expected == NO_MATCH:
         assert not truthy(got), got
     elif isinstance(expected, float) and math.isnan(expected):
-        assert isinstance(got, float) and math.isnan(got), got
+        assert isinstance(got, float), got
+        assert math.isnan(got), got
     else:
-        assert got == expected and type(got) is type(expected), (got, expected)
+        assert got == expected, (got, expected)
+        assert type(got) is type(expected), (got, expected)
 
 
 def _same(a: Any, b: Any) -> bool:

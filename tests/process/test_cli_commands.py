@@ -20,7 +20,8 @@ ORDERS = "\n".join(
 def test_cli_tour(sowd_process: Process) -> None:
     s = ("-server", sowd_process.target)
     ping = sow("ping", *s)
-    assert ping.returncode == 0 and ping.stdout.startswith("pong from")
+    assert ping.returncode == 0
+    assert ping.stdout.startswith("pong from")
 
     pub = sow("publish", "-topic", "orders", *s, stdin=ORDERS + "\n\n")
     assert pub.returncode == 0, pub.stderr
@@ -35,8 +36,11 @@ def test_cli_tour(sowd_process: Process) -> None:
     )
     lines = [json.loads(line) for line in full.stdout.splitlines()]
     assert [x["command"] for x in lines] == ["group_begin", "sow", "sow", "group_end"]
-    assert lines[1]["sow_key"] == "3" and lines[1]["bookmark"] == 4 and lines[1]["data"]["orderId"] == 3
-    assert lines[1]["timestamp"].endswith("Z") and lines[0]["query_id"] == lines[-1]["query_id"] == "Q"
+    assert lines[1]["sow_key"] == "3"
+    assert lines[1]["bookmark"] == 4
+    assert lines[1]["data"]["orderId"] == 3
+    assert lines[1]["timestamp"].endswith("Z")
+    assert lines[0]["query_id"] == lines[-1]["query_id"] == "Q"
     assert lines[-1]["records_returned"] == 2
 
     agg = sow("sow", "-topic", "orders", "-grouping", "/symbol", "-projection", "/symbol", "-projection",
@@ -53,7 +57,8 @@ def test_cli_tour(sowd_process: Process) -> None:
     assert got == {"orderId": 1, "symbol": "SYM1", "price": 1, "side": "B"}
 
     deleted = sow("sow_delete", "-topic", "orders", "-filter", "/price > 105", *s)
-    assert deleted.returncode == 0 and deleted.stdout.strip() == "6"
+    assert deleted.returncode == 0
+    assert deleted.stdout.strip() == "6"
     assert sow("sow_delete", "-topic", "orders", "-data", '{"orderId": 0}', *s).stdout.strip() == "1"
     assert sow("sow_delete", "-topic", "orders", "-sowkeys", "2,3", *s).stdout.strip() == "2"
     assert len(sow("sow", "-topic", "orders", *s).stdout.splitlines()) == 3
@@ -62,19 +67,26 @@ def test_cli_tour(sowd_process: Process) -> None:
 def test_cli_errors_are_one_line_and_non_zero(sowd_process: Process) -> None:
     s = ("-server", sowd_process.target)
     bad = sow("sow", "-topic", "orders", "-filter", "/price >", *s)
-    assert bad.returncode == 1 and bad.stdout == ""
-    assert bad.stderr.count("\n") == 1 and "INVALID_ARGUMENT" in bad.stderr and "column" in bad.stderr
+    assert bad.returncode == 1
+    assert bad.stdout == ""
+    assert bad.stderr.count("\n") == 1
+    assert "INVALID_ARGUMENT" in bad.stderr
+    assert "column" in bad.stderr
     pub = sow("publish", "-topic", "orders", *s, stdin='{"orderId": 1}\n{"symbol": 2}\n')
-    assert pub.returncode == 1 and "at input line 2" in pub.stderr and "/orderId" in pub.stderr
+    assert pub.returncode == 1
+    assert "at input line 2" in pub.stderr
+    assert "/orderId" in pub.stderr
     assert sow("sow", "-topic", "ticks", *s).returncode == 1
     down = sow("ping", "-server", "127.0.0.1:1")
-    assert down.returncode == 1 and "UNAVAILABLE" in down.stderr
+    assert down.returncode == 1
+    assert "UNAVAILABLE" in down.stderr
 
 
 def finish(proc: subprocess.Popen[str]) -> tuple[str, str]:
     """The rest of a process's output after lines were read with readline (``communicate``
     would read the pipes' descriptors directly and lose what the file objects had buffered)."""
-    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout is not None
+    assert proc.stderr is not None
     out = proc.stdout.read()
     proc.wait(timeout=30)
     return out, proc.stderr.read()
@@ -94,7 +106,8 @@ def test_cli_subscriptions_end_on_count_and_timeout(sowd_process: Process) -> No
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     for proc in (sas, sub):  # wait until both subscriptions are placed
-        assert proc.stdout is not None and json.loads(proc.stdout.readline())["command"] == "subscribed"
+        assert proc.stdout is not None
+        assert json.loads(proc.stdout.readline())["command"] == "subscribed"
     assert sow("publish", "-topic", "orders", *s, stdin='{"orderId": 0, "price": 900}\n').returncode == 0
     assert sow("sow_delete", "-topic", "orders", "-sowkeys", "1", *s).returncode == 0
     out, err = finish(sas)
@@ -112,7 +125,8 @@ def test_cli_subscriptions_end_on_count_and_timeout(sowd_process: Process) -> No
     conflated = sow("sow_and_subscribe", "-topic", "orders", "-conflation", "0.5", "-count", "3", *s)
     assert conflated.returncode == 0, conflated.stderr
     bad = sow("sow_and_subscribe", "-topic", "orders", "-conflationkey", "/a b", "-conflation", "1", *s)
-    assert bad.returncode == 1 and "conflation_key" in bad.stderr
+    assert bad.returncode == 1
+    assert "conflation_key" in bad.stderr
 
 
 def test_cli_page_and_groups(sowd_process: Process) -> None:
@@ -159,12 +173,14 @@ def test_cli_bookmark_flags(sowd_process: Process) -> None:
     commands = [x["command"] for x in map(json.loads, history.stdout.splitlines())]
     assert commands == ["subscribed", "group_begin", "group_end", "completed"]
     no_history = sow("sow", "-topic", "orders", "-bookmark", "1")
-    assert no_history.returncode == 1 and "keeps no history" in no_history.stderr
+    assert no_history.returncode == 1
+    assert "keeps no history" in no_history.stderr
     # the README's history tour on the demo topic "prices"
     for px in (100, 101, 102):
         assert sow("publish", "-topic", "prices", stdin=json.dumps({"symbol": "ABC", "px": px})).returncode == 0
     then = sow("sow", "-topic", "prices", "-bookmark", "4")
-    assert then.returncode == 0 and json.loads(then.stdout) == {"symbol": "ABC", "px": 100}
+    assert then.returncode == 0
+    assert json.loads(then.stdout) == {"symbol": "ABC", "px": 100}
     assert json.loads(sow("sow", "-topic", "prices", "-bookmark", "now").stdout)["px"] == 102
     tmp = sow("publish", "-topic", "prices", "-expiration", "2", stdin='{"symbol": "TMP", "px": 1}')
     assert tmp.returncode == 0, tmp.stderr

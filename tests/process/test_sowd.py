@@ -40,7 +40,9 @@ def test_grpcurl_lists_describes_and_queries_through_reflection(sowd_process: Pr
     assert json.loads(base64.b64decode(records[0]["data"]))["symbol"] == "SYM1"
     assert frames[-1]["group_end"]["records_returned"] == "2"
     bad = grpcurl("-d", '{"topic": "orders", "batchSize": 0}', sowd_process.target, "sowdb.v1.SowService/Sow")
-    assert bad.returncode != 0 and "InvalidArgument" in bad.stderr and "batch_size" in bad.stderr
+    assert bad.returncode != 0
+    assert "InvalidArgument" in bad.stderr
+    assert "batch_size" in bad.stderr
 
 
 def test_sigterm_shuts_down_gracefully_and_data_survives(tmp_path: Path) -> None:
@@ -50,7 +52,8 @@ def test_sigterm_shuts_down_gracefully_and_data_survives(tmp_path: Path) -> None
         ack = c.publish("orders", [{"orderId": i} for i in range(100)])
     p.proc.send_signal(signal.SIGTERM)
     out, _ = p.proc.communicate(timeout=30)
-    assert p.proc.returncode == 0 and "sowd stopped" in out
+    assert p.proc.returncode == 0
+    assert "sowd stopped" in out
     p2 = start_sowd(data)
     try:
         with Client(p2.target) as c:
@@ -69,7 +72,8 @@ def test_sowd_rebuild_recreates_current_from_the_journal(tmp_path: Path) -> None
         busy = subprocess.run(
             [str(BIN / "sowd"), "rebuild", "--data-dir", str(data)], capture_output=True, text=True, timeout=60
         )
-        assert busy.returncode == 1 and "cannot open" in busy.stderr  # not under a running server
+        assert busy.returncode == 1  # not under a running server
+        assert "cannot open" in busy.stderr
     p.stop()
     done = subprocess.run(
         [str(BIN / "sowd"), "rebuild", "--data-dir", str(data)], capture_output=True, text=True, timeout=60
@@ -110,7 +114,8 @@ def test_invalid_config_stops_the_server_with_a_message(tmp_path: Path, toml: st
         timeout=60,
     )
     assert run.returncode == 2
-    assert str(cfg) in run.stderr and words in run.stderr, run.stderr
+    assert str(cfg) in run.stderr, run.stderr
+    assert words in run.stderr, run.stderr
 
 
 def test_config_file_is_used(tmp_path: Path) -> None:

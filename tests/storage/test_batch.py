@@ -14,9 +14,11 @@ def test_batch_is_written_at_commit_only(tmp_path: Path) -> None:
     b = store.batch("orders", current=True, history=True)
     b.publish(1, 10, "k1", b'{"a":1}', 99)
     b.publish(2, 10, "k2", b'{"a":2}')
-    assert store.last_sequence() == 0 and list(store.load_current()) == []  # not yet
+    assert store.last_sequence() == 0  # not yet
+    assert list(store.load_current()) == []
     b.commit()
-    assert store.last_sequence() == 2 and store.last_applied() == (2, 2)
+    assert store.last_sequence() == 2
+    assert store.last_applied() == (2, 2)
     assert [(t, s, v.bookmark, v.expiry_us, v.payload) for t, s, v in store.load_current()] == [
         ("orders", "k1", 1, 99, b'{"a":1}'),
         ("orders", "k2", 2, 0, b'{"a":2}'),
@@ -48,5 +50,6 @@ def test_transient_and_plain_topics_write_the_journal_only(tmp_path: Path) -> No
     b = store.batch("quotes", current=False, history=False)
     b.publish(1, 1, "A", b"{}")
     b.commit()
-    assert store.last_sequence() == 1 and list(store.load_current()) == []
+    assert store.last_sequence() == 1
+    assert list(store.load_current()) == []
     store.close()
