@@ -5,16 +5,21 @@ are in ``conftest.py``; test modules import helpers from here, never from each o
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterable, Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sowdb.config import Config, ServerConfig, config_from_dict
+from sowdb.engine import Engine
 from sowdb.server import SowServer
 from sowdb_client import AsyncClient, AsyncSubscriptionStream, Event
+
+T = TypeVar("T")
 
 TEST_TOPICS: dict[str, Any] = {
     "topic": [
@@ -37,6 +42,16 @@ TEST_TOPICS: dict[str, Any] = {
 }
 
 
+BAD_MESSAGE = 150
+"""The index of the message ``orders_with_a_bad_message`` makes unreadable by default: the
+151st, so that in requests of 100 the second one is refused."""
+
+
+def orders_with_a_bad_message(n: int = 250, bad: int = BAD_MESSAGE) -> list[bytes]:
+    """``n`` orders (``orderId`` 0..n-1) as raw JSON, message ``bad`` cut short (-1: none)."""
+    return [b'{"orderId": ' if i == bad else json.dumps({"orderId": i}).encode() for i in range(n)]
+
+
 def make_config(data_dir: Path, **server: Any) -> Config:
     cfg = config_from_dict(TEST_TOPICS, source="<tests>")
     return replace(cfg, server=ServerConfig(listen="127.0.0.1:0", data_dir=str(data_dir), **server))
@@ -52,6 +67,12 @@ class Running:
     @property
     def target(self) -> str:
         return f"127.0.0.1:{self.server.port}"
+
+    @property
+    def engine(self) -> Engine:
+        """The server's engine (it has one once started)."""
+        assert self.server.engine is not None, "the server has not started"
+        return self.server.engine
 
 
 class Process:
@@ -94,19 +115,38 @@ def sow(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     )
 
 
-async def take(stream: AsyncSubscriptionStream, n: int, *, timeout: float = 10.0) -> list[Event]:
-    """The next ``n`` events that are not heartbeats."""
-    out: list[Event] = []
+TAKE_TIMEOUT_S = 10.0
+"""How long ``take`` waits for its events; a test that expects them sooner wraps the call in
+``asyncio.timeout``."""
 
-    async def collect() -> None:
+
+async def take(stream: AsyncSubscriptionStream, n: int) -> list[Event]:
+    """The next ``n`` events that are not heartbeats (fewer if the stream ends first).
+
+    Raises:
+        TimeoutError: they did not come within ``TAKE_TIMEOUT_S``.
+    """
+    out: list[Event] = []
+    async with asyncio.timeout(TAKE_TIMEOUT_S):
         async for e in stream:
             if e.kind != "heartbeat":
                 out.append(e)
                 if len(out) == n:
-                    return
-
-    await asyncio.wait_for(collect(), timeout)
+                    break
     return out
+
+
+def collect(items: Iterable[T], into: list[T]) -> None:
+    """Append each of ``items`` to ``into`` as it comes. Under ``pytest.raises``, when the
+    iteration raises, ``into`` holds what came before the error."""
+    for item in items:
+        into.append(item)
+
+
+async def acollect(items: AsyncIterable[T], into: list[T]) -> None:
+    """:func:`collect` for an asynchronous iterable (a gRPC stream, an SDK stream)."""
+    async for item in items:
+        into.append(item)
 
 
 def docs(events: list[Event]) -> list[tuple[str, Any]]:

@@ -45,13 +45,13 @@ def test_nondeterministic_functions_are_flagged() -> None:
 
 
 def test_order_by_sorts_nulls_first_numbers_before_strings_and_desc() -> None:
-    rows = [{"p": "b"}, {"p": 2}, {}, {"p": 10}, {"p": "a"}, {"p": 2.5}]
+    rows: list[dict[str, Any]] = [{"p": "b"}, {"p": 2}, {}, {"p": 10}, {"p": "a"}, {"p": 2.5}]
     asc = parse_order_by("/p")
     assert [r.get("p") for r in sorted(rows, key=asc.key)] == [None, 2, 2.5, 10, "a", "b"]
     desc = parse_order_by("/p DESC")
     assert [r.get("p") for r in sorted(rows, key=desc.key)] == ["b", "a", 10, 2.5, 2, None]
     two = parse_order_by("/g ASC, /p DESC")
-    data = [{"g": 1, "p": 1}, {"g": 0, "p": 1}, {"g": 1, "p": 3}]
+    data: list[dict[str, Any]] = [{"g": 1, "p": 1}, {"g": 0, "p": 1}, {"g": 1, "p": 3}]
     assert sorted(data, key=two.key) == [{"g": 0, "p": 1}, {"g": 1, "p": 3}, {"g": 1, "p": 1}]
 
 
@@ -81,7 +81,8 @@ def test_byte_keys_order_like_the_tuple_keys(rows: list[dict[str, Any]], text: s
     for x, y in pairwise(rows):
         kx, ky = order.key(x), order.key(y)
         bx, by = order.byte_key(x), order.byte_key(y)
-        assert (kx < ky) == (bx < by) and (kx == ky) == (bx == by), (x, y)
+        assert (kx < ky) == (bx < by), (x, y)
+        assert (kx == ky) == (bx == by), (x, y)
 
 
 def test_select_includes_and_excludes_without_touching_the_record() -> None:
@@ -98,9 +99,15 @@ def test_aggregation_matches_filters_md_and_retracts_correctly() -> None:
         "[/oid, SUM(/qty) AS /total, COUNT(/qty) AS /n, AVG(/qty) AS /avg, MIN(/qty) AS /lo, "
         "MAX(/qty) AS /hi, COUNT_DISTINCT(/qty) AS /kinds, STDDEV_POP(/qty) AS /sd, /note AS /last/note]",
     )
-    rows = [{"oid": 1, "qty": 10, "note": "x"}, {"oid": 1, "qty": 10}, {"oid": 1, "qty": 25, "note": "z"}]
+    rows: list[dict[str, Any]] = [
+        {"oid": 1, "qty": 10, "note": "x"},
+        {"oid": 1, "qty": 10},
+        {"oid": 1, "qty": 25, "note": "z"},
+    ]
     [result] = agg.run([(r, None) for r in rows])
-    assert result["oid"] == 1 and result["total"] == 45 and result["n"] == 3
+    assert result["oid"] == 1
+    assert result["total"] == 45
+    assert result["n"] == 3
     assert (result["lo"], result["hi"], result["kinds"], result["avg"]) == (10, 25, 2, 15.0)
     assert abs(result["sd"] - 7.0710678) < 1e-6
     assert result["last"] == {"note": "z"}
@@ -113,7 +120,9 @@ def test_aggregation_matches_filters_md_and_retracts_correctly() -> None:
     assert (out["total"], out["hi"], out["n"]) == (20, 10, 2)
     group.remove(rows[0])
     group.remove(rows[1])
-    assert group.members == 0 and group.result()["n"] == 0 and "total" not in group.result()
+    assert group.members == 0
+    assert group.result()["n"] == 0
+    assert "total" not in group.result()
 
 
 def test_a_projection_of_aggregates_and_fields_reads_them_directly_with_the_same_result() -> None:
@@ -123,7 +132,7 @@ def test_a_projection_of_aggregates_and_fields_reads_them_directly_with_the_same
     direct, compiled = parse_aggregation("/a", projection), parse_aggregation("/a", projection)
     assert direct.row is not None
     compiled.row = None
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"a": "x", "q": 3, "b": "first"},
         {"a": "x", "q": None},
         {"a": "y"},

@@ -92,7 +92,8 @@ def test_order_select_projection_errors_have_positions() -> None:
     assert (info.value.column, info.value.token) == (5, "+a")
     with pytest.raises(ExpressionError) as info:
         parse_aggregation("[/a]", "[/a, SUM(/q) AS total]")
-    assert info.value.field == "projection" and info.value.token == "total"
+    assert info.value.field == "projection"
+    assert info.value.token == "total"
     with pytest.raises(ExpressionError, match="needs AS"):
         parse_aggregation("[/a]", "[/a, SUM(/q)]")
     with pytest.raises(ExpressionError, match="together"):

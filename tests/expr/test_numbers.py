@@ -58,7 +58,8 @@ def test_unsigned_64_bit_literals_compare_as_numbers(
 )
 def test_integer_literals_beyond_64_bits_are_floats(text: str, value: float) -> None:
     got = compile_expression(text).evaluate({})
-    assert type(got) is float and got == value
+    assert type(got) is float
+    assert got == value
     # the same text as JSON data decodes to the same float (orjson), so they are equal
     assert compile_expression(f"/a = {text}").evaluate({"a": value}) is True
 
@@ -70,7 +71,8 @@ def test_integer_literals_of_thousands_of_digits_are_a_clear_error(digits: int) 
         compile_expression(text)
     err = info.value
     assert err.column == 6
-    assert err.token.startswith("777") and len(err.token) <= 40
+    assert err.token.startswith("777")
+    assert len(err.token) <= 40
     assert "out of range" in err.message
 
 
@@ -94,7 +96,8 @@ def test_leading_zeros_do_not_count_as_digits() -> None:
 )
 def test_parse_number_never_raises_and_follows_the_64_bit_range(text: str, expected: float) -> None:
     got = parse_number(text)
-    assert got == expected and type(got) is type(expected)
+    assert got == expected
+    assert type(got) is type(expected)
 
 
 def test_strings_of_thousands_of_digits_in_data_compare_and_compute() -> None:

@@ -60,13 +60,16 @@ def test_deeply_nested_data_is_sorted_grouped_and_selected() -> None:
         "[/d]", "[/d AS /first, COUNT(/d) AS /n, COUNT_DISTINCT(/d) AS /k, MIN(/d) AS /lo, MAX(/o) AS /hi]"
     )
     rows = agg.run([(DEEP, None), (DEEP, None)])
-    assert rows[0]["n"] == 2 and rows[0]["k"] == 1
+    assert rows[0]["n"] == 2
+    assert rows[0]["k"] == 1
     picked = parse_select("[-/,+/o,+/d]").apply(DEEP)
-    assert (
-        list(picked) == ["o", "d"] and _equal_copies(picked["o"], DEEP["o"]) and _equal_copies(picked["d"], DEEP["d"])
-    )
+    assert list(picked) == ["o", "d"]
+    assert _equal_copies(picked["o"], DEEP["o"])
+    assert _equal_copies(picked["d"], DEEP["d"])
     trimmed = parse_select("[-/d]").apply(DEEP)
-    assert list(trimmed) == ["o"] and _equal_copies(trimmed["o"], DEEP["o"]) and "d" in DEEP
+    assert list(trimmed) == ["o"]
+    assert _equal_copies(trimmed["o"], DEEP["o"])
+    assert "d" in DEEP
 
 
 def _equal_copies(a: Any, b: Any) -> bool:
@@ -91,7 +94,7 @@ def _equal_copies(a: Any, b: Any) -> bool:
 
 
 def test_select_copies_so_the_record_is_untouched() -> None:
-    record = {"a": {"b": 1, "c": [1, {"d": 2}]}, "e": 3}
+    record: dict[str, Any] = {"a": {"b": 1, "c": [1, {"d": 2}]}, "e": 3}
     out = parse_select("[-/a/b]").apply(record)
     assert out == {"a": {"c": [1, {"d": 2}]}, "e": 3}
     assert record == {"a": {"b": 1, "c": [1, {"d": 2}]}, "e": 3}

@@ -19,6 +19,9 @@ from sowdb.expr.values import truthy
 
 TRUE, FALSE, NULL, NO_MATCH = "TRUE", "FALSE", "NULL", "NO_MATCH"
 
+Case = tuple[dict[str, Any], str, Any]
+"""A message, an expression, and what it evaluates to (a value, or TRUE, FALSE, NULL, NO_MATCH)."""
+
 
 def check(message: dict[str, Any], expression: str, expected: Any) -> None:
     f = compile_filter(expression)
@@ -35,9 +38,11 @@ def check(message: dict[str, Any], expression: str, expected: Any) -> None:
     elif expected == NO_MATCH:
         assert not truthy(got), got
     elif isinstance(expected, float) and math.isnan(expected):
-        assert isinstance(got, float) and math.isnan(got), got
+        assert isinstance(got, float), got
+        assert math.isnan(got), got
     else:
-        assert got == expected and type(got) is type(expected), (got, expected)
+        assert got == expected, (got, expected)
+        assert type(got) is type(expected), (got, expected)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -47,7 +52,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 # The "Examples" table of FILTERS.md, row by row.
-FILTERS_MD_EXAMPLES = [
+FILTERS_MD_EXAMPLES: list[Case] = [
     ({"a": 1, "b": "47"}, "/b = 47", TRUE),
     ({"p": "01"}, "/p = '1'", FALSE),
     ({}, "10 < 'Crank It Up'", TRUE),
@@ -84,7 +89,7 @@ def test_filters_md_examples(message: dict[str, Any], expression: str, expected:
     check(message, expression, expected)
 
 
-SYNTAX = [
+SYNTAX: list[Case] = [
     ({"a": {"b": 3}}, "/a/b = 3", TRUE),
     ({"a": 6, "b": 3}, "/a / /b", 2),
     ({"a": 6}, "/a /2", 3),
@@ -116,7 +121,7 @@ SYNTAX = [
     ({}, "-(2)", -2),
 ]
 
-TYPES = [
+TYPES: list[Case] = [
     ({"a": "2.000"}, "/a <> '2.0'", TRUE),
     ({"a": "2.000"}, "/a = 2", TRUE),
     ({}, "2 = 2.0", TRUE),
@@ -151,7 +156,7 @@ TYPES = [
     ({"a": [4, 5]}, "/a + 1", 5),
 ]
 
-NULL_LOGIC = [
+NULL_LOGIC: list[Case] = [
     ({}, "/a = NULL", NULL),
     ({}, "/a != NULL", NULL),
     ({}, "TRUE OR NULL", TRUE),
@@ -170,7 +175,7 @@ NULL_LOGIC = [
     ({}, "FALSE OR FALSE", FALSE),
 ]
 
-OPERATORS = [
+OPERATORS: list[Case] = [
     ({"x": 5}, "/x == 5", TRUE),
     ({"x": 5}, "/x <> 4", TRUE),
     ({"x": 5}, "/x >= 5 AND /x <= 5", TRUE),
@@ -200,7 +205,7 @@ OPERATORS = [
     ({}, "IF(NULL, 1, 2)", 2),
 ]
 
-ARRAYS = [
+ARRAYS: list[Case] = [
     ({"tags": ["x", "y"]}, "/tags = 'x'", TRUE),
     ({"tags": ["x", "y"]}, "/tags = 'z'", FALSE),
     ({"a": [1, 2], "b": [3, 2]}, "/a = /b", TRUE),
@@ -220,7 +225,7 @@ ARRAYS = [
     ({"e": []}, "/e = 1", NULL),
 ]
 
-FUNCTIONS = [
+FUNCTIONS: list[Case] = [
     ({}, "CONCAT('a', 1, 'b', 2.5)", "a1b2.5"),
     ({}, "CONCAT('n=', 2.0)", "n=2"),
     ({}, "CONCAT('a', /missing)", "a"),

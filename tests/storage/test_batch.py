@@ -1,33 +1,12 @@
-"""Storage: key encodings sort as the engine needs, batches are atomic, values round-trip."""
+"""Storage batches: written at commit only, atomic, values round-trip through the journal,
+current and history."""
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 from sowdb.storage import Store
 from sowdb.storage import keys as k
-
-
-def test_journal_keys_sort_numerically() -> None:
-    seqs = [*random.Random(1).sample(range(1, 2**40), 500), 1, 255, 256, 65535, 65536, 2**63]
-    assert sorted(seqs, key=k.encode_seq) == sorted(seqs)
-    assert all(k.decode_seq(k.encode_seq(s)) == s for s in seqs)
-
-
-def test_current_keys_keep_each_topic_contiguous() -> None:
-    pairs = [(t, s) for t in ("a", "ab", "abc", "b", "a.b") for s in ("", "1", "\x01", "zz", "a\x7f")]
-    ordered = sorted(pairs, key=lambda p: k.current_key(*p))
-    topics = [t for t, _ in ordered]
-    assert all(topics.count(t) == len(list(g)) for t, g in __import__("itertools").groupby(topics))
-    assert [k.split_current_key(k.current_key(t, s)) for t, s in ordered] == ordered
-    for t, s in pairs:
-        assert k.current_key(t, s).startswith(k.topic_prefix(t))
-
-
-def test_history_keys_order_versions_by_bookmark() -> None:
-    keys = [k.history_key("t", "k", b) for b in (300, 2, 70000, 1)]
-    assert sorted(keys) == [k.history_key("t", "k", b) for b in (1, 2, 300, 70000)]
 
 
 def test_batch_is_written_at_commit_only(tmp_path: Path) -> None:
@@ -35,9 +14,11 @@ def test_batch_is_written_at_commit_only(tmp_path: Path) -> None:
     b = store.batch("orders", current=True, history=True)
     b.publish(1, 10, "k1", b'{"a":1}', 99)
     b.publish(2, 10, "k2", b'{"a":2}')
-    assert store.last_sequence() == 0 and list(store.load_current()) == []  # not yet
+    assert store.last_sequence() == 0  # not yet
+    assert list(store.load_current()) == []
     b.commit()
-    assert store.last_sequence() == 2 and store.last_applied() == (2, 2)
+    assert store.last_sequence() == 2
+    assert store.last_applied() == (2, 2)
     assert [(t, s, v.bookmark, v.expiry_us, v.payload) for t, s, v in store.load_current()] == [
         ("orders", "k1", 1, 99, b'{"a":1}'),
         ("orders", "k2", 2, 0, b'{"a":2}'),
@@ -69,5 +50,6 @@ def test_transient_and_plain_topics_write_the_journal_only(tmp_path: Path) -> No
     b = store.batch("quotes", current=False, history=False)
     b.publish(1, 1, "A", b"{}")
     b.commit()
-    assert store.last_sequence() == 1 and list(store.load_current()) == []
+    assert store.last_sequence() == 1
+    assert list(store.load_current()) == []
     store.close()

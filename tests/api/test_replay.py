@@ -1,18 +1,15 @@
 """Bookmark replay through a real server: H-3 (historical sow_and_subscribe), H-4 (Subscribe
-with a bookmark, ``completed``, OUT_OF_RANGE), and the CLI's -bookmark."""
+with a bookmark, ``completed``, OUT_OF_RANGE). The CLI's -bookmark: ``tests/process/test_cli_commands.py``."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import random
-import subprocess
 
 import pytest
 
 from sowdb_client import AsyncClient, Mirror, OutOfRangeError
-from tests.support import Process, Running
-from tests.support import sow as run_cli
+from tests.support import Running
 
 
 async def churn(c: AsyncClient, topic: str, rounds: int, seed: int, done: asyncio.Event | None = None) -> None:
@@ -47,12 +44,12 @@ async def test_subscribe_with_a_bookmark_replays_then_completes_then_goes_live(s
                 kinds.append("completed")
                 completed_at = e.bookmark
             seen += [r.bookmark for r in e.records]
-            if done.is_set() and seen and seen[-1] == sowd.server.engine.last_seq:  # type: ignore[union-attr]
+            if done.is_set() and seen and seen[-1] == sowd.engine.last_seq:
                 break
     stream.cancel()
     await publisher
     assert kinds == ["completed"]
-    assert seen == list(range(point + 1, sowd.server.engine.last_seq + 1))  # type: ignore[union-attr]
+    assert seen == list(range(point + 1, sowd.engine.last_seq + 1))
     assert point < completed_at < seen[-1]  # the publisher was still running when replay ended
 
 
@@ -61,7 +58,7 @@ async def test_subscribe_from_a_time_and_with_a_filter(sowd: Running) -> None:
     await c.publish("markers", [{"id": 1, "x": 1}])
     await asyncio.sleep(0.05)
     ack = await c.publish("markers", [{"id": 2, "x": 2}, {"id": 3, "x": 3}])
-    entry = sowd.server.engine.store.journal_entry(ack.first_bookmark)  # type: ignore[union-attr]
+    entry = sowd.engine.store.journal_entry(ack.first_bookmark)
     assert entry is not None
     from datetime import UTC, datetime
 
@@ -84,7 +81,7 @@ async def test_historical_sow_and_subscribe_has_no_gap_and_no_duplicate(sowd: Ru
     point is delivered once, in order."""
     c = sowd.client
     await churn(c, "book", 120, seed=3)
-    point = sowd.server.engine.last_seq // 2  # type: ignore[union-attr]
+    point = sowd.engine.last_seq // 2
     then = {r.sow_key: r.data for r in await c.sow("book", bookmark=str(point), batch_size=100).records()}
     done = asyncio.Event()
     publisher = asyncio.create_task(churn(c, "book", 150, seed=4, done=done))
@@ -102,19 +99,21 @@ async def test_historical_sow_and_subscribe_has_no_gap_and_no_duplicate(sowd: Ru
                 query.update({r.sow_key: r.data for r in e.records})
             if e.kind in ("publish", "oof"):
                 replayed += [r.bookmark for r in e.records if e.reason != "match"]
-            if done.is_set() and mirror.bookmark >= sowd.server.engine.last_seq:  # type: ignore[union-attr]
+            if done.is_set() and mirror.bookmark >= sowd.engine.last_seq:
                 break
     stream.cancel()
     await publisher
     assert query == then
-    assert kinds.count("completed") == 1 and kinds.index("group_end") < kinds.index("completed")
+    assert kinds.count("completed") == 1
+    assert kinds.index("group_end") < kinds.index("completed")
     final = {r.sow_key: r.data for r in await c.sow("book", batch_size=100).records()}
     assert {k: r.data for (_, k), r in mirror.records.items()} == final
-    book = [e.seq for e in sowd.server.engine.store.iter_journal(point) if e.topic == "book"]  # type: ignore[union-attr]
+    book = [e.seq for e in sowd.engine.store.iter_journal(point) if e.topic == "book"]
     # every change after the point arrives once, in order: publishes, and deletes of records
     # the mirror held (a delete of a key it never had is nothing to it)
-    assert replayed == sorted(set(replayed)) and set(replayed) <= set(book)
-    publishes = [e.seq for e in sowd.server.engine.store.iter_journal(point) if e.topic == "book" and e.op == 1]  # type: ignore[union-attr]
+    assert replayed == sorted(set(replayed))
+    assert set(replayed) <= set(book)
+    publishes = [e.seq for e in sowd.engine.store.iter_journal(point) if e.topic == "book" and e.op == 1]
     assert set(publishes) <= set(replayed)
 
 
@@ -122,11 +121,12 @@ async def test_a_bookmark_before_the_retained_journal_is_out_of_range(sowd: Runn
     c = sowd.client
     for i in range(10):
         await c.publish("orders", [{"orderId": i}])
-    sowd.server.engine.store.trim_journal(6)  # type: ignore[union-attr]  # as retention would
+    sowd.engine.store.trim_journal(6)  # as retention would
     with pytest.raises(OutOfRangeError) as err:
         async for _ in c.subscribe("orders", bookmark="3"):
             pass
-    assert err.value.oldest_bookmark == 6 and err.value.field == "bookmark"
+    assert err.value.oldest_bookmark == 6
+    assert err.value.field == "bookmark"
     assert "resubscribe from 6" in str(err.value)
     events = []
     async for e in c.subscribe("orders", bookmark="6"):
@@ -134,40 +134,3 @@ async def test_a_bookmark_before_the_retained_journal_is_out_of_range(sowd: Runn
         if e.kind == "completed":
             break
     assert [r.bookmark for e in events for r in e.records] == [7, 8, 9, 10]
-
-
-def test_cli_bookmark_flags(sowd_process: Process) -> None:
-    s = ("-server", sowd_process.target)
-
-    def sow(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-        return run_cli(*args, *s, stdin=stdin)
-
-    assert sow("publish", "-topic", "orders", stdin='{"orderId": 1, "v": 1}\n{"orderId": 2, "v": 1}').returncode == 0
-    assert sow("publish", "-topic", "orders", stdin='{"orderId": 1, "v": 2}').returncode == 0
-    replay = sow("subscribe", "-topic", "orders", "-bookmark", "1", "-format", "full", "-count", "2")
-    assert replay.returncode == 0, replay.stderr
-    lines = [json.loads(line) for line in replay.stdout.splitlines()]
-    assert [(x["command"], x["bookmark"]) for x in lines if x["command"] != "subscribed"] == [
-        ("publish", 2),
-        ("publish", 3),  # -count counts records, not frames
-    ]
-    replay = sow("subscribe", "-topic", "orders", "-bookmark", "1", "-format", "full", "-timeout", "1")
-    commands = [x["command"] for x in map(json.loads, replay.stdout.splitlines())]
-    assert commands == ["subscribed", "publish", "publish", "completed"]
-    history = sow("sow_and_subscribe", "-topic", "book", "-bookmark", "0", "-format", "full", "-timeout", "1")
-    assert history.returncode == 0, history.stderr
-    commands = [x["command"] for x in map(json.loads, history.stdout.splitlines())]
-    assert commands == ["subscribed", "group_begin", "group_end", "completed"]
-    no_history = sow("sow", "-topic", "orders", "-bookmark", "1")
-    assert no_history.returncode == 1 and "keeps no history" in no_history.stderr
-    # the README's history tour on the demo topic "prices"
-    for px in (100, 101, 102):
-        assert sow("publish", "-topic", "prices", stdin=json.dumps({"symbol": "ABC", "px": px})).returncode == 0
-    then = sow("sow", "-topic", "prices", "-bookmark", "4")
-    assert then.returncode == 0 and json.loads(then.stdout) == {"symbol": "ABC", "px": 100}
-    assert json.loads(sow("sow", "-topic", "prices", "-bookmark", "now").stdout)["px"] == 102
-    tmp = sow("publish", "-topic", "prices", "-expiration", "2", stdin='{"symbol": "TMP", "px": 1}')
-    assert tmp.returncode == 0, tmp.stderr
-    gone = sow("sow_and_subscribe", "-topic", "prices", "-filter", "/symbol = 'TMP'", "-oof", "-format", "full",
-               "-count", "2", "-timeout", "10")  # fmt: skip
-    assert [json.loads(x).get("reason") for x in gone.stdout.splitlines()][-1] == "expired"

@@ -52,7 +52,8 @@ def run_block(block: str, target: str) -> subprocess.CompletedProcess[str]:
 def test_the_tour_has_the_blocks_this_test_expects() -> None:
     blocks = tour_blocks()
     assert len(blocks) == 6
-    assert "grpcurl" in blocks[-1] and not any("grpcurl" in b for b in blocks[:-1])
+    assert "grpcurl" in blocks[-1]
+    assert not any("grpcurl" in b for b in blocks[:-1])
 
 
 def test_the_five_minute_tour_runs_as_written(sowd_process: Process) -> None:
@@ -70,24 +71,31 @@ def test_the_five_minute_tour_runs_as_written(sowd_process: Process) -> None:
     out, err = outputs["cli"].stdout, outputs["cli"].stderr
     assert f"pong from {sowd_process.target}" in out
     assert "published 10000 messages to orders (bookmarks 1..10000)" in out
-    assert "orders_by_symbol" in out and "orders_5s" in out  # sow topics
-    assert "INVALID_ARGUMENT: expected an operand at column 9" in err and "exit status 1" in out
+    assert "orders_by_symbol" in out  # sow topics
+    assert "orders_5s" in out
+    assert "INVALID_ARGUMENT: expected an operand at column 9" in err
+    assert "exit status 1" in out
 
     err = outputs["refusal"].stderr
-    assert "stored 1 message (bookmarks" in err and "before the error at input line 3" in err
+    assert "stored 1 message (bookmarks" in err
+    assert "before the error at input line 3" in err
 
     out = outputs["mirror"].stdout
-    assert '"reason":"match"' in out and '"reason":"deleted"' in out  # the two oofs the tour announces
+    assert '"reason":"match"' in out  # the two oofs the tour announces
+    assert '"reason":"deleted"' in out
 
     out = outputs["history"].stdout
     assert out.count('{"symbol": "ABC", "px": 100}') == 2  # as of the bookmark B and of the time T
-    assert '{"symbol": "ABC", "px": 102}' in out and '"command":"completed"' in out
+    assert '{"symbol": "ABC", "px": 102}' in out
+    assert '"command":"completed"' in out
 
     out = outputs["views"].stdout
     assert '"symbol":"SYM1","total_qty"' in out
     assert len([line for line in out.splitlines() if '"symbol":"SYM2"' in line]) == 3  # orders_5s, -count 3
-    assert "exit status 1" in out and "FAILED_PRECONDITION" in outputs["views"].stderr
+    assert "exit status 1" in out
+    assert "FAILED_PRECONDITION" in outputs["views"].stderr
 
     if "grpcurl" in outputs:
         out = outputs["grpcurl"].stdout
-        assert "sowdb.v1.SowService" in out and "first_bookmark" in out
+        assert "sowdb.v1.SowService" in out
+        assert "first_bookmark" in out

@@ -1,10 +1,10 @@
-"""Views (V-1), conflated topics (C-2) and aggregated subscriptions (Q-8 live): on the engine
-with an injected clock, and through the real server."""
+"""Views (V-1), conflated topics (C-2) and aggregated subscriptions (Q-8 live) on the engine,
+with an injected clock. Through the real server: ``tests/api/test_derived.py``."""
 
 from __future__ import annotations
 
-import asyncio
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +17,6 @@ from sowdb.engine.derived import View
 from sowdb.engine.subscription import SubscriptionOptions
 from sowdb.errors import FailedPrecondition
 from sowdb.storage import Store
-from sowdb_client import FailedPreconditionError, Mirror
-from tests.support import Running, take
 
 AGG = ["/symbol", "SUM(/qty) AS /qty", "COUNT(/id) AS /n", "MIN(/price) AS /low", "MAX(/price) AS /high"]
 TOTALS = ["/symbol", "SUM(/qty) AS /qty", "COUNT(/id) AS /n", "AVG(/qty) AS /avg", "STDDEV_SAMP(/qty) AS /sd"]
@@ -87,8 +85,8 @@ async def test_views_equal_the_aggregated_query_under_random_changes(tmp_path: P
     rnd = random.Random(5)
     # quantities of every kind an aggregate meets: integers, floats (exact in binary, so sums
     # are exact whatever the order), numeric and other strings, null and missing
-    quantities = [lambda: rnd.randrange(100), lambda: rnd.randrange(100) + 0.5, lambda: str(rnd.randrange(100)),
-                  lambda: "n/a", lambda: None]  # fmt: skip
+    quantities: list[Callable[[], Any]] = [lambda: rnd.randrange(100), lambda: rnd.randrange(100) + 0.5,
+                                           lambda: str(rnd.randrange(100)), lambda: "n/a", lambda: None]  # fmt: skip
     for _ in range(30):
         docs = [
             {"id": rnd.randrange(60), "symbol": rnd.choice(["AA", "AB", "BA", "BB", "CC"]),
@@ -143,7 +141,7 @@ async def test_in_group_updates_are_applied_a_batch_at_a_time(tmp_path: Path, mo
     for round_ in range(40):
         kind = round_ % 4
         ids = rnd.sample([i for i in range(40) if kind or i not in floats], 10)
-        docs = [{"id": i, "symbol": symbols[i], "qty": rnd.randrange(100)} for i in ids]
+        docs: list[dict[str, Any]] = [{"id": i, "symbol": symbols[i], "qty": rnd.randrange(100)} for i in ids]
         floats.difference_update(ids)
         if kind == 1:
             docs[-1]["qty"] = 2.5
@@ -238,7 +236,8 @@ async def test_conflated_topics_refresh_once_per_interval(tmp_path: Path) -> Non
     engine.sow_delete("orders", sow_keys=["2"])
     clock.now += 1_000_000
     engine.writer.flush_conflated()
-    assert set(await sow(engine, "cheap_1s")) == set() and set(await sow(engine, "orders_1s")) == {"1"}
+    assert set(await sow(engine, "cheap_1s")) == set()
+    assert set(await sow(engine, "orders_1s")) == {"1"}
     assert [(e.kind, e.record.sow_key, e.reason) for e in sub.drain()] == [
         ("publish", "1", ""),
         ("oof", "2", "deleted"),
@@ -256,59 +255,3 @@ def test_cyclic_derived_topics_are_refused() -> None:
     }
     with pytest.raises(ConfigError, match="cycle a -> b -> a"):
         config_from_dict(bad, source="x.toml")
-
-
-async def test_aggregated_sow_and_subscribe_through_the_server(sowd: Running) -> None:
-    """Q-8 live: groups update as the underlying records change; an emptied group gets an oof;
-    the private view goes away with the subscription."""
-    c = sowd.client
-    engine = sowd.server.engine
-    assert engine is not None
-    await c.publish("orders", [{"orderId": i, "symbol": f"S{i % 2}", "qty": i} for i in range(1, 5)])
-    stream = c.sow_and_subscribe(
-        "orders",
-        grouping=["/symbol"],
-        projection=["/symbol", "SUM(/qty) AS /qty", "COUNT(/orderId) AS /n"],
-        order_by="/symbol",
-        oof=True,
-    )
-    events = await take(stream, 4)  # subscribed, group_begin, records, group_end
-    assert [r.json() for r in events[2].records] == [
-        {"symbol": "S0", "qty": 6, "n": 2},
-        {"symbol": "S1", "qty": 4, "n": 2},
-    ]
-    mirror = Mirror()
-    for e in events:
-        mirror.apply(e)
-    await c.publish("orders", [{"orderId": 1, "symbol": "S0", "qty": 10}])  # moves from S1 to S0
-    await c.sow_delete("orders", filter="/symbol = 'S1'")
-    kinds = []
-    while "oof" not in kinds:
-        (e,) = await take(stream, 1)
-        kinds.append(e.kind)
-        mirror.apply(e)
-    assert {k: r.json() for (_, k), r in mirror.records.items()} == {'["S0"]': {"symbol": "S0", "qty": 16, "n": 3}}
-    assert len(engine.placement.private) == 1
-    with pytest.raises(FailedPreconditionError):
-        await c.replace_subscription(events[0].sub_id, filter="/qty > 1")
-    stream.cancel()
-    for _ in range(100):
-        if not engine.placement.private:
-            break
-        await asyncio.sleep(0.02)
-    assert engine.placement.private == {} and engine.topics.downstream.get("orders", []) == [
-        d for d in engine.topics.derived.values() if d.underlying == "orders"
-    ]
-
-
-async def test_views_are_queryable_and_listed(sowd: Running) -> None:
-    c = sowd.client
-    await c.publish("orders", [{"orderId": i, "symbol": f"S{i % 3}"} for i in range(9)])
-    got = {r.sow_key: r.json() for r in await c.sow("orders_by_symbol", order_by="/symbol").records()}
-    assert got == {
-        '["S0"]': {"symbol": "S0", "n": 3},
-        '["S1"]': {"symbol": "S1", "n": 3},
-        '["S2"]': {"symbol": "S2", "n": 3},
-    }
-    topics = {t.name: t for t in await c.list_topics()}
-    assert topics["orders_by_symbol"].record_count == 3 and topics["orders_by_symbol"].underlying == "orders"

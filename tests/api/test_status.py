@@ -31,7 +31,7 @@ def test_every_domain_error_has_its_code(exc: errors.SowdbError, code: grpc.Stat
 
 
 def test_the_table_covers_every_error_class() -> None:
-    def subclasses(cls: type) -> set[type]:
+    def subclasses(cls: type[errors.SowdbError]) -> set[type[errors.SowdbError]]:
         return {cls} | {s for c in cls.__subclasses__() for s in subclasses(c)}
 
     unmapped = {
@@ -44,10 +44,14 @@ def test_details_carry_field_position_and_index() -> None:
     exc = errors.PublishError(4, errors.InvalidArgument("not valid JSON", field="data"))
     status = rich_status(exc)
     bad, info = error_details_pb2.BadRequest(), error_details_pb2.ErrorInfo()
-    assert status.details[0].Unpack(bad) and status.details[1].Unpack(info)
+    assert status.details[0].Unpack(bad)
+    assert status.details[1].Unpack(info)
     assert bad.field_violations[0].field == "messages[4].data"
-    assert info.reason == "INVALID_ARGUMENT" and info.metadata["message_index"] == "4"
+    assert info.reason == "INVALID_ARGUMENT"
+    assert info.metadata["message_index"] == "4"
     expr = rich_status(errors.ExpressionError("unexpected", column=9, token="AND", field="filter"))
-    assert expr.details[1].Unpack(info) and (info.metadata["column"], info.metadata["token"]) == ("9", "AND")
+    assert expr.details[1].Unpack(info)
+    assert (info.metadata["column"], info.metadata["token"]) == ("9", "AND")
     oor = rich_status(errors.OutOfRange("too old", oldest_bookmark=42))
-    assert oor.details[0].Unpack(info) and info.metadata["oldest_bookmark"] == "42"
+    assert oor.details[0].Unpack(info)
+    assert info.metadata["oldest_bookmark"] == "42"

@@ -69,7 +69,8 @@ async def sow(engine: Engine, topic: str, bookmark: str = "", **kw: Any) -> dict
 
 def test_bookmark_forms() -> None:
     assert parse_bookmark("42") == Point(seq=42)
-    assert parse_bookmark("now").now and parse_bookmark("NOW").now
+    assert parse_bookmark("now").now
+    assert parse_bookmark("NOW").now
     assert parse_bookmark("0") == Point(seq=0)
     compact = parse_bookmark("20231114T221320Z").timestamp_us
     assert compact == T0
@@ -144,14 +145,18 @@ async def test_points_older_than_the_window_return_nothing_and_trimming_keeps_th
     assert versions == [("1", 2, OP_PUBLISH), ("1", 5, OP_PUBLISH)]
     assert await sow(engine, "book", "20231114T221600Z") == inside
     assert await sow(engine, "book", "now") == {"1": {"id": 1, "v": 200}}  # the current state is kept
-    floor = engine.topics.sow["book"].history.floor
+    history = engine.topics.sow["book"].history
+    assert history is not None
+    floor = history.floor
     assert floor == 4
     engine.close()
 
     # the chains and the floor come back after a restart
     engine = open_engine(tmp_path, clock)
     assert await sow(engine, "book", "20231114T221600Z") == inside
-    assert engine.topics.sow["book"].history.floor == floor
+    history = engine.topics.sow["book"].history
+    assert history is not None
+    assert history.floor == floor
     engine.close()
 
 
@@ -213,9 +218,11 @@ async def test_expiration_removes_journals_and_tells_oof_subscribers(tmp_path: P
     assert engine.writer.expire_due() == 1
     assert set(await sow(engine, "ttl")) == {"3"}
     queued = [(e.kind, e.record.sow_key, e.reason) for e in sub.drain()]
-    assert queued[-1] == ("oof", "1", "expired") and ("oof", "2", "expired") in queued
+    assert queued[-1] == ("oof", "1", "expired")
+    assert ("oof", "2", "expired") in queued
     ops = [(e.sow_key, e.op) for e in engine.store.iter_journal()]
-    assert ops[-1] == ("1", OP_EXPIRE) and ("2", OP_EXPIRE) in ops
+    assert ops[-1] == ("1", OP_EXPIRE)
+    assert ("2", OP_EXPIRE) in ops
     engine.close()
 
     # a record that expired while the server was down goes at the first sweep after start
@@ -224,7 +231,8 @@ async def test_expiration_removes_journals_and_tells_oof_subscribers(tmp_path: P
     pub_engine.close()
     clock.at(100)
     engine = open_engine(tmp_path, clock)
-    assert engine.writer.expire_due() == 1 and set(await sow(engine, "ttl")) == {"3"}
+    assert engine.writer.expire_due() == 1
+    assert set(await sow(engine, "ttl")) == {"3"}
     engine.close()
 
 
@@ -291,7 +299,8 @@ async def test_a_replay_after_a_crash_thins_history_like_the_writer(tmp_path: Pa
     store.close()
 
     engine = open_engine(tmp_path, clock)
-    assert engine.recovery is not None and engine.recovery.entries == 3
+    assert engine.recovery is not None
+    assert engine.recovery.entries == 3
     versions = [(e.sow_key, orjson.loads(e.payload)["v"]) for e in engine.store.iter_history() if e.topic == "coarse"]
     assert versions == [("1", 5), ("1", 12), ("2", 3), ("2", 13)]
     assert (await sow(engine, "coarse", "20231114T221329Z"))["1"]["v"] == 5
@@ -323,7 +332,8 @@ async def test_journal_ahead_of_current_is_replayed_at_start(tmp_path: Path) -> 
     store.close()
 
     engine = open_engine(tmp_path, clock)
-    assert engine.recovery is not None and engine.recovery.entries == 5
+    assert engine.recovery is not None
+    assert engine.recovery.entries == 5
     assert await sow(engine, "book") == {"1": {"id": 1, "v": 2}, "7": {"id": 7, "v": 1}}
     assert set(await sow(engine, "book", "2")) == {"1", "2"}  # history rebuilt too
     assert engine.store.last_applied() == (5, 5)
@@ -348,12 +358,14 @@ async def test_rebuild_recreates_current_and_history_from_the_journal(tmp_path: 
     assert list(store.load_current()) == []
     store.close()
     engine = open_engine(tmp_path, clock)
-    assert await sow(engine, "book") == before_now and await sow(engine, "book", "20") == before_then
+    assert await sow(engine, "book") == before_now
+    assert await sow(engine, "book", "20") == before_then
     engine.close()
 
     store = Store(tmp_path)
     report = rebuild(store, config(tmp_path))
-    assert report is not None and report.entries == 51
+    assert report is not None
+    assert report.entries == 51
     store.close()
     engine = open_engine(tmp_path, clock)
     assert await sow(engine, "book") == before_now
@@ -427,7 +439,8 @@ def test_long_recoveries_show_a_progress_bar_on_a_terminal(monkeypatch: pytest.M
     advance, close = recovery._progress(1_000_000, "replaying the journal")
     advance(500_000)
     close()
-    assert "replaying the journal" in screen.getvalue() and "entries/s" in screen.getvalue()
+    assert "replaying the journal" in screen.getvalue()
+    assert "entries/s" in screen.getvalue()
     quiet = io.StringIO()  # not a terminal: no bar
     monkeypatch.setattr("sys.stderr", quiet)
     advance, close = recovery._progress(1_000_000, "replaying the journal")

@@ -20,7 +20,7 @@ from sowdb_client import (
     Message,
     PublishError,
 )
-from tests.support import Running, take
+from tests.support import Running, acollect, take
 
 
 def order(i: int, **extra: Any) -> dict[str, Any]:
@@ -52,7 +52,8 @@ async def test_batch_is_atomic_and_the_error_names_the_message(sowd: Running) ->
     assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
     assert err.value.message_index == 1
     assert err.value.field == "messages[1].data"
-    assert "message 1" in err.value.message and "not valid JSON" in err.value.message
+    assert "message 1" in err.value.message
+    assert "not valid JSON" in err.value.message
     assert await rows(c, "orders") == [order(1)]
     # the refused request used no bookmark: the next publish continues the sequence
     ack = await c.publish("orders", [order(5)])
@@ -66,13 +67,15 @@ async def test_missing_key_field_and_missing_sow_key_are_refused(sowd: Running) 
     assert "lacks the key field /orderId" in err.value.message
     with pytest.raises(PublishError) as err:
         await c.publish("notes", [{"text": "hi"}])
-    assert err.value.field == "messages[0].sow_key" and "sow_key" in err.value.message
+    assert err.value.field == "messages[0].sow_key"
+    assert "sow_key" in err.value.message
     with pytest.raises(PublishError) as err:
         await c.publish("orders", [Message(order(1), sow_key="mine")])
     assert "leave sow_key empty" in err.value.message
     with pytest.raises(PublishError):
         await c.publish("orders", [b"[1, 2]"])
-    assert await rows(c, "orders") == [] and await rows(c, "notes") == []
+    assert await rows(c, "orders") == []
+    assert await rows(c, "notes") == []
 
 
 async def test_explicit_keys_are_returned_as_given(sowd: Running) -> None:
@@ -97,8 +100,9 @@ async def test_publish_to_an_unconfigured_topic_is_journaled_but_keeps_no_state(
     assert (ack.first_bookmark, ack.last_bookmark) == (1, 2)
     with pytest.raises(FailedPreconditionError) as err:
         await rows(c, "ticks")
-    assert "not a SOW topic" in err.value.message and err.value.field == "topic"
-    assert [e.seq for e in sowd.server.engine.store.iter_journal()] == [1, 2]  # type: ignore[union-attr]
+    assert "not a SOW topic" in err.value.message
+    assert err.value.field == "topic"
+    assert [e.seq for e in sowd.engine.store.iter_journal()] == [1, 2]
 
 
 async def test_publish_to_a_view_is_refused(sowd: Running) -> None:
@@ -134,7 +138,8 @@ async def test_sow_delete_by_filter_keys_and_data(sowd: Running) -> None:
         await c.sow_delete("orders")
     with pytest.raises(InvalidArgumentError) as err:
         await c.sow_delete("orders", filter="/a = = 1")
-    assert err.value.field == "filter" and err.value.column == 6
+    assert err.value.field == "filter"
+    assert err.value.column == 6
     with pytest.raises(FailedPreconditionError):
         await c.sow_delete("ticks", filter="/a = 1")
 
@@ -147,14 +152,15 @@ async def test_group_frames_counts_query_id_and_batches(sowd: Running) -> None:
     kinds = [e.WhichOneof("event") for e in events]
     assert kinds == ["group_begin", "records", "records", "records", "group_end"]
     assert [len(e.records.records) for e in events[1:-1]] == [4, 4, 2]
-    assert events[0].group_begin.query_id == "q-7" and events[0].group_begin.bookmark == 25
+    assert events[0].group_begin.query_id == "q-7"
+    assert events[0].group_begin.bookmark == 25
     end = events[-1].group_end
     assert (end.query_id, end.records_returned, end.records_matched, end.records_scanned) == ("q-7", 10, 15, 25)
 
 
 async def test_server_default_batch_size_is_one(sowd: Running) -> None:
     await sowd.client.publish("orders", [order(i) for i in range(3)])
-    result = sowd.client.sow("orders", batch_size=None)  # type: ignore[arg-type]
+    result = sowd.client.sow("orders", batch_size=None)  # type: ignore[arg-type]  # unset on the wire: the server's default
     sizes = [len(e.records.records) async for e in result.events() if e.WhichOneof("event") == "records"]
     assert sizes == [1, 1, 1]
 
@@ -244,16 +250,19 @@ async def test_index_gives_the_same_results_as_a_scan(sowd: Running) -> None:
         assert indexed == scanned, f
     end = c.sow("orders", filter="/symbol = 'SYM3'", batch_size=1000)
     await end.records()
-    assert end.group_end is not None and end.group_end.records_scanned < 200  # the index served it
+    assert end.group_end is not None
+    assert end.group_end.records_scanned < 200  # the index served it
 
 
 async def test_list_topics(sowd: Running) -> None:
     await sowd.client.publish("orders", [order(i) for i in range(3)])
     topics = {t.name: t for t in await sowd.client.list_topics()}
     assert topics["orders"].record_count == 3
-    assert list(topics["orders"].key) == ["/orderId"] and list(topics["orders"].indexes) == ["/symbol"]
+    assert list(topics["orders"].key) == ["/orderId"]
+    assert list(topics["orders"].indexes) == ["/symbol"]
     assert topics["quotes"].durability == 2  # DURABILITY_TRANSIENT
-    assert topics["orders_by_symbol"].kind == 2 and topics["orders_by_symbol"].underlying == "orders"
+    assert topics["orders_by_symbol"].kind == 2
+    assert topics["orders_by_symbol"].underlying == "orders"
     assert "ticks" not in topics
 
 
@@ -371,9 +380,9 @@ async def test_a_failure_while_receiving_ends_the_publish_call_with_an_error(
             data = b'{"orderId": %d}' % i
             await call.write(pb.PublishRequest(topic="orders", messages=[pb.PublishMessage(data=data)]))
         await call.done_writing()
-        acks = []
+        acks: list[pb.PublishResponse] = []
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            async for ack in call:
-                acks.append(ack)
+            await acollect(call, acks)
     assert [a.first_bookmark for a in acks] == [1]
-    assert err.value.code() == grpc.StatusCode.INTERNAL and "see the server log" in (err.value.details() or "")
+    assert err.value.code() == grpc.StatusCode.INTERNAL
+    assert "see the server log" in (err.value.details() or "")

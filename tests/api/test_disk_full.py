@@ -1,7 +1,8 @@
 """Disk full (E-2, J-1): a write that cannot reach the disk refuses its request with a status
 that names the cause and the data directory, the Publish stream stays open, health is
 NOT_SERVING until writes can succeed again, writes resume once space is back, and nothing
-acknowledged is lost — on a real small filesystem, and with an injected storage fault."""
+acknowledged is lost — on a real small filesystem, and with an injected storage fault. The
+engine's roll-back of a write reported failed: ``tests/engine/test_disk_full.py``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import os
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import pytest
@@ -24,13 +25,16 @@ from sowdb_api.v1 import sow_pb2_grpc
 from sowdb_client import AsyncClient, ResourceExhaustedError
 from tests.support import make_config
 
+if TYPE_CHECKING:  # the asyncio stub's type exists in the generated stubs only
+    from sowdb_api.v1.sow_pb2_grpc import SowServiceAsyncStub
+
 SERVICE = "sowdb.v1.SowService"
 
 
 class Publisher:
     """One Publish stream whose requests are sent one at a time, each answered before the next."""
 
-    def __init__(self, stub: sow_pb2_grpc.SowServiceStub) -> None:
+    def __init__(self, stub: SowServiceAsyncStub) -> None:
         self._requests: asyncio.Queue[pb.PublishRequest | None] = asyncio.Queue()
         self._call = stub.Publish(self._feed())
         self._n = 0
@@ -43,7 +47,8 @@ class Publisher:
         self._n += 1
         msgs = [pb.PublishMessage(data=d) for d in docs]
         await self._requests.put(pb.PublishRequest(topic="orders", messages=msgs, correlation_id=str(self._n)))
-        resp: pb.PublishResponse = await asyncio.wait_for(self._call.read(), 30)  # type: ignore[assignment]
+        resp = await asyncio.wait_for(self._call.read(), 30)
+        assert isinstance(resp, pb.PublishResponse), resp  # not the end of the stream
         assert resp.correlation_id == str(self._n)
         return resp
 
@@ -110,16 +115,19 @@ async def test_a_full_disk_refuses_writes_clearly_and_they_resume_when_space_is_
                 i += 100
                 assert i < 1_000_000, "the disk never filled"
             assert resp.error.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
-            assert "No space left" in resp.error.message and str(data_dir) in resp.error.message
+            assert "No space left" in resp.error.message
+            assert str(data_dir) in resp.error.message
             again = await pub.send([doc(10**9)])  # the stream is still open: the next request is answered
-            assert again.HasField("error") and again.error.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+            assert again.HasField("error")
+            assert again.error.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
             assert await health(target) == health_pb2.HealthCheckResponse.NOT_SERVING
             assert await acked_state(target) == acked  # reads go on; memory holds exactly what was acked
 
             os.remove(ballast)  # space is back
             await wait_health(target, health_pb2.HealthCheckResponse.SERVING)
             resumed = await pub.send([doc(n) for n in range(i, i + 100)])
-            assert not resumed.HasField("error") and resumed.last_bookmark == len(acked) + 100
+            assert not resumed.HasField("error")
+            assert resumed.last_bookmark == len(acked) + 100
             acked.update(range(i, i + 100))
             await pub.close()
         assert await acked_state(target) == acked
@@ -128,7 +136,8 @@ async def test_a_full_disk_refuses_writes_clearly_and_they_resume_when_space_is_
         again_server = SowServer(make_config(data_dir))  # and after a restart: nothing acknowledged lost
         port = await again_server.start()
         assert await acked_state(f"127.0.0.1:{port}") == acked
-        assert again_server.engine is not None and again_server.engine.last_seq == len(acked)
+        assert again_server.engine is not None
+        assert again_server.engine.last_seq == len(acked)
         await again_server.stop(grace=0)
 
 
@@ -159,7 +168,7 @@ async def test_an_injected_write_fault_is_refused_and_recovered(
         if state["full"]:
             raise Exception("IO error: No space left on device: While appending to file: 000008.sst")
         opened(self)
-        self._db = _FailingDB(self._db, state)  # type: ignore[assignment]
+        self._db = _FailingDB(self._db, state)  # type: ignore[assignment]  # a stand-in for the RocksDB handle
 
     monkeypatch.setattr(Store, "_open", open_db)
     server = SowServer(make_config(tmp_path / "data", heartbeat_s=0.2))
@@ -187,34 +196,3 @@ async def test_an_injected_write_fault_is_refused_and_recovered(
         assert ack.first_bookmark == 3  # the refused requests used no bookmark
         assert await acked_state(target) == {1, 2, 3}
     await server.stop(grace=0)
-
-
-def test_a_write_reported_failed_that_reached_the_log_is_rolled_back(tmp_path: Path) -> None:
-    """A write can fail after its batch reached RocksDB's log (its fsync, say); after the
-    store is reopened, the journal then holds entries nobody was told about. They are removed
-    with what they wrote, so the store holds exactly what was acknowledged."""
-    from sowdb.config import config_from_dict
-    from sowdb.engine import Engine, InMessage
-    from sowdb.storage import StorageFull
-
-    topics = {"topic": [{"name": "book", "key": ["/id"], "history": {"window": "1d"}}]}
-    cfg = config_from_dict({**topics, "server": {"data_dir": str(tmp_path)}}, source="<tests>")
-    engine = Engine.open(cfg, Store(tmp_path))
-    engine.publish("book", [InMessage(b'{"id": 1, "v": 1}'), InMessage(b'{"id": 2, "v": 1}')])
-    # what a failed request would have written: an update of 1 and a new record 3
-    landed = engine.store.batch("book", current=True, history=True)
-    landed.publish_many(3, 0, ["1", "3"], [b'{"id":1,"v":2}', b'{"id":3,"v":2}'])
-    landed.commit()
-    del landed  # a batch holds the database open, as the writer's would not after its request
-    engine.store.failure = StorageFull("full")  # the write was reported as failed
-    assert engine.writer.recover_storage()
-    assert engine.store.last_sequence() == 2
-    engine.close()
-    again = Engine.open(cfg, Store(tmp_path))  # what a restart sees
-    assert {k: r.raw for k, r in again.topics.sow["book"].records.items()} == {
-        "1": b'{"id": 1, "v": 1}',
-        "2": b'{"id": 2, "v": 1}',
-    }
-    assert [(h.sow_key, h.seq) for h in again.store.iter_history()] == [("1", 1), ("2", 2)]
-    assert again.publish("book", [InMessage(b'{"id": 3, "v": 3}')]) == (3, 3)
-    again.close()

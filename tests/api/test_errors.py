@@ -15,7 +15,7 @@ from grpc_status import rpc_status
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
 from sowdb_client import InvalidArgumentError, PublishError, SowdbError
-from tests.support import Running
+from tests.support import Running, acollect
 
 SEED = [{"orderId": i, "symbol": f"SYM{i}", "price": 100 + i} for i in range(5)]
 
@@ -31,7 +31,7 @@ async def state(s: Running) -> list[Any]:
 
 
 def details(err: grpc.aio.AioRpcError) -> tuple[list[str], dict[str, str]]:
-    status = rpc_status.from_call(err)  # type: ignore[arg-type]
+    status = rpc_status.from_call(err)  # type: ignore[arg-type]  # the stubs take grpc.Call only; an aio error has its metadata too
     assert status is not None, "no rich status attached"
     fields: list[str] = []
     meta: dict[str, str] = {}
@@ -44,7 +44,8 @@ def details(err: grpc.aio.AioRpcError) -> tuple[list[str], dict[str, str]]:
         elif d.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
             info = error_details_pb2.ErrorInfo()
             d.Unpack(info)
-            assert info.domain == "sowdb.dev" and info.reason
+            assert info.domain == "sowdb.dev"
+            assert info.reason
             meta = dict(info.metadata)
     return fields, meta
 
@@ -74,14 +75,16 @@ async def test_bad_query_options(seeded: Running, options: dict[str, Any], field
     fields, meta = details(err.value)
     assert fields == [field]
     if field in ("filter", "order_by", "select"):
-        assert int(meta["column"]) >= 1 and "token" in meta
+        assert int(meta["column"]) >= 1
+        assert "token" in meta
     assert await state(seeded) == before
 
 
 async def test_bad_filter_position_reaches_the_sdk(seeded: Running) -> None:
     with pytest.raises(InvalidArgumentError) as err:
         await seeded.client.sow("orders", filter="/price > 1 AND (/side = 'B'").records()
-    assert err.value.field == "filter" and err.value.column is not None
+    assert err.value.field == "filter"
+    assert err.value.column is not None
     assert err.value.reason == "EXPRESSION_ERROR"
 
 
@@ -89,7 +92,8 @@ async def test_sow_on_a_non_sow_topic_is_a_failed_precondition(seeded: Running) 
     with pytest.raises(SowdbError) as err:
         await seeded.client.sow("ticks").records()
     assert err.value.code == grpc.StatusCode.FAILED_PRECONDITION
-    assert "not a SOW topic" in err.value.message and "orders" in err.value.message  # lists the SOW topics
+    assert "not a SOW topic" in err.value.message
+    assert "orders" in err.value.message  # lists the SOW topics
 
 
 PUBLISH_CASES = [
@@ -162,10 +166,12 @@ async def test_bad_publish_gets_an_error_response_and_the_stream_stays_open(
         responses = [r async for r in sow_pb2_grpc.SowServiceStub(channel).Publish(requests())]
     assert [r.correlation_id for r in responses] == ["bad", "ok"]
     bad, ok = responses
-    assert bad.error.code == code.value[0] and words in bad.error.message
+    assert bad.error.code == code.value[0]
+    assert words in bad.error.message
     assert bad.first_bookmark == 0
     err = error_details_pb2.BadRequest()
-    assert bad.error.details[0].Unpack(err) and err.field_violations[0].field == field
+    assert bad.error.details[0].Unpack(err)
+    assert err.field_violations[0].field == field
     assert ok.first_bookmark == ok.last_bookmark == len(SEED) + 1  # the refused request used no bookmark
     after = await state(seeded)
     assert after == [*before, (77, len(SEED) + 1)]
@@ -174,7 +180,8 @@ async def test_bad_publish_gets_an_error_response_and_the_stream_stays_open(
 async def test_sdk_raises_a_typed_publish_error(seeded: Running) -> None:
     with pytest.raises(PublishError) as err:
         await seeded.client.publish("orders", [{"orderId": 1}, {"orderId": 2}, b"nope"], batch_size=2)
-    assert err.value.message_index == 2 and err.value.field == "messages[0].data"
+    assert err.value.message_index == 2
+    assert err.value.field == "messages[0].data"
 
 
 async def test_message_over_the_transport_limit_is_resource_exhausted(seeded: Running) -> None:
@@ -200,7 +207,8 @@ async def test_bad_bookmarks_are_refused_and_unknown_sub_ids_not_found(seeded: R
             with pytest.raises(grpc.aio.AioRpcError) as err:
                 async for _ in stub.Subscribe(pb.SubscribeRequest(topic="orders", bookmark=bookmark)):
                     pass
-            assert err.value.code() == code and words in (err.value.details() or "")
+            assert err.value.code() == code
+            assert words in (err.value.details() or "")
             assert details(err.value)[0] == ["bookmark"]
         with pytest.raises(grpc.aio.AioRpcError) as err:
             async for _ in stub.Sow(pb.SowRequest(topic="orders", bookmark="1")):
@@ -228,11 +236,10 @@ async def test_a_failure_while_a_sow_streams_is_mapped_through_the_status_table(
     monkeypatch.setattr(query_module.PreparedQuery, "_page", refuse)
     async with grpc.aio.insecure_channel(seeded.target) as channel:
         stub = sow_pb2_grpc.SowServiceStub(channel)
-        got = []
+        got: list[pb.SowResponse] = []
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            async for resp in stub.Sow(pb.SowRequest(topic="orders")):
-                got.append(resp.WhichOneof("event"))
-        assert got == ["group_begin"]  # it failed mid-stream
+            await acollect(stub.Sow(pb.SowRequest(topic="orders")), got)
+        assert [r.WhichOneof("event") for r in got] == ["group_begin"]  # it failed mid-stream
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert details(err.value)[0] == ["batch_size"]
 
@@ -244,4 +251,5 @@ async def test_a_failure_while_a_sow_streams_is_mapped_through_the_status_table(
             async for _ in stub.Sow(pb.SowRequest(topic="orders")):
                 pass
         assert err.value.code() == grpc.StatusCode.INTERNAL
-        assert "RuntimeError" in (err.value.details() or "") and "server log" in (err.value.details() or "")
+        assert "RuntimeError" in (err.value.details() or "")
+        assert "server log" in (err.value.details() or "")

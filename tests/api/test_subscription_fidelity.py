@@ -58,7 +58,8 @@ async def test_a_historical_sow_and_subscribe_before_the_retained_journal_is_out
     async with AsyncClient(f"127.0.0.1:{port}") as c:
         for i in range(12):
             await c.publish("book", [{"id": i % 3, "v": i}])
-        assert server.engine is not None and server.engine.journal.trim() == 7
+        assert server.engine is not None
+        assert server.engine.journal.trim() == 7
         for bookmark in ("0", "3", "6"):
             with pytest.raises(OutOfRangeError) as err:
                 async for _ in c.sow_and_subscribe("book", bookmark=bookmark):
@@ -189,7 +190,8 @@ async def test_delta_with_a_conflation_key_is_refused(sowd: Running) -> None:
     with pytest.raises(InvalidArgumentError) as err:
         async for _ in sowd.client.sow_and_subscribe("orders", delta=True, conflation=0.5, conflation_key=["/symbol"]):
             pass
-    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT and err.value.field == "options.conflation_key"
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.field == "options.conflation_key"
 
 
 async def test_conflated_deltas_carry_every_field_changed_in_the_interval(sowd: Running) -> None:

@@ -50,7 +50,8 @@ def test_a_data_directory_locked_by_another_sowd_is_one_line_before_recovery_run
 def test_log_level_is_case_insensitive_and_listed_in_help(tmp_path: Path) -> None:
     helped = sowd("--help")
     assert helped.returncode == 0
-    assert "--log-level" in helped.stdout and "debug" in helped.stdout.lower()
+    assert "--log-level" in helped.stdout
+    assert "debug" in helped.stdout.lower()
     p = start_sowd(tmp_path / "data", "--log-level", "debug")
     try:
         with Client(p.target) as c:
@@ -58,12 +59,14 @@ def test_log_level_is_case_insensitive_and_listed_in_help(tmp_path: Path) -> Non
     finally:
         p.stop()
     bad = sowd("--log-level", "loud")
-    assert bad.returncode == 2 and "loud" in bad.stderr.lower()
+    assert bad.returncode == 2
+    assert "loud" in bad.stderr.lower()
 
 
 def test_sowd_version() -> None:
     run = sowd("--version")
-    assert run.returncode == 0 and run.stdout.strip() == f"sowd {version('sowdb')}"
+    assert run.returncode == 0
+    assert run.stdout.strip() == f"sowd {version('sowdb')}"
 
 
 def test_the_demo_config_has_the_view_and_conflated_topic_of_the_tour(sowd_process: Process) -> None:
