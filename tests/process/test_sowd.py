@@ -73,7 +73,7 @@ def test_sowd_rebuild_recreates_current_from_the_journal(tmp_path: Path) -> None
             [str(BIN / "sowd"), "rebuild", "--data-dir", str(data)], capture_output=True, text=True, timeout=60
         )
         assert busy.returncode == 1  # not under a running server
-        assert "cannot open" in busy.stderr
+        assert "in use by another sowd" in busy.stderr
     p.stop()
     done = subprocess.run(
         [str(BIN / "sowd"), "rebuild", "--data-dir", str(data)], capture_output=True, text=True, timeout=60

@@ -45,11 +45,13 @@ def test_a_directory_without_current_is_refused_and_left_as_it_is(tmp_path: Path
     for _ in range(2):  # the first attempt used to write a fresh CURRENT; the second then served nothing
         with pytest.raises(StoreUnusable) as err:
             Store(tmp_path)
-        assert "no CURRENT file" in str(err.value) and "sowd repair" in str(err.value)
+        assert "no CURRENT file" in str(err.value)
+        assert "sowd repair" in str(err.value)
     assert sorted(os.listdir(tmp_path)) == before
     assert "restored CURRENT" in repair(str(tmp_path))
     engine = _engine(tmp_path)
-    assert len(engine.topics.sow["book"].records) == N and engine.last_seq == N
+    assert len(engine.topics.sow["book"].records) == N
+    assert engine.last_seq == N
     engine.close()
 
 
@@ -65,9 +67,11 @@ def test_a_damaged_block_is_data_loss_never_the_end_of_the_data(tmp_path: Path, 
     }
     with pytest.raises(DataLoss) as err:
         reads[family]()
-    assert family in err.value.message and "damaged" in err.value.message
+    assert family in err.value.message
+    assert "damaged" in err.value.message
     report = verify(store, ["book"])
-    assert not report.ok and any(p.startswith(family) for p in report.problems)
+    assert not report.ok
+    assert any(p.startswith(family) for p in report.problems)
     store.close()
 
 
@@ -76,7 +80,8 @@ def test_a_damaged_current_is_rebuilt_from_the_journal_at_start(tmp_path: Path) 
     flip_byte(max(files["current"], key=lambda f: f.stat().st_size))
     engine = _engine(tmp_path)  # logs the damage, rebuilds current and history from the journal
     assert len(engine.topics.sow["book"].records) == N
-    assert engine.recovery is not None and engine.recovery.entries == N
+    assert engine.recovery is not None
+    assert engine.recovery.entries == N
     assert verify(engine.store, ["book"]).ok
     engine.close()
 
@@ -101,7 +106,8 @@ def test_a_damaged_current_with_a_trimmed_journal_is_refused(tmp_path: Path) -> 
     store.close()
     with pytest.raises(StoreUnusable) as err:
         _engine(tmp_path)
-    assert "cannot rebuild it" in str(err.value) and "up to 100" in str(err.value)
+    assert "cannot rebuild it" in str(err.value)
+    assert "up to 100" in str(err.value)
 
 
 def test_a_damaged_journal_refuses_the_start(tmp_path: Path) -> None:
@@ -109,4 +115,5 @@ def test_a_damaged_journal_refuses_the_start(tmp_path: Path) -> None:
     flip_byte(max(files["journal"], key=lambda f: f.stat().st_size))
     with pytest.raises(StoreUnusable) as err:
         _engine(tmp_path)
-    assert "journal" in str(err.value) and "damaged" in str(err.value)
+    assert "journal" in str(err.value)
+    assert "damaged" in str(err.value)
