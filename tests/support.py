@@ -158,10 +158,9 @@ def sst_files(store: Any) -> dict[str, list[Path]]:
     """Flush every column family of an open store; then its SST files by family, told apart by
     the shape of their keys (see ``sowdb.storage.keys``): journal keys are 8-byte sequences,
     history keys end with ``0x00`` + an 8-byte sequence, meta keys are ASCII names."""
-    for family in ("journal", "current", "history", "meta"):
-        getattr(store, f"_{family}").flush(wait=True)
+    store.db.flush()
     out: dict[str, list[Path]] = {"journal": [], "current": [], "history": [], "meta": []}
-    for f in store._db.live_files():
+    for f in store.db.live_files():
         first, last = f["start_key"], f["end_key"]
         if len(first) == 8 and len(last) == 8 and first[0] == 0:
             family = "journal"

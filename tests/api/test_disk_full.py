@@ -19,7 +19,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sowdb.server import SowServer
-from sowdb.storage import Store
+from sowdb.storage.database import Database
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
 from sowdb_client import AsyncClient, ResourceExhaustedError
@@ -162,15 +162,15 @@ async def test_an_injected_write_fault_is_refused_and_recovered(
 ) -> None:
     """The same contract without a real small filesystem: the fault is injected under the store."""
     state = {"full": False}
-    opened = Store._open
+    opened = Database._open
 
-    def open_db(self: Store) -> None:
+    def open_db(self: Database) -> None:
         if state["full"]:
             raise Exception("IO error: No space left on device: While appending to file: 000008.sst")
         opened(self)
         self._db = _FailingDB(self._db, state)  # type: ignore[assignment]  # a stand-in for the RocksDB handle
 
-    monkeypatch.setattr(Store, "_open", open_db)
+    monkeypatch.setattr(Database, "_open", open_db)
     server = SowServer(make_config(tmp_path / "data", heartbeat_s=0.2))
     port = await server.start()
     target = f"127.0.0.1:{port}"

@@ -80,7 +80,7 @@ async def test_a_store_that_never_recorded_its_topics_is_not_rebuilt(tmp_path: P
     """A data directory from before the record: taken as matching the config, then recorded."""
     engine = open_engine(tmp_path, "persistent")
     pub(engine, "book", {"id": 1, "v": "a"})
-    engine.store._meta.delete(b"stored_topics")
+    engine.store.db.family("meta").delete(b"stored_topics")
     engine.store.reset_topics("current", ["book"])  # would come back if it were rebuilt
     engine.store.write_record_counts({"book": 0})  # (consistently: an uneven count is damage, rebuilt)
     engine.close()

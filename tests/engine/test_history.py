@@ -294,7 +294,7 @@ async def test_a_replay_after_a_crash_thins_history_like_the_writer(tmp_path: Pa
     b.publish(6, T0 + 12 * S, "1", b'{"id":1,"v":12}')
     b.publish(7, T0 + 13 * S, "2", b'{"id":2,"v":13}')  # the next interval: follows v 3
     b.commit()
-    for family in (store._current, store._history):
+    for family in (store.db.family("current"), store.db.family("history")):
         family.put(b"\x00applied", encode_seq(4))  # as if only the journal took 5..7
     store.close()
 
@@ -324,11 +324,11 @@ async def test_journal_ahead_of_current_is_replayed_at_start(tmp_path: Path) -> 
     b.publish(3, T0, "1", b'{"id":1,"v":2}')
     b.remove(4, T0, "2", b'{"id":2,"v":1}')
     b.publish(5, T0, "7", b'{"id":7,"v":1}')
-    b._wb.delete(b"\x00applied", store._cf["current"])  # markers behind: journal ahead
-    b._wb.delete(b"\x00applied", store._cf["history"])
+    b._wb.delete(b"\x00applied", store.db.handle("current"))  # markers behind: journal ahead
+    b._wb.delete(b"\x00applied", store.db.handle("history"))
     b.commit()
-    store._current.delete(b"\x00applied")
-    store._history.delete(b"\x00applied")
+    store.db.family("current").delete(b"\x00applied")
+    store.db.family("history").delete(b"\x00applied")
     store.close()
 
     engine = open_engine(tmp_path, clock)
@@ -378,7 +378,7 @@ async def test_damaged_current_is_rebuilt_at_start(tmp_path: Path) -> None:
     pub(engine, "book", {"id": 1, "v": 1})
     engine.close()
     store = Store(tmp_path)
-    store._current[b"book\x001"] = b"\x00" * 24 + b"{not json"
+    store.db.family("current")[b"book\x001"] = b"\x00" * 24 + b"{not json"
     store.close()
     engine = open_engine(tmp_path, clock)
     assert await sow(engine, "book") == {"1": {"id": 1, "v": 1}}

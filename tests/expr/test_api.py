@@ -16,7 +16,7 @@ from sowdb.expr import (
     parse_order_by,
     parse_select,
 )
-from sowdb.expr.compiler import Conjunct
+from sowdb.expr.compiled import Conjunct
 
 
 def test_compiled_filters_are_cached_by_text_and_bounded() -> None:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sowdb.expr import reference as ref
-from sowdb.expr.compiler import CompiledFilter
+from sowdb.expr.compiled import CompiledFilter
 from sowdb.expr.parser import parse
 
 FIELDS = ["/a", "/b", "/s", "/arr", "/obj/x", "/items/q", "/arr[1]", "/missing", "/n"]

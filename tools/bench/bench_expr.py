@@ -14,7 +14,7 @@ import statistics
 import time
 from typing import Any
 
-from sowdb.expr.compiler import CompiledFilter
+from sowdb.expr.compiled import CompiledFilter
 from sowdb.expr.parser import parse
 
 HOT_FILTER = "/price > 190 AND /side = 'B'"

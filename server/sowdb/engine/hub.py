@@ -18,7 +18,7 @@ from sowdb.engine.changes import Change
 from sowdb.engine.indexes import index_terms
 from sowdb.engine.subscription import Subscription
 from sowdb.errors import InvalidArgument
-from sowdb.expr.compiler import EqualityConjunct
+from sowdb.expr.compiled import EqualityConjunct
 
 
 @dataclass

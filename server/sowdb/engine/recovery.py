@@ -29,8 +29,8 @@ from sowdb.engine.topic import SowTopic
 from sowdb.errors import DataLoss
 from sowdb.storage import Store
 from sowdb.storage import keys as k
+from sowdb.storage.failures import StoreUnusable
 from sowdb.storage.rebuild import replay_journal
-from sowdb.storage.store import StoreUnusable
 from sowdb.storage.verify import Report, check_journal
 
 log = logging.getLogger("sowdb.recovery")

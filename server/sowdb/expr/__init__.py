@@ -16,7 +16,8 @@ from functools import lru_cache
 
 from sowdb.errors import ExpressionError
 from sowdb.expr.aggregation import Aggregation, parse_aggregation
-from sowdb.expr.compiler import CompiledExpression, CompiledFilter, Conjunct, get_path
+from sowdb.expr.compiled import CompiledExpression, CompiledFilter, Conjunct
+from sowdb.expr.compiler import get_path
 from sowdb.expr.ordering import OrderBy, parse_order_by
 from sowdb.expr.parser import parse
 from sowdb.expr.select import Select, parse_select

@@ -6,6 +6,8 @@ journal into ``current`` and ``history``; ``keys.py`` holds every byte layout be
 """
 
 from sowdb.storage.batch import Batch
-from sowdb.storage.store import StorageFailed, StorageFull, Store, StoreLocked, StoreUnusable, repair
+from sowdb.storage.failures import StorageFailed, StorageFull, StoreLocked, StoreUnusable
+from sowdb.storage.repair import repair
+from sowdb.storage.store import Store
 
 __all__ = ["Batch", "StorageFailed", "StorageFull", "Store", "StoreLocked", "StoreUnusable", "repair"]

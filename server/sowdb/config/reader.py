@@ -1,192 +1,35 @@
-"""The server configuration: the TOML contract of SPEC §3, validated into frozen dataclasses.
-
-Every problem stops the server with a :class:`ConfigError` whose message names the file, the
-entry and the problem (``sowdb.toml: [[topic]] #2 "orders": key: '/order Id' is not a field
-path``), because a server that starts with half its config ignored is worse than one that
-does not start.
-"""
+"""Reading a TOML config into :mod:`sowdb.config.model`, refusing anything invalid with a
+message that names the file, the entry and the problem."""
 
 from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sowdb.config.model import (
+    DEFAULT_DATA_DIR,
+    DEFAULT_LISTEN,
+    DEFAULT_MAX_DOCUMENT_BYTES,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_SUBSCRIBER_QUEUE_BYTES,
+    DEFAULT_SUBSCRIBER_QUEUE_RECORDS,
+    DEMO_CONFIG_TOML,
+    MIN_CONFLATION_INTERVAL_S,
+    REGEX_METACHARACTERS,
+    Config,
+    ConfigError,
+    ConflatedTopicConfig,
+    HistoryConfig,
+    ServerConfig,
+    TopicConfig,
+    ViewConfig,
+    field_path_steps,
+    parse_duration,
+)
 from sowdb.errors import ExpressionError
 from sowdb.expr import compile_filter, parse_aggregation
-from sowdb.expr import nodes as n
-from sowdb.expr.parser import parse
-
-DEFAULT_LISTEN = "127.0.0.1:9007"
-DEFAULT_DATA_DIR = "./data"
-DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-DEFAULT_MAX_DOCUMENT_BYTES = 1024 * 1024
-DEFAULT_SUBSCRIBER_QUEUE_RECORDS = 100_000
-DEFAULT_SUBSCRIBER_QUEUE_BYTES = 64 * 1024 * 1024
-DEFAULT_HEARTBEAT_S = 5.0
-MIN_CONFLATION_INTERVAL_S = 0.1
-
-# Characters that make a topic name a regular expression (Q-3). "." is left out on purpose so
-# that dotted names such as "orders.eu" stay plain names.
-REGEX_METACHARACTERS = frozenset("^$*+?()[]{}|\\")
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-class ConfigError(Exception):
-    """The configuration is invalid; the message names file, entry and problem."""
-
-
-@dataclass(frozen=True)
-class HistoryConfig:
-    """History of past versions (H-1)."""
-
-    window_s: float
-    granularity_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class TopicConfig:
-    """A SOW topic."""
-
-    name: str
-    key: tuple[str, ...] = ()
-    durability: str = "persistent"
-    history: HistoryConfig | None = None
-    expiration_s: float = 0.0
-    indexes: tuple[str, ...] = ()
-    # J-3: where a transient topic's rebuild starts (one of them; neither = the whole journal)
-    recovery_bookmark: int | None = None
-    recovery_window_s: float | None = None
-
-
-@dataclass(frozen=True)
-class ConflatedTopicConfig:
-    """A conflated copy of another topic (C-2)."""
-
-    name: str
-    underlying: str
-    interval_s: float
-    filter: str = ""
-
-
-@dataclass(frozen=True)
-class ViewConfig:
-    """An aggregated view of another topic (V-1)."""
-
-    name: str
-    underlying: str
-    grouping: tuple[str, ...]
-    projection: tuple[str, ...]
-    filter: str = ""
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    """Process-level settings."""
-
-    listen: str = DEFAULT_LISTEN
-    data_dir: str = DEFAULT_DATA_DIR
-    fsync: bool = False
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-    max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
-    subscriber_queue_records: int = DEFAULT_SUBSCRIBER_QUEUE_RECORDS
-    subscriber_queue_bytes: int = DEFAULT_SUBSCRIBER_QUEUE_BYTES
-    heartbeat_s: float = DEFAULT_HEARTBEAT_S
-    # journal retention (H-4): 0 = keep forever
-    journal_max_age_s: float = 0.0
-    journal_max_entries: int = 0
-    journal_max_bytes: int = 0
-    # how long start-up may spend reading the journal back against its checksums (0: not at all)
-    verify_budget_s: float = 10.0
-
-    @property
-    def frame_bytes(self) -> int:
-        """Bytes of records in one response: half the message limit, so that a response plus
-        its framing always fits (a single larger record goes alone; it is at most
-        ``max_document_bytes``)."""
-        return self.max_message_bytes // 2
-
-
-@dataclass(frozen=True)
-class Config:
-    """A whole, validated configuration."""
-
-    server: ServerConfig = field(default_factory=ServerConfig)
-    topics: tuple[TopicConfig, ...] = ()
-    conflated_topics: tuple[ConflatedTopicConfig, ...] = ()
-    views: tuple[ViewConfig, ...] = ()
-    source: str = "<built-in demo config>"
-
-
-DEMO_CONFIG_TOML = """
-# The built-in demo configuration, used when sowd starts without --config.
-[[topic]]
-name = "orders"
-key = ["/orderId"]
-indexes = ["/symbol"]
-
-[[topic]]
-name = "notes"           # publishers supply the SowKey (sow publish -sowkey K)
-
-[[topic]]
-name = "quotes"
-key = ["/symbol"]
-durability = "transient"
-
-[[topic]]
-name = "prices"          # keeps past versions: query it as of a bookmark or a time
-key = ["/symbol"]
-history = { window = "1d" }
-
-[[view]]
-name = "orders_by_symbol" # live totals per symbol, kept in step with orders
-underlying = "orders"
-grouping = ["/symbol"]
-projection = ["/symbol AS /symbol", "SUM(/qty) AS /total_qty", "COUNT(/orderId) AS /orders"]
-
-[[conflated_topic]]
-name = "orders_5s"        # orders, refreshed every 5 s with the latest state of each changed order
-underlying = "orders"
-interval = "5s"
-"""
-
-
-def parse_duration(text: object) -> float:
-    """Parse ``500ms``, ``5s``, ``2m``, ``1h``, ``1d`` (or ``0``) into seconds.
-
-    Raises:
-        ValueError: the text is not a duration.
-    """
-    if text == "0" or text == 0:
-        return 0.0
-    m = _DURATION.match(text) if isinstance(text, str) else None
-    if not m:
-        raise ValueError(f"{text!r} is not a duration (use a number with ms, s, m, h or d, e.g. '5s')")
-    return float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
-
-
-def is_regex_topic(name: str) -> bool:
-    """True when a topic in a request is a regular expression rather than a name (Q-3)."""
-    return any(c in REGEX_METACHARACTERS for c in name)
-
-
-def field_path_steps(text: str) -> tuple[str | int, ...]:
-    """The steps of a plain field path such as ``/orderId`` or ``/a/b``.
-
-    Raises:
-        ValueError: the text is not a single field path.
-    """
-    try:
-        node = parse(text)
-    except ExpressionError as exc:
-        raise ValueError(f"{text!r} is not a field path: {exc.message}") from None
-    if not isinstance(node, n.Path):
-        raise ValueError(f"{text!r} is not a field path (expected e.g. '/orderId')")
-    return node.steps
 
 
 def load_config(path: str | Path) -> Config:

@@ -1,0 +1,57 @@
+"""The server configuration: the TOML contract of SPEC §3, validated into frozen dataclasses.
+
+Every problem stops the server with a :class:`ConfigError` whose message names the file, the
+entry and the problem (``sowdb.toml: [[topic]] #2 "orders": key: '/order Id' is not a field
+path``), because a server that starts with half its config ignored is worse than one that
+does not start.
+"""
+
+from sowdb.config.model import (
+    DEFAULT_DATA_DIR,
+    DEFAULT_HEARTBEAT_S,
+    DEFAULT_LISTEN,
+    DEFAULT_MAX_DOCUMENT_BYTES,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_SUBSCRIBER_QUEUE_BYTES,
+    DEFAULT_SUBSCRIBER_QUEUE_RECORDS,
+    DEMO_CONFIG_TOML,
+    MIN_CONFLATION_INTERVAL_S,
+    REGEX_METACHARACTERS,
+    Config,
+    ConfigError,
+    ConflatedTopicConfig,
+    HistoryConfig,
+    ServerConfig,
+    TopicConfig,
+    ViewConfig,
+    field_path_steps,
+    is_regex_topic,
+    parse_duration,
+)
+from sowdb.config.reader import config_from_dict, demo_config, load_config
+
+__all__ = [
+    "DEFAULT_DATA_DIR",
+    "DEFAULT_HEARTBEAT_S",
+    "DEFAULT_LISTEN",
+    "DEFAULT_MAX_DOCUMENT_BYTES",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "DEFAULT_SUBSCRIBER_QUEUE_BYTES",
+    "DEFAULT_SUBSCRIBER_QUEUE_RECORDS",
+    "DEMO_CONFIG_TOML",
+    "MIN_CONFLATION_INTERVAL_S",
+    "REGEX_METACHARACTERS",
+    "Config",
+    "ConfigError",
+    "ConflatedTopicConfig",
+    "HistoryConfig",
+    "ServerConfig",
+    "TopicConfig",
+    "ViewConfig",
+    "config_from_dict",
+    "demo_config",
+    "field_path_steps",
+    "is_regex_topic",
+    "load_config",
+    "parse_duration",
+]
