@@ -14,17 +14,10 @@ from grpc_health.v1 import health_pb2_grpc
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
 from sowdb_client import options as o
+from sowdb_client import types as t
 from sowdb_client.calls import HEALTH_CHECK, Calls, EventStream, SowFrames, channel_options, check_serving, rpc_errors
 from sowdb_client.events import Event
 from sowdb_client.publishing import PublishTally
-from sowdb_client.types import (
-    DEFAULT_MAX_MESSAGE_BYTES,
-    DEFAULT_TARGET,
-    PublishAck,
-    PublishItem,
-    Record,
-    records_from_pb,
-)
 
 
 class AsyncSowResult(SowFrames):
@@ -37,13 +30,13 @@ class AsyncSowResult(SowFrames):
                 self._note(resp)
                 yield resp
 
-    async def __aiter__(self) -> AsyncIterator[Record]:
+    async def __aiter__(self) -> AsyncIterator[t.Record]:
         async for resp in self.events():
             if resp.WhichOneof("event") == "records":
-                for r in records_from_pb(resp.records.records):
+                for r in t.records_from_pb(resp.records.records):
                     yield r
 
-    async def records(self) -> list[Record]:
+    async def records(self) -> list[t.Record]:
         """Every record of the result, as a list."""
         return [r async for r in self]
 
@@ -62,10 +55,10 @@ class AsyncSubscriptionStream(EventStream):
                 raise
 
 
-class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[PublishAck]]):
+class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t.PublishAck]]):
     """An asyncio connection to a sowdb server; use ``async with AsyncClient(target) as c``."""
 
-    def __init__(self, target: str = DEFAULT_TARGET, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+    def __init__(self, target: str = t.DEFAULT_TARGET, *, max_message_bytes: int = t.DEFAULT_MAX_MESSAGE_BYTES) -> None:
         self.target = target
         self._channel = grpc.aio.insecure_channel(target, options=channel_options(max_message_bytes))
         self._stub = sow_pb2_grpc.SowServiceStub(self._channel)
@@ -86,7 +79,7 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[P
     def _subscription(self, call: Any) -> AsyncSubscriptionStream:
         return AsyncSubscriptionStream(call)
 
-    async def _publish(self, tally: PublishTally, call: Any) -> AsyncIterator[PublishAck]:
+    async def _publish(self, tally: PublishTally, call: Any) -> AsyncIterator[t.PublishAck]:
         try:
             with rpc_errors():
                 async for resp in call:
@@ -104,16 +97,16 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[P
     async def publish(
         self,
         topic: str,
-        messages: Iterable[PublishItem],
+        messages: Iterable[t.PublishItem],
         *,
         timeout: float | None = None,
         **options: Unpack[o.PublishOptions],
-    ) -> PublishAck:
+    ) -> t.PublishAck:
         """Publish in atomic batches, stopping at the first refusal (see :meth:`Client.publish`)."""
         count = first = last = 0
         async for ack in self.publish_iter(topic, messages, timeout=timeout, **options):
             count, first, last = count + ack.count, first or ack.first_bookmark, ack.last_bookmark
-        return PublishAck(count, first, last)
+        return t.PublishAck(count, first, last)
 
     async def replace_subscription(
         self, sub_id: str, *, timeout: float | None = None, **options: Unpack[o.ReplaceOptions]

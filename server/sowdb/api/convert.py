@@ -8,7 +8,7 @@ from operator import methodcaller
 
 from google.protobuf import duration_pb2
 
-from sowdb.engine import QueryOptions, SubscriptionOptions, TopicSummary
+from sowdb.engine import QueryOptions, Replacement, SubscriptionOptions, TopicSummary
 from sowdb_api.v1 import sow_pb2 as pb
 
 
@@ -78,4 +78,14 @@ def subscription_options(o: pb.SubscriptionOptions, *, deleted_events: bool = Fa
         deleted_events=deleted_events and not o.oof,
         conflation_s=seconds(o.conflation) if o.HasField("conflation") else 0.0,
         conflation_key=tuple(o.conflation_key),
+    )
+
+
+def replacement(req: pb.ReplaceSubscriptionRequest) -> Replacement:
+    return Replacement(
+        filter=req.filter,
+        options=subscription_options(req.options),
+        order_by=req.order_by,
+        top_n=req.top_n if req.HasField("top_n") else None,
+        skip_n=req.skip_n if req.HasField("skip_n") else None,
     )

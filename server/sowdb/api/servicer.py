@@ -192,15 +192,7 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
     async def ReplaceSubscription(
         self, request: pb.ReplaceSubscriptionRequest, context: Context
     ) -> pb.ReplaceSubscriptionResponse:
-        bookmark = self.engine.replace_subscription(
-            request.sub_id,
-            owner=context.peer(),
-            filter=request.filter,
-            options=convert.subscription_options(request.options),
-            order_by=request.order_by,
-            top_n=request.top_n if request.HasField("top_n") else None,
-            skip_n=request.skip_n if request.HasField("skip_n") else None,
-        )
+        bookmark = self.engine.replace_subscription(request.sub_id, convert.replacement(request), owner=context.peer())
         return pb.ReplaceSubscriptionResponse(bookmark=bookmark)
 
 

@@ -7,16 +7,6 @@ does not start.
 """
 
 from sowdb.config.model import (
-    DEFAULT_DATA_DIR,
-    DEFAULT_HEARTBEAT_S,
-    DEFAULT_LISTEN,
-    DEFAULT_MAX_DOCUMENT_BYTES,
-    DEFAULT_MAX_MESSAGE_BYTES,
-    DEFAULT_SUBSCRIBER_QUEUE_BYTES,
-    DEFAULT_SUBSCRIBER_QUEUE_RECORDS,
-    DEMO_CONFIG_TOML,
-    MIN_CONFLATION_INTERVAL_S,
-    REGEX_METACHARACTERS,
     Config,
     ConfigError,
     ConflatedTopicConfig,
@@ -31,16 +21,6 @@ from sowdb.config.model import (
 from sowdb.config.reader import config_from_dict, demo_config, load_config
 
 __all__ = [
-    "DEFAULT_DATA_DIR",
-    "DEFAULT_HEARTBEAT_S",
-    "DEFAULT_LISTEN",
-    "DEFAULT_MAX_DOCUMENT_BYTES",
-    "DEFAULT_MAX_MESSAGE_BYTES",
-    "DEFAULT_SUBSCRIBER_QUEUE_BYTES",
-    "DEFAULT_SUBSCRIBER_QUEUE_RECORDS",
-    "DEMO_CONFIG_TOML",
-    "MIN_CONFLATION_INTERVAL_S",
-    "REGEX_METACHARACTERS",
     "Config",
     "ConfigError",
     "ConflatedTopicConfig",

@@ -8,56 +8,37 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from sowdb.config.model import (
-    DEFAULT_DATA_DIR,
-    DEFAULT_LISTEN,
-    DEFAULT_MAX_DOCUMENT_BYTES,
-    DEFAULT_MAX_MESSAGE_BYTES,
-    DEFAULT_SUBSCRIBER_QUEUE_BYTES,
-    DEFAULT_SUBSCRIBER_QUEUE_RECORDS,
-    DEMO_CONFIG_TOML,
-    MIN_CONFLATION_INTERVAL_S,
-    REGEX_METACHARACTERS,
-    Config,
-    ConfigError,
-    ConflatedTopicConfig,
-    HistoryConfig,
-    ServerConfig,
-    TopicConfig,
-    ViewConfig,
-    field_path_steps,
-    parse_duration,
-)
+from sowdb.config import model as m
 from sowdb.errors import ExpressionError
 from sowdb.expr import compile_filter, parse_aggregation
 
 
-def load_config(path: str | Path) -> Config:
+def load_config(path: str | Path) -> m.Config:
     """Read and validate a TOML config file.
 
     Raises:
-        ConfigError: unreadable file, bad TOML or an invalid entry.
+        m.ConfigError: unreadable file, bad TOML or an invalid entry.
     """
     p = Path(path)
     try:
         raw = tomllib.loads(p.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ConfigError(f"{p}: cannot read: {exc.strerror}") from None
+        raise m.ConfigError(f"{p}: cannot read: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: not valid TOML: {exc}") from None
+        raise m.ConfigError(f"{p}: not valid TOML: {exc}") from None
     return config_from_dict(raw, source=str(p))
 
 
-def demo_config() -> Config:
+def demo_config() -> m.Config:
     """The built-in demo configuration (SPEC §3)."""
-    return config_from_dict(tomllib.loads(DEMO_CONFIG_TOML), source="<built-in demo config>")
+    return config_from_dict(tomllib.loads(m.DEMO_CONFIG_TOML), source="<built-in demo config>")
 
 
-def config_from_dict(raw: dict[str, Any], *, source: str) -> Config:
+def config_from_dict(raw: dict[str, Any], *, source: str) -> m.Config:
     """Validate a parsed TOML document.
 
     Raises:
-        ConfigError: an invalid entry.
+        m.ConfigError: an invalid entry.
     """
     return _Reader(source).read(raw)
 
@@ -66,17 +47,17 @@ class _Reader:
     def __init__(self, source: str) -> None:
         self.source = source
 
-    def fail(self, entry: str, problem: str) -> ConfigError:
-        return ConfigError(f"{self.source}: {entry}: {problem}")
+    def fail(self, entry: str, problem: str) -> m.ConfigError:
+        return m.ConfigError(f"{self.source}: {entry}: {problem}")
 
-    def read(self, raw: dict[str, Any]) -> Config:
+    def read(self, raw: dict[str, Any]) -> m.Config:
         self._only(raw, "the file", {"server", "topic", "conflated_topic", "view"})
         server = self._server(raw.get("server", {}))
         topics = tuple(self._topic(i, t) for i, t in enumerate(self._tables(raw, "topic"), 1))
         conflated = tuple(self._conflated(i, t) for i, t in enumerate(self._tables(raw, "conflated_topic"), 1))
         views = tuple(self._view(i, t) for i, t in enumerate(self._tables(raw, "view"), 1))
         seen: set[str] = set()
-        named: list[tuple[str, int, TopicConfig | ViewConfig | ConflatedTopicConfig]] = [
+        named: list[tuple[str, int, m.TopicConfig | m.ViewConfig | m.ConflatedTopicConfig]] = [
             *(("topic", i, t) for i, t in enumerate(topics, 1)),
             *(("view", i, v) for i, v in enumerate(views, 1)),
             *(("conflated_topic", i, c) for i, c in enumerate(conflated, 1)),
@@ -86,13 +67,13 @@ class _Reader:
                 raise self.fail(f'[[{kind}]] #{i} "{e.name}"', "name: another topic, view or conflated topic has it")
             seen.add(e.name)
         for kind, i, e in named:
-            if isinstance(e, ViewConfig | ConflatedTopicConfig) and (
+            if isinstance(e, m.ViewConfig | m.ConflatedTopicConfig) and (
                 e.underlying not in seen or e.underlying == e.name
             ):
                 raise self.fail(
                     f'[[{kind}]] #{i} "{e.name}"', f"underlying: {e.underlying!r} is not a configured topic"
                 )
-        reads = {e.name: e.underlying for _, _, e in named if isinstance(e, ViewConfig | ConflatedTopicConfig)}
+        reads = {e.name: e.underlying for _, _, e in named if isinstance(e, m.ViewConfig | m.ConflatedTopicConfig)}
         for kind, i, e in named:
             path = [e.name]
             while path[-1] in reads:
@@ -101,7 +82,7 @@ class _Reader:
                     raise self.fail(f'[[{kind}]] #{i} "{e.name}"', f"underlying: a cycle {' -> '.join(path)}")
                 if len(path) > len(reads) + 1:
                     break  # a cycle not through this entry; reported at its own entry
-        return Config(server, topics, conflated, views, self.source)
+        return m.Config(server, topics, conflated, views, self.source)
 
     def _tables(self, raw: dict[str, Any], key: str) -> list[dict[str, Any]]:
         value = raw.get(key, [])
@@ -124,7 +105,7 @@ class _Reader:
 
     def _duration(self, table: dict[str, Any], entry: str, key: str, default: str) -> float:
         try:
-            return parse_duration(table.get(key, default))
+            return m.parse_duration(table.get(key, default))
         except ValueError as exc:
             raise self.fail(entry, f"{key}: {exc}") from None
 
@@ -132,7 +113,7 @@ class _Reader:
         name = table.get("name")
         if not isinstance(name, str) or not name.strip():
             raise self.fail(entry, "name: required, a non-empty string")
-        bad = sorted({c for c in name if c in REGEX_METACHARACTERS or c == "\x00"})
+        bad = sorted({c for c in name if c in m.REGEX_METACHARACTERS or c == "\x00"})
         if bad:
             raise self.fail(entry, f"name: {name!r} contains {''.join(bad)!r}, which would make it a regex")
         return name
@@ -145,7 +126,7 @@ class _Reader:
             raise self.fail(entry, f"{key}: expected a list of field paths such as ['/orderId']")
         for v in value:
             try:
-                field_path_steps(v)
+                m.field_path_steps(v)
             except ValueError as exc:
                 raise self.fail(entry, f"{key}: {exc}") from None
         return tuple(value)
@@ -159,7 +140,7 @@ class _Reader:
                 raise self.fail(entry, f"filter: {exc.message}") from None
         return str(text)
 
-    def _server(self, t: Any) -> ServerConfig:
+    def _server(self, t: Any) -> m.ServerConfig:
         entry = "[server]"
         if not isinstance(t, dict):
             raise self.fail(entry, "expected a table")
@@ -181,19 +162,19 @@ class _Reader:
                 "verify_budget",
             },
         )
-        listen = self._get(t, entry, "listen", str, DEFAULT_LISTEN)
+        listen = self._get(t, entry, "listen", str, m.DEFAULT_LISTEN)
         if not re.match(r"^.+:\d+$", listen):
             raise self.fail(entry, f"listen: {listen!r} is not HOST:PORT")
         sizes = {}
         for key, default in (
-            ("max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES),
-            ("max_document_bytes", DEFAULT_MAX_DOCUMENT_BYTES),
-            ("subscriber_queue_bytes", DEFAULT_SUBSCRIBER_QUEUE_BYTES),
+            ("max_message_bytes", m.DEFAULT_MAX_MESSAGE_BYTES),
+            ("max_document_bytes", m.DEFAULT_MAX_DOCUMENT_BYTES),
+            ("subscriber_queue_bytes", m.DEFAULT_SUBSCRIBER_QUEUE_BYTES),
         ):
             sizes[key] = self._get(t, entry, key, int, default)
             if sizes[key] < 1024:
                 raise self.fail(entry, f"{key}: at least 1024, got {sizes[key]}")
-        records = self._get(t, entry, "subscriber_queue_records", int, DEFAULT_SUBSCRIBER_QUEUE_RECORDS)
+        records = self._get(t, entry, "subscriber_queue_records", int, m.DEFAULT_SUBSCRIBER_QUEUE_RECORDS)
         if records < 1:
             raise self.fail(entry, f"subscriber_queue_records: at least 1, got {records}")
         heartbeat = self._duration(t, entry, "heartbeat", "5s")
@@ -204,7 +185,7 @@ class _Reader:
         for key, value in (("journal_max_entries", max_entries), ("journal_max_bytes", max_journal_bytes)):
             if value < 0:
                 raise self.fail(entry, f"{key}: 0 (no limit) or more, got {value}")
-        return ServerConfig(
+        return m.ServerConfig(
             verify_budget_s=self._duration(t, entry, "verify_budget", "10s"),
             journal_max_bytes=max_journal_bytes,
             journal_max_age_s=self._duration(t, entry, "journal_max_age", "0s"),
@@ -212,12 +193,12 @@ class _Reader:
             subscriber_queue_records=records,
             heartbeat_s=heartbeat,
             listen=listen,
-            data_dir=self._get(t, entry, "data_dir", str, DEFAULT_DATA_DIR),
+            data_dir=self._get(t, entry, "data_dir", str, m.DEFAULT_DATA_DIR),
             fsync=self._get(t, entry, "fsync", bool, False),
             **sizes,
         )
 
-    def _topic(self, i: int, t: dict[str, Any]) -> TopicConfig:
+    def _topic(self, i: int, t: dict[str, Any]) -> m.TopicConfig:
         entry = f"[[topic]] #{i}"
         name = self._name(t, entry)
         entry = f'{entry} "{name}"'
@@ -236,7 +217,7 @@ class _Reader:
             window = self._duration(h, f"{entry} history", "window", "0")
             if window <= 0:
                 raise self.fail(entry, "history: window must be longer than 0")
-            history = HistoryConfig(window, self._duration(h, f"{entry} history", "granularity", "0s"))
+            history = m.HistoryConfig(window, self._duration(h, f"{entry} history", "granularity", "0s"))
         recovery_bookmark: int | None = None
         recovery_window: float | None = None
         if "recovery_point" in t:
@@ -249,12 +230,12 @@ class _Reader:
                 recovery_bookmark = int(point)
             else:
                 try:
-                    recovery_window = parse_duration(point)
+                    recovery_window = m.parse_duration(point)
                 except ValueError:
                     raise self.fail(
                         entry, f"recovery_point: {point!r} is neither a bookmark (a sequence number) nor a duration"
                     ) from None
-        return TopicConfig(
+        return m.TopicConfig(
             recovery_bookmark=recovery_bookmark,
             recovery_window_s=recovery_window,
             name=name,
@@ -265,7 +246,7 @@ class _Reader:
             indexes=self._paths(t, entry, "indexes"),
         )
 
-    def _conflated(self, i: int, t: dict[str, Any]) -> ConflatedTopicConfig:
+    def _conflated(self, i: int, t: dict[str, Any]) -> m.ConflatedTopicConfig:
         entry = f"[[conflated_topic]] #{i}"
         name = self._name(t, entry)
         entry = f'{entry} "{name}"'
@@ -273,16 +254,16 @@ class _Reader:
         if "interval" not in t:
             raise self.fail(entry, "interval: required (e.g. '5s')")
         interval = self._duration(t, entry, "interval", "0")
-        if interval < MIN_CONFLATION_INTERVAL_S:
+        if interval < m.MIN_CONFLATION_INTERVAL_S:
             raise self.fail(entry, f"interval: at least 100ms, got {t['interval']!r}")
-        return ConflatedTopicConfig(
+        return m.ConflatedTopicConfig(
             name=name,
             underlying=self._get(t, entry, "underlying", str, ""),
             interval_s=interval,
             filter=self._filter(t, entry),
         )
 
-    def _view(self, i: int, t: dict[str, Any]) -> ViewConfig:
+    def _view(self, i: int, t: dict[str, Any]) -> m.ViewConfig:
         entry = f"[[view]] #{i}"
         name = self._name(t, entry)
         entry = f'{entry} "{name}"'
@@ -297,7 +278,7 @@ class _Reader:
             parse_aggregation(lists["grouping"], lists["projection"])
         except ExpressionError as exc:
             raise self.fail(entry, f"{exc.field}: {exc.message}") from None
-        return ViewConfig(
+        return m.ViewConfig(
             name=name,
             underlying=self._get(t, entry, "underlying", str, ""),
             grouping=lists["grouping"],

@@ -19,6 +19,7 @@ from sowdb.engine.events import (
     Subscribed,
 )
 from sowdb.engine.messages import InMessage
+from sowdb.engine.placement import Replacement
 from sowdb.engine.query import QueryOptions
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.streams import SubscriptionStream
@@ -37,6 +38,7 @@ __all__ = [
     "QueryEvent",
     "QueryOptions",
     "RecordBatch",
+    "Replacement",
     "StoredRecord",
     "StreamEvent",
     "Subscribed",

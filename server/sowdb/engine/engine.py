@@ -20,6 +20,7 @@ import gc
 import logging
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Unpack
 
 from sowdb.config import Config
 from sowdb.engine.clock import Clock, system_clock
@@ -30,7 +31,7 @@ from sowdb.engine.hub import SubscriptionHub
 from sowdb.engine.journal import Journal
 from sowdb.engine.messages import MessageLike
 from sowdb.engine.pages import PageSets
-from sowdb.engine.placement import Placement
+from sowdb.engine.placement import Placement, Replacement, SowAndSubscribeArgs, SubscribeArgs
 from sowdb.engine.queries import Queries
 from sowdb.engine.query import QueryOptions
 from sowdb.engine.recovery import (
@@ -43,7 +44,7 @@ from sowdb.engine.recovery import (
     replay_into_store,
 )
 from sowdb.engine.streams import SubscriptionStream
-from sowdb.engine.subscription import DEFAULT_OPTIONS, Subscription, SubscriptionOptions
+from sowdb.engine.subscription import Subscription
 from sowdb.engine.topics import Topics, TopicSummary
 from sowdb.engine.writer import Writer
 from sowdb.errors import FailedPrecondition, InvalidArgument
@@ -131,27 +132,15 @@ class Engine:
         """A SOW query: group_begin, record batches, group_end (Q-1)."""
         return self.queries.sow(opts)
 
-    def subscribe(
-        self,
-        topic: str,
-        *,
-        filter: str = "",
-        options: SubscriptionOptions = DEFAULT_OPTIONS,
-        sub_id: str = "",
-        owner: str = "",
-        bookmark: str = "",
-    ) -> SubscriptionStream:
-        """A subscription without a query, placed now; with a bookmark it replays first (H-4)."""
-        sub = self.placement.subscribe(
-            topic, filter=filter, options=options, sub_id=sub_id, owner=owner, bookmark=bookmark
-        )
-        return self._stream(sub, None)
+    def subscribe(self, topic: str, **args: Unpack[SubscribeArgs]) -> SubscriptionStream:
+        """A subscription without a query, placed now; with a bookmark it replays first (H-4).
+        The arguments are :meth:`Placement.subscribe`'s."""
+        return self._stream(self.placement.subscribe(topic, **args), None)
 
-    def sow_and_subscribe(
-        self, opts: QueryOptions, *, options: SubscriptionOptions = DEFAULT_OPTIONS, sub_id: str = "", owner: str = ""
-    ) -> SubscriptionStream:
-        """A query and a subscription placed at one point (S-1, H-3, P-1, Q-8)."""
-        sub, query = self.placement.sow_and_subscribe(opts, options=options, sub_id=sub_id, owner=owner)
+    def sow_and_subscribe(self, opts: QueryOptions, **args: Unpack[SowAndSubscribeArgs]) -> SubscriptionStream:
+        """A query and a subscription placed at one point (S-1, H-3, P-1, Q-8); the arguments
+        are :meth:`Placement.sow_and_subscribe`'s."""
+        sub, query = self.placement.sow_and_subscribe(opts, **args)
         return self._stream(sub, query)
 
     def _stream(self, sub: Subscription, query: AsyncIterator[QueryEvent] | None) -> SubscriptionStream:
@@ -166,21 +155,9 @@ class Engine:
             frame_bytes=self.config.server.frame_bytes,
         )
 
-    def replace_subscription(
-        self,
-        sub_id: str,
-        *,
-        owner: str,
-        filter: str = "",
-        options: SubscriptionOptions = DEFAULT_OPTIONS,
-        order_by: str = "",
-        top_n: int | None = None,
-        skip_n: int | None = None,
-    ) -> int:
+    def replace_subscription(self, sub_id: str, change: Replacement, *, owner: str) -> int:
         """R-1; returns the bookmark at which the replacement took effect."""
-        return self.placement.replace_subscription(
-            sub_id, owner=owner, filter=filter, options=options, order_by=order_by, top_n=top_n, skip_n=skip_n
-        )
+        return self.placement.replace_subscription(sub_id, change, owner=owner)
 
     def list_topics(self) -> list[TopicSummary]:
         return self.topics.summaries()

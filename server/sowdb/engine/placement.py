@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import TypedDict
 
 from sowdb.config import ServerConfig, is_regex_topic
 from sowdb.engine.bookmarks import Point, parse_bookmark
@@ -29,6 +30,33 @@ from sowdb.engine.topic import SowTopic
 from sowdb.engine.topics import Topics, check_topic_name, compile_topic_pattern
 from sowdb.errors import FailedPrecondition, InvalidArgument, NotFound
 from sowdb.expr import Aggregation, Select
+
+
+class SowAndSubscribeArgs(TypedDict, total=False):
+    """The keyword arguments of :meth:`Placement.sow_and_subscribe` (for those who pass them on)."""
+
+    options: SubscriptionOptions
+    sub_id: str
+    owner: str
+
+
+class SubscribeArgs(SowAndSubscribeArgs, total=False):
+    """The keyword arguments of :meth:`Placement.subscribe`."""
+
+    filter: str
+    bookmark: str
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """What a ReplaceSubscription asks for (R-1): the new filter and options, and for a live
+    page its definition again (``top_n``, ``skip_n``, ``order_by``)."""
+
+    filter: str = ""
+    options: SubscriptionOptions = DEFAULT_OPTIONS
+    order_by: str = ""
+    top_n: int | None = None
+    skip_n: int | None = None
 
 
 class Placement:
@@ -208,17 +236,7 @@ class Placement:
         if view is not None:
             self.topics.detach(view)
 
-    def replace_subscription(
-        self,
-        sub_id: str,
-        *,
-        owner: str,
-        filter: str = "",
-        options: SubscriptionOptions = DEFAULT_OPTIONS,
-        order_by: str = "",
-        top_n: int | None = None,
-        skip_n: int | None = None,
-    ) -> int:
+    def replace_subscription(self, sub_id: str, change: Replacement, *, owner: str) -> int:
         """R-1: new filter and options for a live subscription; returns the sequence point at
         which they took effect. Only the connection that placed it may replace it.
 
@@ -237,10 +255,11 @@ class Placement:
                 "an aggregated subscription cannot be replaced; end it and subscribe again", field="sub_id"
             )
         if isinstance(sub, PagedSubscription):
-            self._replace_page(sub, filter, options, order_by, top_n, skip_n)
+            self._replace_page(sub, change)
             return self.writer.last_seq
-        if top_n is not None or skip_n is not None or order_by.strip():
+        if change.top_n is not None or change.skip_n is not None or change.order_by.strip():
             raise InvalidArgument("only a paginated subscription takes top_n, skip_n and order_by", field="top_n")
+        options = change.options
         options.check()
         if options.oof and sub.focus is None:
             raise InvalidArgument(
@@ -248,7 +267,7 @@ class Placement:
                 "the server does not know which records its subscriber holds; subscribe again with oof",
                 field="options.oof",
             )
-        compiled = request_filter(filter)
+        compiled = request_filter(change.filter)
         options = replace(options, deleted_events=sub.options.deleted_events and not options.oof)
         covered = [t for name, t in sorted(self.topics.sow.items()) if sub.wants(name)]
         candidates: dict[str, Iterable[StoredRecord]] = {}
@@ -261,28 +280,24 @@ class Placement:
         self.hub.refilter(sub)
         return self.writer.last_seq
 
-    def _replace_page(
-        self,
-        sub: PagedSubscription,
-        filter: str,
-        options: SubscriptionOptions,
-        order_by: str,
-        top_n: int | None,
-        skip_n: int | None,
-    ) -> None:
+    def _replace_page(self, sub: PagedSubscription, change: Replacement) -> None:
         """R-1 for a page: the page is defined again (top_n, skip_n, order_by); records now in
         the window that the subscriber does not hold are delivered, those that left get an oof."""
-        if top_n is None:
+        if change.top_n is None:
             raise InvalidArgument(
                 "a paginated subscription is replaced with its page: give top_n (and skip_n, order_by) again",
                 field="top_n",
             )
-        options.check()
-        query = PreparedQuery(QueryOptions(sub.topic, filter=filter, order_by=order_by, top_n=top_n, skip_n=skip_n))
+        change.options.check()
+        query = PreparedQuery(
+            QueryOptions(
+                sub.topic, filter=change.filter, order_by=change.order_by, top_n=change.top_n, skip_n=change.skip_n
+            )
+        )
         topic = self.topics.sow_topic(sub.topic)
         self.pages.release(sub)
         rs = self._result_set(topic, query, sub.sow_keys)  # shared, or built now
-        sub.rebind(rs, query.filter, replace(options, deleted_events=False), skip_n or 0, top_n)
+        sub.rebind(rs, query.filter, replace(change.options, deleted_events=False), change.skip_n or 0, change.top_n)
 
     def _new_subscription(
         self,

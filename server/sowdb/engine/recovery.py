@@ -30,7 +30,7 @@ from sowdb.errors import DataLoss
 from sowdb.storage import Store
 from sowdb.storage import keys as k
 from sowdb.storage.failures import StoreUnusable
-from sowdb.storage.rebuild import replay_journal
+from sowdb.storage.rebuild import ReplayPlan, replay_journal
 from sowdb.storage.verify import Report, check_journal
 
 log = logging.getLogger("sowdb.recovery")
@@ -120,7 +120,7 @@ def replay_into_store(store: Store, config: Config) -> RecoveryReport | None:
         return None
     kept = _kept_topics(config)
     with_history = {name for name, history in kept.items() if history}
-    return _replay(store, set(kept), with_history, cur_from, hist_from, _granularities(config), markers=True)
+    return _replay(store, ReplayPlan(set(kept), with_history, cur_from, hist_from, _granularities(config)))
 
 
 def _granularities(config: Config) -> dict[str, int]:
@@ -157,7 +157,7 @@ def follow_durability_changes(store: Store, config: Config) -> None:
                 ", ".join(sorted(gained)) or "no topic",
                 ", ".join(sorted(gained_history)) or "no topic",
             )
-            _replay(store, gained, gained_history, 0, 0, _granularities(config), markers=False)
+            _replay(store, ReplayPlan(gained, gained_history, granularity=_granularities(config), markers=False))
     if stored != wanted:
         store.record_stored_topics(wanted)
 
@@ -167,20 +167,12 @@ def _kept_topics(config: Config) -> dict[str, bool]:
     return {t.name: t.history is not None for t in config.topics if t.durability == "persistent"}
 
 
-def _replay(
-    store: Store,
-    persistent: set[str],
-    with_history: set[str],
-    current_from: int,
-    history_from: int,
-    granularity: dict[str, int],
-    *,
-    markers: bool,
-) -> RecoveryReport:
-    """Replay the journal into ``current`` and ``history`` (:func:`replay_journal`), with a
-    progress bar on a terminal and a log line of counts, time and rate."""
+def _replay(store: Store, plan: ReplayPlan) -> RecoveryReport:
+    """Carry out a replay of the journal into ``current`` and ``history``
+    (:func:`replay_journal`), with a progress bar on a terminal and a log line of counts, time
+    and rate."""
     last = store.last_sequence()
-    start = min(current_from, history_from)
+    start = plan.start
     trimmed = store.journal_trimmed()
     if start < trimmed:
         log.warning(
@@ -191,20 +183,11 @@ def _replay(
     advance, close = _progress(last - max(start, trimmed), "replaying the journal")
     started = time.perf_counter()
     try:
-        n = replay_journal(
-            store,
-            persistent=persistent,
-            with_history=with_history,
-            current_from=current_from,
-            history_from=history_from,
-            granularity=granularity,
-            markers=markers,
-            advance=advance,
-        )
+        n = replay_journal(store, plan, advance)
     finally:
         close()
     # the replay wrote current in bulk: the topics' record counts are taken anew from it
-    store.write_record_counts({topic: store.count_records(topic) for topic in persistent})
+    store.write_record_counts({topic: store.count_records(topic) for topic in plan.persistent})
     report = RecoveryReport(n, time.perf_counter() - started, max(start, trimmed) + 1, last)
     log.info(
         "replayed %d journal entries (bookmarks %d..%d) into current/history in %.2f s (%.0f entries/s)",

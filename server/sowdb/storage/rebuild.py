@@ -11,6 +11,7 @@ are written without the WAL — a crash half-way just replays again — and flus
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from sowdb.storage import keys as k
 from sowdb.storage.store import Store
@@ -18,30 +19,39 @@ from sowdb.storage.store import Store
 CHUNK = 100_000
 
 
-def replay_journal(
-    store: Store,
-    *,
-    persistent: set[str],
-    with_history: set[str],
-    current_from: int,
-    history_from: int,
-    granularity: dict[str, int],
-    markers: bool,
-    advance: Callable[[int], None] = lambda n: None,
-) -> int:
-    """Write the journal entries of ``persistent`` topics after ``current_from`` into
-    ``current``, and of ``with_history`` topics after ``history_from`` into ``history``;
-    returns how many journal entries were read.
+@dataclass(frozen=True)
+class ReplayPlan:
+    """What a replay writes: the journal entries of ``persistent`` topics after
+    ``current_from`` into ``current``, and of ``with_history`` topics after ``history_from``
+    into ``history``.
 
-    Args:
+    Attributes:
         granularity: per topic, its history granularity in µs (H-1): an entry replaces the
             key's previous one of the same interval, as the writer does — the last one
             replayed here or, for a key's first entry in a replay that continues a history, the
             key's newest stored entry (one reverse seek per such key).
         markers: advance each family's applied marker with each chunk (a normal recovery);
             off for a partial rebuild of some topics (the markers already cover them).
-        advance: called with the number of entries read after each chunk (a progress bar).
     """
+
+    persistent: set[str]
+    with_history: set[str]
+    current_from: int = 0
+    history_from: int = 0
+    granularity: dict[str, int] = field(default_factory=dict)
+    markers: bool = True
+
+    @property
+    def start(self) -> int:
+        """The sequence the replay reads the journal after."""
+        return min(self.current_from, self.history_from)
+
+
+def replay_journal(store: Store, plan: ReplayPlan, advance: Callable[[int], None] = lambda n: None) -> int:
+    """Carry out ``plan``; returns how many journal entries were read. ``advance`` is called with
+    the number of entries read after each chunk (a progress bar)."""
+    persistent, with_history, granularity = plan.persistent, plan.with_history, plan.granularity
+    current_from, history_from, markers = plan.current_from, plan.history_from, plan.markers
     last = store.last_sequence()
     persistent_b = {t.encode() for t in persistent}
     history_b = {t.encode() for t in with_history}
@@ -62,7 +72,7 @@ def replay_journal(
             wb.put(k.APPLIED_MARKER, k.encode_seq(max(upto, history_from)), hist_cf)
         store.write(wb, bulk=True)
 
-    for key, value in store.iter_journal_raw(min(current_from, history_from)):
+    for key, value in store.iter_journal_raw(plan.start):
         lt, lk = unpack_lengths(value, k.JOURNAL_LENGTHS_AT)
         topic = value[hsize : hsize + lt]
         if topic in persistent_b or topic in history_b:
