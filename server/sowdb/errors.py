@@ -67,6 +67,15 @@ class ResourceExhausted(SowdbError):
     """A limit was passed (document size, a slow consumer's queue)."""
 
 
+class Unauthenticated(SowdbError):
+    """The call carries no valid credentials, and the server admits no anonymous calls (A-1)."""
+
+
+class PermissionDenied(SowdbError):
+    """The caller's rights do not cover this call: the message names the topic and the right
+    missing (A-1)."""
+
+
 class DataLoss(SowdbError):
     """Stored data cannot be read back whole (a damaged file): never reported as less data."""
 

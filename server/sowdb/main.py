@@ -5,6 +5,7 @@
     sowd verify     [--config FILE] [--data-dir DIR]
     sowd repair     [--config FILE] [--data-dir DIR]
     sowd checkpoint DIR [--config FILE] [--data-dir DIR] [--server HOST:PORT]
+    sowd hash-token [TOKEN | --generate]
     sowd --version
 
 With no config it serves the built-in demo config on 127.0.0.1:9007 with data in ./data.
@@ -21,9 +22,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import secrets
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
+from sowdb.auth import hash_token
 from sowdb.config import Config, ConfigError, demo_config, load_config
 from sowdb.engine.recovery import rebuild
 from sowdb.operations import checkpoint, verify
@@ -39,11 +42,18 @@ def main(argv: list[str] | None = None) -> int:
         "command",
         nargs="?",
         default="serve",
-        choices=["serve", "rebuild", "verify", "repair", "checkpoint"],
+        choices=["serve", "rebuild", "verify", "repair", "checkpoint", "hash-token"],
         help="serve (the default); rebuild current/history from the journal; verify the store; repair a data "
-        "directory that cannot be opened; checkpoint DIR (a consistent copy, while serving)",
+        "directory that cannot be opened; checkpoint DIR (a consistent copy, while serving); hash-token "
+        "(the SHA-256 a users file holds for a token)",
     )
-    parser.add_argument("directory", nargs="?", help="checkpoint: the new directory to write the copy into")
+    parser.add_argument(
+        "directory",
+        nargs="?",
+        metavar="ARG",
+        help="checkpoint: the new directory to write the copy into; hash-token: the token (else read from stdin)",
+    )
+    parser.add_argument("--generate", action="store_true", help="hash-token: make a new random token, and its hash")
     parser.add_argument("--server", help="checkpoint: the running sowd to ask (default: the config's listen address)")
     parser.add_argument("--config", help="TOML config file (default: the built-in demo config)")
     parser.add_argument("--listen", help="HOST:PORT to listen on (overrides [server] listen)")
@@ -58,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--version", action="version", version=f"sowd {_version()}")
     args = parser.parse_args(argv)
+    if args.command == "hash-token":
+        return _hash_token(args.directory, args.generate)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = load_config(args.config) if args.config else demo_config()
@@ -102,6 +114,21 @@ def _rebuild(config: Config) -> int:
             f"sowd rebuild: replayed {report.entries} journal entries (bookmarks {report.first}..{report.last}) "
             f"in {report.seconds:.2f} s ({report.rate:,.0f} entries/s)"
         )
+    return 0
+
+
+def _hash_token(token: str | None, generate: bool) -> int:
+    """Print the SHA-256 of a token for a users file (the token itself is never stored)."""
+    if generate:
+        token = secrets.token_urlsafe(32)
+        print(f'token = "{token}"        # give this to the user, once')
+        print(f'token_sha256 = "{hash_token(token)}"')
+        return 0
+    token = token if token is not None else sys.stdin.readline().strip()
+    if not token:
+        print("sowd hash-token: give a token (an argument, or one line on stdin), or --generate", file=sys.stderr)
+        return 2
+    print(hash_token(token))
     return 0
 
 

@@ -18,7 +18,8 @@ from grpc_reflection.v1alpha import reflection
 from sowdb.api.admin import AdminServicer
 from sowdb.api.service import ADMIN_SERVICE, ADMIN_SERVICE_NAME, SERVICE_NAME, add_service
 from sowdb.api.servicer import SowServicer
-from sowdb.config import Config
+from sowdb.auth import Authenticator
+from sowdb.config import Config, ConfigError, SecurityConfig, load_config
 from sowdb.engine import Clock, Engine, system_clock
 from sowdb.engine.upkeep import run_upkeep
 from sowdb.storage import Store
@@ -44,6 +45,7 @@ class SowServer:
         self._health = health.aio.HealthServicer()
         self._upkeep: asyncio.Task[None] | None = None
         self._health_updates: set[asyncio.Task[None]] = set()
+        self.auth = Authenticator(config.security)
 
     async def start(self) -> int:
         """Listen, open the store, load state, serve; returns the bound port.
@@ -67,7 +69,7 @@ class SowServer:
             ]
         )
         try:
-            self.port = _bind(server, cfg.listen)
+            self.port = _bind(server, cfg.listen, _credentials(self.config.security))
             store = Store(Path(cfg.data_dir), fsync=cfg.fsync)
         except BaseException:
             await server.stop(None)
@@ -80,8 +82,8 @@ class SowServer:
             raise
         tune_gc()
         logging.getLogger("grpc._cython.cygrpc").addFilter(_CLIENT_GONE)
-        add_service(SowServicer(self.engine), server)
-        add_service(AdminServicer(self.engine), server, ADMIN_SERVICE, admin_pb2)
+        add_service(SowServicer(self.engine, self.auth), server)
+        add_service(AdminServicer(self.engine, self.auth), server, ADMIN_SERVICE, admin_pb2)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         services = (SERVICE_NAME, ADMIN_SERVICE_NAME, reflection.SERVICE_NAME, health.SERVICE_NAME)
         reflection.enable_server_reflection(services, server)
@@ -104,6 +106,16 @@ class SowServer:
         self._health_updates.add(task)
         task.add_done_callback(self._health_updates.discard)
 
+    def reload(self, config: Config) -> int:
+        """A-4: take the users and roles of ``config`` (the rest of a config needs a restart): new
+        calls get the new rights at once, and live subscriptions that lost theirs end with
+        PERMISSION_DENIED; returns how many ended."""
+        self.auth.load(config.security)
+        ended = self.engine.reauthorize(self.auth.rights) if self.engine is not None else 0
+        users = len(config.security.users) if config.security else 0
+        log.info("reloaded users and roles from %s: %d users; %d subscriptions ended", config.source, users, ended)
+        return ended
+
     async def stop(self, grace: float = SHUTDOWN_GRACE_S) -> None:
         """Stop accepting calls, let running ones finish for ``grace`` seconds, close the store."""
         await self._health.enter_graceful_shutdown()
@@ -119,7 +131,18 @@ class SowServer:
             self.engine = None
 
 
-def _bind(server: grpc.aio.Server, listen: str) -> int:
+def _credentials(security: SecurityConfig | None) -> grpc.ServerCredentials | None:
+    """TLS on the gRPC port when ``tls_cert`` is set; client certificates required when
+    ``client_ca`` is (mutual TLS)."""
+    if security is None or not security.tls_cert:
+        return None
+    key = Path(security.tls_key).read_bytes()
+    cert = Path(security.tls_cert).read_bytes()
+    ca = Path(security.client_ca).read_bytes() if security.client_ca else None
+    return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=ca is not None)
+
+
+def _bind(server: grpc.aio.Server, listen: str, credentials: grpc.ServerCredentials | None = None) -> int:
     """Bind ``listen`` (HOST:PORT) for the server; returns the port.
 
     A port in use is first looked for with a plain socket, as gRPC binds (``SO_REUSEADDR``, so
@@ -145,7 +168,7 @@ def _bind(server: grpc.aio.Server, listen: str) -> int:
                         raise OSError(f"cannot listen on {listen}: the address is already in use") from None
                     # anything else (e.g. no IPv6 here): gRPC binds what it can, and judges
     try:
-        port = server.add_insecure_port(listen)
+        port = server.add_insecure_port(listen) if credentials is None else server.add_secure_port(listen, credentials)
     except RuntimeError:
         port = 0
     if port == 0:
@@ -190,6 +213,8 @@ async def run(config: Config) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if not config.source.startswith("<"):  # a file, not the built-in demo: SIGHUP re-reads its rights (A-4)
+        loop.add_signal_handler(signal.SIGHUP, _reload_from, server, config.source)
     host = config.server.listen.rsplit(":", 1)[0]
     # Printed only once the signal handlers are in place, so a supervisor that waits for this
     # line can stop the server at once without killing it half-way.
@@ -198,6 +223,15 @@ async def run(config: Config) -> None:
     log.info("shutting down")
     await server.stop()
     print("sowd stopped", flush=True)
+
+
+def _reload_from(server: SowServer, source: str) -> None:
+    try:
+        config = load_config(source)
+    except ConfigError as exc:
+        log.error("SIGHUP: the config cannot be reloaded, the rights stay as they were: %s", exc)
+        return
+    server.reload(config)
 
 
 def with_overrides(config: Config, *, listen: str | None, data_dir: str | None) -> Config:

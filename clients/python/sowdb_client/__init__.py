@@ -24,7 +24,7 @@ from sowdb_client.options import (
     SowAndSubscribeOptions,
     SubscribeOptions,
 )
-from sowdb_client.types import Message, PublishAck, Record
+from sowdb_client.types import Message, PublishAck, Record, Tls
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -53,6 +53,7 @@ __all__ = [
     "SowdbError",
     "SubscribeOptions",
     "SubscriptionStream",
+    "Tls",
     "UnavailableError",
     "UnimplementedError",
 ]

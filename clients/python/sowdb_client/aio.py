@@ -15,7 +15,18 @@ from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
 from sowdb_client import options as o
 from sowdb_client import types as t
-from sowdb_client.calls import HEALTH_CHECK, Calls, EventStream, SowFrames, channel_options, check_serving, rpc_errors
+from sowdb_client.calls import (
+    HEALTH_CHECK,
+    Calls,
+    EventStream,
+    SowFrames,
+    channel_options,
+    check_serving,
+    credentials,
+    rpc_errors,
+    tls_of,
+    token_metadata,
+)
 from sowdb_client.events import Event
 from sowdb_client.publishing import PublishTally
 
@@ -58,9 +69,23 @@ class AsyncSubscriptionStream(EventStream):
 class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t.PublishAck]]):
     """An asyncio connection to a sowdb server; use ``async with AsyncClient(target) as c``."""
 
-    def __init__(self, target: str = t.DEFAULT_TARGET, *, max_message_bytes: int = t.DEFAULT_MAX_MESSAGE_BYTES) -> None:
+    def __init__(
+        self,
+        target: str = t.DEFAULT_TARGET,
+        *,
+        token: str | None = None,
+        tls: bool | t.Tls | None = None,
+        max_message_bytes: int = t.DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        """See :class:`Client`."""
         self.target = target
-        self._channel = grpc.aio.insecure_channel(target, options=channel_options(max_message_bytes))
+        settings = tls_of(tls)
+        options = channel_options(max_message_bytes, settings)
+        if settings is None:
+            self._channel = grpc.aio.insecure_channel(target, options=options)
+        else:
+            self._channel = grpc.aio.secure_channel(target, credentials(settings), options=options)
+        self._metadata = token_metadata(token)
         self._stub = sow_pb2_grpc.SowServiceStub(self._channel)
         self._health: Any = health_pb2_grpc.HealthStub(self._channel)  # its stubs omit Check
 
@@ -91,7 +116,7 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t
         """Round-trip time in seconds of a health check (see :meth:`Client.ping`)."""
         start = time.perf_counter()
         with rpc_errors():
-            check_serving(await self._health.Check(HEALTH_CHECK, timeout=timeout))
+            check_serving(await self._health.Check(HEALTH_CHECK, timeout=timeout, metadata=self._metadata))
         return time.perf_counter() - start
 
     async def publish(
@@ -113,14 +138,26 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t
     ) -> int:
         """R-1 (see :meth:`Client.replace_subscription`); returns the bookmark it took effect at."""
         with rpc_errors():
-            return int((await self._stub.ReplaceSubscription(self._replace(sub_id, options), timeout=timeout)).bookmark)
+            return int(
+                (
+                    await self._stub.ReplaceSubscription(
+                        self._replace(sub_id, options), timeout=timeout, metadata=self._metadata
+                    )
+                ).bookmark
+            )
 
     async def sow_delete(self, topic: str, *, timeout: float | None = None, **options: Unpack[o.DeleteOptions]) -> int:
         """Delete by exactly one of filter, SowKeys or data; returns the number deleted."""
         with rpc_errors():
-            return int((await self._stub.SowDelete(self._delete(topic, options), timeout=timeout)).deleted_count)
+            return int(
+                (
+                    await self._stub.SowDelete(self._delete(topic, options), timeout=timeout, metadata=self._metadata)
+                ).deleted_count
+            )
 
     async def list_topics(self, *, timeout: float | None = None) -> list[pb.TopicInfo]:
         """The configured topics with kind, key, durability and record count."""
         with rpc_errors():
-            return list((await self._stub.ListTopics(pb.ListTopicsRequest(), timeout=timeout)).topics)
+            return list(
+                (await self._stub.ListTopics(pb.ListTopicsRequest(), timeout=timeout, metadata=self._metadata)).topics
+            )

@@ -17,17 +17,48 @@ from sowdb_client import options as o
 from sowdb_client.errors import SowdbError, from_rpc_error
 from sowdb_client.events import Event, event_from_pb
 from sowdb_client.publishing import PublishTally, publish_requests
-from sowdb_client.types import DEFAULT_MAX_MESSAGE_BYTES, PublishItem
+from sowdb_client.types import DEFAULT_MAX_MESSAGE_BYTES, PublishItem, Tls
 
 SERVICE = "sowdb.v1.SowService"
 HEALTH_CHECK = health_pb2.HealthCheckRequest(service=SERVICE)
 
 
-def channel_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
-    return [
+def channel_options(
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, tls: Tls | None = None
+) -> list[tuple[str, Any]]:
+    options: list[tuple[str, Any]] = [
         ("grpc.max_receive_message_length", max_message_bytes),
         ("grpc.max_send_message_length", max_message_bytes),
     ]
+    if tls is not None and tls.server_name:
+        options.append(("grpc.ssl_target_name_override", tls.server_name))
+    return options
+
+
+def tls_of(tls: bool | Tls | None) -> Tls | None:
+    """``tls=True`` is TLS with the system's CAs; a :class:`Tls` says more; falsy is plaintext."""
+    if isinstance(tls, Tls):
+        return tls
+    return Tls() if tls else None
+
+
+def credentials(tls: Tls) -> grpc.ChannelCredentials:
+    """The channel credentials of a :class:`Tls` (file names are read here)."""
+
+    def pem(value: str | bytes | None) -> bytes | None:
+        if value is None or isinstance(value, bytes):
+            return value
+        with open(value, "rb") as f:
+            return f.read()
+
+    return grpc.ssl_channel_credentials(
+        root_certificates=pem(tls.ca), private_key=pem(tls.key), certificate_chain=pem(tls.cert)
+    )
+
+
+def token_metadata(token: str | None) -> tuple[tuple[str, str], ...] | None:
+    """The metadata that authenticates every call (A-1), or None without a token."""
+    return (("authorization", f"Bearer {token}"),) if token else None
 
 
 @contextmanager
@@ -102,6 +133,7 @@ class Calls(Generic[S, E, P]):
     the asyncio one; the result wrappers are each client's own), and the requests of the rest."""
 
     _stub: Any
+    _metadata: tuple[tuple[str, str], ...] | None = None
 
     def _sow_result(self, call: Any) -> S:
         raise NotImplementedError
@@ -116,13 +148,13 @@ class Calls(Generic[S, E, P]):
         """Query the state of a topic (or of every topic a regex matches); iterate the result
         for its records (``group_end`` has the counts once it has been read)."""
         req = o.sow_request(topic, o.checked(options, o.QueryOptions, "sow"))
-        return self._sow_result(self._stub.Sow(req, timeout=timeout))
+        return self._sow_result(self._stub.Sow(req, timeout=timeout, metadata=self._metadata))
 
     def subscribe(self, topic: str, *, timeout: float | None = None, **options: Unpack[o.SubscribeOptions]) -> E:
         """Subscribe to every later message of a topic (or of every topic a regex matches);
         ``bookmark`` replays the journal after that point first (then ``completed``)."""
         req = o.subscribe_request(topic, o.checked(options, o.SubscribeOptions, "subscribe"))
-        return self._subscription(self._stub.Subscribe(req, timeout=timeout))
+        return self._subscription(self._stub.Subscribe(req, timeout=timeout, metadata=self._metadata))
 
     def sow_and_subscribe(
         self, topic: str, *, timeout: float | None = None, **options: Unpack[o.SowAndSubscribeOptions]
@@ -130,7 +162,7 @@ class Calls(Generic[S, E, P]):
         """Query and subscribe at one atomic point: ``subscribed``, ``group_begin``, ``sow``
         batches, ``group_end``, then live events (feed them to a :class:`Mirror`)."""
         req = o.sow_and_subscribe_request(topic, o.checked(options, o.SowAndSubscribeOptions, "sow_and_subscribe"))
-        return self._subscription(self._stub.SowAndSubscribe(req, timeout=timeout))
+        return self._subscription(self._stub.SowAndSubscribe(req, timeout=timeout, metadata=self._metadata))
 
     def publish_iter(
         self,
@@ -150,7 +182,7 @@ class Calls(Generic[S, E, P]):
         """
         tally = PublishTally()
         requests = publish_requests(topic, messages, o.checked(options, o.PublishOptions, "publish"), tally.sizes)
-        return self._publish(tally, self._stub.Publish(requests, timeout=timeout))
+        return self._publish(tally, self._stub.Publish(requests, timeout=timeout, metadata=self._metadata))
 
     @staticmethod
     def _replace(sub_id: str, options: Mapping[str, Any]) -> pb.ReplaceSubscriptionRequest:

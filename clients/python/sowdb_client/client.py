@@ -14,7 +14,18 @@ from grpc_health.v1 import health_pb2_grpc
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
 from sowdb_client import options as o
-from sowdb_client.calls import HEALTH_CHECK, Calls, EventStream, SowFrames, channel_options, check_serving, rpc_errors
+from sowdb_client.calls import (
+    HEALTH_CHECK,
+    Calls,
+    EventStream,
+    SowFrames,
+    channel_options,
+    check_serving,
+    credentials,
+    rpc_errors,
+    tls_of,
+    token_metadata,
+)
 from sowdb_client.events import Event
 from sowdb_client.publishing import PublishTally
 from sowdb_client.types import (
@@ -23,6 +34,7 @@ from sowdb_client.types import (
     PublishAck,
     PublishItem,
     Record,
+    Tls,
     records_from_pb,
 )
 
@@ -70,9 +82,25 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
                 print(rec.json())
     """
 
-    def __init__(self, target: str = DEFAULT_TARGET, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+    def __init__(
+        self,
+        target: str = DEFAULT_TARGET,
+        *,
+        token: str | None = None,
+        tls: bool | Tls | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        """Connect to ``target`` (``host:port``). ``token``: sent with every call (a server with
+        users asks for one); ``tls``: ``True`` for TLS with the system's CAs, or a :class:`Tls`
+        with a CA file and, for mutual TLS, a client certificate."""
         self.target = target
-        self._channel = grpc.insecure_channel(target, options=channel_options(max_message_bytes))
+        settings = tls_of(tls)
+        options = channel_options(max_message_bytes, settings)
+        if settings is None:
+            self._channel = grpc.insecure_channel(target, options=options)
+        else:
+            self._channel = grpc.secure_channel(target, credentials(settings), options=options)
+        self._metadata = token_metadata(token)
         self._stub = sow_pb2_grpc.SowServiceStub(self._channel)
         self._health: Any = health_pb2_grpc.HealthStub(self._channel)  # its stubs omit Check
 
@@ -107,7 +135,7 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
         """
         start = time.perf_counter()
         with rpc_errors():
-            check_serving(self._health.Check(HEALTH_CHECK, timeout=timeout))
+            check_serving(self._health.Check(HEALTH_CHECK, timeout=timeout, metadata=self._metadata))
         return time.perf_counter() - start
 
     def publish(
@@ -148,14 +176,23 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
             NotFoundError: no such subscription on this client's connection.
         """
         with rpc_errors():
-            return int(self._stub.ReplaceSubscription(self._replace(sub_id, options), timeout=timeout).bookmark)
+            return int(
+                self._stub.ReplaceSubscription(
+                    self._replace(sub_id, options), timeout=timeout, metadata=self._metadata
+                ).bookmark
+            )
 
     def sow_delete(self, topic: str, *, timeout: float | None = None, **options: Unpack[o.DeleteOptions]) -> int:
         """Delete by exactly one of filter, SowKeys or data; returns the number deleted."""
         with rpc_errors():
-            return int(self._stub.SowDelete(self._delete(topic, options), timeout=timeout).deleted_count)
+            return int(
+                self._stub.SowDelete(
+                    self._delete(topic, options), timeout=timeout, metadata=self._metadata
+                ).deleted_count
+            )
 
     def list_topics(self, *, timeout: float | None = None) -> list[pb.TopicInfo]:
         """The configured topics with kind, key, durability and record count."""
         with rpc_errors():
-            return list(self._stub.ListTopics(pb.ListTopicsRequest(), timeout=timeout).topics)
+            listed = self._stub.ListTopics(pb.ListTopicsRequest(), timeout=timeout, metadata=self._metadata)
+            return list(listed.topics)

@@ -113,3 +113,21 @@ def channel_options(max_message_bytes: int) -> list[tuple[str, int]]:
         ("grpc.max_receive_message_length", max_message_bytes),
         ("grpc.max_send_message_length", max_message_bytes),
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class Tls:
+    """How to reach a server over TLS (SPEC §11).
+
+    Attributes:
+        ca: the CA certificate(s) to trust, as a file name or PEM bytes (None: the system's).
+        cert: the client certificate, for a server that asks for one (mutual TLS).
+        key: the client certificate's private key.
+        server_name: the name to check the server's certificate against, when it differs
+            from the host of the target (a certificate made for ``localhost``, say).
+    """
+
+    ca: str | bytes | None = None
+    cert: str | bytes | None = None
+    key: str | bytes | None = None
+    server_name: str | None = None

@@ -4,18 +4,22 @@ boundary as the rest of the API."""
 from __future__ import annotations
 
 from sowdb.api.servicer import Context, error_boundary
+from sowdb.auth import Authenticator
 from sowdb.engine import Engine
+from sowdb.engine.access import Access
 from sowdb_api.v1 import admin_pb2 as pb
-from sowdb_api.v1 import admin_pb2_grpc
 
 
-class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
+class AdminServicer:
     """``sowdb.v1.AdminService`` over an :class:`Engine`."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, auth: Authenticator | None = None) -> None:
         self.engine = engine
+        self.auth = auth or Authenticator(None)
 
     @error_boundary
-    async def Checkpoint(self, request: pb.CheckpointRequest, context: Context) -> pb.CheckpointResponse:
-        directory, bookmark, size = self.engine.checkpoint(request.directory)
+    async def Checkpoint(
+        self, request: pb.CheckpointRequest, context: Context, access: Access
+    ) -> pb.CheckpointResponse:
+        directory, bookmark, size = self.engine.checkpoint(request.directory, access)
         return pb.CheckpointResponse(directory=directory, bookmark=bookmark, size_bytes=size)

@@ -23,10 +23,11 @@ from sowdb.api import convert
 from sowdb.api.service import Undecodable
 from sowdb.api.status import internal_status, rich_status
 from sowdb.api.wire import query_frame, stream_frames
+from sowdb.auth import Authenticator
 from sowdb.engine import Engine, SubscriptionStream
+from sowdb.engine.access import Access
 from sowdb.errors import SowdbError
 from sowdb_api.v1 import sow_pb2 as pb
-from sowdb_api.v1 import sow_pb2_grpc
 
 log = logging.getLogger("sowdb.api")
 
@@ -52,18 +53,29 @@ async def _abort(context: Context, exc: BaseException) -> NoReturn:
 _Handler = TypeVar("_Handler", bound=Callable[..., Any])
 
 
+def _authorization(context: Context) -> str | None:
+    for key, value in context.invocation_metadata() or ():
+        if key == "authorization":
+            return str(value)
+    return None
+
+
 def error_boundary(method: _Handler) -> _Handler:
     """Wrap a handler so that any exception it raises — before its first response or while
     streaming — ends the call with the status the table gives (like grpclib's
-    ``Stream.__aexit__``). A call the handler already aborted passes through untouched."""
+    ``Stream.__aexit__``). A call the handler already aborted passes through untouched.
+
+    It is also the call's one entry: the caller is authenticated here, once (A-1), and the
+    handler is given the caller's :class:`Access`, which the engine enforces."""
     if inspect.isasyncgenfunction(method):
 
         @functools.wraps(method)
         async def streaming(self: Any, request: Any, context: Context) -> AsyncIterator[Any]:
             try:
+                access = self.auth.access(_authorization(context))
                 if isinstance(request, Undecodable):
                     raise request.error()
-                async with aclosing(method(self, request, context)) as responses:
+                async with aclosing(method(self, request, context, access)) as responses:
                     async for response in responses:
                         yield response
             except grpc.aio.AbortError:
@@ -76,9 +88,10 @@ def error_boundary(method: _Handler) -> _Handler:
     @functools.wraps(method)
     async def unary(self: Any, request: Any, context: Context) -> Any:
         try:
+            access = self.auth.access(_authorization(context))
             if isinstance(request, Undecodable):
                 raise request.error()
-            return await method(self, request, context)
+            return await method(self, request, context, access)
         except grpc.aio.AbortError:
             raise
         except Exception as exc:
@@ -87,15 +100,16 @@ def error_boundary(method: _Handler) -> _Handler:
     return unary  # type: ignore[return-value]
 
 
-class SowServicer(sow_pb2_grpc.SowServiceServicer):
+class SowServicer:
     """``sowdb.v1.SowService`` over an :class:`Engine`."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, auth: Authenticator | None = None) -> None:
         self.engine = engine
+        self.auth = auth or Authenticator(None)
 
     @error_boundary
     async def Publish(
-        self, request_iterator: AsyncIterator[pb.PublishRequest], context: Context
+        self, request_iterator: AsyncIterator[pb.PublishRequest], context: Context, access: Access
     ) -> AsyncIterator[pb.PublishResponse]:
         """Apply each request and acknowledge it, in order.
 
@@ -114,7 +128,7 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
         async def apply_all() -> None:
             try:
                 async for req in request_iterator:
-                    ack = self._apply(req)
+                    ack = self._apply(req, access)
                     await acks.put(ack)
                     if ack.HasField("error") and not isinstance(req, Undecodable) and req.stop_on_error:
                         break
@@ -134,48 +148,54 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
         finally:
             applying.cancel()
 
-    def _apply(self, req: pb.PublishRequest | Undecodable) -> pb.PublishResponse:
+    def _apply(self, req: pb.PublishRequest | Undecodable, access: Access) -> pb.PublishResponse:
         if isinstance(req, Undecodable):
             return pb.PublishResponse(error=rich_status(req.error()))  # the stream goes on
         try:
             messages = list(req.messages)  # each pass over req.messages wraps every message anew
-            first, last = self.engine.publish(req.topic, messages, delta=req.delta, ttls=convert.ttls(messages))
+            ttls = convert.ttls(messages)
+            first, last = self.engine.publish(req.topic, messages, delta=req.delta, ttls=ttls, access=access)
         except SowdbError as exc:
             return pb.PublishResponse(correlation_id=req.correlation_id, error=rich_status(exc))
         return pb.PublishResponse(correlation_id=req.correlation_id, first_bookmark=first, last_bookmark=last)
 
     @error_boundary
-    async def Sow(self, request: pb.SowRequest, context: Context) -> AsyncIterator[pb.SowResponse | bytes]:  # type: ignore[override]
-        async for event in self.engine.sow(convert.query_options(request)):
+    async def Sow(
+        self, request: pb.SowRequest, context: Context, access: Access
+    ) -> AsyncIterator[pb.SowResponse | bytes]:
+        async for event in self.engine.sow(convert.query_options(request), access):
             yield query_frame(event)
 
     @error_boundary
-    async def SowDelete(self, request: pb.SowDeleteRequest, context: Context) -> pb.SowDeleteResponse:
+    async def SowDelete(self, request: pb.SowDeleteRequest, context: Context, access: Access) -> pb.SowDeleteResponse:
         count, bookmark = self.engine.sow_delete(
-            request.topic, filter=request.filter, sow_keys=list(request.sow_keys), data=request.data
+            request.topic, filter=request.filter, sow_keys=list(request.sow_keys), data=request.data, access=access
         )
         return pb.SowDeleteResponse(deleted_count=count, bookmark=bookmark)
 
     @error_boundary
-    async def ListTopics(self, request: pb.ListTopicsRequest, context: Context) -> pb.ListTopicsResponse:
-        return pb.ListTopicsResponse(topics=[convert.topic_info(t) for t in self.engine.list_topics()])
+    async def ListTopics(
+        self, request: pb.ListTopicsRequest, context: Context, access: Access
+    ) -> pb.ListTopicsResponse:
+        return pb.ListTopicsResponse(topics=[convert.topic_info(t) for t in self.engine.list_topics(access)])
 
     @error_boundary
-    async def SowAndSubscribe(  # type: ignore[override]
-        self, request: pb.SowAndSubscribeRequest, context: Context
+    async def SowAndSubscribe(
+        self, request: pb.SowAndSubscribeRequest, context: Context, access: Access
     ) -> AsyncIterator[pb.SowAndSubscribeResponse | pb.SowResponse | bytes]:
         stream = self.engine.sow_and_subscribe(
             convert.query_options(request.query),
             options=convert.subscription_options(request.options),
             sub_id=request.sub_id,
             owner=context.peer(),
+            access=access,
         )
         async for frame in _frames(stream):
             yield frame
 
     @error_boundary
-    async def Subscribe(  # type: ignore[override]
-        self, request: pb.SubscribeRequest, context: Context
+    async def Subscribe(
+        self, request: pb.SubscribeRequest, context: Context, access: Access
     ) -> AsyncIterator[pb.SubscribeResponse | bytes]:
         stream = self.engine.subscribe(
             request.topic,
@@ -184,13 +204,14 @@ class SowServicer(sow_pb2_grpc.SowServiceServicer):
             sub_id=request.sub_id,
             owner=context.peer(),
             bookmark=request.bookmark,
+            access=access,
         )
         async for frame in _frames(stream):
             yield frame
 
     @error_boundary
     async def ReplaceSubscription(
-        self, request: pb.ReplaceSubscriptionRequest, context: Context
+        self, request: pb.ReplaceSubscriptionRequest, context: Context, access: Access
     ) -> pb.ReplaceSubscriptionResponse:
         bookmark = self.engine.replace_subscription(request.sub_id, convert.replacement(request), owner=context.peer())
         return pb.ReplaceSubscriptionResponse(bookmark=bookmark)

@@ -27,6 +27,8 @@ STATUS_CODES: dict[type[errors.SowdbError], grpc.StatusCode] = {
     errors.ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.Unavailable: grpc.StatusCode.UNAVAILABLE,
     errors.DataLoss: grpc.StatusCode.DATA_LOSS,
+    errors.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
+    errors.PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
     errors.Unimplemented: grpc.StatusCode.UNIMPLEMENTED,
 }
 

@@ -19,14 +19,18 @@ from sowdb.config.model import (
     parse_duration,
 )
 from sowdb.config.reader import config_from_dict, demo_config, load_config
+from sowdb.config.security import RoleConfig, SecurityConfig, UserConfig
 
 __all__ = [
     "Config",
     "ConfigError",
     "ConflatedTopicConfig",
     "HistoryConfig",
+    "RoleConfig",
+    "SecurityConfig",
     "ServerConfig",
     "TopicConfig",
+    "UserConfig",
     "ViewConfig",
     "config_from_dict",
     "demo_config",

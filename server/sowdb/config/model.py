@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sowdb.errors import ExpressionError
 from sowdb.expr import nodes as n
 from sowdb.expr.parser import parse
+
+if TYPE_CHECKING:  # the security part reads this module's types
+    from sowdb.config.security import SecurityConfig
 
 DEFAULT_LISTEN = "127.0.0.1:9007"
 DEFAULT_DATA_DIR = "./data"
@@ -111,6 +115,7 @@ class Config:
     conflated_topics: tuple[ConflatedTopicConfig, ...] = ()
     views: tuple[ViewConfig, ...] = ()
     source: str = "<built-in demo config>"
+    security: SecurityConfig | None = None  # SPEC §11; None: off (every call has every right)
 
 
 DEMO_CONFIG_TOML = """

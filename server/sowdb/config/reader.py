@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sowdb.config import model as m
+from sowdb.config.security import read_security
 from sowdb.errors import ExpressionError
 from sowdb.expr import compile_filter, parse_aggregation
 
@@ -17,7 +18,7 @@ def load_config(path: str | Path) -> m.Config:
     """Read and validate a TOML config file.
 
     Raises:
-        m.ConfigError: unreadable file, bad TOML or an invalid entry.
+        ConfigError: unreadable file, bad TOML or an invalid entry.
     """
     p = Path(path)
     try:
@@ -26,7 +27,7 @@ def load_config(path: str | Path) -> m.Config:
         raise m.ConfigError(f"{p}: cannot read: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise m.ConfigError(f"{p}: not valid TOML: {exc}") from None
-    return config_from_dict(raw, source=str(p))
+    return config_from_dict(raw, source=str(p), base=p.resolve().parent)
 
 
 def demo_config() -> m.Config:
@@ -34,24 +35,26 @@ def demo_config() -> m.Config:
     return config_from_dict(tomllib.loads(m.DEMO_CONFIG_TOML), source="<built-in demo config>")
 
 
-def config_from_dict(raw: dict[str, Any], *, source: str) -> m.Config:
-    """Validate a parsed TOML document.
+def config_from_dict(raw: dict[str, Any], *, source: str, base: Path | None = None) -> m.Config:
+    """Validate a parsed TOML document (``base``: the directory its file names are relative to).
 
     Raises:
-        m.ConfigError: an invalid entry.
+        ConfigError: an invalid entry.
     """
-    return _Reader(source).read(raw)
+    return _Reader(source, base or Path.cwd()).read(raw)
 
 
 class _Reader:
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, base: Path) -> None:
         self.source = source
+        self.base = base
 
     def fail(self, entry: str, problem: str) -> m.ConfigError:
         return m.ConfigError(f"{self.source}: {entry}: {problem}")
 
     def read(self, raw: dict[str, Any]) -> m.Config:
-        self._only(raw, "the file", {"server", "topic", "conflated_topic", "view"})
+        self._only(raw, "the file", {"server", "topic", "conflated_topic", "view", "security", "role"})
+        security = read_security(raw, self.base, self.fail)
         server = self._server(raw.get("server", {}))
         topics = tuple(self._topic(i, t) for i, t in enumerate(self._tables(raw, "topic"), 1))
         conflated = tuple(self._conflated(i, t) for i, t in enumerate(self._tables(raw, "conflated_topic"), 1))
@@ -82,7 +85,7 @@ class _Reader:
                     raise self.fail(f'[[{kind}]] #{i} "{e.name}"', f"underlying: a cycle {' -> '.join(path)}")
                 if len(path) > len(reads) + 1:
                     break  # a cycle not through this entry; reported at its own entry
-        return m.Config(server, topics, conflated, views, self.source)
+        return m.Config(server, topics, conflated, views, self.source, security)
 
     def _tables(self, raw: dict[str, Any], key: str) -> list[dict[str, Any]]:
         value = raw.get(key, [])

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Unpack
 
 from sowdb.config import Config
+from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.clock import Clock, system_clock
 from sowdb.engine.events import QueryEvent
 from sowdb.engine.expiry import ExpiryQueue
@@ -118,19 +119,26 @@ class Engine:
         *,
         delta: bool = False,
         ttls: Sequence[float | None] | None = None,
+        access: Access = EVERYONE,
     ) -> tuple[int, int]:
         """One atomic batch (K-1 … K-5, D-1, X-1); see :meth:`Writer.publish`."""
-        return self.writer.publish(topic, messages, delta=delta, ttls=ttls)
+        return self.writer.publish(topic, messages, delta=delta, ttls=ttls, access=access)
 
     def sow_delete(
-        self, topic: str, *, filter: str = "", sow_keys: Sequence[str] = (), data: bytes = b""
+        self,
+        topic: str,
+        *,
+        filter: str = "",
+        sow_keys: Sequence[str] = (),
+        data: bytes = b"",
+        access: Access = EVERYONE,
     ) -> tuple[int, int]:
         """Delete by exactly one of filter, SowKeys or data; returns (count, last bookmark)."""
-        return self.writer.sow_delete(topic, filter=filter, sow_keys=sow_keys, data=data)
+        return self.writer.sow_delete(topic, filter=filter, sow_keys=sow_keys, data=data, access=access)
 
-    def sow(self, opts: QueryOptions) -> AsyncIterator[QueryEvent]:
+    def sow(self, opts: QueryOptions, access: Access = EVERYONE) -> AsyncIterator[QueryEvent]:
         """A SOW query: group_begin, record batches, group_end (Q-1)."""
-        return self.queries.sow(opts)
+        return self.queries.sow(opts, access)
 
     def subscribe(self, topic: str, **args: Unpack[SubscribeArgs]) -> SubscriptionStream:
         """A subscription without a query, placed now; with a bookmark it replays first (H-4).
@@ -156,13 +164,39 @@ class Engine:
         )
 
     def replace_subscription(self, sub_id: str, change: Replacement, *, owner: str) -> int:
-        """R-1; returns the bookmark at which the replacement took effect."""
+        """R-1; returns the bookmark at which the replacement took effect (the subscription keeps
+        its caller's rights)."""
         return self.placement.replace_subscription(sub_id, change, owner=owner)
 
-    def list_topics(self) -> list[TopicSummary]:
-        return self.topics.summaries()
+    def list_topics(self, access: Access = EVERYONE) -> list[TopicSummary]:
+        """The configured topics the caller may read (A-3; an admin sees all)."""
+        return [t for t in self.topics.summaries() if access.admin or access.can_read(t.name)]
 
-    def checkpoint(self, directory: str) -> tuple[str, int, int]:
+    def reauthorize(self, rights: Callable[[str], Access | None]) -> int:
+        """A-4: rights changed (a reload): each live subscription whose caller lost the right to
+        it — the user is gone, a topic it follows is no longer readable, its row entitlement
+        changed — ends with PERMISSION_DENIED; returns how many ended. ``rights`` gives a user's
+        new rights (None for a user that no longer exists)."""
+        ended = 0
+        for sub in list(self.hub.subs.values()):
+            old = sub.access
+            if old.everything:
+                continue
+            new = rights(old.user)
+            topics = [name for name in self.topics.sow if sub.wants(name)] or [sub.topic]
+            why = ""
+            if new is None:
+                why = f"user {old.user!r} no longer exists"
+            elif any(not new.can_read(t) for t in topics if not t.startswith("\x00")):
+                why = f"user {old.user!r} may no longer read {sub.topic!r}"
+            elif any(new.entitlement_text(t) != old.entitlement_text(t) for t in topics):
+                why = f"the rows user {old.user!r} may see in {sub.topic!r} changed; subscribe again"
+            if why:
+                sub.revoke(f"rights changed: {why}")
+                ended += 1
+        return ended
+
+    def checkpoint(self, directory: str, access: Access = EVERYONE) -> tuple[str, int, int]:
         """A consistent copy of the store in a new directory, taken in one step of the writer
         (no change can land half-way); returns (the directory, its last bookmark, its size).
 
@@ -170,6 +204,7 @@ class Engine:
             InvalidArgument: no directory, or its parent does not exist.
             FailedPrecondition: the directory exists already.
         """
+        access.require_admin("write a checkpoint")
         if not directory.strip():
             raise InvalidArgument("directory is required", field="directory")
         target = Path(directory).expanduser().resolve()

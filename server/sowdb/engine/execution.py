@@ -55,22 +55,28 @@ async def scan(
     slicer: Slicer,
     *,
     point: tuple[int, int] | None = None,
+    entitlements: Sequence[CompiledFilter | None] | None = None,
 ) -> tuple[list[StoredRecord], int]:
     """The records of ``sources`` that match ``flt``, and how many were looked at.
 
     Args:
         point: (sequence, timestamp) of a historical query: ``sources`` are version chains,
             each walked back to the version current at that point (H-2).
+        entitlements: per source, the rows its caller may see (A-2); None: every row.
     """
     matched: list[StoredRecord] = []
     scanned = 0
     match = flt.matches if flt is not None else None
-    for records in sources:
+    for n, records in enumerate(sources):
+        ent = entitlements[n] if entitlements is not None else None
         for i in range(0, len(records), CHUNK):
             chunk: Sequence[StoredRecord] = records[i : i + CHUNK] if len(records) > CHUNK else records
             if point is not None:
                 seq, ts = point
                 chunk = [v for v in [version_at(h, seq, ts) for h in chunk] if v is not None]
+            if ent is not None:
+                visible = ent.matches
+                chunk = [r for r in chunk if visible(r.data, r)]
             scanned += len(chunk)
             matched.extend(chunk if match is None else [r for r in chunk if match(r.data, r)])
             await slicer.pause()

@@ -153,6 +153,8 @@ class PagedSubscription(Subscription):
             else:
                 now_rec = self.result_set.current(key)
                 current = c.new if c is not None and c.new is not None else now_rec or last
+                if not self.access.entitled(current.topic, current.data, current):
+                    current = last  # the caller may not see the version that moved it out
                 self._push(QueuedEvent("oof", current, OOF_MATCH))
         delta = self.options.delta
         for rec in window:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TypedDict
 
 from sowdb.config import ServerConfig, is_regex_topic
+from sowdb.engine.access import EVERYONE, Access, restricted
 from sowdb.engine.bookmarks import Point, parse_bookmark
 from sowdb.engine.clock import Clock
 from sowdb.engine.derived import View
@@ -29,7 +30,7 @@ from sowdb.engine.subscription import DEFAULT_OPTIONS, Subscription, Subscriptio
 from sowdb.engine.topic import SowTopic
 from sowdb.engine.topics import Topics, check_topic_name, compile_topic_pattern
 from sowdb.errors import FailedPrecondition, InvalidArgument, NotFound
-from sowdb.expr import Aggregation, Select
+from sowdb.expr import Aggregation, CompiledFilter, Select
 
 
 class SowAndSubscribeArgs(TypedDict, total=False):
@@ -38,6 +39,7 @@ class SowAndSubscribeArgs(TypedDict, total=False):
     options: SubscriptionOptions
     sub_id: str
     owner: str
+    access: Access
 
 
 class SubscribeArgs(SowAndSubscribeArgs, total=False):
@@ -91,6 +93,7 @@ class Placement:
         sub_id: str = "",
         owner: str = "",
         bookmark: str = "",
+        access: Access = EVERYONE,
     ) -> Subscription:
         """Place a subscription without a query. With a bookmark it is placed held, with
         ``replay_from`` set: the journal after the bookmark is replayed first (H-4).
@@ -98,8 +101,12 @@ class Placement:
         Raises:
             InvalidArgument: a bad topic pattern, filter, sub_id or bookmark.
             OutOfRange: the journal no longer reaches back to the bookmark.
+            PermissionDenied: a topic name the caller may not read (a pattern sees only the
+                topics it may read, A-3).
         """
-        sub = self._new_subscription(topic, filter, options, sub_id, owner)
+        sub = self._new_subscription(topic, filter, options, sub_id, owner, access=access)
+        if not is_regex_topic(topic):
+            access.require_read(topic)
         if bookmark.strip():
             kind = self.topics.derived_kind(topic)
             if kind is not None:
@@ -119,79 +126,112 @@ class Placement:
         options: SubscriptionOptions = DEFAULT_OPTIONS,
         sub_id: str = "",
         owner: str = "",
+        access: Access = EVERYONE,
     ) -> tuple[Subscription, AsyncIterator[QueryEvent]]:
         """Query and subscribe at one point (S-1): the snapshot is taken and the subscription
         registered in the same synchronous step; changes after that point are held by the
         subscription until :meth:`Subscription.release` (after the query's group_end).
 
-        A topic without a SOW gives an empty result, then live messages (S-2).
+        A topic without a SOW gives an empty result, then live messages (S-2). Only the topics
+        and rows ``access`` allows are queried and followed (A-1 … A-3).
         """
         query = PreparedQuery(opts)
         if query.aggregation is not None:
             if opts.skip_n is not None:
                 raise InvalidArgument("a subscription is either aggregated or paginated, not both", field="skip_n")
-            return self._aggregated_subscription(opts, query.aggregation, options, sub_id, owner)
+            return self._aggregated_subscription(opts, query.aggregation, options, sub_id, owner, access)
         if opts.skip_n is not None:
-            return self._paged_subscription(opts, query, options, sub_id, owner)
+            return self._paged_subscription(opts, query, options, sub_id, owner, access)
         if is_regex_topic(opts.topic):
-            topics = self.topics.resolve(opts.topic)
+            topics = [t for t in self.topics.resolve(opts.topic) if access.can_read(t.name)]
         else:
             check_topic_name(opts.topic)
+            access.require_read(opts.topic)
             found = self.topics.get(opts.topic)
             topics = [found] if found is not None else []
         sub = self._new_subscription(
-            opts.topic, opts.filter, options, sub_id, owner, track=True, select=query.select, sow_keys=opts.sow_keys
+            opts.topic,
+            opts.filter,
+            options,
+            sub_id,
+            owner,
+            track=True,
+            select=query.select,
+            sow_keys=opts.sow_keys,
+            access=access,
         )
+        entitlements = None if access.unrestricted else [access.entitlement(t.name) for t in topics]
         point = parse_bookmark(opts.bookmark) if opts.bookmark.strip() else None
         if point is not None and not point.now:
             # H-3: the state as of the bookmark, the journal after it, then live; the replay
             # must start right after the point, or the state and the replay leave a gap
             as_of = self.journal.as_of(topics, point)
             sub.hold((self.journal.replay_start(Point(seq=as_of.seq), whole=True), self.writer.last_seq))
-            events = self._run(query, query.snapshot_heads(topics, as_of), as_of.seq, as_of)
+            events = self._run(query, query.snapshot_heads(topics, as_of), as_of.seq, as_of, entitlements)
         else:
             sub.hold()
-            events = query.run(
-                query.snapshot(topics), self.writer.last_seq, self.clock(), frame_bytes=self.config.frame_bytes
-            )
+            events = self._run(query, query.snapshot(topics), self.writer.last_seq, None, entitlements)
         self.hub.add(sub)
         return sub, events
 
     def _aggregated_subscription(
-        self, opts: QueryOptions, aggregation: Aggregation, options: SubscriptionOptions, sub_id: str, owner: str
+        self,
+        opts: QueryOptions,
+        aggregation: Aggregation,
+        options: SubscriptionOptions,
+        sub_id: str,
+        owner: str,
+        access: Access,
     ) -> tuple[Subscription, AsyncIterator[QueryEvent]]:
         """Q-8 live: a private view of the topic (grouping, projection, filter) is created from
         its current state, and the subscription follows that view: each change to a member
-        record updates its group, and an emptied group leaves with an oof ``deleted``."""
-        underlying = self._followed_topic(opts, "an aggregated")
+        record updates its group, and an emptied group leaves with an oof ``deleted``. Only
+        the rows its caller may see are members (A-2)."""
+        underlying = self._followed_topic(opts, "an aggregated", access)
         keys = frozenset(opts.sow_keys) if opts.sow_keys else None
-        view = View(f"\x00aggregate {secrets.token_hex(8)}", opts.topic, aggregation, opts.filter, sow_keys=keys)
+        members = restricted(opts.filter, access.entitlement_text(opts.topic))
+        view = View(f"\x00aggregate {secrets.token_hex(8)}", opts.topic, aggregation, members, sow_keys=keys)
         view.load(list(underlying.records.values()), self.clock())
         inner = PreparedQuery(replace(opts, topic=view.name, filter="", grouping=(), projection=(), sow_keys=()))
         sub = self._new_subscription(
             view.name, "", options, sub_id, owner, track=True, check_name=False, select=inner.select
         )
         sub.hold()
-        events = inner.run(
-            inner.snapshot([view.topic]), self.writer.last_seq, self.clock(), frame_bytes=self.config.frame_bytes
-        )
+        events = self._run(inner, inner.snapshot([view.topic]), self.writer.last_seq)
         self.hub.add(sub)
         self.topics.attach(view, public=False)
         self.private[sub.id] = view
         return sub, events
 
     def _run(
-        self, query: PreparedQuery, sources: list[list[StoredRecord]], bookmark: int, as_of: AsOf | None = None
+        self,
+        query: PreparedQuery,
+        sources: list[list[StoredRecord]],
+        bookmark: int,
+        as_of: AsOf | None = None,
+        entitlements: list[CompiledFilter | None] | None = None,
     ) -> AsyncIterator[QueryEvent]:
-        return query.run(sources, bookmark, self.clock(), as_of=as_of, frame_bytes=self.config.frame_bytes)
+        frame_bytes = self.config.frame_bytes
+        return query.run(
+            sources, bookmark, self.clock(), as_of=as_of, frame_bytes=frame_bytes, entitlements=entitlements
+        )
 
     def _paged_subscription(
-        self, opts: QueryOptions, query: PreparedQuery, options: SubscriptionOptions, sub_id: str, owner: str
+        self,
+        opts: QueryOptions,
+        query: PreparedQuery,
+        options: SubscriptionOptions,
+        sub_id: str,
+        owner: str,
+        access: Access,
     ) -> tuple[Subscription, AsyncIterator[QueryEvent]]:
         """P-1: the window ``[skip_n, skip_n + top_n)`` of the topic's matching records in
         ``order_by`` order (SowKey order when none), kept live. The first window is the query's
-        result, taken in the same step that registers the page."""
-        topic = self._followed_topic(opts, "a paginated")
+        result, taken in the same step that registers the page. The page ranks only the rows its
+        caller may see (A-2): its shared result set is that of the filter ANDed with them."""
+        topic = self._followed_topic(opts, "a paginated", access)
+        entitled = restricted(opts.filter, access.entitlement_text(opts.topic))
+        ranked = query if entitled == opts.filter else PreparedQuery(replace(opts, filter=entitled))
         sub = self._new_subscription(
             opts.topic,
             opts.filter,
@@ -201,14 +241,15 @@ class Placement:
             cls=PagedSubscription,
             select=query.select,
             sow_keys=opts.sow_keys,
+            access=access,
         )
         assert isinstance(sub, PagedSubscription) and opts.top_n is not None
         self.hub.add(sub)  # first: a refused sub_id must not leave a result set behind
-        rs = self._result_set(topic, query, sub.sow_keys)
+        rs = self._result_set(topic, ranked, sub.sow_keys)
         window = sub.bind(rs, opts.skip_n or 0, opts.top_n)
         return sub, _page_events(query, window, len(rs.sorted), self.writer.last_seq, self.config.frame_bytes)
 
-    def _followed_topic(self, opts: QueryOptions, kind: str) -> SowTopic:
+    def _followed_topic(self, opts: QueryOptions, kind: str, access: Access) -> SowTopic:
         """The one SOW topic an aggregated or paginated subscription follows, in its current
         state (``kind`` names the subscription in the errors).
 
@@ -222,7 +263,9 @@ class Placement:
             )
         if is_regex_topic(opts.topic):
             raise InvalidArgument(f"{kind} subscription reads one topic, not a pattern", field="topic")
-        return self.topics.sow_topic(opts.topic)
+        topic = self.topics.sow_topic(opts.topic)
+        access.require_read(opts.topic)
+        return topic
 
     def _result_set(self, topic: SowTopic, query: PreparedQuery, sow_keys: frozenset[str] | None) -> ResultSet:
         opts = query.opts
@@ -289,11 +332,10 @@ class Placement:
                 field="top_n",
             )
         change.options.check()
-        query = PreparedQuery(
-            QueryOptions(
-                sub.topic, filter=change.filter, order_by=change.order_by, top_n=change.top_n, skip_n=change.skip_n
-            )
-        )
+        request_filter(change.filter)  # its errors name the request's own filter
+        entitled = restricted(change.filter, sub.access.entitlement_text(sub.topic))
+        page = QueryOptions(sub.topic, entitled, order_by=change.order_by, top_n=change.top_n, skip_n=change.skip_n)
+        query = PreparedQuery(page)
         topic = self.topics.sow_topic(sub.topic)
         self.pages.release(sub)
         rs = self._result_set(topic, query, sub.sow_keys)  # shared, or built now
@@ -312,6 +354,7 @@ class Placement:
         cls: type[Subscription] = Subscription,
         select: Select | None = None,
         sow_keys: Sequence[str] = (),
+        access: Access = EVERYONE,
     ) -> Subscription:
         options.check()
         if check_name:
@@ -331,6 +374,7 @@ class Placement:
             track=track,
             select=select,
             sow_keys=frozenset(sow_keys) if sow_keys else None,
+            access=access,
             max_records=self.config.subscriber_queue_records,
             max_bytes=self.config.subscriber_queue_bytes,
         )

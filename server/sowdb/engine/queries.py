@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from sowdb.config import is_regex_topic
+from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.bookmarks import parse_bookmark
 from sowdb.engine.clock import Clock
 from sowdb.engine.events import QueryEvent
 from sowdb.engine.journal import Journal, Position
 from sowdb.engine.query import PreparedQuery, QueryOptions
+from sowdb.engine.topic import SowTopic
 from sowdb.engine.topics import Topics
 
 
@@ -27,17 +30,38 @@ class Queries:
         self.clock = clock
         self.frame_bytes = frame_bytes
 
-    def sow(self, opts: QueryOptions) -> AsyncIterator[QueryEvent]:
-        """Prepare and run a SOW query (all validation happens before the first event).
+    def sow(self, opts: QueryOptions, access: Access = EVERYONE) -> AsyncIterator[QueryEvent]:
+        """Prepare and run a SOW query (all validation happens before the first event), over the
+        topics and rows ``access`` allows (A-1 … A-3).
 
         Raises:
-            InvalidArgument, FailedPrecondition, OutOfRange: before any event is produced.
+            InvalidArgument, FailedPrecondition, OutOfRange, PermissionDenied: before any event.
         """
         query = PreparedQuery(opts)
-        topics = self.topics.resolve(opts.topic)
+        topics = readable_topics(self.topics, opts.topic, access)
+        entitlements = None if access.unrestricted else [access.entitlement(t.name) for t in topics]
         point = parse_bookmark(opts.bookmark) if opts.bookmark.strip() else None
         if point is not None and not point.now:
             as_of = self.journal.as_of(topics, point)
             heads = query.snapshot_heads(topics, as_of)
-            return query.run(heads, as_of.seq, self.clock(), as_of=as_of, frame_bytes=self.frame_bytes)
-        return query.run(query.snapshot(topics), self.writer.last_seq, self.clock(), frame_bytes=self.frame_bytes)
+            return query.run(
+                heads, as_of.seq, self.clock(), as_of=as_of, frame_bytes=self.frame_bytes, entitlements=entitlements
+            )
+        sources = query.snapshot(topics)
+        return query.run(
+            sources, self.writer.last_seq, self.clock(), frame_bytes=self.frame_bytes, entitlements=entitlements
+        )
+
+
+def readable_topics(topics: Topics, pattern: str, access: Access) -> list[SowTopic]:
+    """The SOW topics a request's topic names that its caller may read: a regex matches only
+    those (A-3); a name the caller may not read is refused.
+
+    Raises:
+        PermissionDenied: a topic name the caller may not read.
+    """
+    if is_regex_topic(pattern):
+        return [t for t in topics.resolve(pattern) if access.can_read(t.name)]
+    found = topics.resolve(pattern)
+    access.require_read(pattern)
+    return found

@@ -166,12 +166,14 @@ class PreparedQuery:
         *,
         as_of: AsOf | None = None,
         frame_bytes: int = DEFAULT_FRAME_BYTES,
+        entitlements: Sequence[CompiledFilter | None] | None = None,
     ) -> AsyncIterator[QueryEvent]:
         """Scan the snapshot and yield group_begin, record batches, group_end, working in slices
         (:mod:`sowdb.engine.execution`) so that the event loop is never held for long.
 
         With ``as_of``, ``sources`` are version chains and each is walked back to the point.
-        Batches hold at most ``batch_size`` records and about ``frame_bytes`` bytes.
+        Batches hold at most ``batch_size`` records and about ``frame_bytes`` bytes;
+        ``entitlements`` (per source) hide the rows a caller may not see (A-2).
         """
         opts = self.opts
         slicer = Slicer()
@@ -179,7 +181,7 @@ class PreparedQuery:
         point = None
         if as_of is not None:
             point = (as_of.seq, _FOREVER) if as_of.timestamp_us is None else (_FOREVER, as_of.timestamp_us)
-        matched, scanned = await scan(sources, self.filter, slicer, point=point)
+        matched, scanned = await scan(sources, self.filter, slicer, point=point, entitlements=entitlements)
         n_matched = len(matched)
         results = await self._aggregate(matched, bookmark, now_us, slicer) if self.aggregation else matched
         top, skip = opts.top_n, opts.skip_n or 0

@@ -25,10 +25,11 @@ from typing import Any
 import orjson
 
 from sowdb.config import field_path_steps, is_regex_topic
+from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.changes import OOF_MATCH, Change, QueuedEvent
 from sowdb.engine.records import StoredRecord, shaped
 from sowdb.engine.wakeup import Wakeup
-from sowdb.errors import InvalidArgument, ResourceExhausted
+from sowdb.errors import InvalidArgument, PermissionDenied, ResourceExhausted, SowdbError
 from sowdb.expr import CompiledFilter, Select, get_path
 
 DEFAULT_MAX_QUEUE_RECORDS = 100_000
@@ -90,10 +91,12 @@ class Subscription:
         track: bool = False,
         select: Select | None = None,
         sow_keys: frozenset[str] | None = None,
+        access: Access = EVERYONE,
         max_records: int = DEFAULT_MAX_QUEUE_RECORDS,
         max_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
     ) -> None:
         self.id = sub_id or secrets.token_urlsafe(16)
+        self.access = access  # A-1, A-2: the topics its caller may read, the rows it may see
         self.owner = owner
         self.topic = topic
         self.regex = re.compile(topic) if is_regex_topic(topic) else None
@@ -113,7 +116,7 @@ class Subscription:
         self.held: list[Change] | None = None
         # H-3/H-4: replay the journal entries (after, upto] before going live
         self.replay_from: tuple[int, int] | None = None
-        self.failure: SlowConsumer | None = None
+        self.failure: SowdbError | None = None  # why it ended: too slow (SL-1), rights lost (A-4)
         self.wakeup = Wakeup()
         self._topics: dict[str, bool] = {}
         # C-1: the latest undelivered publish per conflation key, flushed once per interval
@@ -128,11 +131,12 @@ class Subscription:
         self.replay_from = replay
 
     def wants(self, topic: str) -> bool:
+        """Whether changes to ``topic`` concern it: its name or pattern, and a topic its caller
+        may read (A-3: a regex subscription sees only those)."""
         hit = self._topics.get(topic)
         if hit is None:
-            hit = self._topics[topic] = (
-                self.regex.search(topic) is not None if self.regex is not None else topic == self.topic
-            )
+            named = self.regex.search(topic) is not None if self.regex is not None else topic == self.topic
+            hit = self._topics[topic] = named and self.access.can_read(topic)
         return hit
 
     # --- the writer's side ---------------------------------------------------------------------
@@ -152,7 +156,13 @@ class Subscription:
             if len(self.held) > self.max_records:
                 self._fail(f"{len(self.held)} changes arrived while its query or replay was being sent")
             return
-        if self.focus is None and not self.conflated and self.select is None and self.sow_keys is None:
+        if (
+            self.focus is None
+            and not self.conflated
+            and self.select is None
+            and self.sow_keys is None
+            and self.access.unrestricted
+        ):
             flt = self.filter
             if flt is None:
                 self._offer_plain(changes, None)
@@ -218,7 +228,8 @@ class Subscription:
         key = (c.topic, c.sow_key)
         new = c.new
         if new is not None:
-            if flt is None or flt.matches(new.data, new):
+            visible = self.access.entitled(c.topic, new.data, new)
+            if visible and (flt is None or flt.matches(new.data, new)):
                 if opts.delta and c.old is not None and focus is not None and key in focus:
                     delta = self._delta(c.old, new)
                     if delta is not None:
@@ -229,8 +240,8 @@ class Subscription:
                     focus.add(key)
             elif focus is not None and key in focus:
                 focus.discard(key)
-                if opts.oof:
-                    self._push(QueuedEvent("oof", new, OOF_MATCH))
+                if opts.oof:  # the update that moved it out, unless the caller may not see it (A-2)
+                    self._push(QueuedEvent("oof", new if visible else _last_seen(c), OOF_MATCH))
             return
         old = c.old
         if old is None:
@@ -240,7 +251,11 @@ class Subscription:
             focus.discard(key)
             if opts.oof:
                 self._push(QueuedEvent("oof", gone, c.reason))
-        elif opts.deleted_events and (flt is None or flt.matches(old.data, old)):
+        elif (
+            opts.deleted_events
+            and self.access.entitled(c.topic, old.data, old)
+            and (flt is None or flt.matches(old.data, old))
+        ):
             self._push(QueuedEvent("deleted", gone))
 
     def replace(
@@ -280,6 +295,8 @@ class Subscription:
             for rec in scan:
                 if keys is not None and rec.sow_key not in keys:
                     continue
+                if not self.access.entitled(rec.topic, rec.data, rec):
+                    continue
                 if filter is None or filter.matches(rec.data, rec):
                     key = (rec.topic, rec.sow_key)
                     in_scope.add(key)
@@ -289,6 +306,10 @@ class Subscription:
             focus.discard(key)
             current = records[key[0]].get(key[1]) if key[0] in records else None
             if options.oof and current is not None:
+                if not self.access.entitled(current.topic, current.data, current):
+                    current = StoredRecord(
+                        current.topic, current.sow_key, {}, b"{}", current.bookmark, current.timestamp_us
+                    )
                 self._push(QueuedEvent("oof", current, OOF_MATCH))
         for rec in fresh:
             focus.add((rec.topic, rec.sow_key))
@@ -356,11 +377,20 @@ class Subscription:
         if len(self.queue) > self.max_records or self.queued_bytes > self.max_bytes:
             self._fail(f"{len(self.queue)} events / {self.queued_bytes} bytes queued")
 
+    def revoke(self, why: str) -> None:
+        """End the subscription because its caller lost the right to it (A-4)."""
+        self._end(PermissionDenied(why))
+
     def _fail(self, what: str) -> None:
-        self.failure = SlowConsumer(
-            f"subscriber too slow: {what}, over the limit of {self.max_records} events / {self.max_bytes} "
-            "bytes; resubscribe with the last bookmark received to catch up"
+        self._end(
+            SlowConsumer(
+                f"subscriber too slow: {what}, over the limit of {self.max_records} events / {self.max_bytes} "
+                "bytes; resubscribe with the last bookmark received to catch up"
+            )
         )
+
+    def _end(self, failure: SowdbError) -> None:
+        self.failure = failure
         self.queue.clear()
         self.queued_bytes = 0
         self.held = None
@@ -380,6 +410,20 @@ class Subscription:
 
 
 _MISSING = object()
+
+
+def _last_seen(c: Change) -> StoredRecord:
+    """What an oof carries when the update that moved a record out may not be shown (A-2): the
+    version the subscriber last saw, or, when that is not at hand (a replay's first change of
+    the record), the record's key alone."""
+    if c.old is not None:
+        return c.old
+    return _key_only(StoredRecord(c.topic, c.sow_key, None, b"", c.bookmark, c.timestamp_us))
+
+
+def _key_only(rec: StoredRecord) -> StoredRecord:
+    """A record's identity without its data: what an oof carries when the caller may not see it."""
+    return StoredRecord(rec.topic, rec.sow_key, {}, b"{}", rec.bookmark, rec.timestamp_us)
 
 
 def _merged_delta(earlier: StoredRecord, later: StoredRecord) -> StoredRecord:

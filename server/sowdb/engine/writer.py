@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from sowdb.config import Config
+from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.changes import OOF_DELETED, OOF_EXPIRED, Change
 from sowdb.engine.clock import Clock
 from sowdb.engine.expiry import ExpiryQueue
@@ -74,6 +75,7 @@ class Writer:
         *,
         delta: bool = False,
         ttls: Sequence[float | None] | None = None,
+        access: Access = EVERYONE,
     ) -> tuple[int, int]:
         """Apply one atomic batch; returns the (first, last) bookmark assigned.
 
@@ -92,6 +94,7 @@ class Writer:
             FailedPrecondition: the topic is a view or conflated topic (K-4).
         """
         check_topic_name(topic_name)
+        access.require_write(topic_name)
         self.topics.check_writable(topic_name, "publish to")
         if not messages:
             raise InvalidArgument("a publish request needs at least one message", field="messages")
@@ -181,7 +184,13 @@ class Writer:
         return first, last
 
     def sow_delete(
-        self, topic_name: str, *, filter: str = "", sow_keys: Sequence[str] = (), data: bytes = b""
+        self,
+        topic_name: str,
+        *,
+        filter: str = "",
+        sow_keys: Sequence[str] = (),
+        data: bytes = b"",
+        access: Access = EVERYONE,
     ) -> tuple[int, int]:
         """Delete by exactly one of filter, SowKeys or data; returns (count, last bookmark).
 
@@ -196,6 +205,7 @@ class Writer:
                 field=given[1] if len(given) > 1 else "filter",
             )
         topic = self.topics.sow_topic(topic_name)
+        access.require_write(topic_name)
         self.topics.check_writable(topic_name, "delete from")
         flt = request_filter(filter)
         if flt is not None:
@@ -208,6 +218,9 @@ class Writer:
         else:
             key = self._key_of_data(topic, data)
             victims = [key] if key in topic.records else []
+        if not access.unrestricted:  # A-2: a role deletes only the rows it may see
+            held = topic.records
+            victims = [k for k in victims if access.entitled(topic_name, held[k].data, held[k])]
         return self._delete(topic, victims)
 
     def _key_of_data(self, topic: SowTopic, raw: bytes) -> str:

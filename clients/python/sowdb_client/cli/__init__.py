@@ -35,6 +35,7 @@ from sowdb_client.cli.publish import run_publish
 from sowdb_client.cli.query import run_sow, run_sow_delete, run_topics
 from sowdb_client.client import Client
 from sowdb_client.errors import SowdbError
+from sowdb_client.types import Tls
 
 Handler = Callable[[Client, argparse.Namespace, IO[str]], int]
 
@@ -61,12 +62,19 @@ def describe(exc: SowdbError) -> str:
     return f"{exc.code.name}: {exc.message}" + (f" (field {exc.field})" if exc.field else "")
 
 
+def tls_settings(a: argparse.Namespace) -> Tls | None:
+    """The TLS of the connection flags: -tls, or -cacert, -cert/-key, -servername."""
+    if not (a.tls or a.cacert or a.cert):
+        return None
+    return Tls(ca=a.cacert, cert=a.cert, key=a.key, server_name=a.servername)
+
+
 def main(argv: Sequence[str] | None = None, *, out: IO[str] | None = None) -> int:
     args = parser().parse_args(argv)
     stdout = out or sys.stdout
     try:
         check(args)
-        with Client(args.server) as c:
+        with Client(args.server, token=args.token, tls=tls_settings(args)) as c:
             status = HANDLERS[args.command](c, args, stdout)
             stdout.flush()  # inside the try: a reader that has gone shows here at the latest
             return status

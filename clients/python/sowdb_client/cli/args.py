@@ -16,6 +16,7 @@ from typing import Any
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9007
 SERVER_ENV = "SOW_SERVER"
+TOKEN_ENV = "SOW_TOKEN"
 
 
 class UsageError(Exception):
@@ -150,6 +151,27 @@ examples:
 }
 
 
+CONNECTION_FLAGS: list[tuple[str, dict[str, Any]]] = [
+    ("token", {"metavar": "TOKEN", "help": f"the user's token, sent with every call (default ${TOKEN_ENV})"}),
+    ("tls", {"action": "store_true", "help": "connect over TLS, trusting the system's CAs"}),
+    ("cacert", {"metavar": "FILE", "help": "connect over TLS, trusting this CA certificate (PEM)"}),
+    ("cert", {"metavar": "FILE", "help": "with TLS: this client certificate (PEM), for a server that asks for one"}),
+    ("key", {"metavar": "FILE", "help": "with -cert: its private key (PEM)"}),
+    ("servername", {"metavar": "NAME", "help": "with TLS: the name the server's certificate holds, if not the host"}),
+]
+"""Flags of the connection, global like -server (before or after the command)."""
+
+
+def _connection_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
+    _flag(p, "server", default=default_server() if top else argparse.SUPPRESS, type=server_address,
+          metavar="HOST[:PORT]", help=SERVER_HELP)  # fmt: skip
+    for name, kw in CONNECTION_FLAGS:
+        default: Any = (os.environ.get(TOKEN_ENV) if name == "token" else None) if top else argparse.SUPPRESS
+        if kw.get("action") == "store_true":
+            default = False if top else argparse.SUPPRESS
+        _flag(p, name, default=default, **kw)
+
+
 def parser() -> argparse.ArgumentParser:
     """The whole command line of ``sow``."""
     top = argparse.ArgumentParser(
@@ -159,7 +181,7 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
-    _flag(top, "server", default=default_server(), type=server_address, metavar="HOST[:PORT]", help=SERVER_HELP)
+    _connection_flags(top, top=True)
     _flag(top, "version", action="version", version=f"sow {package_version()}", help="print the version and exit")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
 
@@ -173,7 +195,7 @@ def parser() -> argparse.ArgumentParser:
             allow_abbrev=False,
         )
         # SUPPRESS: given after the command it overrides the global flag; not given, it leaves it
-        _flag(p, "server", default=argparse.SUPPRESS, type=server_address, metavar="HOST[:PORT]", help=SERVER_HELP)
+        _connection_flags(p, top=False)
         return p
 
     command("ping", "check that the server answers, and how fast")

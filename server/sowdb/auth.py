@@ -1,0 +1,81 @@
+"""Authentication (SPEC §11, A-1): which user a call is, and so which :class:`Access` it has.
+
+A call carries ``authorization: Bearer TOKEN`` metadata; the token's SHA-256 is compared with
+each user's, in constant time (``hmac.compare_digest``), and the user's rights are the union of
+its roles'. Tokens are never stored or logged in clear. A reload (SIGHUP, A-4) swaps the users
+and roles at once: the next call gets the new rights, and the engine ends live subscriptions
+that lost theirs (``Engine.reauthorize``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+from sowdb.config import SecurityConfig
+from sowdb.engine.access import EVERYONE, Access
+from sowdb.errors import Unauthenticated
+
+SCHEME = "bearer "
+
+
+def hash_token(token: str) -> str:
+    """The SHA-256 of a token, in hex: what the users file holds (``sowd hash-token``)."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class Authenticator:
+    """Users and their rights; :meth:`access` answers for one call."""
+
+    def __init__(self, security: SecurityConfig | None) -> None:
+        self.load(security)
+
+    def load(self, security: SecurityConfig | None) -> None:
+        """Take (new) users and roles; rights made from the old ones are no longer handed out."""
+        self.security = security
+        self._users: list[tuple[bytes, Access]] = []
+        self._by_name: dict[str, Access] = {}
+        if security is None or not security.authenticates:
+            return
+        roles = {r.name: r for r in security.roles}
+        for user in security.users:
+            access = Access(user.name, tuple(roles[r] for r in user.roles))
+            self._users.append((bytes.fromhex(user.token_sha256), access))
+            self._by_name[user.name] = access
+        self._anonymous = self._by_name.get(security.anonymous)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.security is not None and self.security.authenticates)
+
+    def access(self, authorization: str | None) -> Access:
+        """The rights of a call with this ``authorization`` metadata (None: absent).
+
+        Raises:
+            Unauthenticated: no token and no anonymous user, or a token of no user.
+        """
+        if not self.enabled:
+            return EVERYONE
+        if not authorization:
+            if self._anonymous is not None:
+                return self._anonymous
+            raise Unauthenticated(
+                "this server needs a token: send the metadata `authorization: Bearer TOKEN` "
+                "(the SDKs' token=..., the CLI's -token or $SOW_TOKEN)"
+            )
+        if authorization[: len(SCHEME)].lower() != SCHEME:
+            raise Unauthenticated("the authorization metadata must be `Bearer TOKEN`")
+        digest = hashlib.sha256(authorization[len(SCHEME) :].strip().encode()).digest()
+        found = None
+        for known, access in self._users:  # every user compared, in constant time each
+            if hmac.compare_digest(digest, known):
+                found = access
+        if found is None:
+            raise Unauthenticated("the token is not valid (unknown, or revoked)")
+        return found
+
+    def rights(self, user: str) -> Access | None:
+        """A user's current rights (None: no such user any more), for a reload."""
+        if not self.enabled:
+            return EVERYONE
+        return self._by_name.get(user)
