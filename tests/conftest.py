@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, settings
 from sowdb.config import Config, demo_config
 from sowdb.server import SowServer
 from sowdb_client import AsyncClient
-from tests.support import Process, Running, make_config, start_sowd
+from tests.support import Certs, Process, Running, make_config, start_sowd
 
 settings.register_profile(
     "sowdb",
@@ -58,3 +58,9 @@ def sowd_process(tmp_path: Path) -> Iterator[Process]:
 @pytest.fixture
 def demo() -> Config:
     return demo_config()
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    """One throw-away PKI for the whole run (``openssl``, EC keys: a few tens of ms)."""
+    return Certs(tmp_path_factory.mktemp("pki"))

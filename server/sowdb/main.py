@@ -29,7 +29,7 @@ from importlib.metadata import PackageNotFoundError, version
 from sowdb.auth import hash_token
 from sowdb.config import Config, ConfigError, demo_config, load_config
 from sowdb.engine.recovery import rebuild
-from sowdb.operations import checkpoint, verify
+from sowdb.operations import AdminCaller, checkpoint, verify
 from sowdb.server import run, with_overrides
 from sowdb.storage import Store, repair
 
@@ -55,6 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--generate", action="store_true", help="hash-token: make a new random token, and its hash")
     parser.add_argument("--server", help="checkpoint: the running sowd to ask (default: the config's listen address)")
+    parser.add_argument("--token", help="checkpoint: an admin user's token (default $SOW_TOKEN)")
+    parser.add_argument(
+        "--cacert", metavar="FILE", help="checkpoint over TLS: the CA to trust (default: the config's tls_cert)"
+    )
+    parser.add_argument("--cert", metavar="FILE", help="checkpoint with mutual TLS: the client certificate")
+    parser.add_argument("--key", metavar="FILE", help="checkpoint with mutual TLS: its private key")
     parser.add_argument("--config", help="TOML config file (default: the built-in demo config)")
     parser.add_argument("--listen", help="HOST:PORT to listen on (overrides [server] listen)")
     parser.add_argument("--data-dir", help="RocksDB data directory (overrides [server] data_dir)")
@@ -67,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         help=f"{', '.join(LOG_LEVELS)} (default INFO; any case, e.g. --log-level debug)",
     )
     parser.add_argument("--version", action="version", version=f"sowd {_version()}")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # "checkpoint --server S DIR" too
     if args.command == "hash-token":
         return _hash_token(args.directory, args.generate)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -78,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     config = with_overrides(config, listen=args.listen, data_dir=args.data_dir)
     if args.command == "checkpoint":
-        return checkpoint(config, args.directory, args.server)
+        caller = AdminCaller(args.server, args.token, args.cacert, args.cert, args.key)
+        return checkpoint(config, args.directory, caller)
     if args.command in ("rebuild", "verify", "repair"):
         return {"rebuild": _rebuild, "verify": verify, "repair": _repair}[args.command](config)
     try:

@@ -10,7 +10,9 @@ copy in place of the data directory while the server is stopped.
 
 from __future__ import annotations
 
+import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -53,19 +55,59 @@ def verify(config: Config) -> int:
     return 0 if report.ok else 1
 
 
-def checkpoint(config: Config, directory: str | None, server: str | None) -> int:
+@dataclass(frozen=True)
+class AdminCaller:
+    """How ``sowd checkpoint`` reaches a running server, secured or not (SPEC §11).
+
+    Attributes:
+        server: HOST:PORT (None: the config's listen address).
+        token: an admin user's token (None: ``$SOW_TOKEN``, if set).
+        cacert: the CA to trust for the server's certificate (None with TLS on: the config's own
+            ``tls_cert``, right for a self-signed certificate).
+        cert: a client certificate, for a server with mutual TLS.
+        key: its private key.
+    """
+
+    server: str | None = None
+    token: str | None = None
+    cacert: str | None = None
+    cert: str | None = None
+    key: str | None = None
+
+    def channel(self, config: Config) -> grpc.Channel:
+        target = self.server or config.server.listen
+        security = config.security
+        cacert = self.cacert or (security.tls_cert if security and security.tls_cert else None)
+        if cacert is None:
+            return grpc.insecure_channel(target)
+        pair = [Path(f).read_bytes() for f in (self.key, self.cert)] if self.cert and self.key else [None, None]
+        credentials = grpc.ssl_channel_credentials(Path(cacert).read_bytes(), pair[0], pair[1])
+        return grpc.secure_channel(target, credentials)
+
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        token = self.token or os.environ.get("SOW_TOKEN")
+        return (("authorization", f"Bearer {token}"),) if token else ()
+
+
+def checkpoint(config: Config, directory: str | None, caller: AdminCaller) -> int:
     """Write a checkpoint into ``directory``: through the running server, else directly."""
     if not directory:
         print("sowd checkpoint: give the directory to write the copy into (a new one)", file=sys.stderr)
         return 2
-    target = server or config.server.listen
-    with grpc.insecure_channel(target) as channel:
+    target = caller.server or config.server.listen
+    try:
+        channel = caller.channel(config)
+    except OSError as exc:
+        print(f"sowd checkpoint: {exc}", file=sys.stderr)
+        return 2
+    with channel:
         stub = admin_pb2_grpc.AdminServiceStub(channel)
+        request = admin_pb2.CheckpointRequest(directory=str(Path(directory).resolve()))
         try:
-            resp = stub.Checkpoint(admin_pb2.CheckpointRequest(directory=str(Path(directory).resolve())), timeout=600)
+            resp = stub.Checkpoint(request, timeout=600, metadata=caller.metadata())
         except grpc.RpcError as err:
             code = err.code()
-            if code != grpc.StatusCode.UNAVAILABLE or server:
+            if code != grpc.StatusCode.UNAVAILABLE or caller.server:
                 print(f"sowd checkpoint: {code.name}: {err.details()}", file=sys.stderr)
                 return 1
             return _checkpoint_stopped(config, directory)

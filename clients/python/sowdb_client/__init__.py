@@ -7,9 +7,11 @@ from sowdb_client.errors import (
     InvalidArgumentError,
     NotFoundError,
     OutOfRangeError,
+    PermissionDeniedError,
     PublishError,
     ResourceExhaustedError,
     SowdbError,
+    UnauthenticatedError,
     UnavailableError,
     UnimplementedError,
 )
@@ -41,6 +43,7 @@ __all__ = [
     "Mirror",
     "NotFoundError",
     "OutOfRangeError",
+    "PermissionDeniedError",
     "PublishAck",
     "PublishError",
     "PublishOptions",
@@ -54,6 +57,7 @@ __all__ = [
     "SubscribeOptions",
     "SubscriptionStream",
     "Tls",
+    "UnauthenticatedError",
     "UnavailableError",
     "UnimplementedError",
 ]

@@ -142,6 +142,30 @@ _BY_CODE: dict[grpc.StatusCode, type[SowdbError]] = {
     grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
 }
 _CODE_BY_VALUE = {c.value[0]: c for c in grpc.StatusCode}
+_CONNECTION_HINTS = (
+    (
+        "Socket closed",
+        "the server closed the connection as it was being set up: it may want TLS (tls=Tls(ca=...), "
+        "sow -cacert FILE or -tls) or, with mutual TLS, a client certificate signed by its client CA "
+        "(Tls(cert=..., key=...), sow -cert/-key)",
+    ),
+    (
+        "WRONG_VERSION_NUMBER",
+        "the server does not speak TLS on this port: connect without tls (sow without -tls/-cacert)",
+    ),
+    (
+        "CERTIFICATE_VERIFY_FAILED",
+        "the server's certificate is not signed by a CA this client trusts: give its CA "
+        "(Tls(ca=FILE), sow -cacert FILE)",
+    ),
+    (
+        "Hostname Verification",
+        "the server's certificate is not made out to this host name: name the one it is made out to "
+        "(Tls(server_name=...), sow -servername)",
+    ),
+)
+"""gRPC's words for a connection that failed to set up, and what they mean to a person (a
+plain client against a TLS port sees only "Socket closed")."""
 _DETAILS_KEY = "grpc-status-details-bin"
 
 
@@ -173,4 +197,6 @@ def from_rpc_error(err: grpc.RpcError) -> SowdbError:
             status = status_pb2.Status.FromString(value)
             if status.code == code.value[0]:
                 return from_status(status)
+    if code == grpc.StatusCode.UNAVAILABLE:
+        details = next((f"{hint} [{details}]" for words, hint in _CONNECTION_HINTS if words in details), details)
     return _BY_CODE.get(code, SowdbError)(code, details)
