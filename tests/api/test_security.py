@@ -28,7 +28,12 @@ from tests.support import acollect, take
 
 TOKENS = {name: secrets.token_urlsafe(16) for name in ("trader", "viewer", "root", "gone")}
 ROLES: list[dict[str, Any]] = [
-    {"name": "fx_trader", "read": ["orders", "^mark", "desk_totals", "orders_fast"], "write": ["orders"], "filter": "/desk = 'FX'"},
+    {
+        "name": "fx_trader",
+        "read": ["orders", "^mark", "desk_totals", "orders_fast"],
+        "write": ["orders"],
+        "filter": "/desk = 'FX'",
+    },
     {"name": "viewer", "read": ["orders"]},
     {"name": "admin", "read": [".*"], "write": [".*"], "admin": True},
 ]
