@@ -121,21 +121,24 @@ def test_sighup_ends_a_live_subscription_that_lost_its_right(
     secured_sowd: Process, certs: Certs, tmp_path: Path
 ) -> None:
     env = {**os.environ, "SOW_TOKEN": VIEWER, "SOW_SERVER": secured_sowd.target}
+    command = ["subscribe", "-topic", "orders", "-format", "full", "-cacert", certs["ca.pem"]]
     live = subprocess.Popen(
-        [sys.executable, "-m", "sowdb_client.cli", "subscribe", "-topic", "orders", "-cacert", certs["ca.pem"]],
+        [sys.executable, "-m", "sowdb_client.cli", *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
     )
-    assert live.stdout is not None
-    assert live.stderr is not None
-    time.sleep(1.0)  # the subscription is placed (its first line comes only with a message)
-    write_config(tmp_path, viewer_reads='"^prices"')  # the viewer loses orders
-    secured_sowd.proc.send_signal(signal.SIGHUP)
-    _, err = live.communicate(timeout=30)
-    assert live.returncode == 1
-    assert "PERMISSION_DENIED" in err
+    try:
+        assert live.stdout is not None
+        assert json.loads(live.stdout.readline())["command"] == "subscribed"  # placed, live
+        write_config(tmp_path, viewer_reads='"^prices"')  # the viewer loses orders
+        secured_sowd.proc.send_signal(signal.SIGHUP)
+        _, err = live.communicate(timeout=30)
+        assert live.returncode == 1
+        assert "PERMISSION_DENIED" in err
+    finally:
+        live.kill()
     deadline = time.monotonic() + 10
     while True:  # new calls get the new rights too
         rc, _, err = sow(secured_sowd, certs, "sow", "-topic", "orders", token=VIEWER)

@@ -66,15 +66,17 @@ def test_sigterm_shuts_down_gracefully_and_data_survives(tmp_path: Path) -> None
 def test_sowd_rebuild_recreates_current_from_the_journal(tmp_path: Path) -> None:
     data = tmp_path / "data"
     p = start_sowd(data)
-    with Client(p.target) as c:
-        c.publish("orders", [{"orderId": i, "v": i} for i in range(50)])
-        c.sow_delete("orders", filter="/v >= 40")
-        busy = subprocess.run(
-            [str(BIN / "sowd"), "rebuild", "--data-dir", str(data)], capture_output=True, text=True, timeout=60
-        )
-        assert busy.returncode == 1  # not under a running server
-        assert "in use by another sowd" in busy.stderr
-    p.stop()
+    try:
+        with Client(p.target) as c:
+            c.publish("orders", [{"orderId": i, "v": i} for i in range(50)])
+            c.sow_delete("orders", filter="/v >= 40")
+            busy = subprocess.run(
+                [str(BIN / "sowd"), "rebuild", "--data-dir", str(data)], capture_output=True, text=True, timeout=60
+            )
+            assert busy.returncode == 1  # not under a running server
+            assert "in use by another sowd" in busy.stderr
+    finally:
+        p.stop()
     done = subprocess.run(
         [str(BIN / "sowd"), "rebuild", "--data-dir", str(data)], capture_output=True, text=True, timeout=60
     )
