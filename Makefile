@@ -21,7 +21,7 @@ setup: $(STAMP) $(NODE_BUILT)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check setuptools==80.9.0
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-build-isolation -e '.[dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-build-isolation -e '.[dev,spark]'
 	touch $(STAMP)
 
 $(NODE_DEPS): $(STAMP) $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
