@@ -478,6 +478,28 @@ class Store:
             it.next()
         return out
 
+    def producer_seqs(self) -> dict[str, int]:
+        """Each idempotent producer's last applied sequence (J-4), as written with its messages."""
+        out = {}
+        it = self._meta.iter()
+        it.seek(k.PRODUCER_PREFIX)
+        while it.valid():
+            key = cast(bytes, it.key())
+            if not key.startswith(k.PRODUCER_PREFIX):
+                break
+            out[key[len(k.PRODUCER_PREFIX) :].decode()] = k.decode_seq(cast(bytes, it.value()))
+            it.next()
+        return out
+
+    def write_producer_seqs(self, seqs: dict[str, int]) -> None:
+        """Make the stored producer sequences exactly ``seqs`` (after a roll-back)."""
+        wb = WriteBatch(raw_mode=True)
+        cf = self._cf["meta"]
+        wb.delete_range(k.PRODUCER_PREFIX, k.PRODUCER_PREFIX[:-1] + b"\x01", cf)
+        for producer_id, seq in seqs.items():
+            wb.put(k.producer_key(producer_id), k.encode_seq(seq), cf)
+        self.write(wb)
+
     def write_record_counts(self, counts: dict[str, int]) -> None:
         """Record the topics' counts (after a rebuild or a replay, which write ``current`` in bulk)."""
         wb = WriteBatch(raw_mode=True)

@@ -1,0 +1,133 @@
+"""``sowdb.v1.DataService``: bulk reads and writes for pipelines (SPEC §9), behind the same error
+boundary as the rest of the API. Thin: it converts requests, delegates to the engine's parts
+(:class:`~sowdb.engine.snapshots.Snapshots`, :class:`~sowdb.engine.journal_reads.JournalReads`,
+:class:`~sowdb.engine.staging.Stages`), and encodes records as columns."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+from sowdb.api import convert
+from sowdb.api.service import Undecodable
+from sowdb.api.servicer import Context, error_boundary
+from sowdb.engine import Engine, StoredRecord
+from sowdb.engine.journal_reads import Entry
+from sowdb.engine.staging import StageBuilder
+from sowdb.errors import InvalidArgument
+from sowdb_api.v1 import data_pb2 as pb
+from sowdb_api.v1 import data_pb2_grpc
+
+
+def record_columns(records: Sequence[StoredRecord]) -> pb.RecordColumns:
+    """A batch of records as columns (each list built by one comprehension, copied in C)."""
+    return pb.RecordColumns(
+        topics=[r.topic for r in records],
+        sow_keys=[r.sow_key for r in records],
+        bookmarks=[r.bookmark for r in records],
+        timestamps_us=[r.timestamp_us for r in records],
+        data=[r.raw for r in records],
+    )
+
+
+def entry_columns(entries: Sequence[Entry]) -> pb.RecordColumns:
+    """A batch of journal entries as columns; an operation's number is its journal op."""
+    return pb.RecordColumns(
+        topics=[e.topic for e in entries],
+        sow_keys=[e.sow_key for e in entries],
+        bookmarks=[e.seq for e in entries],
+        timestamps_us=[e.timestamp_us for e in entries],
+        data=[e.payload for e in entries],
+        operations=[e.op for e in entries],  # type: ignore[misc]  # OP_* equal the enum's numbers
+    )
+
+
+class DataServicer(data_pb2_grpc.DataServiceServicer):
+    """``sowdb.v1.DataService`` over an :class:`Engine`."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @error_boundary
+    async def OpenSnapshot(self, request: pb.OpenSnapshotRequest, context: Context) -> pb.OpenSnapshotResponse:
+        info = await self.engine.snapshots.open(
+            request.topic, filter=request.filter, bookmark=request.bookmark, lease_s=request.lease_seconds
+        )
+        return pb.OpenSnapshotResponse(
+            snapshot_id=info.snapshot_id,
+            bookmark=info.bookmark,
+            record_count=info.record_count,
+            records_scanned=info.records_scanned,
+        )
+
+    @error_boundary
+    async def ReadSnapshot(
+        self, request: pb.ReadSnapshotRequest, context: Context
+    ) -> AsyncIterator[pb.ReadSnapshotResponse]:
+        chunks = self.engine.snapshots.read(
+            request.snapshot_id, request.partition, request.partitions, request.batch_size
+        )
+        async for chunk in chunks:
+            yield pb.ReadSnapshotResponse(records=record_columns(chunk))
+
+    @error_boundary
+    async def CloseSnapshot(self, request: pb.CloseSnapshotRequest, context: Context) -> pb.CloseSnapshotResponse:
+        return pb.CloseSnapshotResponse(closed=self.engine.snapshots.close(request.snapshot_id))
+
+    @error_boundary
+    async def ReadJournal(
+        self, request: pb.ReadJournalRequest, context: Context
+    ) -> AsyncIterator[pb.ReadJournalResponse]:
+        chunks = self.engine.journal_reads.read(
+            request.from_bookmark,
+            request.to_bookmark,
+            topic=request.topic,
+            operations=list(request.operations),
+            filter=request.filter,
+            batch_size=request.batch_size,
+        )
+        async for chunk in chunks:
+            yield pb.ReadJournalResponse(entries=entry_columns(chunk))
+
+    @error_boundary
+    async def DescribeJournal(self, request: pb.DescribeJournalRequest, context: Context) -> pb.DescribeJournalResponse:
+        r = await self.engine.journal_reads.describe(request.after_bookmark, request.max_entries, request.topic)
+        return pb.DescribeJournalResponse(
+            trimmed_bookmark=r.trimmed, last_bookmark=r.last, end_bookmark=r.end, entries=r.entries
+        )
+
+    @error_boundary
+    async def StageWrite(
+        self, request_iterator: AsyncIterator[pb.StageWriteRequest], context: Context
+    ) -> pb.StageWriteResponse:
+        builder: StageBuilder | None = None
+        try:
+            async for req in request_iterator:
+                if isinstance(req, Undecodable):
+                    raise req.error()
+                if builder is None:
+                    builder = self.engine.stages.begin(req.stage_id, req.topic)
+                elif req.stage_id and req.stage_id != builder.stage_id:
+                    raise InvalidArgument("a StageWrite call writes one stage", field="stage_id")
+                messages = list(req.messages)
+                builder.add(messages, convert.ttls(messages))
+            if builder is None:
+                raise InvalidArgument("a StageWrite call needs at least one request", field="stage_id")
+            count = builder.seal()
+        finally:
+            if builder is not None:
+                builder.discard()  # a no-op once sealed
+        return pb.StageWriteResponse(stage_id=builder.stage_id, message_count=count)
+
+    @error_boundary
+    async def CommitStages(self, request: pb.CommitStagesRequest, context: Context) -> pb.CommitStagesResponse:
+        producer = (request.producer_id, request.producer_seq) if request.producer_id else None
+        done = await self.engine.stages.commit(request.topic, list(request.stage_ids), producer)
+        return pb.CommitStagesResponse(
+            first_bookmark=done.first, last_bookmark=done.last, message_count=done.count, duplicate=done.duplicate
+        )
+
+    @error_boundary
+    async def AbortStages(self, request: pb.AbortStagesRequest, context: Context) -> pb.AbortStagesResponse:
+        return pb.AbortStagesResponse(
+            aborted=self.engine.stages.abort(list(request.stage_ids), request.stage_id_prefix)
+        )
