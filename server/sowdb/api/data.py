@@ -100,18 +100,26 @@ class DataServicer(data_pb2_grpc.DataServiceServicer):
         self, request_iterator: AsyncIterator[pb.StageWriteRequest], context: Context
     ) -> pb.StageWriteResponse:
         builder: StageBuilder | None = None
+        complete = False
         try:
             async for req in request_iterator:
                 if isinstance(req, Undecodable):
                     raise req.error()
+                if complete:
+                    raise InvalidArgument("a request after the one marked complete", field="complete")
                 if builder is None:
                     builder = self.engine.stages.begin(req.stage_id, req.topic)
                 elif req.stage_id and req.stage_id != builder.stage_id:
                     raise InvalidArgument("a StageWrite call writes one stage", field="stage_id")
                 messages = list(req.messages)
                 builder.add(messages, convert.ttls(messages))
+                complete = req.complete
             if builder is None:
                 raise InvalidArgument("a StageWrite call needs at least one request", field="stage_id")
+            if not complete:  # a cancelled call ends its requests the same way as a finished one
+                raise InvalidArgument(
+                    "the stage's last request must be marked complete; the stage was not kept", field="complete"
+                )
             count = builder.seal()
         finally:
             if builder is not None:

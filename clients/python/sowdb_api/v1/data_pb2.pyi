@@ -426,12 +426,17 @@ class StageWriteRequest(_message.Message):
     STAGE_ID_FIELD_NUMBER: _builtins.int
     TOPIC_FIELD_NUMBER: _builtins.int
     MESSAGES_FIELD_NUMBER: _builtins.int
+    COMPLETE_FIELD_NUMBER: _builtins.int
     stage_id: _builtins.str
     """The stage, chosen by the writer (e.g. job/partition/attempt); required in the first request.
     A stage id already held is replaced by this call's messages.
     """
     topic: _builtins.str
     """The topic the stage will be committed to; required in the first request."""
+    complete: _builtins.bool
+    """Set on the last request: the stage is complete. A call that ends without it (the writer
+    died, the call was cancelled) leaves no stage.
+    """
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[_sow_pb2.PublishMessage]:
         """The messages, in order."""
@@ -442,10 +447,11 @@ class StageWriteRequest(_message.Message):
         stage_id: _builtins.str = ...,
         topic: _builtins.str = ...,
         messages: _abc.Iterable[_sow_pb2.PublishMessage] | None = ...,
+        complete: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages", b"messages", "stage_id", b"stage_id", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["complete", b"complete", "messages", b"messages", "stage_id", b"stage_id", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

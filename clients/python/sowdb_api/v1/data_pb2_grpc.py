@@ -122,8 +122,8 @@ class DataServiceServicer:
 
     def StageWrite(self, request_iterator, context):
         """Stages messages for a later CommitStages: validated now (a bad message is refused naming
-        it), applied only when committed. The first request names the stage; a stage is complete
-        when the call ends OK (a call that fails or is cancelled leaves no stage).
+        it), applied only when committed. The first request names the stage; the last one says it
+        is complete (a call that ends otherwise leaves no stage).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

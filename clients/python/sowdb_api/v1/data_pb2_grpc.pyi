@@ -57,8 +57,8 @@ class DataServiceStub:
     """The retained journal's range, and where a read of at most N matching entries would end."""
     StageWrite: _grpc.StreamUnaryMultiCallable[_data_pb2.StageWriteRequest, _data_pb2.StageWriteResponse]
     """Stages messages for a later CommitStages: validated now (a bad message is refused naming
-    it), applied only when committed. The first request names the stage; a stage is complete
-    when the call ends OK (a call that fails or is cancelled leaves no stage).
+    it), applied only when committed. The first request names the stage; the last one says it
+    is complete (a call that ends otherwise leaves no stage).
     """
     CommitStages: _grpc.UnaryUnaryMultiCallable[_data_pb2.CommitStagesRequest, _data_pb2.CommitStagesResponse]
     """Applies exactly the named stages to their topic as one atomic batch: one WriteBatch,
@@ -91,8 +91,8 @@ class DataServiceAsyncStub(DataServiceStub):
     """The retained journal's range, and where a read of at most N matching entries would end."""
     StageWrite: _aio.StreamUnaryMultiCallable[_data_pb2.StageWriteRequest, _data_pb2.StageWriteResponse]  # type: ignore[assignment]
     """Stages messages for a later CommitStages: validated now (a bad message is refused naming
-    it), applied only when committed. The first request names the stage; a stage is complete
-    when the call ends OK (a call that fails or is cancelled leaves no stage).
+    it), applied only when committed. The first request names the stage; the last one says it
+    is complete (a call that ends otherwise leaves no stage).
     """
     CommitStages: _aio.UnaryUnaryMultiCallable[_data_pb2.CommitStagesRequest, _data_pb2.CommitStagesResponse]  # type: ignore[assignment]
     """Applies exactly the named stages to their topic as one atomic batch: one WriteBatch,
@@ -158,8 +158,8 @@ class DataServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_data_pb2.StageWriteResponse, _abc.Awaitable[_data_pb2.StageWriteResponse]]:
         """Stages messages for a later CommitStages: validated now (a bad message is refused naming
-        it), applied only when committed. The first request names the stage; a stage is complete
-        when the call ends OK (a call that fails or is cancelled leaves no stage).
+        it), applied only when committed. The first request names the stage; the last one says it
+        is complete (a call that ends otherwise leaves no stage).
         """
 
     @_abc_1.abstractmethod
