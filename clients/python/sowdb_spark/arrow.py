@@ -120,7 +120,7 @@ def _values(values: list[Any], spark_type: DataType, arrow_type: pa.DataType) ->
     """One column of JSON values converted to a Spark type (a mismatch is null)."""
     t = type(spark_type)
     if t is LongType or t in _INTEGRAL:
-        low, high = _INTEGRAL.get(t, _LONG)  # type: ignore[call-overload]
+        low, high = _INTEGRAL.get(t, _LONG)
         ints = [v if type(v) is int and low <= v < high else None for v in values]
         return pa.array(ints, arrow_type)
     if t is DoubleType or t is FloatType:

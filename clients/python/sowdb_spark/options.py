@@ -59,6 +59,21 @@ def _int(name: str, text: str, low: int, high: int) -> int:
     return value
 
 
+def check_names(options: Mapping[str, str], uses: tuple[str, ...], source: str) -> None:
+    """Refuse an option no use of the source knows, when the DataFrame is loaded.
+
+    Raises:
+        SowdbSparkError: naming the option and the known ones.
+    """
+    known = set().union(*(USES[u] for u in uses))
+    unknown = sorted({k.lower() for k in options} - known)
+    if unknown:
+        raise SowdbSparkError(
+            f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} for format {source!r}; "
+            f"the options are {', '.join(sorted(known))}"
+        )
+
+
 def parse(options: Mapping[str, str], use: str, *, topic_required: bool = True) -> Options:
     """The options of one use of a source (``read``, ``write``, ``journal read``, ...).
 

@@ -100,7 +100,7 @@ def translate(f: Filter, schema: StructType) -> str | None:
         inner = f.child
         if isinstance(inner, EqualTo | In):
             field = _field(inner.attribute, schema)
-            if field is not None and isinstance(field[1], _NUMERIC | BooleanType) and field[0] is not None:
+            if field is not None and isinstance(field[1], (*_NUMERIC, BooleanType)) and field[0] is not None:
                 text = translate(inner, schema)
                 return None if text is None else f"NOT ({text})"
         return None
@@ -114,7 +114,7 @@ def translate(f: Filter, schema: StructType) -> str | None:
         return _metadata(f, meta)
     assert path is not None
     if isinstance(f, IsNotNull):
-        return f"{path} IS NOT NULL" if isinstance(data_type, _NUMERIC | BooleanType) else None
+        return f"{path} IS NOT NULL" if isinstance(data_type, (*_NUMERIC, BooleanType)) else None
     if isinstance(data_type, _NUMERIC):
         if type(f) in _COMPARISONS:
             value = _number(f.value)  # type: ignore[attr-defined]

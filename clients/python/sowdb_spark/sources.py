@@ -106,7 +106,7 @@ class SowReader(DataSourceReader):
         n = max(1, min(o.partitions, snap.record_count or 1))
         return [SnapshotSlice(o.server, snap.snapshot_id, i, n, o.batch_size) for i in range(n)]
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SnapshotSlice)
         make = BatchMaker(self.schema)
         req = dpb.ReadSnapshotRequest(
@@ -185,14 +185,14 @@ class SowWriter(DataSourceArrowWriter):
         self.options = options
         self.job = f"spark-{uuid.uuid4().hex}"
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> Staged:  # type: ignore[override]
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Staged:
         ctx = TaskContext.get()
         partition, attempt = (ctx.partitionId(), ctx.attemptNumber()) if ctx is not None else (0, 0)
         stage_id = f"{self.job}/{partition}/{attempt}"
         o = self.options
         return Staged(stage_id, partition, _stage_rows(o.server, o.topic, stage_id, iterator, o.batch_size))
 
-    def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         staged = sorted((m for m in messages if isinstance(m, Staged)), key=lambda m: m.partition)
         o = self.options
         try:
@@ -204,7 +204,7 @@ class SowWriter(DataSourceArrowWriter):
         finally:
             self._discard()  # stages of failed attempts
 
-    def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         self._discard()
 
     def _discard(self) -> None:
@@ -220,7 +220,7 @@ class SowStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
         self.run = uuid.uuid4().hex
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> Staged:  # type: ignore[override]
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Staged:
         ctx = TaskContext.get()
         assert ctx is not None, "a streaming write runs in a Spark task"
         query_id = ctx.getLocalProperty("sql.streaming.queryId") or ""
@@ -335,7 +335,7 @@ class JournalReader(DataSourceReader):
         upto = min(o.to_bookmark or d.last_bookmark, d.last_bookmark)
         return _journal_slices(o, after, upto, o.partitions)
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, JournalSlice):  # an empty range plans one empty partition
             return iter(())
         return _read_journal(partition, self.schema)
@@ -391,7 +391,7 @@ class JournalStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
         return _journal_slices(self.options, int(start["bookmark"]), int(end["bookmark"]), self.options.partitions)
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, JournalSlice)
         return _read_journal(partition, self.schema)
 
@@ -408,6 +408,7 @@ class SowdbDataSource(DataSource):
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         self.options = dict(options)
+        opt.check_names(self.options, ("read", "write", "stream read"), "sowdb")
 
     @classmethod
     def name(cls) -> str:
@@ -438,6 +439,7 @@ class SowdbJournalDataSource(DataSource):
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         self.options = dict(options)
+        opt.check_names(self.options, ("journal read", "journal stream read"), "sowdb.journal")
 
     @classmethod
     def name(cls) -> str:
