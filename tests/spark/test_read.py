@@ -147,7 +147,7 @@ def test_options_are_checked_at_planning(spark: SparkSession, server: str) -> No
         read().options(topic="books", fliter="/id = 1").load()
     with pytest.raises(PySparkException, match="unknown option from_bookmark for a sowdb read"):
         read().options(topic="books", from_bookmark="0").load().collect()
-    with pytest.raises(PySparkException, match=r"INVALID_ARGUMENT: expected an operand at column 5.*\(option filter\)"):
+    with pytest.raises(PySparkException, match=r"INVALID_ARGUMENT: expected an operand at column 6.*\(option filter\)"):
         read().options(topic="books", filter="/id >").load().collect()
     with pytest.raises(PySparkException, match="option partitions must be a whole number"):
         read().options(topic="books", partitions="many").load()
