@@ -152,22 +152,29 @@ def _stage_rows(server: str, topic: str, stage_id: str, batches: Iterator[pa.Rec
             field), naming it.
     """
     rows = 0
+    failure: Exception | None = None  # gRPC reports an error of the request iterator only as UNKNOWN
 
     def requests() -> Iterator[dpb.StageWriteRequest]:
-        nonlocal rows
+        nonlocal rows, failure
         pending: list[pb.PublishMessage] = []
-        for batch in batches:
-            for data, key in documents(batch, rows):
-                pending.append(pb.PublishMessage(data=data, sow_key=key))
-                rows += 1
-                if len(pending) >= size:
-                    yield dpb.StageWriteRequest(stage_id=stage_id, topic=topic, messages=pending)
-                    pending = []
+        try:
+            for batch in batches:
+                for data, key in documents(batch, rows):
+                    pending.append(pb.PublishMessage(data=data, sow_key=key))
+                    rows += 1
+                    if len(pending) >= size:
+                        yield dpb.StageWriteRequest(stage_id=stage_id, topic=topic, messages=pending)
+                        pending = []
+        except Exception as exc:
+            failure = exc
+            raise
         yield dpb.StageWriteRequest(stage_id=stage_id, topic=topic, messages=pending, complete=True)
 
     try:
         call(stub(server).StageWrite, requests())
     except SowdbError as exc:
+        if failure is not None:
+            raise failure from None
         index = exc.metadata.get("message_index")
         if index is not None:
             raise SowdbSparkError(
