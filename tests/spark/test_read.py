@@ -127,7 +127,10 @@ def test_pushed_and_unpushed_filters_give_the_same_rows(spark: SparkSession, ser
     s = StructType(
         [StructField("n", LongType()), StructField("s", StringType()), StructField("_sow_key", StringType(), False)]
     )
-    assert server_filter([EqualTo(("n",), 5), GreaterThan(("n",), 1.5)], s, "/x = 1") == "(/x = 1) AND (/n = 5) AND (/n > 1.5)"
+    assert (
+        server_filter([EqualTo(("n",), 5), GreaterThan(("n",), 1.5)], s, "/x = 1")
+        == "(/x = 1) AND (/n = 5) AND (/n > 1.5)"
+    )
     assert server_filter([IsNull(("n",)), EqualTo(("s",), ""), EqualTo(("s",), "true")], s) == ""
     assert server_filter([In(("s",), ("a", "b'c")), StringStartsWith(("s",), "SY")], s) == (
         "(/s IN ('a', 'b\\'c')) AND (/s BEGINS WITH ('SY'))"

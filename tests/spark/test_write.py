@@ -28,11 +28,15 @@ def journal_count(server: str, topic: str) -> int:
 
 def stages_left(server: str) -> int:
     with grpc.insecure_channel(server) as channel:
-        return int(data_pb2_grpc.DataServiceStub(channel).AbortStages(dpb.AbortStagesRequest(stage_id_prefix="spark-")).aborted)
+        return int(
+            data_pb2_grpc.DataServiceStub(channel).AbortStages(dpb.AbortStagesRequest(stage_id_prefix="spark-")).aborted
+        )
 
 
 def test_a_dataframe_is_written_as_json_objects_in_one_batch(spark: SparkSession, server: str) -> None:
-    df = spark.createDataFrame([(i, f"n{i}", i * 1.5, None) for i in range(500)], "id long, name string, px double, note string")
+    df = spark.createDataFrame(
+        [(i, f"n{i}", i * 1.5, None) for i in range(500)], "id long, name string, px double, note string"
+    )
     df.repartition(3).write.format("sowdb").options(server=server, topic="written").mode("append").save()
     with Client(server) as c:
         records = list(c.sow("written", batch_size=1000))
@@ -97,7 +101,9 @@ def test_a_bad_row_fails_the_job_naming_it(spark: SparkSession, server: str) -> 
     with pytest.raises(PySparkException, match=r"row 10 of partition 0 is refused: lacks the key field /id"):
         df.write.format("sowdb").options(server=server, topic="written").mode("append").save()
     binary = spark.createDataFrame([(1, bytearray(b"\x00"))], "id long, blob binary")
-    with pytest.raises(PySparkException, match=r"row 0: cannot be written as JSON \(Type is not JSON serializable: bytes\)"):
+    with pytest.raises(
+        PySparkException, match=r"row 0: cannot be written as JSON \(Type is not JSON serializable: bytes\)"
+    ):
         binary.write.format("sowdb").options(server=server, topic="written").mode("append").save()
     with pytest.raises(PySparkException, match="sowdb writes append"):
         binary.write.format("sowdb").options(server=server, topic="written").mode("overwrite").save()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 (the PySpark convention)
 
 from sowdb_spark.session import session
@@ -38,7 +38,8 @@ def as_of(journal: DataFrame, topic: str, bookmark: int) -> DataFrame:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) -> int:
+    """Run the job (in ``spark`` when given, which is left running; else in a session of its own)."""
     p = argparse.ArgumentParser(prog="python -m sowdb_spark.asof", description=__doc__.splitlines()[0])
     p.add_argument("--journal", required=True, help="an exported journal (Parquet, python -m sowdb_spark.export)")
     p.add_argument("--topic", required=True, help="the topic")
@@ -46,13 +47,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="the Parquet directory to write")
     p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     a = p.parse_args(argv)
-    spark = session(a.master, "sowdb-asof")
+    own = spark is None
+    spark = spark or session(a.master, "sowdb-asof")
     start = time.perf_counter()
     out = as_of(spark.read.parquet(a.journal), a.topic, a.bookmark)
     out.write.mode("overwrite").parquet(a.out)
     count = spark.read.parquet(a.out).count()
     print(f"{count:,} records of {a.topic} as of bookmark {a.bookmark} in {a.out} ({time.perf_counter() - start:.1f}s)")
-    spark.stop()
+    if own:
+        spark.stop()
     return 0
 
 

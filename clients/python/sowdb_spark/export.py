@@ -17,11 +17,14 @@ from __future__ import annotations
 import argparse
 import time
 
+from pyspark.sql import SparkSession
+
 from sowdb_client.cli.args import default_server, server_address
 from sowdb_spark.session import session
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) -> int:
+    """Run the job (in ``spark`` when given, which is left running; else in a session of its own)."""
     p = argparse.ArgumentParser(prog="python -m sowdb_spark.export", description=__doc__.splitlines()[0])
     p.add_argument("--server", default=default_server(), type=server_address, help="sowd address (default %(default)s)")
     p.add_argument("--out", required=True, help="the Parquet directory to write (or append to)")
@@ -32,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--incremental", metavar="CHECKPOINT", help="append what is new since the last run")
     p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     a = p.parse_args(argv)
-    spark = session(a.master, "sowdb-export")
+    own = spark is None
+    spark = spark or session(a.master, "sowdb-export")
     start = time.perf_counter()
     options = {"server": a.server, "from_bookmark": a.from_bookmark}
     if a.topic:
@@ -59,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = spark.read.parquet(a.out).count() if a.out else 0
     took = time.perf_counter() - start
     print(f"exported {rows:,} journal entries to {a.out} in {took:.1f}s")
-    spark.stop()
+    if own:
+        spark.stop()
     return 0
 
 

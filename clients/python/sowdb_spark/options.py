@@ -22,6 +22,8 @@ READ = {"server", "topic", "filter", "bookmark", "partitions", "lease", "batch_s
 WRITE = {"server", "topic", "batch_size"}
 JOURNAL_READ = {"server", "topic", "filter", "from_bookmark", "to_bookmark", "operations", "partitions", "batch_size"}
 STREAM_READ = {"server", "topic", "filter", "from_bookmark", "operations", "partitions", "max_entries_per_batch"}
+SPARK_OPTIONS = {"checkpointlocation", "path", "queryname"}
+"""Options Spark itself takes (a streaming sink's checkpoint) and passes on; not ours to refuse."""
 USES = {
     "read": READ,
     "write": WRITE,
@@ -66,7 +68,7 @@ def check_names(options: Mapping[str, str], uses: tuple[str, ...], source: str) 
         SowdbSparkError: naming the option and the known ones.
     """
     known = set().union(*(USES[u] for u in uses))
-    unknown = sorted({k.lower() for k in options} - known)
+    unknown = sorted({k.lower() for k in options} - known - SPARK_OPTIONS)
     if unknown:
         raise SowdbSparkError(
             f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} for format {source!r}; "
@@ -80,7 +82,7 @@ def parse(options: Mapping[str, str], use: str, *, topic_required: bool = True) 
     Raises:
         SowdbSparkError: an unknown option, a missing ``topic``, a bad value; naming the option.
     """
-    given = {k.lower(): str(v) for k, v in options.items()}
+    given = {k.lower(): str(v) for k, v in options.items() if k.lower() not in SPARK_OPTIONS}
     allowed = USES[use]
     unknown = sorted(set(given) - allowed)
     if unknown:
