@@ -1,6 +1,6 @@
 """One SparkSession (``local[2,4]``: two threads, and a failed task is tried again up to 4 times,
 as on a cluster — plain ``local[2]`` never retries a task) and one ``sowd`` process for every
-Spark test of the run: a session takes 8–10 s to start."""
+Spark test of the run: a session takes 8 to 10 s to start."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import grpc
 from pyspark.sql import Row, SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.testing import assertDataFrameEqual
 
 from sowdb_api.v1 import data_pb2 as dpb
@@ -71,30 +72,30 @@ def test_a_stream_resumes_from_its_checkpoint_without_gap_or_duplicate(
     writer.start()
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
 
-    def start(**trigger: object) -> object:
+    def start(available_now: bool) -> StreamingQuery:
         reader = spark.readStream.format("sowdb").options(server=server, topic="ticks", max_entries_per_batch="300")
-        return (
+        sink = (
             reader.load()
             .writeStream.format("parquet")
             .option("path", str(out))
             .option("checkpointLocation", str(checkpoint))
-            .trigger(**trigger)  # type: ignore[arg-type]
-            .start()
         )
+        sink = sink.trigger(availableNow=True) if available_now else sink.trigger(processingTime="100 milliseconds")
+        return sink.start()
 
     try:
-        query = start(processingTime="100 milliseconds")
+        query = start(available_now=False)
         deadline = time.time() + 60
-        while len(query.recentProgress) < 3 and time.time() < deadline:  # type: ignore[attr-defined]
+        while len(query.recentProgress) < 3 and time.time() < deadline:
             time.sleep(0.2)
-        query.stop()  # type: ignore[attr-defined]  # mid-stream: the publisher goes on
+        query.stop()  # mid-stream: the publisher goes on
         time.sleep(0.3)
     finally:
         stop.set()
         writer.join()
-    query = start(availableNow=True)
-    query.awaitTermination(120)  # type: ignore[attr-defined]
-    query.stop()  # type: ignore[attr-defined]
+    query = start(available_now=True)
+    query.awaitTermination(120)
+    query.stop()
     seen = [r.bookmark for r in spark.read.parquet(str(out)).collect()]
     assert sorted(seen) == journal(server, "ticks")  # every entry once: no gap, no duplicate
 
