@@ -4,7 +4,8 @@
 ``filter`` is the server's to judge: it is refused, with its column, when the snapshot is
 opened at planning.)
 
-Options are strings, as Spark passes them, and their names are case-insensitive.
+Options are strings, as Spark passes them, and their names are case-insensitive. ``server``
+defaults to ``$SOW_SERVER``, else ``127.0.0.1:9007``, as for the ``sow`` CLI.
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sowdb_client.cli.args import DEFAULT_PORT, server_address
+from sowdb_client.cli.args import default_server, server_address
 from sowdb_spark.rpc import SowdbSparkError
 
-DEFAULT_SERVER = f"127.0.0.1:{DEFAULT_PORT}"
 OPERATIONS = {"publish": 1, "delete": 2, "expire": 3}
 
 READ = {"server", "topic", "filter", "bookmark", "partitions", "lease", "batch_size"}
@@ -38,7 +38,7 @@ USES = {
 class Options:
     """Every option of every use, checked for the use at hand (unset ones at their defaults)."""
 
-    server: str = DEFAULT_SERVER
+    server: str = ""
     topic: str = ""
     filter: str = ""
     bookmark: str = ""
@@ -93,7 +93,8 @@ def parse(options: Mapping[str, str], use: str, *, topic_required: bool = True) 
     topic = given.get("topic", "").strip()
     if topic_required and not topic:
         raise SowdbSparkError(f"option topic is required for a sowdb {use}, e.g. .option('topic', 'orders')")
-    out: dict[str, object] = {"topic": topic}
+    # like the CLI: $SOW_SERVER, else 127.0.0.1:9007 (resolved where Spark plans, on the driver)
+    out: dict[str, object] = {"topic": topic, "server": default_server()}
     if "server" in given:
         out["server"] = server_address(given["server"])
     for name in ("filter", "bookmark"):

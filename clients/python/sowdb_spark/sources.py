@@ -374,6 +374,8 @@ class JournalStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         start = self.options.from_bookmark
         if start == "now":
             return {"bookmark": self._describe().last_bookmark}
+        if start == "0":  # the start of the retained journal
+            return {"bookmark": self._describe().trimmed_bookmark}
         return {"bookmark": int(start)}
 
     def getDefaultReadLimit(self) -> ReadLimit:

@@ -21,6 +21,9 @@ bounded (:data:`MAX_STAGED_BYTES`).
 
 from __future__ import annotations
 
+import gc
+import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +43,8 @@ STAGE_LEASE_S = 3600.0
 MAX_STAGED_BYTES = 2 * 1024**3
 """Bytes of documents staged at once, over all stages; a stage that would pass it is refused."""
 MAX_STAGE_ID = 256
+
+log = logging.getLogger("sowdb.engine")
 
 
 @dataclass(frozen=True)
@@ -238,7 +243,7 @@ class Stages:
             stage.committing = True
         try:
             keys, docs, raws, ttls = await self._prepare(stages)
-            first, last = (0, 0) if not raws else self.writer.publish_decoded(topic, keys, docs, raws, ttls, producer)
+            first, last = (0, 0) if not raws else self._apply(topic, keys, docs, raws, ttls, producer)
         finally:
             for stage in stages:
                 stage.committing = False
@@ -247,6 +252,29 @@ class Stages:
         if raws and not first:
             return Committed(0, 0, 0, duplicate=True)  # the producer committed the same sequence meanwhile
         return Committed(first, last, len(raws))
+
+    def _apply(
+        self,
+        topic: str,
+        keys: list[str],
+        docs: list[dict[str, Any]],
+        raws: list[bytes],
+        ttls: list[float | None] | None,
+        producer: Producer | None,
+    ) -> tuple[int, int]:
+        """The one step: the writer applies everything. The cyclic garbage collector is held off
+        meanwhile (the step allocates a few objects per message, which would trigger collections
+        that walk every stored record for nothing: ~10 % of the step at a million messages)."""
+        enabled = gc.isenabled()
+        gc.disable()
+        start = time.perf_counter()
+        try:
+            return self.writer.publish_decoded(topic, keys, docs, raws, ttls, producer)
+        finally:
+            if enabled:
+                gc.enable()
+            took = time.perf_counter() - start
+            log.info("committed %d staged messages to %s in one step of %.0f ms", len(raws), topic, took * 1000)
 
     async def _prepare(
         self, stages: list[_Stage]
