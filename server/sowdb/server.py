@@ -16,14 +16,22 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from sowdb.api.admin import AdminServicer
-from sowdb.api.service import ADMIN_SERVICE, ADMIN_SERVICE_NAME, SERVICE_NAME, add_service
+from sowdb.api.data import DataServicer
+from sowdb.api.service import (
+    ADMIN_SERVICE,
+    ADMIN_SERVICE_NAME,
+    DATA_SERVICE,
+    DATA_SERVICE_NAME,
+    SERVICE_NAME,
+    add_service,
+)
 from sowdb.api.servicer import SowServicer
 from sowdb.auth import Authenticator
 from sowdb.config import Config, ConfigError, SecurityConfig, load_config
 from sowdb.engine import Clock, Engine, system_clock
 from sowdb.engine.upkeep import run_upkeep
 from sowdb.storage import Store
-from sowdb_api.v1 import admin_pb2
+from sowdb_api.v1 import admin_pb2, data_pb2
 
 log = logging.getLogger("sowdb.server")
 
@@ -84,8 +92,9 @@ class SowServer:
         logging.getLogger("grpc._cython.cygrpc").addFilter(_CLIENT_GONE)
         add_service(SowServicer(self.engine, self.auth), server)
         add_service(AdminServicer(self.engine, self.auth), server, ADMIN_SERVICE, admin_pb2)
+        add_service(DataServicer(self.engine, self.auth), server, DATA_SERVICE, data_pb2)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        services = (SERVICE_NAME, ADMIN_SERVICE_NAME, reflection.SERVICE_NAME, health.SERVICE_NAME)
+        services = (SERVICE_NAME, ADMIN_SERVICE_NAME, DATA_SERVICE_NAME, reflection.SERVICE_NAME, health.SERVICE_NAME)
         reflection.enable_server_reflection(services, server)
         await server.start()
         self._server = server

@@ -351,3 +351,35 @@ def test_security_config_errors_name_the_entry(tmp_path: Path, change: dict[str,
     with pytest.raises(ConfigError) as err:
         config_from_dict(raw, source="sowd.toml", base=tmp_path)
     assert words in str(err.value)
+
+
+async def test_the_data_service_reads_and_writes_under_the_callers_rights(secured: Secured) -> None:
+    from sowdb_api.v1 import data_pb2, data_pb2_grpc
+
+    def auth(user: str) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {TOKENS[user]}"),)
+
+    async with grpc.aio.insecure_channel(secured.target) as channel:
+        stub = data_pb2_grpc.DataServiceStub(channel)
+        opened = await stub.OpenSnapshot(data_pb2.OpenSnapshotRequest(topic="orders"), metadata=auth("trader"))
+        rows: list[bytes] = []
+        async for resp in stub.ReadSnapshot(
+            data_pb2.ReadSnapshotRequest(snapshot_id=opened.snapshot_id, partition=0, partitions=1),
+            metadata=auth("trader"),
+        ):
+            rows.extend(resp.records.data)
+        async with secured.client("root") as root:
+            fx = await root.sow("orders", filter="/desk = 'FX'").records()
+        assert sorted(rows) == sorted(r.data for r in fx)
+        refusals: list[Any] = [
+            stub.OpenSnapshot(data_pb2.OpenSnapshotRequest(topic="secrets"), metadata=auth("trader")),
+            stub.OpenSnapshot(data_pb2.OpenSnapshotRequest(topic=".*"), metadata=auth("viewer")),
+            stub.DescribeJournal(data_pb2.DescribeJournalRequest(topic="orders"), metadata=auth("trader")),
+            stub.CommitStages(data_pb2.CommitStagesRequest(topic="orders", stage_ids=["x"]), metadata=auth("viewer")),
+        ]
+        for call in refusals:
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await call
+            assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED, err.value.details()
+        described = await stub.DescribeJournal(data_pb2.DescribeJournalRequest(topic="orders"), metadata=auth("viewer"))
+        assert described.last_bookmark > 0  # no row entitlement: the journal is readable

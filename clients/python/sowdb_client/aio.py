@@ -128,10 +128,11 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t
         **options: Unpack[o.PublishOptions],
     ) -> t.PublishAck:
         """Publish in atomic batches, stopping at the first refusal (see :meth:`Client.publish`)."""
-        count = first = last = 0
+        count = first = last = duplicates = 0
         async for ack in self.publish_iter(topic, messages, timeout=timeout, **options):
-            count, first, last = count + ack.count, first or ack.first_bookmark, ack.last_bookmark
-        return t.PublishAck(count, first, last)
+            count, duplicates = count + ack.count, duplicates + ack.duplicates
+            first, last = first or ack.first_bookmark, ack.last_bookmark or last
+        return t.PublishAck(count, first, last, duplicates)
 
     async def replace_subscription(
         self, sub_id: str, *, timeout: float | None = None, **options: Unpack[o.ReplaceOptions]

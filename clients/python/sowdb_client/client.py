@@ -150,7 +150,9 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
 
         Messages are JSON bytes or str, mappings (encoded here), or :class:`Message` for a
         SowKey or expiration. Returns once every batch is acknowledged, with the count and the
-        bookmarks of the first and last message.
+        bookmarks of the first and last message. With ``producer_id`` (J-4) each request is
+        applied once however often it is sent (see :class:`~sowdb_client.PublishOptions` for the
+        numbering); ``duplicates`` counts the messages acknowledged as applied before.
 
         Raises:
             PublishError: a batch was refused. That batch and every later one are not stored
@@ -160,10 +162,11 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
             SowdbError: the call failed; the batches acknowledged before are stored (use
                 :meth:`publish_iter` to know which).
         """
-        count = first = last = 0
+        count = first = last = duplicates = 0
         for ack in self.publish_iter(topic, messages, timeout=timeout, **options):
-            count, first, last = count + ack.count, first or ack.first_bookmark, ack.last_bookmark
-        return PublishAck(count, first, last)
+            count, duplicates = count + ack.count, duplicates + ack.duplicates
+            first, last = first or ack.first_bookmark, ack.last_bookmark or last
+        return PublishAck(count, first, last, duplicates)
 
     def replace_subscription(
         self, sub_id: str, *, timeout: float | None = None, **options: Unpack[o.ReplaceOptions]

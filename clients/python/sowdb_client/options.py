@@ -111,10 +111,20 @@ class PublishOptions(TypedDict, total=False):
     Attributes:
         delta: merge each message into the record it names (D-1).
         batch_size: messages per atomic request (default 100).
+        producer_id: J-4, an idempotent producer: the server applies each request of this
+            producer only once, and acknowledges one sent again as a duplicate.
+        producer_seq: with ``producer_id``, the sequence number of the call's first request
+            (default 1); request *i* of the call (0-based) carries ``producer_seq + i``, so a call
+            of *k* requests uses ``producer_seq .. producer_seq + k - 1`` and the producer's next
+            call starts at ``producer_seq + k``. Retrying a call with the same messages,
+            ``batch_size`` and ``producer_seq`` sends the same requests with the same numbers:
+            those applied before are acknowledged as duplicates, the rest are applied.
     """
 
     delta: bool
     batch_size: int
+    producer_id: str
+    producer_seq: int
 
 
 def checked(options: Mapping[str, Any], allowed: type, call: str) -> Mapping[str, Any]:

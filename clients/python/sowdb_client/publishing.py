@@ -28,20 +28,31 @@ def publish_requests(
     """
     delta: bool = options.get("delta", False)
     batch_size: int = options.get("batch_size", DEFAULT_PUBLISH_BATCH)
+    producer_id: str = options.get("producer_id", "")
+    producer_seq: int = options.get("producer_seq", 1)
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
+    if producer_seq < 0:
+        raise ValueError("producer_seq must be at least 0")
+
+    def request(batch: list[pb.PublishMessage], n: int) -> pb.PublishRequest:
+        sizes.append(len(batch))
+        req = pb.PublishRequest(topic=topic, messages=batch, delta=delta, correlation_id=str(n), stop_on_error=True)
+        if producer_id:  # J-4: request n of the call carries producer_seq + n
+            req.producer_id = producer_id
+            req.producer_seq = producer_seq + n
+        return req
+
     batch: list[pb.PublishMessage] = []
     n = 0
     for item in messages:
         batch.append(publish_message(item))
         if len(batch) >= batch_size:
-            sizes.append(len(batch))
-            yield pb.PublishRequest(topic=topic, messages=batch, delta=delta, correlation_id=str(n), stop_on_error=True)
+            yield request(batch, n)
             n += 1
             batch = []
     if batch:
-        sizes.append(len(batch))
-        yield pb.PublishRequest(topic=topic, messages=batch, delta=delta, correlation_id=str(n), stop_on_error=True)
+        yield request(batch, n)
 
 
 class PublishTally:
@@ -58,6 +69,7 @@ class PublishTally:
     def __init__(self) -> None:
         self.sizes: list[int] = []
         self.stored = 0
+        self.duplicates = 0
         self.first_bookmark = 0
         self.last_bookmark = 0
         self._acked = 0
@@ -73,13 +85,16 @@ class PublishTally:
         size = self.sizes[self._acked]
         self._acked += 1
         self.stored += size
+        if resp.duplicate:  # J-4: applied by an earlier call; no bookmarks now
+            self.duplicates += size
+            return PublishAck(size, 0, 0, duplicates=size)
         self.first_bookmark = self.first_bookmark or resp.first_bookmark
         self.last_bookmark = resp.last_bookmark
         return PublishAck(size, resp.first_bookmark, resp.last_bookmark)
 
     def total(self) -> PublishAck:
         """The whole call's acknowledgement: every message stored so far."""
-        return PublishAck(self.stored, self.first_bookmark, self.last_bookmark)
+        return PublishAck(self.stored, self.first_bookmark, self.last_bookmark, self.duplicates)
 
     def _refusal(self, resp: pb.PublishResponse) -> PublishError:
         base = from_status(resp.error)

@@ -82,11 +82,19 @@ PublishItem = bytes | str | Mapping[str, Any] | Message
 
 @dataclass(frozen=True, slots=True)
 class PublishAck:
-    """The outcome of a ``publish`` call: the bookmarks of its first and last message."""
+    """The outcome of a ``publish`` call (or of one request, from ``publish_iter``): the messages
+    acknowledged and the bookmarks of the first and last one applied.
+
+    Attributes:
+        duplicates: of ``count``, the messages of requests the server acknowledged as J-4
+            duplicates (an idempotent producer had applied them before; not applied again, no
+            bookmarks).
+    """
 
     count: int
     first_bookmark: int
     last_bookmark: int
+    duplicates: int = 0
 
 
 def encode_data(data: bytes | str | Mapping[str, Any]) -> bytes:

@@ -1,4 +1,4 @@
-"""Registers the services (``sowdb.v1.SowService``, ``sowdb.v1.AdminService``) with the gRPC server.
+"""Registers the services (``sowdb.v1.SowService``, ``AdminService``, ``DataService``) with the gRPC server.
 
 Like the generated ``add_SowServiceServicer_to_server``, but with a response serializer that
 passes ``bytes`` through, so a handler may yield either a response message or its
@@ -14,12 +14,14 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 
 from sowdb.errors import InvalidArgument
-from sowdb_api.v1 import admin_pb2, sow_pb2
+from sowdb_api.v1 import admin_pb2, data_pb2, sow_pb2
 
 SERVICE = sow_pb2.DESCRIPTOR.services_by_name["SowService"]
 SERVICE_NAME: str = SERVICE.full_name
 ADMIN_SERVICE = admin_pb2.DESCRIPTOR.services_by_name["AdminService"]
 ADMIN_SERVICE_NAME: str = ADMIN_SERVICE.full_name
+DATA_SERVICE = data_pb2.DESCRIPTOR.services_by_name["DataService"]
+DATA_SERVICE_NAME: str = DATA_SERVICE.full_name
 
 _KINDS = {
     (False, False): grpc.unary_unary_rpc_method_handler,

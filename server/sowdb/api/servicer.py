@@ -153,10 +153,14 @@ class SowServicer:
             return pb.PublishResponse(error=rich_status(req.error()))  # the stream goes on
         try:
             messages = list(req.messages)  # each pass over req.messages wraps every message anew
-            ttls = convert.ttls(messages)
-            first, last = self.engine.publish(req.topic, messages, delta=req.delta, ttls=ttls, access=access)
+            producer = (req.producer_id, req.producer_seq) if req.producer_id else None
+            first, last = self.engine.publish(
+                req.topic, messages, delta=req.delta, ttls=convert.ttls(messages), producer=producer, access=access
+            )
         except SowdbError as exc:
             return pb.PublishResponse(correlation_id=req.correlation_id, error=rich_status(exc))
+        if producer is not None and not first:
+            return pb.PublishResponse(correlation_id=req.correlation_id, duplicate=True)
         return pb.PublishResponse(correlation_id=req.correlation_id, first_bookmark=first, last_bookmark=last)
 
     @error_boundary

@@ -8,7 +8,10 @@
 - :class:`~sowdb.engine.journal.Journal` — bookmarks resolved to points, replays, retention;
 - :class:`~sowdb.engine.queries.Queries` — SOW queries;
 - :class:`~sowdb.engine.placement.Placement` — placing, replacing and removing subscriptions,
-  whose life after placement is a :class:`~sowdb.engine.streams.SubscriptionStream`.
+  whose life after placement is a :class:`~sowdb.engine.streams.SubscriptionStream`;
+- for pipelines (the data service, SPEC §9): :class:`~sowdb.engine.snapshots.Snapshots` (pinned
+  query results read in slices), :class:`~sowdb.engine.journal_reads.JournalReads` (journal
+  ranges), :class:`~sowdb.engine.staging.Stages` (staged writes committed atomically).
 
 It never imports grpc: the protocol layer translates requests into these calls, and domain
 errors (``sowdb.errors``) into gRPC statuses. ``server/sowdb/engine/README.md`` is the map.
@@ -30,6 +33,7 @@ from sowdb.engine.expiry import ExpiryQueue
 from sowdb.engine.fanout import FanOut
 from sowdb.engine.hub import SubscriptionHub
 from sowdb.engine.journal import Journal
+from sowdb.engine.journal_reads import JournalReads
 from sowdb.engine.messages import MessageLike
 from sowdb.engine.pages import PageSets
 from sowdb.engine.placement import Placement, Replacement, SowAndSubscribeArgs, SubscribeArgs
@@ -44,6 +48,8 @@ from sowdb.engine.recovery import (
     rebuild,
     replay_into_store,
 )
+from sowdb.engine.snapshots import Snapshots
+from sowdb.engine.staging import Stages
 from sowdb.engine.streams import SubscriptionStream
 from sowdb.engine.subscription import Subscription
 from sowdb.engine.topics import Topics, TopicSummary
@@ -69,6 +75,11 @@ class Engine:
         self.journal = Journal(store, topics, self.writer, config.server, clock)
         self.queries = Queries(topics, self.journal, self.writer, clock, frame_bytes=config.server.frame_bytes)
         self.placement = Placement(topics, self.hub, self.pages, self.journal, self.writer, config.server, clock)
+        # the data service's parts (SPEC §9): pinned snapshots, journal range reads, staged writes
+        frame_bytes = config.server.frame_bytes
+        self.snapshots = Snapshots(topics, self.journal, self.writer, clock, frame_bytes=frame_bytes)
+        self.journal_reads = JournalReads(store, self.journal, self.writer)
+        self.stages = Stages(topics, self.writer, clock)
         self.recovery: RecoveryReport | None = None
 
     @classmethod
@@ -119,10 +130,12 @@ class Engine:
         *,
         delta: bool = False,
         ttls: Sequence[float | None] | None = None,
+        producer: tuple[str, int] | None = None,
         access: Access = EVERYONE,
     ) -> tuple[int, int]:
-        """One atomic batch (K-1 … K-5, D-1, X-1); see :meth:`Writer.publish`."""
-        return self.writer.publish(topic, messages, delta=delta, ttls=ttls, access=access)
+        """One atomic batch (K-1 … K-5, D-1, X-1); (0, 0) for a J-4 duplicate of ``producer``'s;
+        see :meth:`Writer.publish`."""
+        return self.writer.publish(topic, messages, delta=delta, ttls=ttls, producer=producer, access=access)
 
     def sow_delete(
         self,

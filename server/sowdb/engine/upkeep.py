@@ -1,5 +1,6 @@
 """The writer's background chores: expiration (X-1), conflated topics' refreshes (C-2), history
-trimming (H-1), journal retention, and recovering the storage after a failed write.
+trimming (H-1), journal retention, recovering the storage after a failed write, and the end of
+the data service's leases (snapshots, stages).
 
 They run as one task on the event loop, so each chore is a step of the single writer like a
 publish; each step does a bounded amount of work and returns, so publishers are not stalled.
@@ -30,6 +31,8 @@ async def run_upkeep(engine: Engine, *, trim_period_s: float = TRIM_PERIOD_S) ->
     while True:
         try:
             writer.flush_conflated()
+            engine.snapshots.expire()  # leases of the data service (SPEC §9)
+            engine.stages.expire()
             now = loop.time()
             if not writer.writable and now >= next_recovery:
                 next_recovery = now + RECOVER_PERIOD_S

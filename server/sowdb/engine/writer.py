@@ -23,6 +23,7 @@ from sowdb.engine.clock import Clock
 from sowdb.engine.expiry import ExpiryQueue
 from sowdb.engine.fanout import FanOut
 from sowdb.engine.messages import MessageLike, check_ttls, decode_batch, expiries
+from sowdb.engine.producers import Producer, Producers
 from sowdb.engine.query import request_filter
 from sowdb.engine.records import StoredRecord, decode_document, merge_delta
 from sowdb.engine.topic import SowTopic
@@ -56,6 +57,7 @@ class Writer:
         self.clock = clock
         self.max_document_bytes = config.server.max_document_bytes
         self.last_seq = store.last_sequence()
+        self.producers = Producers(store.producer_seqs())
         last = store.journal_entry(self.last_seq) if self.last_seq else None
         self.last_ts = last.timestamp_us if last is not None else 0
 
@@ -76,8 +78,10 @@ class Writer:
         delta: bool = False,
         ttls: Sequence[float | None] | None = None,
         access: Access = EVERYONE,
+        producer: Producer | None = None,
     ) -> tuple[int, int]:
-        """Apply one atomic batch; returns the (first, last) bookmark assigned.
+        """Apply one atomic batch; returns the (first, last) bookmark assigned, or (0, 0) for a
+        duplicate of a request the ``producer`` had already applied (J-4, nothing is applied).
 
         Every step works on the whole request at once (decode, keys, the WriteBatch, the
         in-memory update): this is the server's hot path, and a loop per step with its
@@ -87,6 +91,8 @@ class Writer:
             messages: objects with ``data`` (JSON bytes) and ``sow_key`` (``InMessage`` or the
                 protobuf ``PublishMessage`` itself, which saves a copy per message).
             ttls: per-message time to live in seconds (None: the topic's default), if any.
+            producer: J-4 (producer id, sequence): applied only if the sequence is above the
+                producer's last applied one, which is written in the same WriteBatch.
 
         Raises:
             PublishError: a message is invalid; it names the message (K-3). Nothing is stored.
@@ -100,14 +106,52 @@ class Writer:
             raise InvalidArgument("a publish request needs at least one message", field="messages")
         if ttls is not None:
             check_ttls(ttls, len(messages))
+        if producer is not None and self.producers.duplicate(*producer):
+            return 0, 0
         topic = self.topics.get(topic_name)
-        now = self._now()
         raws = [m.data for m in messages]
         if topic is None:
-            return self._publish_plain(topic_name, messages, raws, now)
+            docs, sow_keys = decode_batch(topic_name, None, messages, raws, self.max_document_bytes, key_optional=True)
+            return self._publish_plain(topic_name, sow_keys, docs, raws, self._now(), producer)
         docs, sow_keys = decode_batch(topic_name, topic.keys, messages, raws, self.max_document_bytes)
         if delta:
             self._merge_deltas(topic, sow_keys, raws, docs)
+        return self._publish_decoded(topic, sow_keys, docs, raws, ttls, producer)
+
+    def publish_decoded(
+        self,
+        topic_name: str,
+        sow_keys: list[str],
+        docs: list[dict[str, Any]],
+        raws: list[bytes],
+        ttls: Sequence[float | None] | None,
+        producer: Producer | None,
+    ) -> tuple[int, int]:
+        """Apply messages decoded and keyed beforehand (staged writes, :mod:`sowdb.engine.staging`)
+        as one atomic batch, exactly as :meth:`publish` applies a request; (0, 0) for a duplicate.
+
+        Raises:
+            FailedPrecondition: the topic became read-only.
+        """
+        self.topics.check_writable(topic_name, "publish to")
+        if producer is not None and self.producers.duplicate(*producer):
+            return 0, 0
+        topic = self.topics.get(topic_name)
+        if topic is None:
+            return self._publish_plain(topic_name, sow_keys, docs, raws, self._now(), producer)
+        return self._publish_decoded(topic, sow_keys, docs, raws, ttls, producer)
+
+    def _publish_decoded(
+        self,
+        topic: SowTopic,
+        sow_keys: list[str],
+        docs: list[dict[str, Any]],
+        raws: list[bytes],
+        ttls: Sequence[float | None] | None,
+        producer: Producer | None,
+    ) -> tuple[int, int]:
+        topic_name = topic.name
+        now = self._now()
         exps = expiries(topic.config.expiration_s, ttls, len(raws), now)
         hist = topic.history
         first = self.last_seq + 1
@@ -122,7 +166,7 @@ class Writer:
         ]
         if hist is not None and hist.granularity_us:
             self._thin_history(topic, batch, versions, now)
-        batch.commit()
+        self._commit(batch, producer)
         self.last_seq = last = first + len(versions) - 1
         if exps is not None:
             for rec in versions:
@@ -165,15 +209,29 @@ class Writer:
                 batch.drop_history(rec.sow_key, previous.bookmark)
             pending[rec.sow_key] = rec
 
+    def _commit(self, batch: Batch, producer: Producer | None) -> None:
+        """Write a batch, with the producer's sequence (J-4) in the same WriteBatch."""
+        if producer is None:
+            batch.commit()
+            return
+        self.producers.write(batch, *producer)
+        batch.commit()
+        self.producers.applied(*producer)
+
     def _publish_plain(
-        self, topic_name: str, messages: Sequence[MessageLike], raws: list[bytes], now: int
+        self,
+        topic_name: str,
+        sow_keys: list[str],
+        docs: list[dict[str, Any]],
+        raws: list[bytes],
+        now: int,
+        producer: Producer | None = None,
     ) -> tuple[int, int]:
         """K-5: a topic without a SOW is journaled (for subscribers and replay), not stored."""
-        docs, sow_keys = decode_batch(topic_name, None, messages, raws, self.max_document_bytes, key_optional=True)
         first = self.last_seq + 1
         batch = self.store.batch(topic_name, current=False, history=False)
         batch.publish_many(first, now, sow_keys, raws)
-        batch.commit()
+        self._commit(batch, producer)
         self.last_seq = last = first + len(raws) - 1
         if self.fan_out.wanted(topic_name):
             live = [
@@ -308,6 +366,7 @@ class Writer:
                     )
             history = {name for name, t in self.topics.sow.items() if t.persistent and t.history is not None}
             self.store.roll_back(self.last_seq, current, history)
+            self.store.write_producer_seqs(self.producers.last)  # J-4: what was acknowledged
         return True
 
     def trim_history(self) -> bool:

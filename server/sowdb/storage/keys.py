@@ -26,7 +26,9 @@ the engine needs:
   is kept too, so a change of durability in the config is noticed at start; ``records | 0x00 |
   topic``: BE u64 of the number of records the topic has in ``current``, written in the same
   WriteBatch as every change to it, so that start-up and ``sowd verify`` can tell a ``current``
-  that lost records from one that is whole).
+  that lost records from one that is whole; ``producer | 0x00 | id``: BE u64 of the last
+  sequence an idempotent producer had applied (J-4), written in the same WriteBatch as its
+  messages).
 
 Values use fixed big-endian headers followed by the variable parts:
 
@@ -161,6 +163,14 @@ def decode_history(key: bytes, value: bytes) -> HistoryEntry:
 def record_count_key(topic: str) -> bytes:
     """The ``meta`` key of a topic's record count in ``current``."""
     return b"records\x00" + topic.encode()
+
+
+PRODUCER_PREFIX = b"producer\x00"
+
+
+def producer_key(producer_id: str) -> bytes:
+    """The ``meta`` key of an idempotent producer's last applied sequence (J-4)."""
+    return PRODUCER_PREFIX + producer_id.encode()
 
 
 def history_floor_key(topic: str) -> bytes:

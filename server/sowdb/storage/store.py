@@ -243,9 +243,8 @@ class Store:
             return None
         return key, k.HISTORY_HEAD.unpack_from(cast(bytes, it.value()))[1]
 
-    def record_counts(self) -> dict[str, int]:
-        """Each persistent topic's number of records in ``current``, as written with its changes."""
-        prefix = k.record_count_key("")
+    def _seqs(self, prefix: bytes) -> dict[str, int]:
+        """The ``meta`` entries under ``prefix``: name (the rest of the key) -> number."""
         out = {}
         it = self.db.family("meta").iter()
         it.seek(prefix)
@@ -256,6 +255,23 @@ class Store:
             out[key[len(prefix) :].decode()] = k.decode_seq(cast(bytes, it.value()))
             it.next()
         return out
+
+    def record_counts(self) -> dict[str, int]:
+        """Each persistent topic's number of records in ``current``, as written with its changes."""
+        return self._seqs(k.record_count_key(""))
+
+    def producer_seqs(self) -> dict[str, int]:
+        """Each idempotent producer's last applied sequence (J-4), as written with its messages."""
+        return self._seqs(k.PRODUCER_PREFIX)
+
+    def write_producer_seqs(self, seqs: dict[str, int]) -> None:
+        """Make the stored producer sequences exactly ``seqs`` (after a roll-back)."""
+        wb = WriteBatch(raw_mode=True)
+        cf = self.db.handle("meta")
+        wb.delete_range(k.PRODUCER_PREFIX, k.PRODUCER_PREFIX[:-1] + b"\x01", cf)
+        for producer_id, seq in seqs.items():
+            wb.put(k.producer_key(producer_id), k.encode_seq(seq), cf)
+        self.db.write(wb)
 
     def write_record_counts(self, counts: dict[str, int]) -> None:
         """Record the topics' counts (after a rebuild or a replay, which write ``current`` in bulk)."""

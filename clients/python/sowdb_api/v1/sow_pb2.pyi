@@ -195,6 +195,8 @@ class PublishRequest(_message.Message):
     DELTA_FIELD_NUMBER: _builtins.int
     CORRELATION_ID_FIELD_NUMBER: _builtins.int
     STOP_ON_ERROR_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_SEQ_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     """The topic to publish to."""
     delta: _builtins.bool
@@ -205,6 +207,14 @@ class PublishRequest(_message.Message):
     """If this request is refused, the server applies no later request of this stream: it sends
     this request's error response and ends the stream (OK status). A client that keeps
     requests in flight sets it so that nothing after the first refusal is stored.
+    """
+    producer_id: _builtins.str
+    """J-4: an idempotent producer's id (empty: none). The server remembers the last sequence it
+    applied for each producer, in the same write as the messages.
+    """
+    producer_seq: _builtins.int
+    """J-4: this request's sequence number for producer_id; a request whose sequence is not above
+    the producer's last applied one is acknowledged as a duplicate without being applied.
     """
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___PublishMessage]:
@@ -218,10 +228,12 @@ class PublishRequest(_message.Message):
         delta: _builtins.bool = ...,
         correlation_id: _builtins.str = ...,
         stop_on_error: _builtins.bool = ...,
+        producer_id: _builtins.str = ...,
+        producer_seq: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["correlation_id", b"correlation_id", "delta", b"delta", "messages", b"messages", "stop_on_error", b"stop_on_error", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["correlation_id", b"correlation_id", "delta", b"delta", "messages", b"messages", "producer_id", b"producer_id", "producer_seq", b"producer_seq", "stop_on_error", b"stop_on_error", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -237,12 +249,15 @@ class PublishResponse(_message.Message):
     FIRST_BOOKMARK_FIELD_NUMBER: _builtins.int
     LAST_BOOKMARK_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    DUPLICATE_FIELD_NUMBER: _builtins.int
     correlation_id: _builtins.str
     """The request's correlation_id."""
     first_bookmark: _builtins.int
     """The bookmark of the batch's first message (0 when refused)."""
     last_bookmark: _builtins.int
     """The bookmark of the batch's last message (0 when refused)."""
+    duplicate: _builtins.bool
+    """J-4: the producer had already applied this sequence; nothing was applied now (bookmarks 0)."""
     @_builtins.property
     def error(self) -> _status_pb2.Status:
         """Set when the request was refused; then nothing of it was stored."""
@@ -254,10 +269,11 @@ class PublishResponse(_message.Message):
         first_bookmark: _builtins.int = ...,
         last_bookmark: _builtins.int = ...,
         error: _status_pb2.Status | None = ...,
+        duplicate: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["correlation_id", b"correlation_id", "error", b"error", "first_bookmark", b"first_bookmark", "last_bookmark", b"last_bookmark"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["correlation_id", b"correlation_id", "duplicate", b"duplicate", "error", b"error", "first_bookmark", b"first_bookmark", "last_bookmark", b"last_bookmark"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

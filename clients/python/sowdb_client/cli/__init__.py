@@ -3,7 +3,8 @@
     sow [-server HOST[:PORT]] COMMAND [flags]       (sow COMMAND --help for each command's flags)
     sow ping
     sow publish           -topic T [-file F] [-delta] [-rate N] [-batchsize N] [-sowkey K]
-                          [-expiration S] [-format summary|full|bookmark]
+                          [-expiration S] [-producer ID [-producerseq N]]
+                          [-format summary|full|bookmark]
     sow sow               -topic T [-filter F] [-orderby O] [-topn N] [-skipn N] [-batchsize N]
                           [-bookmark B] [-sowkeys K,...|JSON] [-sowkey K ...] [-queryid Q]
                           [-grouping G -projection P] [-select S] [-format data|full]

@@ -93,6 +93,7 @@ examples:
   echo '{"orderId": 42, "price": 1}' | sow publish -topic orders -delta
   echo '{"text": "hello"}' | sow publish -topic notes -sowkey note-1
   B=$(echo '{"symbol": "ABC", "px": 100}' | sow publish -topic prices -format bookmark)
+  sow publish -topic orders -file orders.jsonl -producer loader-1    # run it again: nothing stored twice
 
 Each request of -batchsize messages is stored whole or not at all. A refused request stops the
 publish: nothing after it is stored, and stderr says what was ("stored 100 messages (bookmarks
@@ -243,6 +244,23 @@ def _publish_flags(p: argparse.ArgumentParser) -> None:
         help="messages per request; each request is stored whole or not at all (default 100)",
     )
     _flag(p, "expiration", type=float, metavar="SECONDS", help="time to live of every message, e.g. 60")
+    _flag(
+        p,
+        "producer",
+        default="",
+        metavar="ID",
+        help="publish as this idempotent producer (J-4): each request is applied once however often it is sent, "
+        "so the same publish run again stores nothing twice, e.g. -producer loader-1",
+    )
+    _flag(
+        p,
+        "producerseq",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with -producer: the sequence number of the first request (default 1); request i carries N+i, "
+        "and the summary prints the next one to use",
+    )
     _flag(
         p,
         "sowkey",

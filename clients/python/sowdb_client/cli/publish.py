@@ -53,6 +53,8 @@ class _Progress:
     def __init__(self) -> None:
         self.lines = array("Q")  # the input line of each message sent, by message index
         self.stored = 0
+        self.requests = 0
+        self.duplicates = 0  # J-4: acknowledged as applied before (-producer)
         self.first = 0
         self.last = 0
 
@@ -76,10 +78,14 @@ def run_publish(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
             if len(given) != 1:
                 raise UsageError(f"-sowkey publishes exactly one message; the input has {len(given)}")
             lines = iter(given)
-        for ack in c.publish_iter(a.topic, _items(lines, a, progress), delta=a.delta, batch_size=a.batchsize):
+        producer = {"producer_id": a.producer, "producer_seq": a.producerseq} if a.producer else {}
+        acks = c.publish_iter(a.topic, _items(lines, a, progress), delta=a.delta, batch_size=a.batchsize, **producer)
+        for ack in acks:
             progress.stored += ack.count
+            progress.requests += 1
+            progress.duplicates += ack.duplicates
             progress.first = progress.first or ack.first_bookmark
-            progress.last = ack.last_bookmark
+            progress.last = ack.last_bookmark or progress.last
     except PublishError as exc:
         message, where = exc.message, ""
         if exc.message_index is not None:
@@ -122,6 +128,9 @@ def _summary(a: argparse.Namespace, progress: _Progress, took: float, out: IO[st
         if progress.stored:
             print(progress.last, file=out)
         return
+    producer = {}
+    if a.producer:
+        producer = {"duplicates": progress.duplicates, "next_producer_seq": a.producerseq + progress.requests}
     if a.format == "full":
         print(
             full(
@@ -131,10 +140,17 @@ def _summary(a: argparse.Namespace, progress: _Progress, took: float, out: IO[st
                 first_bookmark=progress.first,
                 last_bookmark=progress.last,
                 seconds=round(took, 6),
+                **producer,
             ),
             file=out,
         )
         return
     rate = f", {progress.stored / took:,.0f} msg/s" if took > 0 and progress.stored else ""
-    bookmarks = f" (bookmarks {progress.first}..{progress.last})" if progress.stored else ""
+    bookmarks = f" (bookmarks {progress.first}..{progress.last})" if progress.last else ""
     print(f"published {plural(progress.stored, 'message')} to {a.topic}{bookmarks} in {took:.2f}s{rate}", file=out)
+    if a.producer:
+        print(
+            f"producer {a.producer}: {plural(progress.duplicates, 'message')} acknowledged as duplicates (applied "
+            f"before); its next -producerseq is {a.producerseq + progress.requests}",
+            file=out,
+        )

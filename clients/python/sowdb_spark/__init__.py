@@ -1,0 +1,37 @@
+"""PySpark data sources for sowdb (SPEC §9): ``sowdb`` and ``sowdb.journal``.
+
+Usage::
+
+    import sowdb_spark
+    sowdb_spark.register(spark)
+    df = spark.read.format("sowdb").option("topic", "orders").load()
+
+``python -m sowdb_spark.export`` writes a journal range to Parquet, ``python -m sowdb_spark.asof``
+computes a topic's state as of a bookmark from such an export.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sowdb_spark.arrow import JOURNAL_SCHEMA, RECORD_SCHEMA
+from sowdb_spark.rpc import SowdbSparkError
+from sowdb_spark.sources import SowdbDataSource, SowdbJournalDataSource
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "JOURNAL_SCHEMA",
+    "RECORD_SCHEMA",
+    "SowdbDataSource",
+    "SowdbJournalDataSource",
+    "SowdbSparkError",
+    "register",
+]
+
+
+def register(spark: SparkSession) -> None:
+    """Register the ``sowdb`` and ``sowdb.journal`` formats with a session."""
+    spark.dataSource.register(SowdbDataSource)
+    spark.dataSource.register(SowdbJournalDataSource)

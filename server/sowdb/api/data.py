@@ -1,0 +1,199 @@
+"""``sowdb.v1.DataService``: bulk reads and writes for pipelines (SPEC §9), behind the same error
+boundary as the rest of the API. Thin: it converts requests, delegates to the engine's parts
+(:class:`~sowdb.engine.snapshots.Snapshots`, :class:`~sowdb.engine.journal_reads.JournalReads`,
+:class:`~sowdb.engine.staging.Stages`), and encodes records as columns."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+from sowdb.api import convert
+from sowdb.api.service import Undecodable
+from sowdb.api.servicer import Context, error_boundary
+from sowdb.auth import Authenticator
+from sowdb.config import is_regex_topic
+from sowdb.engine import Engine, StoredRecord
+from sowdb.engine.access import Access, restricted
+from sowdb.engine.journal_reads import Entry
+from sowdb.engine.staging import StageBuilder
+from sowdb.errors import InvalidArgument, PermissionDenied
+from sowdb_api.v1 import data_pb2 as pb
+
+
+def record_columns(records: Sequence[StoredRecord]) -> pb.RecordColumns:
+    """A batch of records as columns (each list built by one comprehension, copied in C)."""
+    return pb.RecordColumns(
+        topics=[r.topic for r in records],
+        sow_keys=[r.sow_key for r in records],
+        bookmarks=[r.bookmark for r in records],
+        timestamps_us=[r.timestamp_us for r in records],
+        data=[r.raw for r in records],
+    )
+
+
+def entry_columns(entries: Sequence[Entry]) -> pb.RecordColumns:
+    """A batch of journal entries as columns; an operation's number is its journal op."""
+    return pb.RecordColumns(
+        topics=[e.topic for e in entries],
+        sow_keys=[e.sow_key for e in entries],
+        bookmarks=[e.seq for e in entries],
+        timestamps_us=[e.timestamp_us for e in entries],
+        data=[e.payload for e in entries],
+        operations=[e.op for e in entries],  # type: ignore[misc]  # OP_* equal the enum's numbers
+    )
+
+
+def bulk_read(access: Access, topic: str, what: str) -> str:
+    """The row entitlement a bulk read of ``topic`` runs under (A-2), as filter text.
+
+    A snapshot or journal read of one topic needs its read right; of several (a regex, or every
+    topic) an admin role, since a bulk export is an operator's act and the rows of each topic
+    would need their own entitlement.
+
+    Raises:
+        PermissionDenied: the caller may not read this.
+    """
+    if access.everything:
+        return ""
+    if not topic or is_regex_topic(topic):
+        access.require_admin(f"read {what} of several topics (a regex or every topic); name one topic")
+        return ""
+    access.require_read(topic)
+    return access.entitlement_text(topic)
+
+
+class DataServicer:
+    """``sowdb.v1.DataService`` over an :class:`Engine`.
+
+    Snapshot and stage ids are unguessable (random): holding one is the right to read or commit
+    what was opened or staged under the caller's rights."""
+
+    def __init__(self, engine: Engine, auth: Authenticator | None = None) -> None:
+        self.engine = engine
+        self.auth = auth or Authenticator(None)
+
+    @error_boundary
+    async def OpenSnapshot(
+        self, request: pb.OpenSnapshotRequest, context: Context, access: Access
+    ) -> pb.OpenSnapshotResponse:
+        entitlement = bulk_read(access, request.topic, "a snapshot")
+        info = await self.engine.snapshots.open(
+            request.topic,
+            filter=restricted(request.filter, entitlement),
+            bookmark=request.bookmark,
+            lease_s=request.lease_seconds,
+        )
+        return pb.OpenSnapshotResponse(
+            snapshot_id=info.snapshot_id,
+            bookmark=info.bookmark,
+            record_count=info.record_count,
+            records_scanned=info.records_scanned,
+        )
+
+    @error_boundary
+    async def ReadSnapshot(
+        self, request: pb.ReadSnapshotRequest, context: Context, access: Access
+    ) -> AsyncIterator[pb.ReadSnapshotResponse]:
+        chunks = self.engine.snapshots.read(
+            request.snapshot_id, request.partition, request.partitions, request.batch_size
+        )
+        async for chunk in chunks:
+            yield pb.ReadSnapshotResponse(records=record_columns(chunk))
+
+    @error_boundary
+    async def CloseSnapshot(
+        self, request: pb.CloseSnapshotRequest, context: Context, access: Access
+    ) -> pb.CloseSnapshotResponse:
+        return pb.CloseSnapshotResponse(closed=self.engine.snapshots.close(request.snapshot_id))
+
+    @error_boundary
+    async def ReadJournal(
+        self, request: pb.ReadJournalRequest, context: Context, access: Access
+    ) -> AsyncIterator[pb.ReadJournalResponse]:
+        _whole_journal(access, request.topic)
+        chunks = self.engine.journal_reads.read(
+            request.from_bookmark,
+            request.to_bookmark,
+            topic=request.topic,
+            operations=list(request.operations),
+            filter=request.filter,
+            batch_size=request.batch_size,
+        )
+        async for chunk in chunks:
+            yield pb.ReadJournalResponse(entries=entry_columns(chunk))
+
+    @error_boundary
+    async def DescribeJournal(
+        self, request: pb.DescribeJournalRequest, context: Context, access: Access
+    ) -> pb.DescribeJournalResponse:
+        _whole_journal(access, request.topic)
+        r = await self.engine.journal_reads.describe(request.after_bookmark, request.max_entries, request.topic)
+        return pb.DescribeJournalResponse(
+            trimmed_bookmark=r.trimmed, last_bookmark=r.last, end_bookmark=r.end, entries=r.entries
+        )
+
+    @error_boundary
+    async def StageWrite(
+        self, request_iterator: AsyncIterator[pb.StageWriteRequest], context: Context, access: Access
+    ) -> pb.StageWriteResponse:
+        builder: StageBuilder | None = None
+        complete = False
+        try:
+            async for req in request_iterator:
+                if isinstance(req, Undecodable):
+                    raise req.error()
+                if complete:
+                    raise InvalidArgument("a request after the one marked complete", field="complete")
+                if builder is None:
+                    access.require_write(req.topic)
+                    builder = self.engine.stages.begin(req.stage_id, req.topic)
+                elif req.stage_id and req.stage_id != builder.stage_id:
+                    raise InvalidArgument("a StageWrite call writes one stage", field="stage_id")
+                messages = list(req.messages)
+                builder.add(messages, convert.ttls(messages))
+                complete = req.complete
+            if builder is None:
+                raise InvalidArgument("a StageWrite call needs at least one request", field="stage_id")
+            if not complete:  # a cancelled call ends its requests the same way as a finished one
+                raise InvalidArgument(
+                    "the stage's last request must be marked complete; the stage was not kept", field="complete"
+                )
+            count = builder.seal()
+        finally:
+            if builder is not None:
+                builder.discard()  # a no-op once sealed
+        return pb.StageWriteResponse(stage_id=builder.stage_id, message_count=count)
+
+    @error_boundary
+    async def CommitStages(
+        self, request: pb.CommitStagesRequest, context: Context, access: Access
+    ) -> pb.CommitStagesResponse:
+        access.require_write(request.topic)
+        producer = (request.producer_id, request.producer_seq) if request.producer_id else None
+        done = await self.engine.stages.commit(request.topic, list(request.stage_ids), producer)
+        return pb.CommitStagesResponse(
+            first_bookmark=done.first, last_bookmark=done.last, message_count=done.count, duplicate=done.duplicate
+        )
+
+    @error_boundary
+    async def AbortStages(
+        self, request: pb.AbortStagesRequest, context: Context, access: Access
+    ) -> pb.AbortStagesResponse:
+        return pb.AbortStagesResponse(
+            aborted=self.engine.stages.abort(list(request.stage_ids), request.stage_id_prefix)
+        )
+
+
+def _whole_journal(access: Access, topic: str) -> None:
+    """Journal entries are whole messages of every kind (deletes too), which a row entitlement
+    cannot be applied to entry by entry: a caller with one on the topic is refused.
+
+    Raises:
+        PermissionDenied: the caller may not read the topic's journal.
+    """
+    if bulk_read(access, topic, "the journal") or (topic and access.entitlement(topic) is not None):
+        raise PermissionDenied(
+            f"user {access.user!r} has a row entitlement on topic {topic!r}: its journal cannot be read "
+            "(read its records with a snapshot or a query instead)",
+            field="topic",
+        )

@@ -1,0 +1,171 @@
+"""Pinned snapshots: one query's result held for N parallel readers (SPEC §9, batch reads).
+
+:meth:`Snapshots.open` takes the query's snapshot in one synchronous step, exactly as a SOW
+query does (:class:`~sowdb.engine.query.PreparedQuery`: the current records, or the version
+chains for a historical bookmark), so it sees one point of the total order whatever publishers
+do meanwhile; the filter then runs in slices (:func:`~sowdb.engine.execution.scan`) so that
+the event loop is never held for long. The matching versions are kept as a list: references
+to immutable :class:`~sowdb.engine.records.StoredRecord` objects, cheap to hold (8 bytes each,
+plus whatever versions later publishes have replaced).
+
+Reader i of n reads the i-th of n contiguous slices of that list, in the list's fixed order,
+so a reader that fails and starts again reads exactly the same records, and the n slices
+together are the snapshot, each record once. A snapshot is kept for a lease that each read
+renews; the upkeep drops expired ones (:meth:`Snapshots.expire`), and a reader arriving after
+that is told to start over (``NOT_FOUND``).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from sowdb.engine.bookmarks import parse_bookmark
+from sowdb.engine.clock import Clock
+from sowdb.engine.execution import Slicer, batches, scan, stream_batches
+from sowdb.engine.journal import Journal, Position
+from sowdb.engine.query import PreparedQuery, QueryOptions
+from sowdb.engine.records import StoredRecord
+from sowdb.engine.topics import Topics
+from sowdb.errors import InvalidArgument, NotFound, ResourceExhausted
+
+DEFAULT_LEASE_S = 600.0
+MAX_LEASE_S = 86_400.0
+MAX_SNAPSHOTS = 256
+"""Snapshots held at once; more are refused (each may pin a whole topic's old versions)."""
+DEFAULT_READ_BATCH = 10_000
+MAX_READ_BATCH = 100_000
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """What :meth:`Snapshots.open` answers."""
+
+    snapshot_id: str
+    bookmark: int
+    record_count: int
+    records_scanned: int
+
+
+class _Snapshot:
+    __slots__ = ("bookmark", "expires_us", "lease_us", "records")
+
+    def __init__(self, records: list[StoredRecord], bookmark: int, lease_us: int, now_us: int) -> None:
+        self.records = records
+        self.bookmark = bookmark
+        self.lease_us = lease_us
+        self.expires_us = now_us + lease_us
+
+
+def slice_bounds(count: int, partition: int, partitions: int) -> tuple[int, int]:
+    """The [start, end) of slice ``partition`` of ``partitions`` over ``count`` items: contiguous,
+    sizes differing by at most one, together covering every item once."""
+    return count * partition // partitions, count * (partition + 1) // partitions
+
+
+class Snapshots:
+    """The pinned snapshots of a server, by id."""
+
+    def __init__(self, topics: Topics, journal: Journal, writer: Position, clock: Clock, *, frame_bytes: int) -> None:
+        self.topics = topics
+        self.journal = journal
+        self.writer = writer
+        self.clock = clock
+        self.frame_bytes = frame_bytes
+        self._held: dict[str, _Snapshot] = {}
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    async def open(self, topic: str, *, filter: str = "", bookmark: str = "", lease_s: float = 0.0) -> SnapshotInfo:
+        """Pin the records of a query (topic or regex, filter, optional historical bookmark).
+
+        Everything is checked, and the records to scan are taken, before the first await: the
+        snapshot is the state at one point. The filter runs afterwards, in slices.
+
+        Raises:
+            InvalidArgument: a bad topic, filter, bookmark or lease.
+            FailedPrecondition: not a SOW topic; a bookmark on a topic without history.
+            ResourceExhausted: too many snapshots are held.
+        """
+        if not 0 <= lease_s <= MAX_LEASE_S:
+            raise InvalidArgument(f"lease_seconds must be between 0 and {MAX_LEASE_S:.0f}", field="lease_seconds")
+        if len(self._held) >= MAX_SNAPSHOTS:
+            raise ResourceExhausted(
+                f"{MAX_SNAPSHOTS} snapshots are held already; close finished ones (CloseSnapshot) or wait for "
+                "their leases to end",
+                field="topic",
+            )
+        query = PreparedQuery(QueryOptions(topic=topic, filter=filter, bookmark=bookmark))
+        topics = self.topics.resolve(topic)
+        point = parse_bookmark(bookmark) if bookmark.strip() else None
+        if point is not None and not point.now:
+            as_of = self.journal.as_of(topics, point)
+            sources = query.snapshot_heads(topics, as_of)
+            at = as_of.seq
+            walk: tuple[int, int] | None = (
+                (as_of.seq, 2**63) if as_of.timestamp_us is None else (2**63, as_of.timestamp_us)
+            )
+        else:
+            sources = query.snapshot(topics)
+            at = self.writer.last_seq
+            walk = None
+        matched, scanned = await scan(sources, query.filter, Slicer(), point=walk)
+        lease_us = int((lease_s or DEFAULT_LEASE_S) * 1_000_000)
+        snapshot_id = secrets.token_hex(16)
+        self._held[snapshot_id] = _Snapshot(matched, at, lease_us, self.clock())
+        return SnapshotInfo(snapshot_id, at, len(matched), scanned)
+
+    def _get(self, snapshot_id: str) -> _Snapshot:
+        snap = self._held.get(snapshot_id)
+        if snap is None:
+            raise NotFound(
+                f"no snapshot {snapshot_id[:64]!r}: it was closed, or its lease ended (or the server restarted); "
+                "open a new one",
+                field="snapshot_id",
+            )
+        return snap
+
+    def read(
+        self, snapshot_id: str, partition: int, partitions: int, batch_size: int = 0
+    ) -> AsyncIterator[list[StoredRecord]]:
+        """Slice ``partition`` of ``partitions`` of a snapshot, in batches of at most
+        ``batch_size`` records and about the server's frame size; renews the lease.
+
+        Raises:
+            NotFound: no such snapshot (closed or expired).
+            InvalidArgument: a partition outside 0 .. partitions - 1, or a bad batch size.
+        """
+        snap = self._get(snapshot_id)
+        partitions = partitions or 1
+        if not 0 <= partition < partitions:
+            raise InvalidArgument(
+                f"partition must be between 0 and {partitions - 1} (partitions - 1), got {partition}",
+                field="partition",
+            )
+        if not 0 <= batch_size <= MAX_READ_BATCH:
+            raise InvalidArgument(f"batch_size must be between 1 and {MAX_READ_BATCH}", field="batch_size")
+        snap.expires_us = self.clock() + snap.lease_us
+        start, end = slice_bounds(len(snap.records), partition, partitions)
+        chunks = batches(snap.records[start:end], batch_size or DEFAULT_READ_BATCH, self.frame_bytes)
+        return self._renewing(snap, stream_batches(chunks, Slicer()))
+
+    async def _renewing(
+        self, snap: _Snapshot, chunks: AsyncIterator[list[StoredRecord]]
+    ) -> AsyncIterator[list[StoredRecord]]:
+        async for chunk in chunks:
+            yield chunk
+            snap.expires_us = self.clock() + snap.lease_us
+
+    def close(self, snapshot_id: str) -> bool:
+        """Release a snapshot; returns whether it was held."""
+        return self._held.pop(snapshot_id, None) is not None
+
+    def expire(self) -> int:
+        """Drop the snapshots whose lease has ended; returns how many."""
+        now = self.clock()
+        gone = [sid for sid, snap in self._held.items() if snap.expires_us <= now]
+        for sid in gone:
+            del self._held[sid]
+        return len(gone)
