@@ -1,19 +1,20 @@
 /**
- * Client options that the server does not check yet (SPEC §11): `token` is sent as
- * `authorization: Bearer TOKEN` metadata on every call, `tls` opens a TLS channel. Checked
- * against a small HTTP/2 endpoint in the test that records what it receives and answers every
- * call with gRPC status UNIMPLEMENTED; and the token against a live sowd, which accepts it.
+ * The client's security options (SPEC §11): `token` is sent as `authorization: Bearer TOKEN`
+ * metadata on every call, `tls` opens a TLS channel. Checked against a small HTTP/2 endpoint in
+ * the test that records what it receives and answers every call with gRPC status UNIMPLEMENTED,
+ * and against a live sowd with TLS and token users.
  */
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { SowdbError, createClient } from "@sowdb/client";
-import { type Sowd, startSowd } from "./server.ts";
+import { type Sowd, TEST_CONFIG, startSowd } from "./server.ts";
 
 interface Seen {
   path: string;
@@ -80,7 +81,7 @@ describe("token", () => {
     server.close();
   });
 
-  test("a client with a token works against sowd (which does not check tokens yet)", async () => {
+  test("a client with a token works against a sowd without security (which ignores it)", async () => {
     const client = createClient({ address: sowd.address, token: "s3cret" });
     assert.ok((await client.ping()) >= 0);
     assert.equal((await client.publish("orders", [{ orderId: 1 }])).count, 1);
@@ -153,6 +154,68 @@ describe("tls", { skip: openssl ? false : "openssl is not installed" }, () => {
     const client = createClient({ address });
     const c = await code(client.ping({ timeoutMs: 2000 }));
     assert.notEqual(c, "UNIMPLEMENTED");
+    assert.notEqual(c, "OK");
+    client.close();
+  });
+});
+
+describe("a secured sowd (TLS and token users)", { skip: openssl ? false : "openssl is not installed" }, () => {
+  let dir: string;
+  let sowd: Sowd;
+  let ca: Buffer;
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), "sowdb-secured-"));
+    execFileSync(
+      "openssl",
+      ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
+       "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+       "-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem")],
+      { stdio: "ignore" },
+    );
+    ca = readFileSync(join(dir, "cert.pem"));
+    const hash = createHash("sha256").update("s3cret").digest("hex");
+    writeFileSync(join(dir, "users.toml"), `[[user]]\nname = "ann"\ntoken_sha256 = "${hash}"\nroles = ["fx"]\n`);
+    const security = `
+[security]
+tls_cert = "${join(dir, "cert.pem")}"
+tls_key = "${join(dir, "key.pem")}"
+users_file = "${join(dir, "users.toml")}"
+
+[[role]]
+name = "fx"
+read = ["orders"]
+write = ["orders"]
+filter = "/desk = 'FX'"
+`;
+    sowd = await startSowd(TEST_CONFIG + security);
+  });
+
+  after(async () => {
+    await sowd?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("with the CA and a token: publish, and read under the row entitlement", async () => {
+    const client = createClient({ address: sowd.address, tls: { ca }, token: "s3cret" });
+    await client.publish("orders", [{ orderId: 1, desk: "FX" }, { orderId: 2, desk: "EQ" }]);
+    const rows = await client.sow("orders").toArray();
+    assert.deepEqual(rows.map((r) => r.data), [{ orderId: 1, desk: "FX" }]);
+    assert.equal(await code(client.sow("quotes").toArray()), "PERMISSION_DENIED");
+    client.close();
+  });
+
+  test("no token, or a wrong one: UNAUTHENTICATED", async () => {
+    for (const token of [undefined, "wrong"]) {
+      const client = createClient({ address: sowd.address, tls: { ca }, ...(token ? { token } : {}) });
+      assert.equal(await code(client.listTopics()), "UNAUTHENTICATED");
+      client.close();
+    }
+  });
+
+  test("a plaintext client against the TLS port fails", async () => {
+    const client = createClient({ address: sowd.address, token: "s3cret" });
+    const c = await code(client.listTopics({ timeoutMs: 3000 }));
     assert.notEqual(c, "OK");
     client.close();
   });
