@@ -11,6 +11,8 @@ from typing import Any
 
 import grpc
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sowdb.server import SowServer
 from sowdb_api.v1 import data_pb2 as dpb
@@ -18,7 +20,7 @@ from sowdb_api.v1 import data_pb2_grpc, sow_pb2_grpc
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import AsyncClient, InvalidArgumentError, Message, NotFoundError, OutOfRangeError, PublishError
 from sowdb_client.errors import SowdbError, from_rpc_error
-from tests.support import Running, make_config
+from tests.support import Process, Running, make_config
 
 Row = tuple[str, str, int, Any]
 
@@ -344,3 +346,57 @@ async def test_j4_a_producer_request_is_applied_once_also_across_a_restart(tmp_p
             await c.publish("orders", [{"orderId": 1}], producer_id="x" * 300)
         assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
     await server.stop(grace=0)
+
+
+_TEXT = st.text(max_size=40) | st.sampled_from(["orders", "^(orders|book)$", "/orderId > 1", "now", "0", "(", ""])
+_U64 = st.integers(0, 2**64 - 1)
+_DATA_REQUESTS = st.one_of(
+    st.builds(dpb.OpenSnapshotRequest, topic=_TEXT, filter=_TEXT, bookmark=_TEXT, lease_seconds=st.floats(-1e9, 1e9)),
+    st.builds(
+        dpb.ReadSnapshotRequest,
+        snapshot_id=_TEXT,
+        partition=st.integers(0, 2**32 - 1),
+        batch_size=st.integers(0, 2**32 - 1),
+    ),
+    st.builds(
+        dpb.ReadJournalRequest,
+        from_bookmark=_U64,
+        to_bookmark=_U64,
+        topic=_TEXT,
+        filter=_TEXT,
+        operations=st.lists(st.integers(0, 5), max_size=3),
+        batch_size=st.integers(0, 2**32 - 1),
+    ),
+    st.builds(dpb.DescribeJournalRequest, after_bookmark=_U64, max_entries=_U64, topic=_TEXT),
+    st.builds(
+        dpb.CommitStagesRequest,
+        topic=_TEXT,
+        stage_ids=st.lists(_TEXT, max_size=3),
+        producer_id=_TEXT,
+        producer_seq=_U64,
+    ),
+    st.builds(dpb.AbortStagesRequest, stage_ids=st.lists(_TEXT, max_size=3), stage_id_prefix=_TEXT),
+)
+
+
+def _data_call(stub: Any, req: Any) -> tuple[grpc.StatusCode, str]:
+    method = getattr(stub, type(req).__name__.removesuffix("Request"))
+    try:
+        result = method(req, timeout=30)
+        if type(req) in (dpb.ReadSnapshotRequest, dpb.ReadJournalRequest):
+            for _ in result:
+                pass
+    except grpc.RpcError as err:
+        return err.code(), err.details() or ""
+    return grpc.StatusCode.OK, ""
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])  # one server for all
+@given(requests=st.lists(_DATA_REQUESTS, min_size=1, max_size=3))
+def test_the_data_service_never_answers_internal_or_unknown(sowd_process: Process, requests: list[Any]) -> None:
+    with grpc.insecure_channel(sowd_process.target) as channel:
+        stub = data_pb2_grpc.DataServiceStub(channel)
+        for req in requests:
+            code, details = _data_call(stub, req)
+            assert code not in {grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN}, (req, details)
+    assert sowd_process.proc.poll() is None

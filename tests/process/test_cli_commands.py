@@ -187,3 +187,26 @@ def test_cli_bookmark_flags(sowd_process: Process) -> None:
     gone = sow("sow_and_subscribe", "-topic", "prices", "-filter", "/symbol = 'TMP'", "-oof", "-format", "full",
                "-count", "2", "-timeout", "10")  # fmt: skip
     assert [json.loads(x).get("reason") for x in gone.stdout.splitlines()][-1] == "expired"
+
+
+def test_cli_publish_as_an_idempotent_producer(sowd_process: Process) -> None:
+    """J-4: ``-producer`` numbers the requests from ``-producerseq``; the same publish run again
+    stores nothing twice, and the summary says where the producer goes on."""
+    s = ("-server", sowd_process.target, "-producer", "loader-1", "-batchsize", "5")
+    first = sow("publish", "-topic", "orders", *s, stdin=ORDERS)
+    assert first.returncode == 0, first.stderr
+    assert "published 12 messages to orders (bookmarks 1..12)" in first.stdout
+    assert "0 messages acknowledged as duplicates (applied before); its next -producerseq is 4" in first.stdout
+    again = sow("publish", "-topic", "orders", *s, stdin=ORDERS)
+    assert "12 messages acknowledged as duplicates" in again.stdout
+    more = sow("publish", "-topic", "orders", *s, "-producerseq", "4", "-format", "full", stdin='{"orderId": 99}')
+    assert json.loads(more.stdout) | {"seconds": 0} == {
+        "command": "published",
+        "topic": "orders",
+        "count": 1,
+        "first_bookmark": 13,
+        "last_bookmark": 13,
+        "seconds": 0,
+        "duplicates": 0,
+        "next_producer_seq": 5,
+    }

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 
 import grpc
+import pytest
+from pyspark.errors import PySparkException
 from pyspark.sql import Row, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.testing import assertDataFrameEqual
@@ -18,6 +20,7 @@ from sowdb_api.v1 import data_pb2_grpc
 from sowdb_client import Client, Message
 from sowdb_spark.asof import as_of
 from sowdb_spark.export import main as export
+from tests.support import start_sowd
 
 
 def journal(server: str, topic: str) -> list[int]:
@@ -132,3 +135,35 @@ def test_a_replayed_micro_batch_is_applied_once(spark: SparkSession, server: str
     run()
     assert len(journal(server, "copied")) == len(ticks)  # the replayed batch was a J-4 duplicate
     assert (checkpoint / "commits" / last.name).exists()
+
+
+def test_a_stream_behind_the_retained_journal_fails_naming_the_oldest_bookmark(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    config = tmp_path / "sowdb.toml"
+    config.write_text('[server]\njournal_max_entries = 10\n\n[[topic]]\nname = "ticks"\nkey = ["/id"]\n')
+    p = start_sowd(tmp_path / "data", "--config", str(config))
+    try:
+        with Client(p.target) as c:
+            c.publish("ticks", [{"id": i} for i in range(100)])
+        deadline = time.time() + 30
+        while time.time() < deadline:  # retention runs every few seconds
+            with grpc.insecure_channel(p.target) as channel:
+                d = data_pb2_grpc.DataServiceStub(channel).DescribeJournal(dpb.DescribeJournalRequest())
+            if d.trimmed_bookmark == 90:
+                break
+            time.sleep(0.2)
+        query = (
+            spark.readStream.format("sowdb")
+            .options(server=p.target, topic="ticks", from_bookmark="5")
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .start()
+        )
+        with pytest.raises(
+            PySparkException, match="bookmark 5 is older than the retained journal; the oldest available bookmark is 90"
+        ):
+            query.awaitTermination(60)
+    finally:
+        p.stop()

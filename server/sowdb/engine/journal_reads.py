@@ -162,6 +162,7 @@ class JournalReads:
     async def describe(self, after: int = 0, max_entries: int = 0, topic: str = "") -> JournalRange:
         """The retained range and, with ``max_entries``, the bookmark that ends a batch of at most
         that many entries of ``topic`` after ``after`` (the latest bookmark when fewer match).
+        A reader at ``after`` learns here whether the journal still holds what follows it.
 
         Raises:
             OutOfRange: ``after`` is older than the retained journal.
@@ -170,9 +171,9 @@ class JournalReads:
         matches = topic_matcher(topic)
         trimmed = self.store.journal_trimmed()
         last = self.writer.last_seq
+        start, end = self._range(after, 0, "after_bookmark") if after or max_entries else (0, last)
         if not max_entries:
             return JournalRange(trimmed, last, last, 0)
-        start, end = self._range(after, 0, "after_bookmark")
         count = 0
         for read, (key, value) in enumerate(self.store.iter_journal_raw(start), 1):
             seq = k.decode_seq(key)

@@ -361,7 +361,9 @@ class DescribeJournalRequest(_message.Message):
     MAX_ENTRIES_FIELD_NUMBER: _builtins.int
     TOPIC_FIELD_NUMBER: _builtins.int
     after_bookmark: _builtins.int
-    """With max_entries: count entries after this bookmark."""
+    """A reader's position: a bookmark older than the retained journal is OUT_OF_RANGE with the
+    oldest bookmark in the details; with max_entries, entries are counted after it.
+    """
     max_entries: _builtins.int
     """When set, end_bookmark is the bookmark of the max_entries-th matching entry after
     after_bookmark (or the latest bookmark, when fewer match).

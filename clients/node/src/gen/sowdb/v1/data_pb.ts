@@ -352,7 +352,8 @@ export const ReadJournalResponseSchema: GenMessage<ReadJournalResponse> = /*@__P
  */
 export type DescribeJournalRequest = Message<"sowdb.v1.DescribeJournalRequest"> & {
   /**
-   * With max_entries: count entries after this bookmark.
+   * A reader's position: a bookmark older than the retained journal is OUT_OF_RANGE with the
+   * oldest bookmark in the details; with max_entries, entries are counted after it.
    *
    * @generated from field: uint64 after_bookmark = 1;
    */
