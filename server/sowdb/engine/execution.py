@@ -62,7 +62,9 @@ async def scan(
     Args:
         point: (sequence, timestamp) of a historical query: ``sources`` are version chains,
             each walked back to the version current at that point (H-2).
-        entitlements: per source, the rows its caller may see (A-2); None: every row.
+        entitlements: per source, the rows its caller may see (A-2); None: every row. The
+            count of records looked at includes those outside it (it says how much work the
+            query was, not what the caller may see).
     """
     matched: list[StoredRecord] = []
     scanned = 0
@@ -74,11 +76,15 @@ async def scan(
             if point is not None:
                 seq, ts = point
                 chunk = [v for v in [version_at(h, seq, ts) for h in chunk] if v is not None]
-            if ent is not None:
-                visible = ent.matches
-                chunk = [r for r in chunk if visible(r.data, r)]
             scanned += len(chunk)
-            matched.extend(chunk if match is None else [r for r in chunk if match(r.data, r)])
+            if ent is None:
+                matched.extend(chunk if match is None else [r for r in chunk if match(r.data, r)])
+            elif match is None:
+                visible = ent.matches
+                matched.extend([r for r in chunk if visible(r.data, r)])
+            else:  # the entitlement only on what the request's filter let through: ~3 % of a range query's
+                visible = ent.matches
+                matched.extend([r for r in chunk if match(r.data, r) and visible(r.data, r)])
             await slicer.pause()
     return matched, scanned
 
