@@ -180,7 +180,9 @@ class DataServicer:
         self, request: pb.AbortStagesRequest, context: Context, access: Access
     ) -> pb.AbortStagesResponse:
         return pb.AbortStagesResponse(
-            aborted=self.engine.stages.abort(list(request.stage_ids), request.stage_id_prefix)
+            aborted=self.engine.stages.abort(
+                list(request.stage_ids), request.stage_id_prefix, None if access.everything else access.can_write
+            )
         )
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,12 +181,23 @@ class Stages:
         self.staged_bytes -= stage.bytes
         return True
 
-    def abort(self, stage_ids: Sequence[str] = (), prefix: str = "") -> int:
-        """Drop stages by id and by id prefix (those being committed stay); returns how many."""
+    def abort(
+        self, stage_ids: Sequence[str] = (), prefix: str = "", writable: Callable[[str], bool] | None = None
+    ) -> int:
+        """Drop stages by id and by id prefix (those being committed stay, and, given
+        ``writable``, those of topics the caller may not write); returns how many."""
         ids = set(stage_ids)
         if prefix:
             ids.update(sid for sid in self._held if sid.startswith(prefix))
-        return sum(1 for sid in ids if sid in self._held and not self._held[sid].committing and self.discard(sid))
+        held = self._held
+        return sum(
+            1
+            for sid in ids
+            if sid in held
+            and not held[sid].committing
+            and (writable is None or writable(held[sid].topic))
+            and self.discard(sid)
+        )
 
     def expire(self) -> int:
         """Drop stages whose lease has ended; returns how many."""
