@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from sowdb.config import Config, ServerConfig, config_from_dict
 from sowdb.engine import Engine
 from sowdb.server import SowServer
+from sowdb.storage.keys import family_of_keys
 from sowdb_client import AsyncClient, AsyncSubscriptionStream, Event
 
 T = TypeVar("T")
@@ -155,22 +156,12 @@ def docs(events: list[Event]) -> list[tuple[str, Any]]:
 
 
 def sst_files(store: Any) -> dict[str, list[Path]]:
-    """Flush every column family of an open store; then its SST files by family, told apart by
-    the shape of their keys (see ``sowdb.storage.keys``): journal keys are 8-byte sequences,
-    history keys end with ``0x00`` + an 8-byte sequence, meta keys are ASCII names."""
+    """Flush every column family of an open store; then its SST files by family
+    (:func:`sowdb.storage.keys.family_of_keys`)."""
     store.db.flush()
     out: dict[str, list[Path]] = {"journal": [], "current": [], "history": [], "meta": []}
     for f in store.db.live_files():
-        first, last = f["start_key"], f["end_key"]
-        if len(first) == 8 and len(last) == 8 and first[0] == 0:
-            family = "journal"
-        elif first[:1].isalpha():
-            family = "meta"
-        elif len(last) > 9 and last[-9] == 0:
-            family = "history"
-        else:
-            family = "current"
-        out[family].append(Path(store.path) / f["name"].lstrip("/"))
+        out[family_of_keys(f["start_key"], f["end_key"])].append(Path(store.path) / f["name"].lstrip("/"))
     return out
 
 

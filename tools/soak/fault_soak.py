@@ -35,6 +35,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sowdb.storage import Store
+from sowdb.storage.keys import family_of_keys
 from sowdb_client import Client, SowdbError
 
 CONFIG = """
@@ -97,24 +98,13 @@ def load(data: Path, n: int) -> None:
     store.close()
 
 
-def family_of(first: bytes, last: bytes) -> str:
-    """An SST file's column family, told by the shape of its keys (``sowdb.storage.keys``):
-    journal keys are 8-byte sequences, history keys end with 0x00 + an 8-byte sequence, meta
-    keys are ASCII names."""
-    if len(first) == 8 and len(last) == 8 and first[0] == 0:
-        return "journal"
-    if first[:1].isalpha():
-        return "meta"
-    return "history" if len(last) > 9 and last[-9] == 0 else "current"
-
-
 def biggest_sst(data: Path, family: str) -> Path:
     store = Store(data)
     try:
         files = store.db.live_files()
     finally:
         store.close()
-    names = [f["name"] for f in files if family_of(f["start_key"], f["end_key"]) == family]
+    names = [f["name"] for f in files if family_of_keys(f["start_key"], f["end_key"]) == family]
     return max((data / n.lstrip("/") for n in names), key=lambda p: p.stat().st_size)
 
 

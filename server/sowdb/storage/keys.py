@@ -182,3 +182,15 @@ def decode_version(value: bytes) -> tuple[int, int, bytes]:
     """A ``history`` value as (op, timestamp_us, payload)."""
     op, ts = HISTORY_HEAD.unpack_from(value)
     return op, ts, value[HISTORY_HEAD.size :]
+
+
+def family_of_keys(first: bytes, last: bytes) -> str:
+    """The column family whose keys an SST file holds, told by their shape (RocksDB's file list
+    does not name it): journal keys are 8-byte sequences, ``meta`` keys ASCII names, history
+    keys end with ``0x00`` + an 8-byte sequence; the rest are ``current`` keys. For tools and
+    tests that damage one family's files on purpose."""
+    if len(first) == 8 and len(last) == 8 and first[0] == 0:
+        return "journal"
+    if first[:1].isalpha():
+        return "meta"
+    return "history" if len(last) > 9 and last[-9] == 0 else "current"
