@@ -193,7 +193,7 @@ def _whole_journal(access: Access, topic: str) -> None:
     Raises:
         PermissionDenied: the caller may not read the topic's journal.
     """
-    if bulk_read(access, topic, "the journal") or (topic and access.entitlement(topic) is not None):
+    if bulk_read(access, topic, "the journal"):  # the topic's row entitlement, "" for none
         raise PermissionDenied(
             f"user {access.user!r} has a row entitlement on topic {topic!r}: its journal cannot be read "
             "(read its records with a snapshot or a query instead)",
