@@ -170,7 +170,7 @@ def main() -> None:
         spent = [0.0]
         _timed(View, "apply", spent)
         with_view = min(_publish_all(viewed, batches) for _ in range(2))
-        groups = len(viewed.topics["by_symbol"].records)
+        groups = len(viewed.topics.sow_topic("by_symbol").records)
         viewed.close()
     per_update = spent[0] / (2 * n)
     print(
