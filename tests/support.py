@@ -9,7 +9,8 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -70,10 +71,29 @@ class Running:
         return f"127.0.0.1:{self.server.port}"
 
     @property
+    def console_url(self) -> str:
+        """The web console's page (the server's config has ``http_listen``)."""
+        assert self.server.console is not None, "the server has no console: http_listen is unset"
+        return self.server.console.url
+
+    @property
     def engine(self) -> Engine:
         """The server's engine (it has one once started)."""
         assert self.server.engine is not None, "the server has not started"
         return self.server.engine
+
+
+@asynccontextmanager
+async def running(config: Config, token: str | None = None) -> AsyncIterator[Running]:
+    """A started in-process server with a client (with ``token``, if given); stopped after."""
+    server = SowServer(config)
+    port = await server.start()
+    client = AsyncClient(f"127.0.0.1:{port}", token=token)
+    try:
+        yield Running(server, client)
+    finally:
+        await client.close()
+        await server.stop(grace=0)
 
 
 class Process:

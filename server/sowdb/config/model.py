@@ -84,6 +84,8 @@ class ServerConfig:
     """Process-level settings."""
 
     listen: str = DEFAULT_LISTEN
+    # the console (SPEC §12): its page and the Connect / gRPC-web gateway on HTTP; "" = off
+    http_listen: str = ""
     data_dir: str = DEFAULT_DATA_DIR
     fsync: bool = False
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
