@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import ssl
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -20,15 +21,15 @@ from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import SowdbError
 from tests.console.conftest import TOKEN
 from tests.console.wire import Stream, WireError, connect_error, unary
-from tests.support import Running, make_config
+from tests.support import Certs, Running, make_config
 
 LIST_TOPICS = "/sowdb.v1.SowService/ListTopics"
 SOW_AND_SUBSCRIBE = "/sowdb.v1.SowService/SowAndSubscribe"
 
 
-def _get(url: str) -> tuple[int, dict[str, str], bytes]:
+def _get(url: str, context: ssl.SSLContext | None = None) -> tuple[int, dict[str, str], bytes]:
     try:
-        with urllib.request.urlopen(url, timeout=10) as r:
+        with urllib.request.urlopen(url, timeout=10, context=context) as r:
             return r.status, dict(r.headers), r.read()
     except urllib.error.HTTPError as e:
         return e.code, dict(e.headers), e.read()
@@ -154,3 +155,34 @@ async def test_the_token_goes_through_to_the_servers_own_check(secured: Running)
     assert isinstance(denied, WireError)
     assert denied.code == "permission_denied"
     assert "secrets" in denied.message
+
+
+@pytest.mark.parametrize("mutual", [False, True])
+async def test_the_console_takes_the_grpc_ports_tls(tmp_path: Path, certs: Certs, mutual: bool) -> None:
+    """With ``tls_cert`` the page is served over HTTPS with the same certificate; with
+    ``client_ca`` a browser without a certificate signed by it is turned away."""
+    security = {"tls_cert": certs["server.pem"], "tls_key": certs["server.key"]}
+    if mutual:
+        security["client_ca"] = certs["ca.pem"]
+    raw = {
+        "topic": [{"name": "orders", "key": ["/id"]}],
+        "server": {"listen": "127.0.0.1:0", "http_listen": "127.0.0.1:0", "data_dir": str(tmp_path / "data")},
+        "security": security,
+    }
+    server = SowServer(config_from_dict(raw, source="sowd.toml"))
+    await server.start()
+    try:
+        assert server.console is not None
+        url = server.console.url
+        assert url.startswith("https://127.0.0.1:")
+        trusting = ssl.create_default_context(cafile=certs["ca.pem"])
+        if mutual:
+            # refused in the handshake, or (TLS 1.3) the connection closed right after it
+            with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionResetError)):
+                await asyncio.to_thread(_get, url, trusting)
+            trusting.load_cert_chain(certs["client.pem"], certs["client.key"])
+        status, _, body = await asyncio.to_thread(_get, url, trusting)
+        assert status == 200
+        assert b"console.js" in body
+    finally:
+        await server.stop(grace=0)
