@@ -50,9 +50,10 @@ $(CHROMIUM):
 	DEBIAN_FRONTEND=noninteractive $$([ "$$(id -u)" = 0 ] || echo sudo -E) \
 		apt-get install -y -qq --no-install-recommends chromium
 
-## Start the server on its embedded default: built-in demo config, 127.0.0.1:9007, data in ./data.
+## Start the server on its embedded default: built-in demo config, 127.0.0.1:9007, data in ./data,
+## and the web console on http://127.0.0.1:9080/.
 run: setup
-	$(BIN)/sowd
+	$(BIN)/sowd --http-listen 127.0.0.1:9080
 
 ## The whole suite: lint (ruff, buf, generated code), types, tests, the Node SDK's types and
 ## tests. This is what CI runs.

@@ -99,9 +99,11 @@ async def running(config: Config, token: str | None = None) -> AsyncIterator[Run
 class Process:
     """``sowd`` running as a child process."""
 
-    def __init__(self, proc: subprocess.Popen[str], target: str) -> None:
+    def __init__(self, proc: subprocess.Popen[str], target: str, banner: str = "") -> None:
         self.proc = proc
         self.target = target
+        self.banner = banner
+        """The line sowd printed once serving (``sowd listening on ...``)."""
 
     def stop(self) -> tuple[int, str]:
         self.proc.terminate()
@@ -124,7 +126,7 @@ def start_sowd(data_dir: Path, *args: str) -> Process:
     for line in proc.stdout:  # log lines (stderr is merged) may come before the banner
         seen.append(line)
         if "listening on" in line:
-            return Process(proc, line.split("listening on ")[1].split()[0])
+            return Process(proc, line.split("listening on ")[1].split()[0], line.strip())
     proc.kill()
     raise AssertionError(f"sowd did not start: {''.join(seen)}")
 

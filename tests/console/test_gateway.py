@@ -21,7 +21,7 @@ from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import SowdbError
 from tests.console.conftest import TOKEN
 from tests.console.wire import Stream, WireError, connect_error, unary
-from tests.support import Certs, Running, make_config
+from tests.support import Certs, Running, make_config, sowd_command, start_sowd
 
 LIST_TOPICS = "/sowdb.v1.SowService/ListTopics"
 SOW_AND_SUBSCRIBE = "/sowdb.v1.SowService/SowAndSubscribe"
@@ -186,3 +186,25 @@ async def test_the_console_takes_the_grpc_ports_tls(tmp_path: Path, certs: Certs
         assert b"console.js" in body
     finally:
         await server.stop(grace=0)
+
+
+def test_sowd_serves_the_console_at_the_address_it_prints(tmp_path: Path) -> None:
+    sowd = start_sowd(tmp_path / "data", "--http-listen", "127.0.0.1:0")
+    try:
+        assert "; console http://127.0.0.1:" in sowd.banner
+        url = sowd.banner.rsplit("console ", 1)[1]
+        status, _, body = _get(url)
+        assert status == 200
+        assert b"sowdb console" in body
+    finally:
+        code, _ = sowd.stop()
+    assert code == 0
+
+
+def test_a_bad_http_listen_flag_stops_sowd_in_one_line(tmp_path: Path) -> None:
+    run = sowd_command("--data-dir", str(tmp_path / "data"), "--listen", "127.0.0.1:0", "--http-listen", "9080")
+    assert run.returncode == 1
+    assert (
+        run.stderr.strip().splitlines()[-1]
+        == "sowd: cannot listen on '9080' (http_listen): not HOST:PORT, e.g. 127.0.0.1:9080"
+    )
