@@ -42,6 +42,10 @@ declare global {
 const MAX_ARRIVALS = 100_000;
 const RETRY_MS = 2000;
 
+/** Codes that say the connection or the server went, not that the query was refused: the
+ * grid subscribes again after {@link RETRY_MS} (a server restarting, a network blip). */
+const RETRIED = new Set(["UNAVAILABLE", "CANCELLED", "UNKNOWN", "INTERNAL", "DEADLINE_EXCEEDED"]);
+
 function now(): number {
   return performance.timeOrigin + performance.now();
 }
@@ -113,8 +117,9 @@ export class Grid {
     } catch (err) {
       if (signal.aborted) return;
       const e = toSowdbError(err);
-      this.showError(e, s);
-      if (e.code === "UNAVAILABLE" || e.code === "UNKNOWN") {
+      const retry = RETRIED.has(e.code);
+      this.showError(e, s, retry);
+      if (retry) {
         window.setTimeout(() => {
           if (!signal.aborted) this.subscribe(s);
         }, RETRY_MS);
@@ -229,13 +234,13 @@ export class Grid {
 
   /** A refusal beside the box it is about: a filter error under the filter, with a caret at
    * its column; anything else (order_by, topic, rights) under the form. */
-  private showError(e: SowdbError | undefined, s?: GridSettings): void {
+  private showError(e: SowdbError | undefined, s?: GridSettings, retrying = false): void {
     const filterBox = document.getElementById("filter-error")!;
     const other = document.getElementById("grid-error")!;
     show(filterBox, false);
     show(other, false);
     if (e === undefined || s === undefined) return;
-    this.status("error", `refused: ${e.code}`);
+    this.status("error", retrying ? `disconnected (${e.code}): subscribing again in ${RETRY_MS / 1000} s` : `refused: ${e.code}`);
     const onFilter = e.field === "filter";
     const box = onFilter ? filterBox : other;
     const text = onFilter ? s.filter : e.field === "order_by" ? s.orderBy : "";
