@@ -13,20 +13,10 @@ from grpc_health.v1 import health_pb2_grpc
 
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
+from sowdb_client import calls
 from sowdb_client import options as o
 from sowdb_client import types as t
-from sowdb_client.calls import (
-    HEALTH_CHECK,
-    Calls,
-    EventStream,
-    SowFrames,
-    channel_options,
-    check_serving,
-    credentials,
-    rpc_errors,
-    tls_of,
-    token_metadata,
-)
+from sowdb_client.calls import Calls, EventStream, SowFrames
 from sowdb_client.events import Event
 from sowdb_client.publishing import PublishTally
 
@@ -36,7 +26,7 @@ class AsyncSowResult(SowFrames):
 
     async def events(self) -> AsyncIterator[pb.SowResponse]:
         """Every response of the stream: group_begin, record batches, group_end."""
-        with rpc_errors():
+        with calls.rpc_errors():
             async for resp in self._call:
                 self._note(resp)
                 yield resp
@@ -79,13 +69,10 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t
     ) -> None:
         """See :class:`Client`."""
         self.target = target
-        settings = tls_of(tls)
-        options = channel_options(max_message_bytes, settings)
-        if settings is None:
-            self._channel = grpc.aio.insecure_channel(target, options=options)
-        else:
-            self._channel = grpc.aio.secure_channel(target, credentials(settings), options=options)
-        self._metadata = token_metadata(token)
+        self._channel = calls.open_channel(
+            grpc.aio.insecure_channel, grpc.aio.secure_channel, target, tls, max_message_bytes
+        )
+        self._metadata = calls.token_metadata(token)
         self._stub = sow_pb2_grpc.SowServiceStub(self._channel)
         self._health: Any = health_pb2_grpc.HealthStub(self._channel)  # its stubs omit Check
 
@@ -106,7 +93,7 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t
 
     async def _publish(self, tally: PublishTally, call: Any) -> AsyncIterator[t.PublishAck]:
         try:
-            with rpc_errors():
+            with calls.rpc_errors():
                 async for resp in call:
                     yield tally.ack(resp)
         finally:
@@ -115,8 +102,8 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t
     async def ping(self, *, timeout: float = 5.0) -> float:
         """Round-trip time in seconds of a health check (see :meth:`Client.ping`)."""
         start = time.perf_counter()
-        with rpc_errors():
-            check_serving(await self._health.Check(HEALTH_CHECK, timeout=timeout, metadata=self._metadata))
+        with calls.rpc_errors():
+            calls.check_serving(await self._health.Check(calls.HEALTH_CHECK, timeout=timeout, metadata=self._metadata))
         return time.perf_counter() - start
 
     async def publish(
@@ -138,7 +125,7 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t
         self, sub_id: str, *, timeout: float | None = None, **options: Unpack[o.ReplaceOptions]
     ) -> int:
         """R-1 (see :meth:`Client.replace_subscription`); returns the bookmark it took effect at."""
-        with rpc_errors():
+        with calls.rpc_errors():
             return int(
                 (
                     await self._stub.ReplaceSubscription(
@@ -149,7 +136,7 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t
 
     async def sow_delete(self, topic: str, *, timeout: float | None = None, **options: Unpack[o.DeleteOptions]) -> int:
         """Delete by exactly one of filter, SowKeys or data; returns the number deleted."""
-        with rpc_errors():
+        with calls.rpc_errors():
             return int(
                 (
                     await self._stub.SowDelete(self._delete(topic, options), timeout=timeout, metadata=self._metadata)
@@ -158,7 +145,7 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t
 
     async def list_topics(self, *, timeout: float | None = None) -> list[pb.TopicInfo]:
         """The configured topics with kind, key, durability and record count."""
-        with rpc_errors():
+        with calls.rpc_errors():
             return list(
                 (await self._stub.ListTopics(pb.ListTopicsRequest(), timeout=timeout, metadata=self._metadata)).topics
             )

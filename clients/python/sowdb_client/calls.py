@@ -5,7 +5,7 @@ events. The two clients differ only in how they wait (iterate or ``async for``, 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Generic, TypeVar, Unpack
 
@@ -54,6 +54,25 @@ def credentials(tls: Tls) -> grpc.ChannelCredentials:
     return grpc.ssl_channel_credentials(
         root_certificates=pem(tls.ca), private_key=pem(tls.key), certificate_chain=pem(tls.cert)
     )
+
+
+_Channel = TypeVar("_Channel")
+
+
+def open_channel(
+    insecure: Callable[..., _Channel],
+    secure: Callable[..., _Channel],
+    target: str,
+    tls: bool | Tls | None,
+    max_message_bytes: int,
+) -> _Channel:
+    """A channel to ``target``, plaintext or TLS, made by grpc's (or grpc.aio's) factories: the
+    one place both clients' connection settings are decided."""
+    settings = tls_of(tls)
+    options = channel_options(max_message_bytes, settings)
+    if settings is None:
+        return insecure(target, options=options)
+    return secure(target, credentials(settings), options=options)
 
 
 def token_metadata(token: str | None) -> tuple[tuple[str, str], ...] | None:

@@ -13,19 +13,9 @@ from grpc_health.v1 import health_pb2_grpc
 
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
+from sowdb_client import calls
 from sowdb_client import options as o
-from sowdb_client.calls import (
-    HEALTH_CHECK,
-    Calls,
-    EventStream,
-    SowFrames,
-    channel_options,
-    check_serving,
-    credentials,
-    rpc_errors,
-    tls_of,
-    token_metadata,
-)
+from sowdb_client.calls import Calls, EventStream, SowFrames
 from sowdb_client.events import Event
 from sowdb_client.publishing import PublishTally
 from sowdb_client.types import (
@@ -45,7 +35,7 @@ class SowResult(SowFrames):
 
     def events(self) -> Iterator[pb.SowResponse]:
         """Every response of the stream: group_begin, record batches, group_end."""
-        with rpc_errors():
+        with calls.rpc_errors():
             for resp in self._call:
                 self._note(resp)
                 yield resp
@@ -94,13 +84,8 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
         users asks for one); ``tls``: ``True`` for TLS with the system's CAs, or a :class:`Tls`
         with a CA file and, for mutual TLS, a client certificate."""
         self.target = target
-        settings = tls_of(tls)
-        options = channel_options(max_message_bytes, settings)
-        if settings is None:
-            self._channel = grpc.insecure_channel(target, options=options)
-        else:
-            self._channel = grpc.secure_channel(target, credentials(settings), options=options)
-        self._metadata = token_metadata(token)
+        self._channel = calls.open_channel(grpc.insecure_channel, grpc.secure_channel, target, tls, max_message_bytes)
+        self._metadata = calls.token_metadata(token)
         self._stub = sow_pb2_grpc.SowServiceStub(self._channel)
         self._health: Any = health_pb2_grpc.HealthStub(self._channel)  # its stubs omit Check
 
@@ -121,7 +106,7 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
 
     def _publish(self, tally: PublishTally, call: Any) -> Iterator[PublishAck]:
         try:
-            with rpc_errors():
+            with calls.rpc_errors():
                 for resp in call:
                     yield tally.ack(resp)
         finally:
@@ -134,8 +119,8 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
             SowdbError: the server is unreachable or not serving.
         """
         start = time.perf_counter()
-        with rpc_errors():
-            check_serving(self._health.Check(HEALTH_CHECK, timeout=timeout, metadata=self._metadata))
+        with calls.rpc_errors():
+            calls.check_serving(self._health.Check(calls.HEALTH_CHECK, timeout=timeout, metadata=self._metadata))
         return time.perf_counter() - start
 
     def publish(
@@ -178,7 +163,7 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
         Raises:
             NotFoundError: no such subscription on this client's connection.
         """
-        with rpc_errors():
+        with calls.rpc_errors():
             return int(
                 self._stub.ReplaceSubscription(
                     self._replace(sub_id, options), timeout=timeout, metadata=self._metadata
@@ -187,7 +172,7 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
 
     def sow_delete(self, topic: str, *, timeout: float | None = None, **options: Unpack[o.DeleteOptions]) -> int:
         """Delete by exactly one of filter, SowKeys or data; returns the number deleted."""
-        with rpc_errors():
+        with calls.rpc_errors():
             return int(
                 self._stub.SowDelete(
                     self._delete(topic, options), timeout=timeout, metadata=self._metadata
@@ -196,6 +181,6 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
 
     def list_topics(self, *, timeout: float | None = None) -> list[pb.TopicInfo]:
         """The configured topics with kind, key, durability and record count."""
-        with rpc_errors():
+        with calls.rpc_errors():
             listed = self._stub.ListTopics(pb.ListTopicsRequest(), timeout=timeout, metadata=self._metadata)
             return list(listed.topics)

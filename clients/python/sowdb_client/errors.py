@@ -49,8 +49,12 @@ class SowdbError(Exception):
     @property
     def column(self) -> int | None:
         """For expression errors: the 1-based column of the offending token."""
-        c = self.metadata.get("column")
-        return int(c) if c else None
+        return self._number("column")
+
+    def _number(self, key: str) -> int | None:
+        """A number the server put in the error's metadata (metadata values are strings)."""
+        value = self.metadata.get(key)
+        return int(value) if value else None
 
 
 class InvalidArgumentError(SowdbError):
@@ -71,8 +75,7 @@ class OutOfRangeError(SowdbError):
     @property
     def oldest_bookmark(self) -> int | None:
         """The oldest bookmark the server still has."""
-        b = self.metadata.get("oldest_bookmark")
-        return int(b) if b else None
+        return self._number("oldest_bookmark")
 
 
 class ResourceExhaustedError(SowdbError):

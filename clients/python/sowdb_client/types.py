@@ -116,13 +116,6 @@ def publish_message(item: PublishItem) -> pb.PublishMessage:
     return msg
 
 
-def channel_options(max_message_bytes: int) -> list[tuple[str, int]]:
-    return [
-        ("grpc.max_receive_message_length", max_message_bytes),
-        ("grpc.max_send_message_length", max_message_bytes),
-    ]
-
-
 @dataclass(frozen=True, slots=True)
 class Tls:
     """How to reach a server over TLS (SPEC §11).

@@ -3,19 +3,13 @@ boundary as the rest of the API."""
 
 from __future__ import annotations
 
-from sowdb.api.servicer import Context, error_boundary
-from sowdb.auth import Authenticator
-from sowdb.engine import Engine
+from sowdb.api.servicer import Context, Servicer, error_boundary
 from sowdb.engine.access import Access
 from sowdb_api.v1 import admin_pb2 as pb
 
 
-class AdminServicer:
+class AdminServicer(Servicer):
     """``sowdb.v1.AdminService`` over an :class:`Engine`."""
-
-    def __init__(self, engine: Engine, auth: Authenticator | None = None) -> None:
-        self.engine = engine
-        self.auth = auth or Authenticator(None)
 
     @error_boundary
     async def Checkpoint(

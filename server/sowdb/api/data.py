@@ -9,10 +9,9 @@ from collections.abc import AsyncIterator, Sequence
 
 from sowdb.api import convert
 from sowdb.api.service import Undecodable
-from sowdb.api.servicer import Context, error_boundary
-from sowdb.auth import Authenticator
+from sowdb.api.servicer import Context, Servicer, error_boundary
 from sowdb.config import is_regex_topic
-from sowdb.engine import Engine, StoredRecord
+from sowdb.engine import StoredRecord
 from sowdb.engine.access import Access, restricted
 from sowdb.engine.journal_reads import Entry
 from sowdb.engine.staging import StageBuilder
@@ -32,15 +31,14 @@ def record_columns(records: Sequence[StoredRecord]) -> pb.RecordColumns:
 
 
 def entry_columns(entries: Sequence[Entry]) -> pb.RecordColumns:
-    """A batch of journal entries as columns; an operation's number is its journal op."""
-    return pb.RecordColumns(
-        topics=[e.topic for e in entries],
-        sow_keys=[e.sow_key for e in entries],
-        bookmarks=[e.seq for e in entries],
-        timestamps_us=[e.timestamp_us for e in entries],
-        data=[e.payload for e in entries],
-        operations=[e.op for e in entries],  # type: ignore[misc]  # OP_* equal the enum's numbers
-    )
+    """A batch of journal entries as columns (a transpose of the named tuples, in C); an
+    operation's number is its journal op, as the enum's numbers equal the OP_* codes."""
+    if not entries:
+        return pb.RecordColumns()
+    seqs, stamps, ops, _expiries, topics, keys, payloads = zip(*entries, strict=True)
+    cols = pb.RecordColumns(topics=topics, sow_keys=keys, bookmarks=seqs, timestamps_us=stamps, data=payloads)
+    cols.operations.extend(ops)
+    return cols
 
 
 def bulk_read(access: Access, topic: str, what: str) -> str:
@@ -62,15 +60,11 @@ def bulk_read(access: Access, topic: str, what: str) -> str:
     return access.entitlement_text(topic)
 
 
-class DataServicer:
+class DataServicer(Servicer):
     """``sowdb.v1.DataService`` over an :class:`Engine`.
 
     Snapshot and stage ids are unguessable (random): holding one is the right to read or commit
     what was opened or staged under the caller's rights."""
-
-    def __init__(self, engine: Engine, auth: Authenticator | None = None) -> None:
-        self.engine = engine
-        self.auth = auth or Authenticator(None)
 
     @error_boundary
     async def OpenSnapshot(
@@ -94,10 +88,8 @@ class DataServicer:
     async def ReadSnapshot(
         self, request: pb.ReadSnapshotRequest, context: Context, access: Access
     ) -> AsyncIterator[pb.ReadSnapshotResponse]:
-        chunks = self.engine.snapshots.read(
-            request.snapshot_id, request.partition, request.partitions, request.batch_size
-        )
-        async for chunk in chunks:
+        r = request
+        async for chunk in self.engine.snapshots.read(r.snapshot_id, r.partition, r.partitions, r.batch_size):
             yield pb.ReadSnapshotResponse(records=record_columns(chunk))
 
     @error_boundary

@@ -26,6 +26,8 @@ from sowdb.api.wire import query_frame, stream_frames
 from sowdb.auth import Authenticator
 from sowdb.engine import Engine, SubscriptionStream
 from sowdb.engine.access import Access
+from sowdb.engine.placement import SowAndSubscribeArgs
+from sowdb.engine.subscription import SubscriptionOptions
 from sowdb.errors import SowdbError
 from sowdb_api.v1 import sow_pb2 as pb
 
@@ -100,12 +102,23 @@ def error_boundary(method: _Handler) -> _Handler:
     return unary  # type: ignore[return-value]
 
 
-class SowServicer:
-    """``sowdb.v1.SowService`` over an :class:`Engine`."""
+def _placing(sub_id: str, options: SubscriptionOptions, context: Context, access: Access) -> SowAndSubscribeArgs:
+    """What every subscription is placed with: its options, id, owner (the caller's connection,
+    R-1) and the caller's rights."""
+    return {"options": options, "sub_id": sub_id, "owner": context.peer(), "access": access}
+
+
+class Servicer:
+    """What every service's handlers need: the engine they delegate to, and the authenticator
+    :func:`error_boundary` asks who the caller is (no users configured: everyone may do all)."""
 
     def __init__(self, engine: Engine, auth: Authenticator | None = None) -> None:
         self.engine = engine
         self.auth = auth or Authenticator(None)
+
+
+class SowServicer(Servicer):
+    """``sowdb.v1.SowService`` over an :class:`Engine`."""
 
     @error_boundary
     async def Publish(
@@ -187,29 +200,18 @@ class SowServicer:
     async def SowAndSubscribe(
         self, request: pb.SowAndSubscribeRequest, context: Context, access: Access
     ) -> AsyncIterator[pb.SowAndSubscribeResponse | pb.SowResponse | bytes]:
-        stream = self.engine.sow_and_subscribe(
-            convert.query_options(request.query),
-            options=convert.subscription_options(request.options),
-            sub_id=request.sub_id,
-            owner=context.peer(),
-            access=access,
-        )
-        async for frame in _frames(stream):
+        options = convert.subscription_options(request.options)
+        args = _placing(request.sub_id, options, context, access)
+        async for frame in _frames(self.engine.sow_and_subscribe(convert.query_options(request.query), **args)):
             yield frame
 
     @error_boundary
     async def Subscribe(
         self, request: pb.SubscribeRequest, context: Context, access: Access
     ) -> AsyncIterator[pb.SubscribeResponse | bytes]:
-        stream = self.engine.subscribe(
-            request.topic,
-            filter=request.filter,
-            options=convert.subscription_options(request.options, deleted_events=True),
-            sub_id=request.sub_id,
-            owner=context.peer(),
-            bookmark=request.bookmark,
-            access=access,
-        )
+        options = convert.subscription_options(request.options, deleted_events=True)
+        args = _placing(request.sub_id, options, context, access)
+        stream = self.engine.subscribe(request.topic, filter=request.filter, bookmark=request.bookmark, **args)
         async for frame in _frames(stream):
             yield frame
 

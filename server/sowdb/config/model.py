@@ -81,7 +81,8 @@ class ViewConfig:
 
 @dataclass(frozen=True)
 class ServerConfig:
-    """Process-level settings."""
+    """Process-level settings: the ``[server]`` table (SPEC §3), every one with a default so
+    that ``sowd`` with no config at all starts the embedded demo."""
 
     listen: str = DEFAULT_LISTEN
     # the console (SPEC §12): its page and the Connect / gRPC-web gateway on HTTP; "" = off

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Unpack
 
@@ -34,7 +34,6 @@ from sowdb.engine.fanout import FanOut
 from sowdb.engine.hub import SubscriptionHub
 from sowdb.engine.journal import Journal
 from sowdb.engine.journal_reads import JournalReads
-from sowdb.engine.messages import MessageLike
 from sowdb.engine.pages import PageSets
 from sowdb.engine.placement import Placement, Replacement, SowAndSubscribeArgs, SubscribeArgs
 from sowdb.engine.queries import Queries
@@ -65,10 +64,7 @@ class Engine:
 
     def __init__(self, config: Config, store: Store, topics: Topics, expiry: ExpiryQueue, clock: Clock) -> None:
         """Wire the parts over loaded state; use :meth:`open`, which recovers and loads first."""
-        self.config = config
-        self.store = store
-        self.clock = clock
-        self.topics = topics
+        self.config, self.store, self.clock, self.topics = config, store, clock, topics
         self.hub = SubscriptionHub()
         self.pages = PageSets()
         self.writer = Writer(config, store, topics, FanOut(topics, self.hub, self.pages), expiry, clock)
@@ -76,11 +72,14 @@ class Engine:
         self.queries = Queries(topics, self.journal, self.writer, clock, frame_bytes=config.server.frame_bytes)
         self.placement = Placement(topics, self.hub, self.pages, self.journal, self.writer, config.server, clock)
         # the data service's parts (SPEC §9): pinned snapshots, journal range reads, staged writes
-        frame_bytes = config.server.frame_bytes
-        self.snapshots = Snapshots(topics, self.journal, self.writer, clock, frame_bytes=frame_bytes)
+        self.snapshots = Snapshots(self.queries)
         self.journal_reads = JournalReads(store, self.journal, self.writer)
         self.stages = Stages(topics, self.writer, clock)
         self.recovery: RecoveryReport | None = None
+        # Every change goes to its one owner as it is: the writer's signatures and documents are
+        # the engine's (publish: K-1 … K-5, D-1, X-1, J-4; sow_delete: by filter, SowKeys or data).
+        self.publish = self.writer.publish
+        self.sow_delete = self.writer.sow_delete
 
     @classmethod
     def open(cls, config: Config, store: Store, *, clock: Clock = system_clock) -> Engine:
@@ -122,32 +121,6 @@ class Engine:
     def last_seq(self) -> int:
         """The bookmark of the latest change."""
         return self.writer.last_seq
-
-    def publish(
-        self,
-        topic: str,
-        messages: Sequence[MessageLike],
-        *,
-        delta: bool = False,
-        ttls: Sequence[float | None] | None = None,
-        producer: tuple[str, int] | None = None,
-        access: Access = EVERYONE,
-    ) -> tuple[int, int]:
-        """One atomic batch (K-1 … K-5, D-1, X-1); (0, 0) for a J-4 duplicate of ``producer``'s;
-        see :meth:`Writer.publish`."""
-        return self.writer.publish(topic, messages, delta=delta, ttls=ttls, producer=producer, access=access)
-
-    def sow_delete(
-        self,
-        topic: str,
-        *,
-        filter: str = "",
-        sow_keys: Sequence[str] = (),
-        data: bytes = b"",
-        access: Access = EVERYONE,
-    ) -> tuple[int, int]:
-        """Delete by exactly one of filter, SowKeys or data; returns (count, last bookmark)."""
-        return self.writer.sow_delete(topic, filter=filter, sow_keys=sow_keys, data=data, access=access)
 
     def sow(self, opts: QueryOptions, access: Access = EVERYONE) -> AsyncIterator[QueryEvent]:
         """A SOW query: group_begin, record batches, group_end (Q-1)."""

@@ -39,7 +39,10 @@ QueryEvent = GroupBegin | RecordBatch | GroupEnd
 
 @dataclass(frozen=True)
 class Subscribed:
-    """A subscription is placed: its id and the point it was placed at."""
+    """A subscription is placed: its id and the point it was placed at.
+
+    The id is the client's when it chose one, else the server's; ReplaceSubscription names the
+    subscription by it (R-1)."""
 
     sub_id: str
     bookmark: int

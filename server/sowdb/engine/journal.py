@@ -38,11 +38,8 @@ class Journal:
     """Reads of the journal in bookmark terms, and its retention."""
 
     def __init__(self, store: Store, topics: Topics, writer: Position, config: ServerConfig, clock: Clock) -> None:
-        self.store = store
-        self.topics = topics
-        self.writer = writer
-        self.config = config
-        self.clock = clock
+        self.store, self.topics, self.writer = store, topics, writer
+        self.config, self.clock = config, clock
 
     def seq_at(self, timestamp_us: int, *, inclusive: bool = True) -> int:
         """The last retained sequence with a timestamp ≤ (or <) ``timestamp_us``; the last

@@ -75,13 +75,9 @@ class Placement:
         config: ServerConfig,
         clock: Clock,
     ) -> None:
-        self.topics = topics
-        self.hub = hub
-        self.pages = pages
-        self.journal = journal
-        self.writer = writer
+        self.topics, self.hub, self.pages = topics, hub, pages  # what is placed, and where
+        self.journal, self.writer, self.clock = journal, writer, clock  # the point it is placed at
         self.config = config
-        self.clock = clock
         self.private: dict[str, View] = {}  # sub_id -> the private view of an aggregated subscription
 
     def subscribe(
@@ -149,17 +145,7 @@ class Placement:
             access.require_read(opts.topic)
             found = self.topics.get(opts.topic)
             topics = [found] if found is not None else []
-        sub = self._new_subscription(
-            opts.topic,
-            opts.filter,
-            options,
-            sub_id,
-            owner,
-            track=True,
-            select=query.select,
-            sow_keys=opts.sow_keys,
-            access=access,
-        )
+        sub = self._query_subscription(query, options, sub_id, owner, access, track=True)
         entitlements = None if access.unrestricted else [access.entitlement(t.name) for t in topics]
         point = parse_bookmark(opts.bookmark) if opts.bookmark.strip() else None
         if point is not None and not point.now:
@@ -232,17 +218,7 @@ class Placement:
         topic = self._followed_topic(opts, "a paginated", access)
         entitled = restricted(opts.filter, access.entitlement_text(opts.topic))
         ranked = query if entitled == opts.filter else PreparedQuery(replace(opts, filter=entitled))
-        sub = self._new_subscription(
-            opts.topic,
-            opts.filter,
-            options,
-            sub_id,
-            owner,
-            cls=PagedSubscription,
-            select=query.select,
-            sow_keys=opts.sow_keys,
-            access=access,
-        )
+        sub = self._query_subscription(query, options, sub_id, owner, access, cls=PagedSubscription)
         assert isinstance(sub, PagedSubscription) and opts.top_n is not None
         self.hub.add(sub)  # first: a refused sub_id must not leave a result set behind
         rs = self._result_set(topic, ranked, sub.sow_keys)
@@ -340,6 +316,33 @@ class Placement:
         self.pages.release(sub)
         rs = self._result_set(topic, query, sub.sow_keys)  # shared, or built now
         sub.rebind(rs, query.filter, replace(change.options, deleted_events=False), change.skip_n or 0, change.top_n)
+
+    def _query_subscription(
+        self,
+        query: PreparedQuery,
+        options: SubscriptionOptions,
+        sub_id: str,
+        owner: str,
+        access: Access,
+        *,
+        track: bool = False,
+        cls: type[Subscription] = Subscription,
+    ) -> Subscription:
+        """The subscription half of a sow_and_subscribe: the query's topic, filter, select and
+        SowKeys carry over to the live events."""
+        opts = query.opts
+        return self._new_subscription(
+            opts.topic,
+            opts.filter,
+            options,
+            sub_id,
+            owner,
+            track=track,
+            cls=cls,
+            select=query.select,
+            sow_keys=opts.sow_keys,
+            access=access,
+        )
 
     def _new_subscription(
         self,

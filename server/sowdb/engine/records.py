@@ -38,13 +38,9 @@ class StoredRecord:
         timestamp_us: int,
         expiry_us: int = 0,
     ) -> None:
-        self.topic = topic
-        self.sow_key = sow_key
-        self.data = data
-        self.raw = raw
-        self.bookmark = bookmark
-        self.timestamp_us = timestamp_us
-        self.expiry_us = expiry_us
+        self.topic, self.sow_key = topic, sow_key  # which record
+        self.data, self.raw = data, raw  # its content, decoded and as stored
+        self.bookmark, self.timestamp_us, self.expiry_us = bookmark, timestamp_us, expiry_us  # this version
         self.wire: bytes | None = None  # the protocol layer's encoding, cached when first sent
         self.prev: StoredRecord | None = None  # the previous version, for topics with history
 

@@ -22,12 +22,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from sowdb.engine.bookmarks import parse_bookmark
-from sowdb.engine.clock import Clock
 from sowdb.engine.execution import Slicer, batches, scan, stream_batches
-from sowdb.engine.journal import Journal, Position
+from sowdb.engine.queries import Queries
 from sowdb.engine.query import PreparedQuery, QueryOptions
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.topics import Topics
 from sowdb.errors import InvalidArgument, NotFound, ResourceExhausted
 
 DEFAULT_LEASE_S = 600.0
@@ -67,12 +65,9 @@ def slice_bounds(count: int, partition: int, partitions: int) -> tuple[int, int]
 class Snapshots:
     """The pinned snapshots of a server, by id."""
 
-    def __init__(self, topics: Topics, journal: Journal, writer: Position, clock: Clock, *, frame_bytes: int) -> None:
-        self.topics = topics
-        self.journal = journal
-        self.writer = writer
-        self.clock = clock
-        self.frame_bytes = frame_bytes
+    def __init__(self, queries: Queries) -> None:
+        """Snapshots read the state as the queries do: the same topics, points and clock."""
+        self.queries = queries
         self._held: dict[str, _Snapshot] = {}
 
     def __len__(self) -> int:
@@ -98,10 +93,10 @@ class Snapshots:
                 field="topic",
             )
         query = PreparedQuery(QueryOptions(topic=topic, filter=filter, bookmark=bookmark))
-        topics = self.topics.resolve(topic)
+        topics = self.queries.topics.resolve(topic)
         point = parse_bookmark(bookmark) if bookmark.strip() else None
         if point is not None and not point.now:
-            as_of = self.journal.as_of(topics, point)
+            as_of = self.queries.journal.as_of(topics, point)
             sources = query.snapshot_heads(topics, as_of)
             at = as_of.seq
             walk: tuple[int, int] | None = (
@@ -109,12 +104,12 @@ class Snapshots:
             )
         else:
             sources = query.snapshot(topics)
-            at = self.writer.last_seq
+            at = self.queries.writer.last_seq
             walk = None
         matched, scanned = await scan(sources, query.filter, Slicer(), point=walk)
         lease_us = int((lease_s or DEFAULT_LEASE_S) * 1_000_000)
         snapshot_id = secrets.token_hex(16)
-        self._held[snapshot_id] = _Snapshot(matched, at, lease_us, self.clock())
+        self._held[snapshot_id] = _Snapshot(matched, at, lease_us, self.queries.clock())
         return SnapshotInfo(snapshot_id, at, len(matched), scanned)
 
     def _get(self, snapshot_id: str) -> _Snapshot:
@@ -146,9 +141,9 @@ class Snapshots:
             )
         if not 0 <= batch_size <= MAX_READ_BATCH:
             raise InvalidArgument(f"batch_size must be between 1 and {MAX_READ_BATCH}", field="batch_size")
-        snap.expires_us = self.clock() + snap.lease_us
+        snap.expires_us = self.queries.clock() + snap.lease_us
         start, end = slice_bounds(len(snap.records), partition, partitions)
-        chunks = batches(snap.records[start:end], batch_size or DEFAULT_READ_BATCH, self.frame_bytes)
+        chunks = batches(snap.records[start:end], batch_size or DEFAULT_READ_BATCH, self.queries.frame_bytes)
         return self._renewing(snap, stream_batches(chunks, Slicer()))
 
     async def _renewing(
@@ -156,7 +151,7 @@ class Snapshots:
     ) -> AsyncIterator[list[StoredRecord]]:
         async for chunk in chunks:
             yield chunk
-            snap.expires_us = self.clock() + snap.lease_us
+            snap.expires_us = self.queries.clock() + snap.lease_us
 
     def close(self, snapshot_id: str) -> bool:
         """Release a snapshot; returns whether it was held."""
@@ -164,7 +159,7 @@ class Snapshots:
 
     def expire(self) -> int:
         """Drop the snapshots whose lease has ended; returns how many."""
-        now = self.clock()
+        now = self.queries.clock()
         gone = [sid for sid, snap in self._held.items() if snap.expires_us <= now]
         for sid in gone:
             del self._held[sid]

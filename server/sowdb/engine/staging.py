@@ -26,7 +26,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -45,6 +45,15 @@ MAX_STAGED_BYTES = 2 * 1024**3
 MAX_STAGE_ID = 256
 
 log = logging.getLogger("sowdb.engine")
+
+
+class Prepared(NamedTuple):
+    """Staged messages ready for :meth:`Writer.publish_decoded`, in its argument order."""
+
+    keys: list[str]
+    docs: list[dict[str, Any]]
+    raws: list[bytes]
+    ttls: list[float | None] | None
 
 
 @dataclass(frozen=True)
@@ -253,8 +262,9 @@ class Stages:
         for stage in stages:
             stage.committing = True
         try:
-            keys, docs, raws, ttls = await self._prepare(stages)
-            first, last = (0, 0) if not raws else self._apply(topic, keys, docs, raws, ttls, producer)
+            prepared = await self._prepare(stages)
+            raws = prepared.raws
+            first, last = (0, 0) if not raws else self._apply(topic, prepared, producer)
         finally:
             for stage in stages:
                 stage.committing = False
@@ -264,15 +274,7 @@ class Stages:
             return Committed(0, 0, 0, duplicate=True)  # the producer committed the same sequence meanwhile
         return Committed(first, last, len(raws))
 
-    def _apply(
-        self,
-        topic: str,
-        keys: list[str],
-        docs: list[dict[str, Any]],
-        raws: list[bytes],
-        ttls: list[float | None] | None,
-        producer: Producer | None,
-    ) -> tuple[int, int]:
+    def _apply(self, topic: str, prepared: Prepared, producer: Producer | None) -> tuple[int, int]:
         """The one step: the writer applies everything. The cyclic garbage collector is held off
         meanwhile (the step allocates a few objects per message, which would trigger collections
         that walk every stored record for nothing: ~10 % of the step at a million messages)."""
@@ -280,16 +282,16 @@ class Stages:
         gc.disable()
         start = time.perf_counter()
         try:
-            return self.writer.publish_decoded(topic, keys, docs, raws, ttls, producer)
+            return self.writer.publish_decoded(topic, *prepared, producer)
         finally:
             if enabled:
                 gc.enable()
             took = time.perf_counter() - start
-            log.info("committed %d staged messages to %s in one step of %.0f ms", len(raws), topic, took * 1000)
+            log.info(
+                "committed %d staged messages to %s in one step of %.0f ms", len(prepared.raws), topic, took * 1000
+            )
 
-    async def _prepare(
-        self, stages: list[_Stage]
-    ) -> tuple[list[str], list[dict[str, Any]], list[bytes], list[float | None] | None]:
+    async def _prepare(self, stages: list[_Stage]) -> Prepared:
         """The stages' messages decoded again, in slices (they were checked when staged)."""
         keys: list[str] = []
         raws: list[bytes] = []
@@ -308,4 +310,4 @@ class Stages:
         for i in range(0, len(raws), step):
             docs.extend(map(loads, raws[i : i + step]))
             await slicer.pause()
-        return keys, docs, raws, ttls
+        return Prepared(keys, docs, raws, ttls)

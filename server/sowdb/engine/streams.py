@@ -48,14 +48,9 @@ class SubscriptionStream:
         heartbeat_s: float,
         frame_bytes: int,
     ) -> None:
-        self.sub = sub
-        self._query = query
-        self._placement = placement
-        self._journal = journal
-        self._writer = writer
-        self._hub = hub
-        self._heartbeat_s = heartbeat_s
-        self._frame_bytes = frame_bytes
+        self.sub, self._query = sub, query
+        self._placement, self._journal, self._writer, self._hub = placement, journal, writer, hub
+        self._heartbeat_s, self._frame_bytes = heartbeat_s, frame_bytes
 
     @property
     def sub_id(self) -> str:

@@ -50,11 +50,8 @@ class Writer:
         expiry: ExpiryQueue,
         clock: Clock,
     ) -> None:
-        self.store = store
-        self.topics = topics
-        self.fan_out = fan_out
-        self.expiry = expiry
-        self.clock = clock
+        self.store, self.topics, self.fan_out = store, topics, fan_out
+        self.expiry, self.clock = expiry, clock
         self.max_document_bytes = config.server.max_document_bytes
         self.last_seq = store.last_sequence()
         self.producers = Producers(store.producer_seqs())
@@ -106,17 +103,14 @@ class Writer:
             raise InvalidArgument("a publish request needs at least one message", field="messages")
         if ttls is not None:
             check_ttls(ttls, len(messages))
-        if producer is not None and self.producers.duplicate(*producer):
-            return 0, 0
         topic = self.topics.get(topic_name)
         raws = [m.data for m in messages]
-        if topic is None:
-            docs, sow_keys = decode_batch(topic_name, None, messages, raws, self.max_document_bytes, key_optional=True)
-            return self._publish_plain(topic_name, sow_keys, docs, raws, self._now(), producer)
-        docs, sow_keys = decode_batch(topic_name, topic.keys, messages, raws, self.max_document_bytes)
-        if delta:
+        keys = None if topic is None else topic.keys
+        max_bytes = self.max_document_bytes
+        docs, sow_keys = decode_batch(topic_name, keys, messages, raws, max_bytes, key_optional=topic is None)
+        if delta and topic is not None:
             self._merge_deltas(topic, sow_keys, raws, docs)
-        return self._publish_decoded(topic, sow_keys, docs, raws, ttls, producer)
+        return self.publish_decoded(topic_name, sow_keys, docs, raws, ttls, producer)
 
     def publish_decoded(
         self,
@@ -139,18 +133,6 @@ class Writer:
         topic = self.topics.get(topic_name)
         if topic is None:
             return self._publish_plain(topic_name, sow_keys, docs, raws, self._now(), producer)
-        return self._publish_decoded(topic, sow_keys, docs, raws, ttls, producer)
-
-    def _publish_decoded(
-        self,
-        topic: SowTopic,
-        sow_keys: list[str],
-        docs: list[dict[str, Any]],
-        raws: list[bytes],
-        ttls: Sequence[float | None] | None,
-        producer: Producer | None,
-    ) -> tuple[int, int]:
-        topic_name = topic.name
         now = self._now()
         exps = expiries(topic.config.expiration_s, ttls, len(raws), now)
         hist = topic.history

@@ -138,22 +138,32 @@ def _numeric_op(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     return op
 
 
-def _div(x: int | float, y: int | float) -> int | float | None:
-    if x != x or y != y:
-        return NAN
-    if y == 0:
-        return None
+def _division(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """What / and % share: NaN in gives NaN, and a zero divisor gives NULL, not an error."""
+
+    def op(x: int | float, y: int | float) -> int | float | None:
+        if x != x or y != y:
+            return NAN
+        if y == 0:
+            return None
+        return fn(x, y)  # type: ignore[no-any-return]
+
+    op.__name__ = fn.__name__
+    return op
+
+
+@_division
+def _div(x: int | float, y: int | float) -> int | float:
+    """Integers divide truncating toward zero, as in C and SQL (Python floors)."""
     if type(x) is int and type(y) is int:
         q = abs(x) // abs(y)
         return q if (x < 0) == (y < 0) else -q
     return x / y
 
 
-def _mod(x: int | float, y: int | float) -> int | float | None:
-    if x != x or y != y:
-        return NAN
-    if y == 0:
-        return None
+@_division
+def _mod(x: int | float, y: int | float) -> int | float:
+    """The remainder takes the dividend's sign, as in C and SQL (Python's takes the divisor's)."""
     if type(x) is int and type(y) is int:
         r = abs(x) % abs(y)
         return -r if x < 0 else r

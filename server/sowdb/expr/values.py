@@ -11,6 +11,7 @@ when it is TRUE or a non-zero number (:func:`truthy`).
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -137,28 +138,14 @@ COMPARISON_OPS: dict[str, Callable[[Any, Any], bool]] = {
 FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
-def cmp_eq(a: Value, b: Value) -> bool | None:
-    return compare(operator.eq, a, b)
-
-
-def cmp_ne(a: Value, b: Value) -> bool | None:
-    return compare(operator.ne, a, b)
-
-
-def cmp_lt(a: Value, b: Value) -> bool | None:
-    return compare(operator.lt, a, b)
-
-
-def cmp_le(a: Value, b: Value) -> bool | None:
-    return compare(operator.le, a, b)
-
-
-def cmp_gt(a: Value, b: Value) -> bool | None:
-    return compare(operator.gt, a, b)
-
-
-def cmp_ge(a: Value, b: Value) -> bool | None:
-    return compare(operator.ge, a, b)
+# The comparison operators, each ``compare`` bound to one operator (partial objects are called
+# in C, with no Python frame of their own).
+cmp_eq = functools.partial(compare, operator.eq)
+cmp_ne = functools.partial(compare, operator.ne)
+cmp_lt = functools.partial(compare, operator.lt)
+cmp_le = functools.partial(compare, operator.le)
+cmp_gt = functools.partial(compare, operator.gt)
+cmp_ge = functools.partial(compare, operator.ge)
 
 
 COMPARE_FUNCS: dict[str, Callable[[Value, Value], bool | None]] = {

@@ -7,7 +7,7 @@ import threading
 from typing import IO, Any
 
 from sowdb_client.cli.output import Printer, group_end_fields, note, unconfigured
-from sowdb_client.cli.query import empty_result, query_options
+from sowdb_client.cli.query import empty_result, flags, query_options
 from sowdb_client.client import Client, SubscriptionStream
 from sowdb_client.events import Event
 
@@ -16,16 +16,9 @@ _FRAMES = ("subscribed", "group_begin", "group_end", "completed", "heartbeat")
 
 def _options(a: argparse.Namespace) -> dict[str, Any]:
     """The subscription options shared by both commands."""
-    return {
-        "filter": a.filter,
-        "oof": a.oof,
-        "delta": a.delta,
-        "no_empties": a.noempties,
-        "bookmark": a.bookmark,
-        "conflation": a.conflation,
-        "conflation_key": [k.strip() for k in a.conflationkey.split(",") if k.strip()],
-        "sub_id": a.subid,
-    }
+    conflation_key = [k.strip() for k in a.conflationkey.split(",") if k.strip()]
+    named = flags(a, "filter", "oof", "delta", "no_empties", "bookmark", "conflation", "sub_id")
+    return named | {"conflation_key": conflation_key}
 
 
 def run_subscribe(c: Client, a: argparse.Namespace, out: IO[str]) -> int:

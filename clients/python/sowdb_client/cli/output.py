@@ -63,12 +63,9 @@ def record_line(rec: Record, fmt: str, command: str, reason: str = "") -> str:
 
 
 def group_end_fields(ge: pb.GroupEnd) -> dict[str, Any]:
-    return {
-        "query_id": ge.query_id,
-        "records_returned": ge.records_returned,
-        "records_matched": ge.records_matched,
-        "records_scanned": ge.records_scanned,
-    }
+    """The counts a query's group_end prints (Q-1), by their protobuf names."""
+    names = ("query_id", "records_returned", "records_matched", "records_scanned")
+    return {name: getattr(ge, name) for name in names}
 
 
 class Printer:

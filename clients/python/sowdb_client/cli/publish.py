@@ -86,16 +86,13 @@ def run_publish(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
             progress.duplicates += ack.duplicates
             progress.first = progress.first or ack.first_bookmark
             progress.last = ack.last_bookmark or progress.last
-    except PublishError as exc:
+    except SowdbError as exc:
         message, where = exc.message, ""
-        if exc.message_index is not None:
+        if isinstance(exc, PublishError) and exc.message_index is not None:
             # the server counts messages within its request; the input line says more here
             message = _REQUEST_INDEX.sub("", message)
             where = f" at input line {progress.line_of(exc.message_index)}"
         print(f"sow: {exc.code.name}: {message}; {progress.stored_text()} before the error{where}", file=sys.stderr)
-        return 1
-    except SowdbError as exc:
-        print(f"sow: {exc.code.name}: {exc.message}; {progress.stored_text()} before the error", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         through = f", through input line {progress.line_of(progress.stored - 1)}" if progress.stored else ""

@@ -19,19 +19,14 @@ from sowdb_client.types import records_from_pb
 
 def query_options(a: argparse.Namespace) -> dict[str, Any]:
     """The query options of ``sow`` and ``sow_and_subscribe`` (the same flags)."""
-    return {
-        "filter": a.filter,
-        "order_by": a.orderby,
-        "top_n": a.topn,
-        "skip_n": a.skipn,
-        "batch_size": a.batchsize,
-        "sow_keys": sow_keys(a),
-        "query_id": a.queryid,
-        "bookmark": a.bookmark,
-        "grouping": a.grouping,
-        "projection": a.projection,
-        "select": a.select,
-    }
+    named = flags(a, "filter", "order_by", "top_n", "skip_n", "batch_size", "query_id", "bookmark")
+    return named | flags(a, "grouping", "projection", "select") | {"sow_keys": sow_keys(a)}
+
+
+def flags(a: argparse.Namespace, *options: str) -> dict[str, Any]:
+    """SDK options from the flags of the same name: a flag is its option's name without the
+    underscores, as AMPS's spark writes them (``-orderby`` for ``order_by``)."""
+    return {name: getattr(a, name.replace("_", "")) for name in options}
 
 
 def run_sow(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
