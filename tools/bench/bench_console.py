@@ -32,17 +32,8 @@ from playwright.sync_api import sync_playwright
 
 from sowdb_client import Client
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [  # as tests/console/conftest.py launches it
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # Chromium as the browser test launches it
+from tests.console.conftest import CHROMIUM, CHROMIUM_ARGS
 
 
 def _free_port() -> int:
