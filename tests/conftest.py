@@ -17,9 +17,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from sowdb.config import Config, demo_config
-from sowdb.server import SowServer
-from sowdb_client import AsyncClient
-from tests.support import Certs, Process, Running, make_config, start_sowd
+from tests.support import Certs, Process, Running, make_config, running, start_sowd
 
 settings.register_profile(
     "sowdb",
@@ -33,16 +31,9 @@ settings.load_profile("sowdb")
 
 @pytest.fixture
 async def sowd(tmp_path: Path) -> AsyncIterator[Running]:
-    server = SowServer(
-        make_config(tmp_path / "data", max_document_bytes=4096, max_message_bytes=64 * 1024, heartbeat_s=0.2)
-    )
-    port = await server.start()
-    client = AsyncClient(f"127.0.0.1:{port}")
-    try:
-        yield Running(server, client)
-    finally:
-        await client.close()
-        await server.stop(grace=0)
+    config = make_config(tmp_path / "data", max_document_bytes=4096, max_message_bytes=64 * 1024, heartbeat_s=0.2)
+    async with running(config) as r:
+        yield r
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -70,18 +71,39 @@ class Running:
         return f"127.0.0.1:{self.server.port}"
 
     @property
+    def console_url(self) -> str:
+        """The web console's page (the server's config has ``http_listen``)."""
+        assert self.server.console is not None, "the server has no console: http_listen is unset"
+        return self.server.console.url
+
+    @property
     def engine(self) -> Engine:
         """The server's engine (it has one once started)."""
         assert self.server.engine is not None, "the server has not started"
         return self.server.engine
 
 
+@asynccontextmanager
+async def running(config: Config, token: str | None = None) -> AsyncIterator[Running]:
+    """A started in-process server with a client (with ``token``, if given); stopped after."""
+    server = SowServer(config)
+    port = await server.start()
+    client = AsyncClient(f"127.0.0.1:{port}", token=token)
+    try:
+        yield Running(server, client)
+    finally:
+        await client.close()
+        await server.stop(grace=0)
+
+
 class Process:
     """``sowd`` running as a child process."""
 
-    def __init__(self, proc: subprocess.Popen[str], target: str) -> None:
+    def __init__(self, proc: subprocess.Popen[str], target: str, banner: str = "") -> None:
         self.proc = proc
         self.target = target
+        self.banner = banner
+        """The line sowd printed once serving (``sowd listening on ...``)."""
 
     def stop(self) -> tuple[int, str]:
         self.proc.terminate()
@@ -104,7 +126,7 @@ def start_sowd(data_dir: Path, *args: str) -> Process:
     for line in proc.stdout:  # log lines (stderr is merged) may come before the banner
         seen.append(line)
         if "listening on" in line:
-            return Process(proc, line.split("listening on ")[1].split()[0])
+            return Process(proc, line.split("listening on ")[1].split()[0], line.strip())
     proc.kill()
     raise AssertionError(f"sowd did not start: {''.join(seen)}")
 

@@ -1,6 +1,6 @@
 """``sowd``: the server command.
 
-    sowd [--config FILE] [--listen HOST:PORT] [--data-dir DIR] [--log-level LEVEL]
+    sowd [--config FILE] [--listen HOST:PORT] [--data-dir DIR] [--http-listen HOST:PORT] [--log-level LEVEL]
     sowd rebuild    [--config FILE] [--data-dir DIR]
     sowd verify     [--config FILE] [--data-dir DIR]
     sowd repair     [--config FILE] [--data-dir DIR]
@@ -65,6 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--listen", help="HOST:PORT to listen on (overrides [server] listen)")
     parser.add_argument("--data-dir", help="RocksDB data directory (overrides [server] data_dir)")
     parser.add_argument(
+        "--http-listen",
+        metavar="HOST:PORT",
+        help="serve the web console there (overrides [server] http_listen), e.g. 127.0.0.1:9080",
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         type=str.upper,
@@ -82,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"sowd: invalid config: {exc}", file=sys.stderr)
         return 2
-    config = with_overrides(config, listen=args.listen, data_dir=args.data_dir)
+    config = with_overrides(config, listen=args.listen, data_dir=args.data_dir, http_listen=args.http_listen)
     if args.command == "checkpoint":
         caller = AdminCaller(args.server, args.token, args.cacert, args.cert, args.key)
         return checkpoint(config, args.directory, caller)

@@ -10,6 +10,7 @@ import signal
 import socket
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -33,6 +34,9 @@ from sowdb.engine.upkeep import run_upkeep
 from sowdb.storage import Store
 from sowdb_api.v1 import admin_pb2, data_pb2
 
+if TYPE_CHECKING:  # imported when a console is configured: HTTP, Connect and their protobuf runtime
+    from sowdb.console.server import ConsoleServer
+
 log = logging.getLogger("sowdb.server")
 
 SHUTDOWN_GRACE_S = 5.0
@@ -49,6 +53,8 @@ class SowServer:
         self.clock = clock
         self.engine: Engine | None = None
         self.port = 0
+        self.console: ConsoleServer | None = None
+        """The console's HTTP side (SPEC §12), when ``[server] http_listen`` is set."""
         self._server: grpc.aio.Server | None = None
         self._health = health.aio.HealthServicer()
         self._upkeep: asyncio.Task[None] | None = None
@@ -76,17 +82,25 @@ class SowServer:
                 ("grpc.so_reuseport", 0),
             ]
         )
+        console = None
+        if cfg.http_listen:
+            from sowdb.console.server import ConsoleServer
+
+            console = ConsoleServer(self.config)
         try:
             self.port = _bind(server, cfg.listen, _credentials(self.config.security))
+            if console is not None:
+                console.bind()
+                server.add_insecure_port(console.grpc_target)
             store = Store(Path(cfg.data_dir), fsync=cfg.fsync)
         except BaseException:
-            await server.stop(None)
+            await _abandon(server, console)
             raise
         try:
             self.engine = Engine.open(self.config, store, clock=self.clock)
         except BaseException:
             store.close()
-            await server.stop(None)
+            await _abandon(server, console)
             raise
         tune_gc()
         logging.getLogger("grpc._cython.cygrpc").addFilter(_CLIENT_GONE)
@@ -98,6 +112,9 @@ class SowServer:
         reflection.enable_server_reflection(services, server)
         await server.start()
         self._server = server
+        if console is not None:
+            await console.start()
+            self.console = console
         self._upkeep = asyncio.create_task(run_upkeep(self.engine), name="sowdb-upkeep")
         await self._set_health(store.writable)
         store.watch(self._storage_changed)
@@ -128,6 +145,9 @@ class SowServer:
     async def stop(self, grace: float = SHUTDOWN_GRACE_S) -> None:
         """Stop accepting calls, let running ones finish for ``grace`` seconds, close the store."""
         await self._health.enter_graceful_shutdown()
+        if self.console is not None:  # first: its calls are calls on the gRPC server
+            await self.console.stop()
+            self.console = None
         if self._upkeep is not None:
             self._upkeep.cancel()
             await asyncio.gather(self._upkeep, return_exceptions=True)
@@ -138,6 +158,13 @@ class SowServer:
         if self.engine is not None:
             self.engine.close()
             self.engine = None
+
+
+async def _abandon(server: grpc.aio.Server, console: ConsoleServer | None) -> None:
+    """Let go of what a start that failed had taken: the ports and the console's socket."""
+    if console is not None:
+        await console.stop()
+    await server.stop(None)
 
 
 def _credentials(security: SecurityConfig | None) -> grpc.ServerCredentials | None:
@@ -227,7 +254,10 @@ async def run(config: Config) -> None:
     host = config.server.listen.rsplit(":", 1)[0]
     # Printed only once the signal handlers are in place, so a supervisor that waits for this
     # line can stop the server at once without killing it half-way.
-    print(f"sowd listening on {host}:{port} (data {config.server.data_dir}, config {config.source})", flush=True)
+    console = f"; console {server.console.url}" if server.console is not None else ""
+    print(
+        f"sowd listening on {host}:{port} (data {config.server.data_dir}, config {config.source}){console}", flush=True
+    )
     await stop.wait()
     log.info("shutting down")
     await server.stop()
@@ -243,11 +273,15 @@ def _reload_from(server: SowServer, source: str) -> None:
     server.reload(config)
 
 
-def with_overrides(config: Config, *, listen: str | None, data_dir: str | None) -> Config:
+def with_overrides(
+    config: Config, *, listen: str | None, data_dir: str | None, http_listen: str | None = None
+) -> Config:
     """The config with the command-line flags applied."""
     server = config.server
     if listen:
         server = replace(server, listen=listen)
+    if http_listen:
+        server = replace(server, http_listen=http_listen)
     if data_dir:
         server = replace(server, data_dir=data_dir)
     return replace(config, server=server)

@@ -85,6 +85,8 @@ class ServerConfig:
     that ``sowd`` with no config at all starts the embedded demo."""
 
     listen: str = DEFAULT_LISTEN
+    # the console (SPEC §12): its page and the Connect / gRPC-web gateway on HTTP; "" = off
+    http_listen: str = ""
     data_dir: str = DEFAULT_DATA_DIR
     fsync: bool = False
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES

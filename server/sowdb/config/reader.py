@@ -106,6 +106,16 @@ class _Reader:
             raise self.fail(entry, f"{key}: expected {kind.__name__}, got {value!r}")
         return value
 
+    def _address(self, table: dict[str, Any], entry: str, key: str, default: str) -> str:
+        """A HOST:PORT to listen on ("" where the default is off and the key is absent)."""
+        value: str = self._get(table, entry, key, str, default)
+        if value == default == "":
+            return value
+        match = re.match(r"^(.+):(\d+)$", value)
+        if not match or int(match.group(2)) > 65535:
+            raise self.fail(entry, f"{key}: {value!r} is not HOST:PORT (e.g. 127.0.0.1:9080)")
+        return value
+
     def _duration(self, table: dict[str, Any], entry: str, key: str, default: str) -> float:
         try:
             return m.parse_duration(table.get(key, default))
@@ -152,6 +162,7 @@ class _Reader:
             entry,
             {
                 "listen",
+                "http_listen",
                 "data_dir",
                 "fsync",
                 "max_message_bytes",
@@ -165,9 +176,8 @@ class _Reader:
                 "verify_budget",
             },
         )
-        listen = self._get(t, entry, "listen", str, m.DEFAULT_LISTEN)
-        if not re.match(r"^.+:\d+$", listen):
-            raise self.fail(entry, f"listen: {listen!r} is not HOST:PORT")
+        listen = self._address(t, entry, "listen", m.DEFAULT_LISTEN)
+        http_listen = self._address(t, entry, "http_listen", "")
         sizes = {}
         for key, default in (
             ("max_message_bytes", m.DEFAULT_MAX_MESSAGE_BYTES),
@@ -196,6 +206,7 @@ class _Reader:
             subscriber_queue_records=records,
             heartbeat_s=heartbeat,
             listen=listen,
+            http_listen=http_listen,
             data_dir=self._get(t, entry, "data_dir", str, m.DEFAULT_DATA_DIR),
             fsync=self._get(t, entry, "fsync", bool, False),
             **sizes,

@@ -1,0 +1,93 @@
+/**
+ * The topics page: every topic the caller may read (ListTopics, A-3) with its figures, asked
+ * for again every {@link REFRESH_MS} while the page is shown.
+ */
+import type { Duration } from "@bufbuild/protobuf/wkt";
+import { toSowdbError } from "../src/errors.ts";
+import { Durability, type TopicInfo, TopicKind } from "../src/gen/sowdb/v1/sow_pb.ts";
+import { durationMs } from "../src/types.ts";
+import { el, gridLink, show } from "./dom.ts";
+import { authHeaders, sow } from "./rpc.ts";
+
+export const REFRESH_MS = 1500;
+
+const KINDS: Record<number, string> = {
+  [TopicKind.SOW]: "sow",
+  [TopicKind.VIEW]: "view",
+  [TopicKind.CONFLATED]: "conflated",
+};
+
+const DURABILITIES: Record<number, string> = {
+  [Durability.PERSISTENT]: "persistent",
+  [Durability.TRANSIENT]: "transient",
+};
+
+/** A duration as the config writes it (`1d`, `5s`, `250ms`); "" for none. */
+function duration(d: Duration | undefined): string {
+  const ms = durationMs(d);
+  if (!ms) return "";
+  for (const [unit, size] of [["d", 86_400_000], ["h", 3_600_000], ["m", 60_000], ["s", 1000]] as const) {
+    if (ms % size === 0) return `${ms / size}${unit}`;
+  }
+  return `${ms}ms`;
+}
+
+function row(t: TopicInfo): HTMLTableRowElement {
+  const tr = el("tr", { "data-topic": t.name });
+  const name = el("td");
+  name.append(gridLink(t.name));
+  const count = el("td", { class: "num", "data-field": "records" }, t.recordCount.toLocaleString("en-US"));
+  const granularity = duration(t.history?.granularity);
+  const history = t.history ? `${duration(t.history.window)}${granularity ? ` every ${granularity}` : ""}` : "";
+  tr.append(
+    name,
+    el("td", {}, KINDS[t.kind] ?? ""),
+    count,
+    el("td", {}, t.key.join(", ")),
+    el("td", {}, DURABILITIES[t.durability] ?? ""),
+    el("td", {}, history),
+    el("td", {}, duration(t.expiration)),
+    el("td", {}, t.indexes.join(", ")),
+    el("td", {}, t.underlying),
+  );
+  return tr;
+}
+
+/** Keeps the topics table current while `active()` is true; returns the names it last saw
+ * to `onNames` (the grid's topic box offers them). */
+export class TopicsPage {
+  private timer: number | undefined;
+  private running = false;
+
+  constructor(private readonly onNames: (names: string[]) => void) {}
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    void this.refresh();
+  }
+
+  stop(): void {
+    this.running = false;
+    clearTimeout(this.timer);
+  }
+
+  /** Asks now (the token changed), then every REFRESH_MS. */
+  async refresh(): Promise<void> {
+    clearTimeout(this.timer);
+    const error = document.getElementById("topics-error")!;
+    try {
+      const res = await sow.listTopics({}, { headers: authHeaders(), timeoutMs: 10_000 });
+      const body = document.querySelector("#topics tbody")!;
+      body.replaceChildren(...res.topics.map(row));
+      this.onNames(res.topics.map((t) => t.name));
+      document.getElementById("topics-updated")!.textContent = `updated ${new Date().toLocaleTimeString()}`;
+      show(error, false);
+    } catch (err) {
+      const e = toSowdbError(err);
+      error.textContent = `${e.code}: ${e.message}`;
+      show(error, true);
+    }
+    if (this.running) this.timer = window.setTimeout(() => void this.refresh(), REFRESH_MS);
+  }
+}
