@@ -1,0 +1,35 @@
+"""The benchmarks still run: each ``make bench-*`` script, at a tiny size, ends well and prints
+the figures the README quotes.
+
+A benchmark is not a test of speed here (figures on a shared machine mean nothing at this
+size); it is code that reaches into the engine, and when the engine changes under it, it must
+fail here rather than on the day someone wants the figures.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "tools" / "bench"
+
+RUNS = {
+    "bench_server.py": (["--orders", "2000", "--rounds", "1"], ["query-range", "query-eq", "server RSS"]),
+    "bench_history.py": (["--orders", "2000", "--rounds", "1"], ["query then", "recovery", "start-up"]),
+    "bench_views.py": (["--orders", "2000", "--updates", "1000"], ["page upkeep", "view upkeep", "view end to end"]),
+    "bench_expr.py": (["--messages", "2000", "--rounds", "1", "--compiles", "20"], ["eval", "compile"]),
+}
+
+
+@pytest.mark.parametrize("script", sorted(RUNS))
+def test_benchmark_runs_at_a_tiny_size(script: str) -> None:
+    args, figures = RUNS[script]
+    done = subprocess.run(
+        [sys.executable, script, *args], cwd=BENCH, capture_output=True, text=True, timeout=240, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    for figure in figures:
+        assert figure in done.stdout, f"{script} no longer prints {figure!r}:\n{done.stdout}"
