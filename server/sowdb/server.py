@@ -30,6 +30,7 @@ from sowdb.auth import Authenticator
 from sowdb.config import Config, ConfigError, SecurityConfig, load_config
 from sowdb.engine import Clock, Engine, system_clock
 from sowdb.engine.upkeep import run_upkeep
+from sowdb.metrics import MetricsServer, serve_metrics
 from sowdb.storage import Store
 from sowdb_api.v1 import admin_pb2, data_pb2
 
@@ -54,6 +55,7 @@ class SowServer:
         self._upkeep: asyncio.Task[None] | None = None
         self._health_updates: set[asyncio.Task[None]] = set()
         self.auth = Authenticator(config.security)
+        self.metrics: MetricsServer | None = None  # on [server] metrics_listen
 
     async def start(self) -> int:
         """Listen, open the store, load state, serve; returns the bound port.
@@ -88,6 +90,14 @@ class SowServer:
             store.close()
             await server.stop(None)
             raise
+        if cfg.metrics_listen:
+            try:
+                self.metrics = serve_metrics(cfg.metrics_listen, self.engine.stats, self.config.security)
+            except BaseException:
+                self.engine.close()
+                self.engine = None
+                await server.stop(None)
+                raise
         tune_gc()
         logging.getLogger("grpc._cython.cygrpc").addFilter(_CLIENT_GONE)
         add_service(SowServicer(self.engine, self.auth), server)
@@ -128,6 +138,9 @@ class SowServer:
     async def stop(self, grace: float = SHUTDOWN_GRACE_S) -> None:
         """Stop accepting calls, let running ones finish for ``grace`` seconds, close the store."""
         await self._health.enter_graceful_shutdown()
+        if self.metrics is not None:
+            await self.metrics.stop()
+            self.metrics = None
         if self._upkeep is not None:
             self._upkeep.cancel()
             await asyncio.gather(self._upkeep, return_exceptions=True)

@@ -1,17 +1,23 @@
-"""``sowdb.v1.AdminService``: operations on a running server (backups), behind the same error
-boundary as the rest of the API."""
+"""``sowdb.v1.AdminService``: operations on a running server (backups, the operators' figures),
+behind the same error boundary as the rest of the API."""
 
 from __future__ import annotations
 
+from google.protobuf import timestamp_pb2
+
+from sowdb.api.convert import KINDS, duration
 from sowdb.api.servicer import Context, error_boundary
 from sowdb.auth import Authenticator
 from sowdb.engine import Engine
 from sowdb.engine.access import Access
+from sowdb.engine.stats import ServerFigures, StatsSnapshot
 from sowdb_api.v1 import admin_pb2 as pb
 
 
 class AdminServicer:
     """``sowdb.v1.AdminService`` over an :class:`Engine`."""
+
+    service = "AdminService"
 
     def __init__(self, engine: Engine, auth: Authenticator | None = None) -> None:
         self.engine = engine
@@ -23,3 +29,68 @@ class AdminServicer:
     ) -> pb.CheckpointResponse:
         directory, bookmark, size = self.engine.checkpoint(request.directory, access)
         return pb.CheckpointResponse(directory=directory, bookmark=bookmark, size_bytes=size)
+
+    @error_boundary
+    async def Stats(self, request: pb.StatsRequest, context: Context, access: Access) -> pb.StatsResponse:
+        return stats_response(self.engine.stats(request.topic, topics_only=request.topics_only, access=access))
+
+
+def stats_response(snap: StatsSnapshot) -> pb.StatsResponse:
+    """The snapshot as the StatsResponse message."""
+    resp = pb.StatsResponse(bookmark=snap.bookmark, taken=_timestamp(snap.taken_us))
+    for t in snap.topics:
+        resp.topics.add(
+            name=t.name,
+            kind=KINDS[t.kind],
+            records=t.records,
+            bytes_stored=t.bytes_stored,
+            publishes=t.publishes,
+            bytes_published=t.bytes_published,
+            deletes=t.deletes,
+            expirations=t.expirations,
+            subscriptions=t.subscriptions,
+        )
+    for s in snap.subscriptions:
+        resp.subscriptions.add(
+            sub_id=s.sub_id,
+            topic=s.topic,
+            filter=s.filter,
+            user=s.user,
+            peer=s.peer,
+            queued_events=s.queued_events,
+            queued_bytes=s.queued_bytes,
+            max_queued_events=s.max_queued_events,
+            max_queued_bytes=s.max_queued_bytes,
+            sent_events=s.sent_events,
+            catching_up=s.catching_up,
+            age=duration(s.age_s),
+        )
+    if snap.server is not None:
+        resp.server.CopyFrom(_server(snap.server))
+    return resp
+
+
+def _server(f: ServerFigures) -> pb.ServerStats:
+    j = f.journal
+    journal = pb.JournalStats(
+        bytes=j.bytes, entries=j.entries, oldest_bookmark=j.oldest_bookmark, last_bookmark=j.last_bookmark
+    )
+    if j.oldest_timestamp_us:
+        journal.oldest_timestamp.CopyFrom(_timestamp(j.oldest_timestamp_us))
+    return pb.ServerStats(
+        uptime=duration(f.uptime_s),
+        cpu_seconds=f.cpu_seconds,
+        resident_bytes=f.resident_bytes,
+        disk_bytes=f.disk_bytes,
+        journal=journal,
+        subscriptions=f.subscriptions,
+        queued_events=f.queued_events,
+        slow_consumer_cutoffs=f.slow_consumer_cutoffs,
+        rpcs=[pb.RpcStats(rpc=r.rpc, calls=r.calls, errors=r.errors, seconds=r.seconds) for r in f.rpcs],
+        unconfigured_publishes=f.unconfigured_publishes,
+        unconfigured_bytes_published=f.unconfigured_bytes_published,
+    )
+
+
+def _timestamp(us: int) -> timestamp_pb2.Timestamp:
+    return timestamp_pb2.Timestamp(seconds=us // 1_000_000, nanos=(us % 1_000_000) * 1000)

@@ -68,6 +68,8 @@ class DataServicer:
     Snapshot and stage ids are unguessable (random): holding one is the right to read or commit
     what was opened or staged under the caller's rights."""
 
+    service = "DataService"
+
     def __init__(self, engine: Engine, auth: Authenticator | None = None) -> None:
         self.engine = engine
         self.auth = auth or Authenticator(None)

@@ -163,6 +163,7 @@ class _Reader:
                 "journal_max_entries",
                 "journal_max_bytes",
                 "verify_budget",
+                "metrics_listen",
             },
         )
         listen = self._get(t, entry, "listen", str, m.DEFAULT_LISTEN)
@@ -188,7 +189,14 @@ class _Reader:
         for key, value in (("journal_max_entries", max_entries), ("journal_max_bytes", max_journal_bytes)):
             if value < 0:
                 raise self.fail(entry, f"{key}: 0 (no limit) or more, got {value}")
+        metrics_listen = self._get(t, entry, "metrics_listen", str, "").strip()
+        if metrics_listen:
+            try:
+                m.parse_listen(metrics_listen)
+            except ValueError as exc:
+                raise self.fail(entry, f"metrics_listen: {exc}") from None
         return m.ServerConfig(
+            metrics_listen=metrics_listen,
             verify_budget_s=self._duration(t, entry, "verify_budget", "10s"),
             journal_max_bytes=max_journal_bytes,
             journal_max_age_s=self._duration(t, entry, "journal_max_age", "0s"),
