@@ -11,8 +11,8 @@ from typing import Any, Unpack
 import grpc
 from grpc_health.v1 import health_pb2_grpc
 
+from sowdb_api.v1 import admin_pb2, admin_pb2_grpc, sow_pb2_grpc
 from sowdb_api.v1 import sow_pb2 as pb
-from sowdb_api.v1 import sow_pb2_grpc
 from sowdb_client import options as o
 from sowdb_client import types as t
 from sowdb_client.calls import (
@@ -87,6 +87,7 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t
             self._channel = grpc.aio.secure_channel(target, credentials(settings), options=options)
         self._metadata = token_metadata(token)
         self._stub = sow_pb2_grpc.SowServiceStub(self._channel)
+        self._admin = admin_pb2_grpc.AdminServiceStub(self._channel)
         self._health: Any = health_pb2_grpc.HealthStub(self._channel)  # its stubs omit Check
 
     async def __aenter__(self) -> AsyncClient:
@@ -161,4 +162,13 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t
         with rpc_errors():
             return list(
                 (await self._stub.ListTopics(pb.ListTopicsRequest(), timeout=timeout, metadata=self._metadata)).topics
+            )
+
+    async def stats(
+        self, topic: str = "", *, topics_only: bool = False, timeout: float | None = None
+    ) -> admin_pb2.StatsResponse:
+        """The server's figures (see :meth:`Client.stats`)."""
+        with rpc_errors():
+            return await self._admin.Stats(
+                admin_pb2.StatsRequest(topic=topic, topics_only=topics_only), timeout=timeout, metadata=self._metadata
             )
