@@ -89,9 +89,9 @@ def test_refused_calls_are_logged_once_as_json_and_counted(tmp_path: Path) -> No
             with pytest.raises(PublishError):  # a key field that holds an object: refused, naming the value
                 root.publish("orders", [{"id": {"secret": PAYLOAD}}])
             expected.append(("SowService/Publish", "INVALID_ARGUMENT", "root", "orders"))
-            with pytest.raises(PublishError) as refused:
+            with pytest.raises(PublishError) as denied_write:
                 vic.publish("orders", [{"id": 2, "note": PAYLOAD}])
-            assert refused.value.code.name == "PERMISSION_DENIED"
+            assert denied_write.value.code.name == "PERMISSION_DENIED"
             expected.append(("SowService/Publish", "PERMISSION_DENIED", "vic", "orders"))
             with pytest.raises(PermissionDeniedError):
                 vic.sow_delete("orders", sow_keys=["1"])
