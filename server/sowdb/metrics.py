@@ -18,6 +18,8 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from itertools import accumulate
+from operator import attrgetter
+from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import start_http_server
@@ -32,7 +34,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from sowdb.config import SecurityConfig, parse_listen
 from sowdb.engine.counters import LATENCY_BUCKETS
-from sowdb.engine.stats import StatsSnapshot
+from sowdb.engine.stats import ServerFigures, StatsSnapshot
 
 log = logging.getLogger("sowdb.metrics")
 
@@ -51,77 +53,75 @@ class EngineCollector(Collector):
         yield from _topic_families(snap)
         yield from _subscription_families(snap)
         if snap.server is not None:
-            yield from _server_families(snap)
+            yield from _server_families(snap.server)
+            yield from _rpc_families(snap.server)
+
+
+# The families read from the snapshot's figures, a row each: type, name, the figure (an attribute
+# path of TopicFigures, SubscriptionFigures or ServerFigures), help text.
+_TOPIC_METRICS = """
+gauge   sowdb_topic_stored_bytes       bytes_stored     Size of the documents of the topic's current records
+counter sowdb_topic_publishes          publishes        Messages applied to the topic (for a view: its changes)
+counter sowdb_topic_published_bytes    bytes_published  Size of the messages applied
+counter sowdb_topic_deletes            deletes          Records deleted by sow_delete
+counter sowdb_topic_expirations        expirations      Records expired (X-1)
+gauge   sowdb_topic_subscriptions      subscriptions    Live subscriptions that follow the topic, by name or regex
+"""
+_SUBSCRIPTION_METRICS = """
+gauge   sowdb_subscription_queued_events       queued_events      Events queued for the subscriber
+gauge   sowdb_subscription_queued_bytes        queued_bytes       Size of the events queued
+gauge   sowdb_subscription_queue_limit_events  max_queued_events  Queued events past which it is cut off (SL-1)
+"""
+_SERVER_METRICS = """
+gauge   sowdb_subscriptions                     subscriptions                 Live subscriptions
+gauge   sowdb_queued_events                     queued_events                 Events queued for all subscribers
+counter sowdb_slow_consumer_cutoffs             slow_consumer_cutoffs         Subscriptions cut off as slow consumers
+gauge   sowdb_journal_bytes                     journal.bytes                 The journal's size on disk
+gauge   sowdb_journal_entries                   journal.entries               Entries the journal holds
+gauge   sowdb_journal_oldest_bookmark           journal.oldest_bookmark       The oldest bookmark it holds
+gauge   sowdb_journal_oldest_timestamp_seconds  journal.oldest_timestamp_s    When its oldest entry was written
+gauge   sowdb_journal_last_bookmark             journal.last_bookmark         The latest bookmark
+gauge   sowdb_disk_bytes                        disk_bytes                    The RocksDB data directory's files
+gauge   sowdb_uptime_seconds                    uptime_s                      Since the server started serving
+counter sowdb_unconfigured_publishes            unconfigured_publishes        Messages to topics without a SOW
+counter sowdb_unconfigured_published_bytes      unconfigured_bytes_published  Their size
+"""
+
+_KIND = {"gauge": GaugeMetricFamily, "counter": CounterMetricFamily}
+
+
+def _families(table: str) -> list[tuple[type[GaugeMetricFamily | CounterMetricFamily], str, attrgetter[Any], str]]:
+    """The rows of one of the tables above: (family class, name, figure getter, help)."""
+    rows = (line.split(None, 3) for line in table.strip().splitlines())
+    return [(_KIND[kind], name, attrgetter(figure), doc) for kind, name, figure, doc in rows]
 
 
 def _topic_families(snap: StatsSnapshot) -> Iterator[Metric]:
     records = GaugeMetricFamily("sowdb_topic_records", "Records in the topic's current state", labels=["topic", "kind"])
-    stored = GaugeMetricFamily("sowdb_topic_stored_bytes", "Size of the topic's current records", labels=["topic"])
-    publishes = CounterMetricFamily(
-        "sowdb_topic_publishes", "Messages applied to the topic (for a view: its changes)", labels=["topic"]
-    )
-    published = CounterMetricFamily("sowdb_topic_published_bytes", "Size of the messages applied", labels=["topic"])
-    deletes = CounterMetricFamily("sowdb_topic_deletes", "Records deleted by sow_delete", labels=["topic"])
-    expirations = CounterMetricFamily("sowdb_topic_expirations", "Records expired (X-1)", labels=["topic"])
-    subs = GaugeMetricFamily("sowdb_topic_subscriptions", "Live subscriptions following the topic", labels=["topic"])
     for t in snap.topics:
         records.add_metric([t.name, t.kind], t.records)
-        stored.add_metric([t.name], t.bytes_stored)
-        publishes.add_metric([t.name], t.publishes)
-        published.add_metric([t.name], t.bytes_published)
-        deletes.add_metric([t.name], t.deletes)
-        expirations.add_metric([t.name], t.expirations)
-        subs.add_metric([t.name], t.subscriptions)
-    yield from (records, stored, publishes, published, deletes, expirations, subs)
+    yield records
+    for cls, name, value, doc in _families(_TOPIC_METRICS):
+        family = cls(name, doc, labels=["topic"])
+        for t in snap.topics:
+            family.add_metric([t.name], value(t))
+        yield family
 
 
 def _subscription_families(snap: StatsSnapshot) -> Iterator[Metric]:
-    labels = ["sub_id", "topic", "user"]
-    events = GaugeMetricFamily("sowdb_subscription_queued_events", "Events queued for the subscriber", labels=labels)
-    size = GaugeMetricFamily("sowdb_subscription_queued_bytes", "Size of the events queued", labels=labels)
-    limit = GaugeMetricFamily(
-        "sowdb_subscription_queue_limit_events", "Queued events past which it is cut off (SL-1)", labels=labels
-    )
-    for s in snap.subscriptions:
-        values = [s.sub_id, s.topic, s.user]
-        events.add_metric(values, s.queued_events)
-        size.add_metric(values, s.queued_bytes)
-        limit.add_metric(values, s.max_queued_events)
-    yield from (events, size, limit)
+    for cls, name, value, doc in _families(_SUBSCRIPTION_METRICS):
+        family = cls(name, doc, labels=["sub_id", "topic", "user"])
+        for s in snap.subscriptions:
+            family.add_metric([s.sub_id, s.topic, s.user], value(s))
+        yield family
 
 
-def _server_families(snap: StatsSnapshot) -> Iterator[Metric]:
-    server = snap.server
-    assert server is not None
-    j = server.journal
-    yield GaugeMetricFamily("sowdb_subscriptions", "Live subscriptions", value=server.subscriptions)
-    yield GaugeMetricFamily("sowdb_queued_events", "Events queued for all subscribers", value=server.queued_events)
-    yield CounterMetricFamily(
-        "sowdb_slow_consumer_cutoffs",
-        "Subscriptions cut off as slow consumers (SL-1)",
-        value=server.slow_consumer_cutoffs,
-    )
-    yield GaugeMetricFamily("sowdb_journal_bytes", "The journal's size on disk", value=j.bytes)
-    yield GaugeMetricFamily("sowdb_journal_entries", "Entries the journal holds", value=j.entries)
-    yield GaugeMetricFamily("sowdb_journal_oldest_bookmark", "The oldest bookmark retained", value=j.oldest_bookmark)
-    yield GaugeMetricFamily(
-        "sowdb_journal_oldest_timestamp_seconds",
-        "When the oldest retained entry was written (Unix time; 0: empty)",
-        value=j.oldest_timestamp_us / 1e6,
-    )
-    yield GaugeMetricFamily("sowdb_journal_last_bookmark", "The latest bookmark", value=j.last_bookmark)
-    yield GaugeMetricFamily("sowdb_disk_bytes", "The RocksDB data directory's files", value=server.disk_bytes)
-    yield GaugeMetricFamily("sowdb_uptime_seconds", "Since the server started serving", value=server.uptime_s)
-    yield CounterMetricFamily(
-        "sowdb_unconfigured_publishes",
-        "Messages published to topics without a SOW",
-        value=server.unconfigured_publishes,
-    )
-    yield CounterMetricFamily(
-        "sowdb_unconfigured_published_bytes",
-        "Size of the messages published to topics without a SOW",
-        value=server.unconfigured_bytes_published,
-    )
+def _server_families(server: ServerFigures) -> Iterator[Metric]:
+    for cls, name, value, doc in _families(_SERVER_METRICS):
+        yield cls(name, doc, value=value(server))
+
+
+def _rpc_families(server: ServerFigures) -> Iterator[Metric]:
     calls = CounterMetricFamily("sowdb_rpc_calls", "Calls started", labels=["rpc"])
     errors = CounterMetricFamily(
         "sowdb_rpc_errors", "Calls refused, by status code (Publish: also requests refused)", labels=["rpc", "code"]

@@ -3,6 +3,8 @@ behind the same error boundary as the rest of the API."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from google.protobuf import timestamp_pb2
 
 from sowdb.api.convert import KINDS, duration
@@ -38,33 +40,12 @@ class AdminServicer:
 def stats_response(snap: StatsSnapshot) -> pb.StatsResponse:
     """The snapshot as the StatsResponse message."""
     resp = pb.StatsResponse(bookmark=snap.bookmark, taken=_timestamp(snap.taken_us))
-    for t in snap.topics:
-        resp.topics.add(
-            name=t.name,
-            kind=KINDS[t.kind],
-            records=t.records,
-            bytes_stored=t.bytes_stored,
-            publishes=t.publishes,
-            bytes_published=t.bytes_published,
-            deletes=t.deletes,
-            expirations=t.expirations,
-            subscriptions=t.subscriptions,
-        )
+    for t in snap.topics:  # the figures' fields are the message's, but for the kind's enum
+        resp.topics.add(**{**asdict(t), "kind": KINDS[t.kind]})
     for s in snap.subscriptions:
-        resp.subscriptions.add(
-            sub_id=s.sub_id,
-            topic=s.topic,
-            filter=s.filter,
-            user=s.user,
-            peer=s.peer,
-            queued_events=s.queued_events,
-            queued_bytes=s.queued_bytes,
-            max_queued_events=s.max_queued_events,
-            max_queued_bytes=s.max_queued_bytes,
-            sent_events=s.sent_events,
-            catching_up=s.catching_up,
-            age=duration(s.age_s),
-        )
+        fields = asdict(s)
+        age = duration(fields.pop("age_s"))
+        resp.subscriptions.add(**fields, age=age)
     if snap.server is not None:
         resp.server.CopyFrom(_server(snap.server))
     return resp

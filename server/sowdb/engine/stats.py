@@ -68,6 +68,10 @@ class JournalFigures:
     oldest_timestamp_us: int  # 0: the journal is empty
     last_bookmark: int
 
+    @property
+    def oldest_timestamp_s(self) -> float:
+        return self.oldest_timestamp_us / 1e6
+
 
 @dataclass(frozen=True)
 class RpcFigures:
