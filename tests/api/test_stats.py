@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 import random
 import socket
 import urllib.request
@@ -19,8 +20,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from sowdb.config import ConfigError, config_from_dict
 from sowdb.server import SowServer
 from sowdb_api.v1 import sow_pb2
-from sowdb_client import AsyncClient, FailedPreconditionError, InvalidArgumentError, Message, PublishError
-from tests.support import make_config, take
+from sowdb_client import (
+    AsyncClient,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    Message,
+    PublishError,
+    SowdbError,
+)
+from tests.support import Running, make_config, take
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -200,3 +208,21 @@ async def test_a_metrics_port_in_use_stops_the_start_in_one_line(tmp_path: Path)
     again = SowServer(make_config(tmp_path / "data"))  # nothing was left open: the store opens again
     await again.start()
     await again.stop(grace=0)
+
+
+async def test_an_internal_error_is_logged_once_with_its_traceback_and_counted(
+    sowd: Running, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(sowd.engine, "list_topics", broken)
+    with caplog.at_level(logging.INFO, logger="sowdb.api"), pytest.raises(SowdbError) as err:
+        await sowd.client.list_topics()
+    assert err.value.code.name == "INTERNAL"
+    (logged,) = [r for r in caplog.records if getattr(r, "event", "") == "refused"]
+    assert (logged.levelname, logged.rpc, logged.code) == ("ERROR", "SowService/ListTopics", "INTERNAL")  # type: ignore[attr-defined]
+    assert logged.exc_info is not None
+    assert "RuntimeError: a bug" in caplog.text
+    rpcs = {r.rpc: dict(r.errors) for r in (await sowd.client.stats()).server.rpcs}
+    assert rpcs["SowService/ListTopics"] == {"INTERNAL": 1}

@@ -40,16 +40,13 @@ PUBLISH_TASK_NAME = "sowdb-publish"
 
 async def _abort(context: Context, exc: BaseException, call: Call, request: Any) -> NoReturn:
     if isinstance(exc, SowdbError):
-        status = rich_status(exc)
+        code, status = status_code(exc), rich_status(exc)
     else:
+        code = grpc.StatusCode.INTERNAL
         status = internal_status(f"internal error: {type(exc).__name__}; see the server log")
-    call.refused(grpc.StatusCode(_CODES[status.code]), exc, topic_of(request))
+    call.refused(code, exc, topic_of(request))
     await context.abort_with_status(rpc_status.to_status(status))
     raise AssertionError("abort_with_status returned")  # pragma: no cover
-
-
-_CODES = {code.value[0]: code.value for code in grpc.StatusCode}
-"""gRPC's codes by number (``grpc.StatusCode`` is keyed by (number, name) pairs)."""
 
 
 _Handler = TypeVar("_Handler", bound=Callable[..., Any])
