@@ -76,8 +76,7 @@ class Counters:
         self.topics = {name: TopicCounters() for name in topics}
         self.unconfigured = TopicCounters()  # K-5 topics, together: their names are the clients' to choose
         self.rpcs: dict[str, RpcCounters] = {}
-        self.started = time.time()
-        self._started_monotonic = time.monotonic()
+        self._started = time.monotonic()
 
     def topic(self, name: str) -> TopicCounters:
         """A configured topic's counters; those of every topic without a SOW for any other name."""
@@ -92,4 +91,4 @@ class Counters:
 
     @property
     def uptime_s(self) -> float:
-        return time.monotonic() - self._started_monotonic
+        return time.monotonic() - self._started

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sowdb.engine.access import EVERYONE, Access
-from sowdb.engine.counters import Counters
+from sowdb.engine.counters import Counters, TopicCounters
 from sowdb.engine.derived import View
 from sowdb.engine.hub import SubscriptionHub
 from sowdb.engine.journal import Position
@@ -84,7 +84,6 @@ class RpcFigures:
 
 @dataclass(frozen=True)
 class ServerFigures:
-    started: float  # Unix time
     uptime_s: float
     cpu_seconds: float
     resident_bytes: int
@@ -185,7 +184,7 @@ class Stats:
         return sub.topic if view is None else view.underlying
 
     def _topic(self, topic: SowTopic, follows: list[Callable[[str], bool]]) -> TopicFigures:
-        c = self.counters.topic(topic.name)
+        c = self.counters.topics.get(topic.name) or TopicCounters()  # every public topic has its own
         return TopicFigures(
             name=topic.name,
             kind=self.topics.derived_kind(topic.name) or "sow",
@@ -205,7 +204,6 @@ class Stats:
         last = self.writer.last_seq
         subs = self.hub.subs.values()
         return ServerFigures(
-            started=counters.started,
             uptime_s=counters.uptime_s,
             cpu_seconds=cpu_seconds(),
             resident_bytes=resident_bytes(),
