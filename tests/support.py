@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -97,18 +99,34 @@ async def running(config: Config, token: str | None = None) -> AsyncIterator[Run
 
 
 class Process:
-    """``sowd`` running as a child process."""
+    """``sowd`` running as a child process. Its output (stdout and stderr) is read as it comes,
+    as a supervisor would, so that a talkative server (a log line per refused call) never
+    blocks on a full pipe; :attr:`output` is what it printed so far."""
 
-    def __init__(self, proc: subprocess.Popen[str], target: str, banner: str = "") -> None:
+    def __init__(self, proc: subprocess.Popen[str], target: str, seen: list[str] | None = None) -> None:
         self.proc = proc
         self.target = target
-        self.banner = banner
+        self._lines = list(seen or ())
+        self.banner = self._lines[-1].strip() if self._lines else ""
         """The line sowd printed once serving (``sowd listening on ...``)."""
+        self._reader = threading.Thread(target=self._read, name="sowd-output", daemon=True)
+        self._reader.start()
 
-    def stop(self) -> tuple[int, str]:
-        self.proc.terminate()
-        out, _ = self.proc.communicate(timeout=30)
-        return self.proc.returncode, out
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._lines.append(line)
+
+    @property
+    def output(self) -> str:
+        return "".join(self._lines)
+
+    def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str]:
+        """Send ``sig`` and wait for the end; returns the exit status and all the output."""
+        self.proc.send_signal(sig)
+        status = self.proc.wait(timeout=30)
+        self._reader.join(timeout=30)
+        return status, self.output
 
 
 def start_sowd(data_dir: Path, *args: str) -> Process:
@@ -126,7 +144,7 @@ def start_sowd(data_dir: Path, *args: str) -> Process:
     for line in proc.stdout:  # log lines (stderr is merged) may come before the banner
         seen.append(line)
         if "listening on" in line:
-            return Process(proc, line.split("listening on ")[1].split()[0], line.strip())
+            return Process(proc, line.split("listening on ")[1].split()[0], seen)
     proc.kill()
     raise AssertionError(f"sowd did not start: {''.join(seen)}")
 

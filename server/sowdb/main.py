@@ -1,6 +1,7 @@
 """``sowd``: the server command.
 
     sowd [--config FILE] [--listen HOST:PORT] [--data-dir DIR] [--http-listen HOST:PORT] [--log-level LEVEL]
+         [--log-format text|json]
     sowd rebuild    [--config FILE] [--data-dir DIR]
     sowd verify     [--config FILE] [--data-dir DIR]
     sowd repair     [--config FILE] [--data-dir DIR]
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import secrets
 import sys
 from importlib.metadata import PackageNotFoundError, version
@@ -29,6 +29,7 @@ from importlib.metadata import PackageNotFoundError, version
 from sowdb.auth import hash_token
 from sowdb.config import Config, ConfigError, demo_config, load_config
 from sowdb.engine.recovery import rebuild
+from sowdb.logs import LOG_FORMATS, configure_logging
 from sowdb.operations import AdminCaller, checkpoint, verify
 from sowdb.server import run, with_overrides
 from sowdb.storage import Store, repair
@@ -77,11 +78,18 @@ def main(argv: list[str] | None = None) -> int:
         metavar="LEVEL",
         help=f"{', '.join(LOG_LEVELS)} (default INFO; any case, e.g. --log-level debug)",
     )
+    parser.add_argument(
+        "--log-format",
+        default="text",
+        choices=LOG_FORMATS,
+        help="text (default) or json: one JSON object a line, with each event's fields (e.g. a refused call's "
+        "code, rpc, user, peer, topic)",
+    )
     parser.add_argument("--version", action="version", version=f"sowd {_version()}")
     args = parser.parse_intermixed_args(argv)  # "checkpoint --server S DIR" too
     if args.command == "hash-token":
         return _hash_token(args.directory, args.generate)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(args.log_level, args.log_format)
     try:
         config = load_config(args.config) if args.config else demo_config()
     except ConfigError as exc:

@@ -31,6 +31,7 @@ from sowdb.auth import Authenticator
 from sowdb.config import Config, ConfigError, SecurityConfig, load_config
 from sowdb.engine import Clock, Engine, system_clock
 from sowdb.engine.upkeep import run_upkeep
+from sowdb.metrics import MetricsServer, serve_metrics
 from sowdb.storage import Store
 from sowdb_api.v1 import admin_pb2, data_pb2
 
@@ -60,6 +61,7 @@ class SowServer:
         self._upkeep: asyncio.Task[None] | None = None
         self._health_updates: set[asyncio.Task[None]] = set()
         self.auth = Authenticator(config.security)
+        self.metrics: MetricsServer | None = None  # on [server] metrics_listen
 
     async def start(self) -> int:
         """Listen, open the store, load state, serve; returns the bound port.
@@ -102,6 +104,14 @@ class SowServer:
             store.close()
             await _abandon(server, console)
             raise
+        if cfg.metrics_listen:
+            try:
+                self.metrics = serve_metrics(cfg.metrics_listen, self.engine.stats, self.config.security)
+            except BaseException:
+                self.engine.close()
+                self.engine = None
+                await _abandon(server, console)
+                raise
         tune_gc()
         logging.getLogger("grpc._cython.cygrpc").addFilter(_CLIENT_GONE)
         add_service(SowServicer(self.engine, self.auth), server)
@@ -148,6 +158,9 @@ class SowServer:
         if self.console is not None:  # first: its calls are calls on the gRPC server
             await self.console.stop()
             self.console = None
+        if self.metrics is not None:
+            await self.metrics.stop()
+            self.metrics = None
         if self._upkeep is not None:
             self._upkeep.cancel()
             await asyncio.gather(self._upkeep, return_exceptions=True)

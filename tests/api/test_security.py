@@ -211,6 +211,38 @@ async def test_regex_topics_and_list_topics_show_only_readable_topics(secured: S
         assert len(await root.list_topics()) == 5
 
 
+async def test_stats_show_only_what_the_caller_may_see(secured: Secured) -> None:
+    """Stats (SPEC §12) under §11: the server-wide figures and other users' subscriptions need an
+    admin role; without one, ``topics_only`` gives the topics the user may read and its own
+    subscriptions, and a topic named that it may not read is refused."""
+    async with secured.client("viewer") as viewer, secured.client("trader") as trader:
+        mine, theirs = viewer.subscribe("orders"), trader.subscribe("^mark")
+        await take(mine, 1)
+        await take(theirs, 1)
+        with pytest.raises(PermissionDeniedError, match="user 'viewer' may not see the server-wide figures"):
+            await viewer.stats()
+        seen = await viewer.stats(topics_only=True)
+        assert [t.name for t in seen.topics] == ["orders"]
+        assert [s.user for s in seen.subscriptions] == ["viewer"]
+        assert not seen.HasField("server")
+        with pytest.raises(PermissionDeniedError, match="'secrets'"):
+            await viewer.stats("secrets", topics_only=True)
+        regex = await trader.stats("^(orders|markers|secrets)$", topics_only=True)
+        assert [t.name for t in regex.topics] == ["markers", "orders"]
+        assert [(s.user, s.topic) for s in regex.subscriptions] == [("trader", "^mark")]
+        async with secured.client("root") as root:
+            full = await root.stats()
+        assert len(full.topics) == 5
+        assert sorted(s.user for s in full.subscriptions) == ["trader", "viewer"]
+        stats_calls = next(r for r in full.server.rpcs if r.rpc == "AdminService/Stats")
+        assert dict(stats_calls.errors) == {"PERMISSION_DENIED": 2}
+        mine.cancel()
+        theirs.cancel()
+    async with secured.client(None) as nobody:
+        with pytest.raises(UnauthenticatedError):
+            await nobody.stats(topics_only=True)
+
+
 async def test_a_row_filtered_user_never_sees_a_row_outside_its_entitlement(secured: Secured) -> None:
     """A randomized run: a trader (desk FX only) follows ``orders`` through every read path —
     a mirror with oof, a delta mirror, a page, an aggregation, a plain subscription with deletes,

@@ -237,6 +237,10 @@ async def test_a_stalled_subscriber_is_ended_and_publishers_are_not_held(tight: 
         healthy.cancel()
     assert server.engine is not None
     assert server.engine.hub.stats().dropped_slow == 1
+    figures = (await client.stats()).server  # what operators see of it (SPEC §12)
+    assert figures.slow_consumer_cutoffs == 1
+    subscribe = next(r for r in figures.rpcs if r.rpc == "SowService/Subscribe")
+    assert dict(subscribe.errors) == {"RESOURCE_EXHAUSTED": 1}
 
 
 async def test_delivered_json_is_what_was_published(sowd: Running) -> None:

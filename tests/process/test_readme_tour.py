@@ -1,4 +1,4 @@
-"""README truth: the five-minute tour and "Securing sowdb" run, top to bottom, as written.
+"""README truth: the five-minute tour, "Securing sowdb" and "Operations" run, top to bottom, as written.
 
 Every ``sh`` block of the README's "Five-minute tour" section is run with bash, in order,
 against a real ``sowd`` process with the built-in demo config (what ``make run`` starts), from
@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import Process
+from sowdb_client import Client
+from tests.support import Process, start_sowd
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -162,3 +163,27 @@ def test_securing_sowdb_runs_as_written(tmp_path: Path) -> None:
     assert out.count("exit status 1") == 3
     assert "\n2\n" in out  # grpcurl: both orders
     assert (secured / "backup-1" / "CURRENT").exists()
+
+
+def test_operations_runs_as_written(tmp_path: Path) -> None:
+    """The "Operations" section's block, against a sowd whose config sets ``metrics_listen`` (the
+    README's 127.0.0.1:9107 replaced by a free port) and holds 10,000 orders."""
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed")
+    (block,) = section_blocks("Operations")
+    metrics = f"127.0.0.1:{free_port()}"
+    config = tmp_path / "sowd.toml"
+    config.write_text(f'[server]\nmetrics_listen = "{metrics}"\n\n[[topic]]\nname = "orders"\nkey = ["/orderId"]\n')
+    p = start_sowd(tmp_path / "data", "--config", str(config))
+    try:
+        with Client(p.target) as c:
+            c.publish("orders", [{"orderId": i} for i in range(10_000)])
+        run = run_block(block.replace("127.0.0.1:9107", metrics), p.target)
+    finally:
+        p.stop()
+    assert run.returncode == 0, f"{run.stdout}\n{run.stderr}"
+    out = run.stdout
+    assert 'sowdb_topic_publishes_total{topic="orders"} 10000.0' in out
+    for title in ("topics", "server", "journal", "calls"):
+        assert title in out
+    assert '{"topics":[{"name":"orders","kind":"sow","records":10000,' in out

@@ -50,9 +50,8 @@ def test_sigterm_shuts_down_gracefully_and_data_survives(tmp_path: Path) -> None
     p = start_sowd(data)
     with Client(p.target) as c:
         ack = c.publish("orders", [{"orderId": i} for i in range(100)])
-    p.proc.send_signal(signal.SIGTERM)
-    out, _ = p.proc.communicate(timeout=30)
-    assert p.proc.returncode == 0
+    status, out = p.stop(signal.SIGTERM)
+    assert status == 0
     assert "sowd stopped" in out
     p2 = start_sowd(data)
     try:
@@ -92,8 +91,7 @@ def test_sowd_rebuild_recreates_current_from_the_journal(tmp_path: Path) -> None
 
 def test_sigint_also_stops_it(tmp_path: Path) -> None:
     p = start_sowd(tmp_path / "data")
-    p.proc.send_signal(signal.SIGINT)
-    assert p.proc.wait(timeout=30) == 0
+    assert p.stop(signal.SIGINT)[0] == 0
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,8 @@ from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import Client, Tls
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_server import BENCH_CONFIG_TOML, _orders, _settle, _start  # a sibling script, not a package
+from alternating import alternate, fresh_sowd, print_medians  # sibling scripts, not a package
+from bench_server import BENCH_CONFIG_TOML, _orders, _settle
 
 _SPAWN = multiprocessing.get_context("spawn")
 TOKEN = "bench-token-0123456789"
@@ -110,23 +111,17 @@ def _median_query(c: Client, rounds: int, flt: str) -> float:
 
 def server_figures(mode: Mode, orders: list[bytes], rounds: int) -> dict[str, float]:
     """``make bench``'s figures: publish msg/s, query-range and query-eq ms."""
-    with tempfile.TemporaryDirectory(prefix="sowdb-bench-") as tmp:
-        proc, target = _start(str(Path(tmp) / "data"), "--config", str(mode.config(Path(tmp))))
-        try:
-            with mode.client(target) as c:
-                start = time.perf_counter()
-                c.publish("orders", orders, batch_size=100)
-                publish = len(orders) / (time.perf_counter() - start)
-                _settle(proc.pid)
-                c.sow("orders", filter="/orderId = 1", batch_size=1)  # warm the connection
-                return {
-                    "publish msg/s": publish,
-                    "query-range ms": _median_query(c, rounds, "/price > 190 AND /side = 'B'") * 1000,
-                    "query-eq ms": _median_query(c, rounds * 4, "/symbol = 'SYM42'") * 1000,
-                }
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+    with fresh_sowd(mode.config) as (proc, target), mode.client(target) as c:
+        start = time.perf_counter()
+        c.publish("orders", orders, batch_size=100)
+        publish = len(orders) / (time.perf_counter() - start)
+        _settle(proc.pid)
+        c.sow("orders", filter="/orderId = 1", batch_size=1)  # warm the connection
+        return {
+            "publish msg/s": publish,
+            "query-range ms": _median_query(c, rounds, "/price > 190 AND /side = 'B'") * 1000,
+            "query-eq ms": _median_query(c, rounds * 4, "/symbol = 'SYM42'") * 1000,
+        }
 
 
 def _publish_paced(secure: bool, pki: str, target: str, rate: float, seconds: float) -> None:
@@ -175,14 +170,9 @@ async def _latency(mode: Mode, target: str, seconds: float) -> tuple[float, floa
 
 
 def latency_figures(mode: Mode, seconds: float) -> dict[str, float]:
-    with tempfile.TemporaryDirectory(prefix="sowdb-bench-") as tmp:
-        proc, target = _start(str(Path(tmp) / "data"), "--config", str(mode.config(Path(tmp))))
-        try:
-            p50, p99 = asyncio.run(_latency(mode, target, seconds))
-            return {"latency p50 ms": p50, "latency p99 ms": p99}
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+    with fresh_sowd(mode.config) as (_, target):
+        p50, p99 = asyncio.run(_latency(mode, target, seconds))
+        return {"latency p50 ms": p50, "latency p99 ms": p99}
 
 
 def main() -> None:
@@ -195,20 +185,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="sowdb-pki-") as pki_dir:
         pki = Path(pki_dir)
         _pki(pki)
-        modes = [Mode(False, pki), Mode(True, pki)]
-        runs: dict[str, list[dict[str, float]]] = {m.name: [] for m in modes}
-        for r in range(args.rounds):
-            for mode in modes if r % 2 == 0 else modes[::-1]:
-                figures = server_figures(mode, orders, 5) | latency_figures(mode, args.latency_seconds)
-                runs[mode.name].append(figures)
-                shown = ", ".join(f"{k} {v:,.2f}" for k, v in figures.items())
-                print(f"round {r + 1} security {mode.name:3}: {shown}", flush=True)
-    print(f"\nmedians of {args.rounds} alternating rounds, {args.orders:,} orders (on: TLS + token + {ENTITLEMENT!r})")
-    print(f"{'figure':16} {'off':>12} {'on':>12} {'on/off':>8}")
-    for key in runs["off"][0]:
-        off = statistics.median(f[key] for f in runs["off"])
-        on = statistics.median(f[key] for f in runs["on"])
-        print(f"{key:16} {off:12,.2f} {on:12,.2f} {on / off:8.2f}")
+        modes = {"off": Mode(False, pki), "on": Mode(True, pki)}
+
+        def measure(name: str) -> dict[str, float]:
+            return server_figures(modes[name], orders, 5) | latency_figures(modes[name], args.latency_seconds)
+
+        runs = alternate(list(modes), args.rounds, measure, label="security ")
+    print_medians(
+        runs, f"medians of {args.rounds} alternating rounds, {args.orders:,} orders (on: TLS + token + {ENTITLEMENT!r})"
+    )
 
 
 if __name__ == "__main__":

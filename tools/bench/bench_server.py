@@ -55,9 +55,10 @@ durability = "transient"
 """
 
 
-def _start(data_dir: str, *args: str) -> tuple[subprocess.Popen[str], str]:
+def _start(data_dir: str, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
     """Start ``sowd`` on ``data_dir`` (extra ``args`` such as ``--config F``; without one, the
-    benchmarks' own config, written under ``data_dir``); (process, target)."""
+    benchmarks' own config, written under ``data_dir``; ``env``: its environment, if not this
+    process's); (process, target)."""
     if "--config" not in args:
         config = Path(data_dir) / "sowd.toml"
         config.write_text(BENCH_CONFIG_TOML)
@@ -68,6 +69,7 @@ def _start(data_dir: str, *args: str) -> tuple[subprocess.Popen[str], str]:
         [sys.executable, "-m", "sowdb.main", *flags],
         stdout=subprocess.PIPE,
         text=True,
+        env=env,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()

@@ -15,6 +15,7 @@ import {
   HealthCheckResponse_ServingStatus,
   Health,
 } from "./gen/grpc/health/v1/health_pb.js";
+import { AdminService, StatsRequestSchema, type StatsResponse } from "./gen/sowdb/v1/admin_pb.js";
 import {
   Durability,
   ListTopicsRequestSchema,
@@ -46,6 +47,7 @@ import {
   type SowDeleteResult,
   type SowOptions,
   type SowRecord,
+  type StatsOptions,
   type SubscribeOptions,
   type TopicInfo,
   durationMs,
@@ -176,6 +178,7 @@ export class SowdbClient {
   readonly address: string;
   private readonly session: Http2SessionManager;
   private readonly rpc: ConnectClient<typeof SowService>;
+  private readonly admin: ConnectClient<typeof AdminService>;
   private readonly health: ConnectClient<typeof Health>;
   /** Aborted by close(): every call's signal follows it. */
   private readonly closing = new AbortController();
@@ -197,6 +200,7 @@ export class SowdbClient {
       writeMaxBytes: max,
     });
     this.rpc = createConnectClient(SowService, transport);
+    this.admin = createConnectClient(AdminService, transport);
     this.health = createConnectClient(Health, transport);
   }
 
@@ -394,6 +398,24 @@ export class SowdbClient {
       }),
     );
     return resp.topics.map(topicInfo);
+  }
+
+  /**
+   * The server's figures (SPEC §12), taken at one point: per topic (records, publishes, deletes,
+   * bytes, subscriptions), the live subscriptions with their queues, and server-wide figures
+   * (journal, disk, calls per RPC with errors by code, CPU and memory). Counts are `bigint`s, as
+   * protobuf-es gives 64-bit integers.
+   *
+   * `topic` (a name or a regex) narrows the topics and subscriptions. With security on, a user
+   * without an admin role asks with `topicsOnly: true`: the topics it may read and its own
+   * subscriptions, without the server-wide figures.
+   *
+   * @throws SowdbError `PERMISSION_DENIED`: server-wide figures without an admin role, or a topic
+   *   named that the user may not read.
+   */
+  async stats(opts: StatsOptions = {}): Promise<StatsResponse> {
+    const req = create(StatsRequestSchema, { topic: opts.topic ?? "", topicsOnly: opts.topicsOnly ?? false });
+    return this.unary(() => this.admin.stats(req, { signal: this.signal(opts.signal), timeoutMs: opts.timeoutMs }));
   }
 
   /**

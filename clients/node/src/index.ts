@@ -55,7 +55,16 @@ export {
   type SowDeleteResult,
   type SowOptions,
   SowRecord,
+  type StatsOptions,
   type SubscribeOptions,
   type SubscriptionFlags,
   type TopicInfo,
 } from "./types.js";
+export type {
+  JournalStats,
+  RpcStats,
+  ServerStats,
+  StatsResponse,
+  SubscriptionStats,
+  TopicStats,
+} from "./gen/sowdb/v1/admin_pb.js";

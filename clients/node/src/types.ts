@@ -273,6 +273,14 @@ export interface SowDeleteResult {
 }
 
 /** One configured topic, as `listTopics` returns it. */
+/** What {@link SowdbClient.stats} asks for. */
+export interface StatsOptions extends CallOptions {
+  /** A topic name or a regex over topic names (default: every topic). */
+  topic?: string;
+  /** Only the topics' figures and the caller's own subscriptions (a user without an admin role). */
+  topicsOnly?: boolean;
+}
+
 export interface TopicInfo {
   name: string;
   kind: "sow" | "view" | "conflated" | "unspecified";

@@ -52,6 +52,25 @@ describe("ping and listTopics", () => {
   });
 });
 
+describe("stats", () => {
+  test("stats gives a topic's figures, the subscriptions and the server's, as the server counted them", async () => {
+    const docs = [1, 2, 3].map((id) => ({ id, tag: `m${id}` }));
+    await client.publish("markers", docs);
+    await client.sowDelete("markers", { sowKeys: ["1"] });
+    const stats = await client.stats({ topic: "markers" });
+    assert.deepEqual(
+      stats.topics.map((t) => [t.name, t.records, t.publishes, t.deletes]),
+      [["markers", 2n, 3n, 1n]],
+    );
+    const stored = docs.slice(1).reduce((n, d) => n + Buffer.byteLength(JSON.stringify(d)), 0);
+    assert.equal(stats.topics[0]?.bytesStored, BigInt(stored));
+    assert.equal(stats.server?.journal?.lastBookmark, stats.bookmark);
+    assert.ok((stats.server?.rpcs ?? []).some((r) => r.rpc === "SowService/SowDelete" && r.calls >= 1n));
+    assert.equal((await client.stats({ topic: "markers", topicsOnly: true })).server, undefined);
+    assert.equal((await rejection(client.stats({ topic: "nope" }))).code, "FAILED_PRECONDITION");
+  });
+});
+
 describe("publish and sow", () => {
   test("publish takes objects, JSON text, bytes and Messages, in batches, and acks bookmarks", async () => {
     const docs = Array.from({ length: 250 }, (_, i) => ({ orderId: i, symbol: `SYM${i % 5}`, price: 100 + i, qty: i % 7 }));

@@ -11,8 +11,8 @@ from typing import Any, Unpack
 import grpc
 from grpc_health.v1 import health_pb2_grpc
 
+from sowdb_api.v1 import admin_pb2, admin_pb2_grpc, sow_pb2_grpc
 from sowdb_api.v1 import sow_pb2 as pb
-from sowdb_api.v1 import sow_pb2_grpc
 from sowdb_client import calls
 from sowdb_client import options as o
 from sowdb_client import types as t
@@ -74,6 +74,7 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t
         )
         self._metadata = calls.token_metadata(token)
         self._stub = sow_pb2_grpc.SowServiceStub(self._channel)
+        self._admin = admin_pb2_grpc.AdminServiceStub(self._channel)
         self._health: Any = health_pb2_grpc.HealthStub(self._channel)  # its stubs omit Check
 
     async def __aenter__(self) -> AsyncClient:
@@ -148,4 +149,13 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t
         with calls.rpc_errors():
             return list(
                 (await self._stub.ListTopics(pb.ListTopicsRequest(), timeout=timeout, metadata=self._metadata)).topics
+            )
+
+    async def stats(
+        self, topic: str = "", *, topics_only: bool = False, timeout: float | None = None
+    ) -> admin_pb2.StatsResponse:
+        """The server's figures (see :meth:`Client.stats`)."""
+        with calls.rpc_errors():
+            return await self._admin.Stats(
+                admin_pb2.StatsRequest(topic=topic, topics_only=topics_only), timeout=timeout, metadata=self._metadata
             )

@@ -11,8 +11,8 @@ from typing import Any, Unpack
 import grpc
 from grpc_health.v1 import health_pb2_grpc
 
+from sowdb_api.v1 import admin_pb2, admin_pb2_grpc, sow_pb2_grpc
 from sowdb_api.v1 import sow_pb2 as pb
-from sowdb_api.v1 import sow_pb2_grpc
 from sowdb_client import calls
 from sowdb_client import options as o
 from sowdb_client.calls import Calls, EventStream, SowFrames
@@ -87,6 +87,7 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
         self._channel = calls.open_channel(grpc.insecure_channel, grpc.secure_channel, target, tls, max_message_bytes)
         self._metadata = calls.token_metadata(token)
         self._stub = sow_pb2_grpc.SowServiceStub(self._channel)
+        self._admin = admin_pb2_grpc.AdminServiceStub(self._channel)
         self._health: Any = health_pb2_grpc.HealthStub(self._channel)  # its stubs omit Check
 
     def __enter__(self) -> Client:
@@ -184,3 +185,22 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
         with calls.rpc_errors():
             listed = self._stub.ListTopics(pb.ListTopicsRequest(), timeout=timeout, metadata=self._metadata)
             return list(listed.topics)
+
+    def stats(
+        self, topic: str = "", *, topics_only: bool = False, timeout: float | None = None
+    ) -> admin_pb2.StatsResponse:
+        """The server's figures (SPEC §12), taken at one point: per topic (records, publishes,
+        deletes, bytes, subscriptions), the live subscriptions with their queues, and server-wide
+        figures (journal, disk, calls per RPC with errors by code, CPU and memory).
+
+        ``topic`` (a name or a regex) narrows the topics and subscriptions. With security on, a
+        user without an admin role asks with ``topics_only=True``: the topics it may read and its
+        own subscriptions, without the server-wide figures.
+
+        Raises:
+            PermissionDeniedError: server-wide figures without an admin role, or a topic named
+                that the user may not read.
+        """
+        with calls.rpc_errors():
+            request = admin_pb2.StatsRequest(topic=topic, topics_only=topics_only)
+            return self._admin.Stats(request, timeout=timeout, metadata=self._metadata)

@@ -1,15 +1,23 @@
-"""``sowdb.v1.AdminService``: operations on a running server (backups), behind the same error
-boundary as the rest of the API."""
+"""``sowdb.v1.AdminService``: operations on a running server (backups, the operators' figures),
+behind the same error boundary as the rest of the API."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
+from google.protobuf import timestamp_pb2
+
+from sowdb.api.convert import KINDS, duration
 from sowdb.api.servicer import Context, Servicer, error_boundary
 from sowdb.engine.access import Access
+from sowdb.engine.stats import ServerFigures, StatsSnapshot
 from sowdb_api.v1 import admin_pb2 as pb
 
 
 class AdminServicer(Servicer):
     """``sowdb.v1.AdminService`` over an :class:`Engine`."""
+
+    service = "AdminService"
 
     @error_boundary
     async def Checkpoint(
@@ -17,3 +25,47 @@ class AdminServicer(Servicer):
     ) -> pb.CheckpointResponse:
         directory, bookmark, size = self.engine.checkpoint(request.directory, access)
         return pb.CheckpointResponse(directory=directory, bookmark=bookmark, size_bytes=size)
+
+    @error_boundary
+    async def Stats(self, request: pb.StatsRequest, context: Context, access: Access) -> pb.StatsResponse:
+        return stats_response(self.engine.stats(request.topic, topics_only=request.topics_only, access=access))
+
+
+def stats_response(snap: StatsSnapshot) -> pb.StatsResponse:
+    """The snapshot as the StatsResponse message."""
+    resp = pb.StatsResponse(bookmark=snap.bookmark, taken=_timestamp(snap.taken_us))
+    for t in snap.topics:  # the figures' fields are the message's, but for the kind's enum
+        resp.topics.add(**{**asdict(t), "kind": KINDS[t.kind]})
+    for s in snap.subscriptions:
+        fields = asdict(s)
+        age = duration(fields.pop("age_s"))
+        resp.subscriptions.add(**fields, age=age)
+    if snap.server is not None:
+        resp.server.CopyFrom(_server(snap.server))
+    return resp
+
+
+def _server(f: ServerFigures) -> pb.ServerStats:
+    j = f.journal
+    journal = pb.JournalStats(
+        bytes=j.bytes, entries=j.entries, oldest_bookmark=j.oldest_bookmark, last_bookmark=j.last_bookmark
+    )
+    if j.oldest_timestamp_us:
+        journal.oldest_timestamp.CopyFrom(_timestamp(j.oldest_timestamp_us))
+    return pb.ServerStats(
+        uptime=duration(f.uptime_s),
+        cpu_seconds=f.cpu_seconds,
+        resident_bytes=f.resident_bytes,
+        disk_bytes=f.disk_bytes,
+        journal=journal,
+        subscriptions=f.subscriptions,
+        queued_events=f.queued_events,
+        slow_consumer_cutoffs=f.slow_consumer_cutoffs,
+        rpcs=[pb.RpcStats(rpc=r.rpc, calls=r.calls, errors=r.errors, seconds=r.seconds) for r in f.rpcs],
+        unconfigured_publishes=f.unconfigured_publishes,
+        unconfigured_bytes_published=f.unconfigured_bytes_published,
+    )
+
+
+def _timestamp(us: int) -> timestamp_pb2.Timestamp:
+    return timestamp_pb2.Timestamp(seconds=us // 1_000_000, nanos=(us % 1_000_000) * 1000)

@@ -49,14 +49,14 @@ def duration(s: float) -> duration_pb2.Duration:
     return d
 
 
-_KINDS = {"sow": pb.TOPIC_KIND_SOW, "view": pb.TOPIC_KIND_VIEW, "conflated": pb.TOPIC_KIND_CONFLATED}
+KINDS = {"sow": pb.TOPIC_KIND_SOW, "view": pb.TOPIC_KIND_VIEW, "conflated": pb.TOPIC_KIND_CONFLATED}
 _DURABILITY = {"persistent": pb.DURABILITY_PERSISTENT, "transient": pb.DURABILITY_TRANSIENT}
 
 
 def topic_info(t: TopicSummary) -> pb.TopicInfo:
     info = pb.TopicInfo(
         name=t.name,
-        kind=_KINDS[t.kind],
+        kind=KINDS[t.kind],
         key=list(t.key),
         durability=_DURABILITY[t.durability],
         record_count=t.record_count,

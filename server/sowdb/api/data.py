@@ -66,6 +66,8 @@ class DataServicer(Servicer):
     Snapshot and stage ids are unguessable (random): holding one is the right to read or commit
     what was opened or staged under the caller's rights."""
 
+    service = "DataService"
+
     @error_boundary
     async def OpenSnapshot(
         self, request: pb.OpenSnapshotRequest, context: Context, access: Access

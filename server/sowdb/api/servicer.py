@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from typing import Any, NoReturn, TypeVar
@@ -20,8 +19,9 @@ import grpc
 from grpc_status import rpc_status
 
 from sowdb.api import convert
+from sowdb.api.refusals import Call, topic_of
 from sowdb.api.service import Undecodable
-from sowdb.api.status import internal_status, rich_status
+from sowdb.api.status import internal_status, rich_status, status_code
 from sowdb.api.wire import query_frame, stream_frames
 from sowdb.auth import Authenticator
 from sowdb.engine import Engine, SubscriptionStream
@@ -30,8 +30,6 @@ from sowdb.engine.placement import SowAndSubscribeArgs
 from sowdb.engine.subscription import SubscriptionOptions
 from sowdb.errors import SowdbError
 from sowdb_api.v1 import sow_pb2 as pb
-
-log = logging.getLogger("sowdb.api")
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -42,12 +40,13 @@ PUBLISH_TASK_NAME = "sowdb-publish"
 """The name of the task that applies a Publish call's requests (tests look for it by name)."""
 
 
-async def _abort(context: Context, exc: BaseException) -> NoReturn:
+async def _abort(context: Context, exc: BaseException, call: Call, request: Any) -> NoReturn:
     if isinstance(exc, SowdbError):
-        status = rich_status(exc)
+        code, status = status_code(exc), rich_status(exc)
     else:
-        log.exception("internal error", exc_info=exc)
+        code = grpc.StatusCode.INTERNAL
         status = internal_status(f"internal error: {type(exc).__name__}; see the server log")
+    call.refused(code, exc, topic_of(request))
     await context.abort_with_status(rpc_status.to_status(status))
     raise AssertionError("abort_with_status returned")  # pragma: no cover
 
@@ -67,14 +66,20 @@ def error_boundary(method: _Handler) -> _Handler:
     streaming — ends the call with the status the table gives (like grpclib's
     ``Stream.__aexit__``). A call the handler already aborted passes through untouched.
 
-    It is also the call's one entry: the caller is authenticated here, once (A-1), and the
-    handler is given the caller's :class:`Access`, which the engine enforces."""
+    It is also the call's one entry and exit: the caller is authenticated here, once (A-1), and
+    the handler is given the caller's :class:`Access`, which the engine enforces; the call is
+    counted (calls, duration, refusals by code) and a refusal logged, once
+    (:mod:`sowdb.api.refusals`). The servicer's ``service`` names the RPC.
+    """
+    name = method.__name__
     if inspect.isasyncgenfunction(method):
 
         @functools.wraps(method)
         async def streaming(self: Any, request: Any, context: Context) -> AsyncIterator[Any]:
+            call = _call(self, name, context)
             try:
                 access = self.auth.access(_authorization(context))
+                call.user = access.user
                 if isinstance(request, Undecodable):
                     raise request.error()
                 async with aclosing(method(self, request, context, access)) as responses:
@@ -83,23 +88,37 @@ def error_boundary(method: _Handler) -> _Handler:
             except grpc.aio.AbortError:
                 raise
             except Exception as exc:
-                await _abort(context, exc)
+                await _abort(context, exc, call, request)
+            finally:
+                call.ended()
 
         return streaming  # type: ignore[return-value]
 
     @functools.wraps(method)
     async def unary(self: Any, request: Any, context: Context) -> Any:
+        call = _call(self, name, context)
         try:
             access = self.auth.access(_authorization(context))
+            call.user = access.user
             if isinstance(request, Undecodable):
                 raise request.error()
             return await method(self, request, context, access)
         except grpc.aio.AbortError:
             raise
         except Exception as exc:
-            await _abort(context, exc)
+            await _abort(context, exc, call, request)
+        finally:
+            call.ended()
 
     return unary  # type: ignore[return-value]
+
+
+def _call(servicer: Servicer, method: str, context: Context) -> Call:
+    """A new call of ``servicer.service``/``method``, counted as started."""
+    rpc = f"{servicer.service}/{method}"
+    counters = servicer.engine.counters.rpc(rpc)
+    counters.calls += 1
+    return Call(rpc, context.peer(), counters)
 
 
 def _placing(sub_id: str, options: SubscriptionOptions, context: Context, access: Access) -> SowAndSubscribeArgs:
@@ -110,7 +129,10 @@ def _placing(sub_id: str, options: SubscriptionOptions, context: Context, access
 
 class Servicer:
     """What every service's handlers need: the engine they delegate to, and the authenticator
-    :func:`error_boundary` asks who the caller is (no users configured: everyone may do all)."""
+    :func:`error_boundary` asks who the caller is (no users configured: everyone may do all).
+    ``service`` names the service in the per-RPC figures (``SowService/Publish``)."""
+
+    service = ""
 
     def __init__(self, engine: Engine, auth: Authenticator | None = None) -> None:
         self.engine = engine
@@ -119,6 +141,8 @@ class Servicer:
 
 class SowServicer(Servicer):
     """``sowdb.v1.SowService`` over an :class:`Engine`."""
+
+    service = "SowService"
 
     @error_boundary
     async def Publish(
@@ -137,11 +161,13 @@ class SowServicer(Servicer):
         requests in flight rely on this to store nothing after the first refusal.
         """
         acks: asyncio.Queue[pb.PublishResponse | Exception | None] = asyncio.Queue(PUBLISH_ACKS_AHEAD)
+        rpc = f"{self.service}/Publish"
+        refusals = Call(rpc, context.peer(), self.engine.counters.rpc(rpc), access.user)  # a request refused
 
         async def apply_all() -> None:
             try:
                 async for req in request_iterator:
-                    ack = self._apply(req, access)
+                    ack = self._apply(req, access, refusals)
                     await acks.put(ack)
                     if ack.HasField("error") and not isinstance(req, Undecodable) and req.stop_on_error:
                         break
@@ -161,9 +187,13 @@ class SowServicer(Servicer):
         finally:
             applying.cancel()
 
-    def _apply(self, req: pb.PublishRequest | Undecodable, access: Access) -> pb.PublishResponse:
+    def _apply(self, req: pb.PublishRequest | Undecodable, access: Access, refusals: Call) -> pb.PublishResponse:
+        """One request applied, or refused in an error response (the stream goes on: the
+        refusal is counted and logged here, as the boundary does for a call's)."""
         if isinstance(req, Undecodable):
-            return pb.PublishResponse(error=rich_status(req.error()))  # the stream goes on
+            error = req.error()
+            refusals.refused(status_code(error), error, "")
+            return pb.PublishResponse(error=rich_status(error))
         try:
             messages = list(req.messages)  # each pass over req.messages wraps every message anew
             producer = (req.producer_id, req.producer_seq) if req.producer_id else None
@@ -171,6 +201,7 @@ class SowServicer(Servicer):
                 req.topic, messages, delta=req.delta, ttls=convert.ttls(messages), producer=producer, access=access
             )
         except SowdbError as exc:
+            refusals.refused(status_code(exc), exc, req.topic)
             return pb.PublishResponse(correlation_id=req.correlation_id, error=rich_status(exc))
         if producer is not None and not first:
             return pb.PublishResponse(correlation_id=req.correlation_id, duplicate=True)

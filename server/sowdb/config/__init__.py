@@ -17,6 +17,7 @@ from sowdb.config.model import (
     field_path_steps,
     is_regex_topic,
     parse_duration,
+    parse_listen,
 )
 from sowdb.config.reader import config_from_dict, demo_config, load_config
 from sowdb.config.security import RoleConfig, SecurityConfig, UserConfig
@@ -38,4 +39,5 @@ __all__ = [
     "is_regex_topic",
     "load_config",
     "parse_duration",
+    "parse_listen",
 ]

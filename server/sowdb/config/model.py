@@ -27,6 +27,7 @@ MIN_CONFLATION_INTERVAL_S = 0.1
 # that dotted names such as "orders.eu" stay plain names.
 REGEX_METACHARACTERS = frozenset("^$*+?()[]{}|\\")
 
+_LISTEN = re.compile(r"^(.+):(\d{1,5})$")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
@@ -100,6 +101,8 @@ class ServerConfig:
     journal_max_bytes: int = 0
     # how long start-up may spend reading the journal back against its checksums (0: not at all)
     verify_budget_s: float = 10.0
+    # Prometheus metrics (SPEC §12) on this HOST:PORT, path /metrics; "" = off
+    metrics_listen: str = ""
 
     @property
     def frame_bytes(self) -> int:
@@ -166,6 +169,18 @@ def parse_duration(text: object) -> float:
     if not m:
         raise ValueError(f"{text!r} is not a duration (use a number with ms, s, m, h or d, e.g. '5s')")
     return float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """(host, port) of ``HOST:PORT`` (``[::1]:9107`` for IPv6; port 0: any free port).
+
+    Raises:
+        ValueError: not HOST:PORT with a port of 0..65535.
+    """
+    m = _LISTEN.match(text.strip())
+    if not m or int(m.group(2)) > 65535:
+        raise ValueError(f"{text!r} is not HOST:PORT (e.g. '127.0.0.1:9107')")
+    return m.group(1).strip("[]"), int(m.group(2))
 
 
 def is_regex_topic(name: str) -> bool:

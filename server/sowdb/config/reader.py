@@ -3,7 +3,6 @@ message that names the file, the entry and the problem."""
 
 from __future__ import annotations
 
-import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -111,9 +110,10 @@ class _Reader:
         value: str = self._get(table, entry, key, str, default)
         if value == default == "":
             return value
-        match = re.match(r"^(.+):(\d+)$", value)
-        if not match or int(match.group(2)) > 65535:
-            raise self.fail(entry, f"{key}: {value!r} is not HOST:PORT (e.g. 127.0.0.1:9080)")
+        try:
+            m.parse_listen(value)
+        except ValueError as exc:
+            raise self.fail(entry, f"{key}: {exc}") from None
         return value
 
     def _duration(self, table: dict[str, Any], entry: str, key: str, default: str) -> float:
@@ -174,6 +174,7 @@ class _Reader:
                 "journal_max_entries",
                 "journal_max_bytes",
                 "verify_budget",
+                "metrics_listen",
             },
         )
         listen = self._address(t, entry, "listen", m.DEFAULT_LISTEN)
@@ -198,7 +199,9 @@ class _Reader:
         for key, value in (("journal_max_entries", max_entries), ("journal_max_bytes", max_journal_bytes)):
             if value < 0:
                 raise self.fail(entry, f"{key}: 0 (no limit) or more, got {value}")
+        metrics_listen = self._address(t, entry, "metrics_listen", "")
         return m.ServerConfig(
+            metrics_listen=metrics_listen,
             verify_budget_s=self._duration(t, entry, "verify_budget", "10s"),
             journal_max_bytes=max_journal_bytes,
             journal_max_age_s=self._duration(t, entry, "journal_max_age", "0s"),

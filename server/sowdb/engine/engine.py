@@ -11,7 +11,9 @@
   whose life after placement is a :class:`~sowdb.engine.streams.SubscriptionStream`;
 - for pipelines (the data service, SPEC §9): :class:`~sowdb.engine.snapshots.Snapshots` (pinned
   query results read in slices), :class:`~sowdb.engine.journal_reads.JournalReads` (journal
-  ranges), :class:`~sowdb.engine.staging.Stages` (staged writes committed atomically).
+  ranges), :class:`~sowdb.engine.staging.Stages` (staged writes committed atomically);
+- :class:`~sowdb.engine.stats.Stats` — the operators' figures (SPEC §12), over the
+  :class:`~sowdb.engine.counters.Counters` that the writer and the protocol layer keep.
 
 It never imports grpc: the protocol layer translates requests into these calls, and domain
 errors (``sowdb.errors``) into gRPC statuses. ``server/sowdb/engine/README.md`` is the map.
@@ -28,6 +30,7 @@ from typing import Unpack
 from sowdb.config import Config
 from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.clock import Clock, system_clock
+from sowdb.engine.counters import Counters
 from sowdb.engine.events import QueryEvent
 from sowdb.engine.expiry import ExpiryQueue
 from sowdb.engine.fanout import FanOut
@@ -49,6 +52,7 @@ from sowdb.engine.recovery import (
 )
 from sowdb.engine.snapshots import Snapshots
 from sowdb.engine.staging import Stages
+from sowdb.engine.stats import Stats, StatsSnapshot
 from sowdb.engine.streams import SubscriptionStream
 from sowdb.engine.subscription import Subscription
 from sowdb.engine.topics import Topics, TopicSummary
@@ -67,7 +71,9 @@ class Engine:
         self.config, self.store, self.clock, self.topics = config, store, clock, topics
         self.hub = SubscriptionHub()
         self.pages = PageSets()
-        self.writer = Writer(config, store, topics, FanOut(topics, self.hub, self.pages), expiry, clock)
+        self.counters = Counters(topics.sow)
+        fan_out = FanOut(topics, self.hub, self.pages, self.counters)
+        self.writer = Writer(config, store, topics, fan_out, expiry, clock, self.counters)
         self.journal = Journal(store, topics, self.writer, config.server, clock)
         self.queries = Queries(topics, self.journal, self.writer, clock, frame_bytes=config.server.frame_bytes)
         self.placement = Placement(topics, self.hub, self.pages, self.journal, self.writer, config.server, clock)
@@ -75,6 +81,7 @@ class Engine:
         self.snapshots = Snapshots(self.queries)
         self.journal_reads = JournalReads(store, self.journal, self.writer)
         self.stages = Stages(topics, self.writer, clock)
+        self.figures = Stats(self.counters, topics, self.hub, self.placement.private, store, self.writer, clock)
         self.recovery: RecoveryReport | None = None
         # Every change goes to its one owner as it is: the writer's signatures and documents are
         # the engine's (publish: K-1 … K-5, D-1, X-1, J-4; sow_delete: by filter, SowKeys or data).
@@ -181,6 +188,11 @@ class Engine:
                 sub.revoke(f"rights changed: {why}")
                 ended += 1
         return ended
+
+    def stats(self, topic: str = "", *, topics_only: bool = False, access: Access = EVERYONE) -> StatsSnapshot:
+        """The operators' figures (SPEC §12) at this point of the total order; see
+        :meth:`Stats.snapshot` for what a caller without an admin role may see."""
+        return self.figures.snapshot(topic, topics_only=topics_only, access=access)
 
     def checkpoint(self, directory: str, access: Access = EVERYONE) -> tuple[str, int, int]:
         """A consistent copy of the store in a new directory, taken in one step of the writer

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sowdb.engine.changes import Change
+from sowdb.engine.counters import Counters
 from sowdb.engine.hub import SubscriptionHub
 from sowdb.engine.pages import PageSets
 from sowdb.engine.topics import Topics
@@ -18,10 +19,11 @@ from sowdb.engine.topics import Topics
 class FanOut:
     """The writer's one exit for applied changes."""
 
-    def __init__(self, topics: Topics, hub: SubscriptionHub, pages: PageSets) -> None:
+    def __init__(self, topics: Topics, hub: SubscriptionHub, pages: PageSets, counters: Counters) -> None:
         self.topics = topics
         self.hub = hub
         self.pages = pages
+        self.counters = counters
 
     def wanted(self, topic: str) -> bool:
         """Whether anyone follows ``topic``: if not, the writer need not build changes at all."""
@@ -34,4 +36,7 @@ class FanOut:
         for d in self.topics.downstream.get(topic, ()):
             out = d.apply(changes, now_us)
             if out:
+                counted = self.counters.topics.get(d.name)  # a configured one, not an aggregated subscription's
+                if counted is not None:
+                    counted.followed(out)
                 self(d.name, out, now_us)

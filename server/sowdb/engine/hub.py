@@ -16,7 +16,7 @@ from typing import Any
 
 from sowdb.engine.changes import Change
 from sowdb.engine.indexes import index_terms
-from sowdb.engine.subscription import Subscription
+from sowdb.engine.subscription import SlowConsumer, Subscription
 from sowdb.errors import InvalidArgument
 from sowdb.expr.compiled import EqualityConjunct
 
@@ -70,7 +70,7 @@ class SubscriptionHub:
 
     def __init__(self) -> None:
         self.subs: dict[str, Subscription] = {}
-        self.dropped_slow = 0
+        self.dropped_slow = 0  # subscriptions cut off as slow consumers (SL-1)
         self._scan: dict[str, Subscription] = {}  # offered every change
         self._indexed: dict[str, tuple[str, tuple[Any, ...]]] = {}  # sub_id -> (group key, literal key)
         self._groups: dict[str, _EqualityGroup] = {}
@@ -88,7 +88,7 @@ class SubscriptionHub:
         if self.subs.get(sub.id) is sub:
             del self.subs[sub.id]
             self._unplace(sub)
-            if sub.failure is not None:
+            if isinstance(sub.failure, SlowConsumer):
                 self.dropped_slow += 1
 
     def refilter(self, sub: Subscription) -> None:

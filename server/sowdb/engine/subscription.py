@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -111,6 +112,8 @@ class Subscription:
         self.focus: set[tuple[str, str]] | None = set() if options.oof or options.delta or track else None
         self.queue: deque[QueuedEvent] = deque()
         self.queued_bytes = 0
+        self.sent_events = 0  # drained for sending (operators' figures, SPEC §12)
+        self.placed_at = time.monotonic()
         self.max_records = max_records
         self.max_bytes = max_bytes
         self.held: list[Change] | None = None
@@ -406,6 +409,7 @@ class Subscription:
         events = list(self.queue)
         self.queue.clear()
         self.queued_bytes = 0
+        self.sent_events += len(events)
         return events
 
 

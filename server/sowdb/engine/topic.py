@@ -8,6 +8,8 @@ that later publishes cannot change.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from sowdb.config import TopicConfig
 from sowdb.engine.history import TopicHistory
 from sowdb.engine.indexes import HashIndex
@@ -24,6 +26,7 @@ class SowTopic:
         self.persistent = config.durability == "persistent"
         self.keys = KeySpec(config.key) if config.key else None
         self.records: dict[str, StoredRecord] = {}
+        self.stored_bytes = 0  # the size of the records' documents (SPEC §12), kept per batch
         self.indexes = {path: HashIndex(path) for path in config.indexes}
         self._index_list = list(self.indexes.values())
         self.history = TopicHistory(config.history) if config.history is not None else None
@@ -33,6 +36,7 @@ class SowTopic:
         records = self.records
         old = records.get(rec.sow_key)
         records[rec.sow_key] = rec
+        self.stored_bytes += len(rec.raw) - (len(old.raw) if old is not None else 0)
         if self.history is not None:
             self.history.link(rec, old)
         for index in self._index_list:
@@ -50,6 +54,7 @@ class SowTopic:
             key = rec.sow_key
             append(get(key))
             records[key] = rec
+        self.stored_bytes += sum(map(len, map(_raw, recs))) - sum([len(o.raw) for o in olds if o is not None])
         if self.history is not None:
             link = self.history.link
             for rec, old in zip(recs, olds, strict=True):
@@ -62,6 +67,7 @@ class SowTopic:
         """Delete (at ``bookmark``, for the history); returns the removed version."""
         old = self.records.pop(sow_key, None)
         if old is not None:
+            self.stored_bytes -= len(old.raw)
             for index in self.indexes.values():
                 index.remove(old)
             if self.history is not None:
@@ -101,3 +107,6 @@ class SowTopic:
         if best is None:
             return None
         return list(best.values())
+
+
+_raw = attrgetter("raw")

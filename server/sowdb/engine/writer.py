@@ -20,6 +20,7 @@ from sowdb.config import Config
 from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.changes import OOF_DELETED, OOF_EXPIRED, Change
 from sowdb.engine.clock import Clock
+from sowdb.engine.counters import Counters
 from sowdb.engine.expiry import ExpiryQueue
 from sowdb.engine.fanout import FanOut
 from sowdb.engine.messages import MessageLike, check_ttls, decode_batch, expiries
@@ -49,9 +50,11 @@ class Writer:
         fan_out: FanOut,
         expiry: ExpiryQueue,
         clock: Clock,
+        counters: Counters | None = None,
     ) -> None:
         self.store, self.topics, self.fan_out = store, topics, fan_out
         self.expiry, self.clock = expiry, clock
+        self.counters = counters or Counters(topics.sow)
         self.max_document_bytes = config.server.max_document_bytes
         self.last_seq = store.last_sequence()
         self.producers = Producers(store.producer_seqs())
@@ -150,6 +153,7 @@ class Writer:
             self._thin_history(topic, batch, versions, now)
         self._commit(batch, producer)
         self.last_seq = last = first + len(versions) - 1
+        self.counters.topic(topic_name).published(raws)
         if exps is not None:
             for rec in versions:
                 if rec.expiry_us:
@@ -215,6 +219,7 @@ class Writer:
         batch.publish_many(first, now, sow_keys, raws)
         self._commit(batch, producer)
         self.last_seq = last = first + len(raws) - 1
+        self.counters.unconfigured.published(raws)
         if self.fan_out.wanted(topic_name):
             live = [
                 Change(topic_name, key, seq, now, None, StoredRecord(topic_name, key, data, raw, seq, now))
@@ -291,6 +296,7 @@ class Writer:
         batch.commit()
         first = self.last_seq + 1
         self.last_seq = seq
+        self.counters.topic(topic.name).removed(len(victims), expired=op == OP_EXPIRE)
         changes = []
         for bookmark, key in enumerate(victims, first):
             changes.append(Change(topic.name, key, bookmark, now, topic.remove(key, bookmark, now), None, reason))
@@ -377,5 +383,6 @@ class Writer:
             out = d.flush(now)
             if out:
                 count += len(out)
+                self.counters.topic(d.name).followed(out)
                 self.fan_out(d.name, out, now)
         return count

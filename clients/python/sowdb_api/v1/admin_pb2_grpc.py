@@ -41,6 +41,11 @@ class AdminServiceStub:
                 request_serializer=sowdb_dot_v1_dot_admin__pb2.CheckpointRequest.SerializeToString,
                 response_deserializer=sowdb_dot_v1_dot_admin__pb2.CheckpointResponse.FromString,
                 _registered_method=True)
+        self.Stats = channel.unary_unary(
+                '/sowdb.v1.AdminService/Stats',
+                request_serializer=sowdb_dot_v1_dot_admin__pb2.StatsRequest.SerializeToString,
+                response_deserializer=sowdb_dot_v1_dot_admin__pb2.StatsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -57,6 +62,21 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Stats(self, request, context):
+        """The server's figures, taken at one point of the total order: per topic (records, publishes,
+        deletes, bytes, subscriptions), the live subscriptions with their queues, and server-wide
+        figures (journal, RocksDB size on disk, calls per RPC with errors by code, the process's CPU
+        and memory). The same figures as the Prometheus metrics on `[server] metrics_listen`.
+
+        With security on (SPEC §11): the topics are those the caller may read (a topic named that it
+        may not read is PERMISSION_DENIED); the server-wide figures and other users' subscriptions
+        need an admin role, so a caller without one asks with `topics_only` (else PERMISSION_DENIED)
+        and gets the topics' figures and its own subscriptions.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -64,6 +84,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.Checkpoint,
                     request_deserializer=sowdb_dot_v1_dot_admin__pb2.CheckpointRequest.FromString,
                     response_serializer=sowdb_dot_v1_dot_admin__pb2.CheckpointResponse.SerializeToString,
+            ),
+            'Stats': grpc.unary_unary_rpc_method_handler(
+                    servicer.Stats,
+                    request_deserializer=sowdb_dot_v1_dot_admin__pb2.StatsRequest.FromString,
+                    response_serializer=sowdb_dot_v1_dot_admin__pb2.StatsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -94,6 +119,33 @@ class AdminService:
             '/sowdb.v1.AdminService/Checkpoint',
             sowdb_dot_v1_dot_admin__pb2.CheckpointRequest.SerializeToString,
             sowdb_dot_v1_dot_admin__pb2.CheckpointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Stats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sowdb.v1.AdminService/Stats',
+            sowdb_dot_v1_dot_admin__pb2.StatsRequest.SerializeToString,
+            sowdb_dot_v1_dot_admin__pb2.StatsResponse.FromString,
             options,
             channel_credentials,
             insecure,

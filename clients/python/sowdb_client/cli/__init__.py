@@ -12,6 +12,7 @@
     sow subscribe         -topic T [-filter F] [-bookmark B] [live flags]
     sow sow_and_subscribe -topic T [query flags] [live flags]
     sow topics            [-format table|json]
+    sow stats             [-topic T] [-topicsonly] [-format table|json]
     live flags: [-oof] [-delta] [-noempties] [-conflation S [-conflationkey K]] [-timeout S]
                 [-count N] [-subid ID] [-format data|full]
 
@@ -34,6 +35,7 @@ from sowdb_client.cli.args import UsageError, check, parser
 from sowdb_client.cli.live import run_sow_and_subscribe, run_subscribe
 from sowdb_client.cli.publish import run_publish
 from sowdb_client.cli.query import run_sow, run_sow_delete, run_topics
+from sowdb_client.cli.stats import run_stats
 from sowdb_client.client import Client
 from sowdb_client.errors import SowdbError
 from sowdb_client.types import Tls
@@ -55,6 +57,7 @@ HANDLERS: dict[str, Handler] = {
     "subscribe": run_subscribe,
     "sow_and_subscribe": run_sow_and_subscribe,
     "topics": run_topics,
+    "stats": run_stats,
 }
 
 

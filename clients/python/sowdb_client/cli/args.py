@@ -149,6 +149,16 @@ examples:
   sow topics
   sow topics -format json                # one JSON object a line
 """,
+    "stats": """\
+examples:
+  sow stats                              # every topic, the subscriptions, the server, the calls
+  sow stats -topic orders                # one topic and the subscriptions that follow it
+  sow stats -topic '^ord' -format json   # one JSON object, for scripts
+  sow stats -topicsonly                  # a user without an admin role (security on)
+
+With security on, the server-wide figures and other users' subscriptions need an admin role;
+-topicsonly asks for the figures of the topics the user may read and its own subscriptions.
+""",
 }
 
 
@@ -227,6 +237,16 @@ def parser() -> argparse.ArgumentParser:
 
     p = command("topics", "list the configured topics with their kind, key and record count")
     _flag(p, "format", choices=["table", "json"], default="table", help="table (default) or json: one object a line")
+
+    p = command("stats", "the server's figures: topics, subscriptions and their queues, journal, calls")
+    _flag(p, "topic", default="", metavar="TOPIC", help=f"only this topic, or the topics of a regex: {TOPIC_HELP}")
+    _flag(
+        p,
+        "topicsonly",
+        action="store_true",
+        help="only the topics' figures and your own subscriptions (what a user without an admin role may see)",
+    )
+    _flag(p, "format", choices=["table", "json"], default="table", help="table (default) or json: one object")
     return top
 
 

@@ -83,12 +83,12 @@ def run_sow_delete(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
     return 0
 
 
-_KINDS = {pb.TOPIC_KIND_SOW: "sow", pb.TOPIC_KIND_VIEW: "view", pb.TOPIC_KIND_CONFLATED: "conflated"}
+TOPIC_KINDS = {pb.TOPIC_KIND_SOW: "sow", pb.TOPIC_KIND_VIEW: "view", pb.TOPIC_KIND_CONFLATED: "conflated"}
 _DURABILITY = {pb.DURABILITY_PERSISTENT: "persistent", pb.DURABILITY_TRANSIENT: "transient"}
 _UNITS = (("d", 86400.0), ("h", 3600.0), ("m", 60.0), ("s", 1.0), ("ms", 0.001))
 
 
-def _seconds(d: Any) -> float:
+def seconds_of(d: Any) -> float:
     return float(d.seconds + d.nanos / 1e9)
 
 
@@ -113,13 +113,13 @@ def run_topics(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
     for t in topics:
         history = ""
         if t.HasField("history"):
-            history = duration_text(_seconds(t.history.window))
-            if _seconds(t.history.granularity):
-                history += f" per {duration_text(_seconds(t.history.granularity))}"
-        expiration = _seconds(t.expiration)
+            history = duration_text(seconds_of(t.history.window))
+            if seconds_of(t.history.granularity):
+                history += f" per {duration_text(seconds_of(t.history.granularity))}"
+        expiration = seconds_of(t.expiration)
         table.add_row(
             t.name,
-            _KINDS.get(t.kind, "?"),
+            TOPIC_KINDS.get(t.kind, "?"),
             _key_text(t),
             _DURABILITY.get(t.durability, ""),
             history,
@@ -147,15 +147,15 @@ def _key_text(t: pb.TopicInfo) -> str:
 def _topic_json(t: pb.TopicInfo) -> dict[str, Any]:
     history = None
     if t.HasField("history"):
-        history = {"window_s": _seconds(t.history.window), "granularity_s": _seconds(t.history.granularity)}
+        history = {"window_s": seconds_of(t.history.window), "granularity_s": seconds_of(t.history.granularity)}
     return {
         "name": t.name,
-        "kind": _KINDS.get(t.kind, "unspecified"),
+        "kind": TOPIC_KINDS.get(t.kind, "unspecified"),
         "key": list(t.key),
         "durability": _DURABILITY.get(t.durability, ""),
         "history": history,
         "records": t.record_count,
         "indexes": list(t.indexes),
         "underlying": t.underlying,
-        "expiration_s": _seconds(t.expiration),
+        "expiration_s": seconds_of(t.expiration),
     }

@@ -1,0 +1,189 @@
+"""Prometheus metrics on ``[server] metrics_listen`` (SPEC §12): the engine's figures, read at
+scrape time.
+
+Nothing is updated on the hot path for Prometheus: a custom collector takes the engine's
+:class:`~sowdb.engine.stats.StatsSnapshot` — the same figures the Stats RPC answers — when
+``/metrics`` is scraped, and turns it into metric families. prometheus_client serves HTTP on a
+thread of its own; the snapshot itself is taken on the event loop (the engine is not
+thread-safe), in one step, so a scrape sees one point of the total order. With TLS on the gRPC
+port (SPEC §11), ``/metrics`` is served over TLS with the same certificate (and asks for client
+certificates when ``client_ca`` is set). The process's CPU and memory come from
+prometheus_client's own process collector (``process_*``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from itertools import accumulate
+from operator import attrgetter
+from typing import Any
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import start_http_server
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from sowdb.config import SecurityConfig, parse_listen
+from sowdb.engine.counters import LATENCY_BUCKETS
+from sowdb.engine.stats import ServerFigures, StatsSnapshot
+
+log = logging.getLogger("sowdb.metrics")
+
+SCRAPE_TIMEOUT_S = 10.0
+"""How long a scrape waits for the event loop to take the snapshot (a busy loop answers late)."""
+
+
+class EngineCollector(Collector):
+    """The engine's figures as metric families, taken fresh at each scrape by ``take``."""
+
+    def __init__(self, take: Callable[[], StatsSnapshot]) -> None:
+        self.take = take
+
+    def collect(self) -> Iterator[Metric]:
+        snap = self.take()
+        yield from _topic_families(snap)
+        yield from _subscription_families(snap)
+        if snap.server is not None:
+            yield from _server_families(snap.server)
+            yield from _rpc_families(snap.server)
+
+
+# The families read from the snapshot's figures, a row each: type, name, the figure (an attribute
+# path of TopicFigures, SubscriptionFigures or ServerFigures), help text.
+_TOPIC_METRICS = """
+gauge   sowdb_topic_stored_bytes       bytes_stored     Size of the documents of the topic's current records
+counter sowdb_topic_publishes          publishes        Messages applied to the topic (for a view: its changes)
+counter sowdb_topic_published_bytes    bytes_published  Size of the messages applied
+counter sowdb_topic_deletes            deletes          Records deleted by sow_delete
+counter sowdb_topic_expirations        expirations      Records expired (X-1)
+gauge   sowdb_topic_subscriptions      subscriptions    Live subscriptions that follow the topic, by name or regex
+"""
+_SUBSCRIPTION_METRICS = """
+gauge   sowdb_subscription_queued_events       queued_events      Events queued for the subscriber
+gauge   sowdb_subscription_queued_bytes        queued_bytes       Size of the events queued
+gauge   sowdb_subscription_queue_limit_events  max_queued_events  Queued events past which it is cut off (SL-1)
+"""
+_SERVER_METRICS = """
+gauge   sowdb_subscriptions                     subscriptions                 Live subscriptions
+gauge   sowdb_queued_events                     queued_events                 Events queued for all subscribers
+counter sowdb_slow_consumer_cutoffs             slow_consumer_cutoffs         Subscriptions cut off as slow consumers
+gauge   sowdb_journal_bytes                     journal.bytes                 The journal's size on disk
+gauge   sowdb_journal_entries                   journal.entries               Entries the journal holds
+gauge   sowdb_journal_oldest_bookmark           journal.oldest_bookmark       The oldest bookmark it holds
+gauge   sowdb_journal_oldest_timestamp_seconds  journal.oldest_timestamp_s    When its oldest entry was written
+gauge   sowdb_journal_last_bookmark             journal.last_bookmark         The latest bookmark
+gauge   sowdb_disk_bytes                        disk_bytes                    The RocksDB data directory's files
+gauge   sowdb_uptime_seconds                    uptime_s                      Since the server started serving
+counter sowdb_unconfigured_publishes            unconfigured_publishes        Messages to topics without a SOW
+counter sowdb_unconfigured_published_bytes      unconfigured_bytes_published  Their size
+"""
+
+_KIND = {"gauge": GaugeMetricFamily, "counter": CounterMetricFamily}
+
+
+def _families(table: str) -> list[tuple[type[GaugeMetricFamily | CounterMetricFamily], str, attrgetter[Any], str]]:
+    """The rows of one of the tables above: (family class, name, figure getter, help)."""
+    rows = (line.split(None, 3) for line in table.strip().splitlines())
+    return [(_KIND[kind], name, attrgetter(figure), doc) for kind, name, figure, doc in rows]
+
+
+def _topic_families(snap: StatsSnapshot) -> Iterator[Metric]:
+    records = GaugeMetricFamily("sowdb_topic_records", "Records in the topic's current state", labels=["topic", "kind"])
+    for t in snap.topics:
+        records.add_metric([t.name, t.kind], t.records)
+    yield records
+    for cls, name, value, doc in _families(_TOPIC_METRICS):
+        family = cls(name, doc, labels=["topic"])
+        for t in snap.topics:
+            family.add_metric([t.name], value(t))
+        yield family
+
+
+def _subscription_families(snap: StatsSnapshot) -> Iterator[Metric]:
+    for cls, name, value, doc in _families(_SUBSCRIPTION_METRICS):
+        family = cls(name, doc, labels=["sub_id", "topic", "user"])
+        for s in snap.subscriptions:
+            family.add_metric([s.sub_id, s.topic, s.user], value(s))
+        yield family
+
+
+def _server_families(server: ServerFigures) -> Iterator[Metric]:
+    for cls, name, value, doc in _families(_SERVER_METRICS):
+        yield cls(name, doc, value=value(server))
+
+
+def _rpc_families(server: ServerFigures) -> Iterator[Metric]:
+    calls = CounterMetricFamily("sowdb_rpc_calls", "Calls started", labels=["rpc"])
+    errors = CounterMetricFamily(
+        "sowdb_rpc_errors", "Calls refused, by status code (Publish: also requests refused)", labels=["rpc", "code"]
+    )
+    seconds = HistogramMetricFamily("sowdb_rpc_duration_seconds", "Duration of the calls that ended", labels=["rpc"])
+    bounds = [*(str(b) for b in LATENCY_BUCKETS), "+Inf"]
+    for r in server.rpcs:
+        calls.add_metric([r.rpc], r.calls)
+        for code, n in sorted(r.errors.items()):
+            errors.add_metric([r.rpc, code], n)
+        seconds.add_metric([r.rpc], list(zip(bounds, accumulate(r.buckets), strict=True)), r.seconds)
+    yield from (calls, errors, seconds)
+
+
+class MetricsServer:
+    """``/metrics`` over HTTP (HTTPS with TLS on), served by prometheus_client on a thread."""
+
+    def __init__(self, httpd: WSGIServer, thread: threading.Thread) -> None:
+        self._httpd = httpd
+        self._thread = thread
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    async def stop(self) -> None:
+        """Stop serving (the thread's loop notices within half a second, off the event loop:
+        a scrape in progress may be waiting for the loop)."""
+        await asyncio.to_thread(self._httpd.shutdown)
+        self._httpd.server_close()
+        self._thread.join()
+
+
+def serve_metrics(
+    listen: str, snapshot: Callable[[], StatsSnapshot], security: SecurityConfig | None = None
+) -> MetricsServer:
+    """Serve the metrics on ``listen``; ``snapshot`` is called on this event loop at each scrape.
+
+    Raises:
+        OSError: the address cannot be bound, in one line.
+    """
+    host, port = parse_listen(listen)
+    loop = asyncio.get_running_loop()
+
+    async def on_loop() -> StatsSnapshot:
+        return snapshot()
+
+    def take() -> StatsSnapshot:  # on the HTTP thread
+        return asyncio.run_coroutine_threadsafe(on_loop(), loop).result(SCRAPE_TIMEOUT_S)
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(EngineCollector(take))
+    ProcessCollector(registry=registry)
+    tls: dict[str, object] = {}
+    if security is not None and security.tls_cert:
+        tls = {"certfile": security.tls_cert, "keyfile": security.tls_key}
+        if security.client_ca:
+            tls.update(client_cafile=security.client_ca, client_auth_required=True)
+    try:
+        httpd, thread = start_http_server(port, host, registry, **tls)  # type: ignore[arg-type]
+    except OSError as exc:
+        raise OSError(f"cannot serve metrics on {listen}: {exc.strerror or exc}") from None
+    served = MetricsServer(httpd, thread)
+    log.info("metrics on %s://%s:%d/metrics", "https" if tls else "http", host, served.port)
+    return served
