@@ -85,6 +85,8 @@ async def test_the_topics_page_shows_the_figures_as_they_change(console: Running
     await expect(count).to_have_text("3", timeout=WAIT_MS)
     await console.client.publish("orders", [{"orderId": i} for i in range(3, 1203)])
     await expect(count).to_have_text("1,203", timeout=WAIT_MS)  # the page asks again every 1.5 s
+    published = page.locator("#topics tr[data-topic='orders'] td[data-field='publishes']")
+    await expect(published).to_have_text("1,203", timeout=WAIT_MS)  # Stats' figures, beside ListTopics'
     expected = {t.name for t in await console.client.list_topics()}
     shown = await page.locator("#topics tbody tr").evaluate_all("rows => rows.map(r => r.dataset.topic)")
     assert set(shown) == expected

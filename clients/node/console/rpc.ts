@@ -8,6 +8,7 @@
  */
 import { type Client, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
+import { AdminService } from "../src/gen/sowdb/v1/admin_pb.ts";
 import { SowService } from "../src/gen/sowdb/v1/sow_pb.ts";
 
 const TOKEN_KEY = "sowdb-console-token";
@@ -16,6 +17,9 @@ const transport = createConnectTransport({ baseUrl: window.location.origin, useB
 
 /** The SowService client of the page. */
 export const sow: Client<typeof SowService> = createClient(SowService, transport);
+
+/** The AdminService client of the page (the topics' figures: Stats). */
+export const admin: Client<typeof AdminService> = createClient(AdminService, transport);
 
 /** The token of the token box: kept for this tab only (sessionStorage), never elsewhere. */
 export function token(): string {

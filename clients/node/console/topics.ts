@@ -1,13 +1,15 @@
 /**
- * The topics page: every topic the caller may read (ListTopics, A-3) with its figures, asked
- * for again every {@link REFRESH_MS} while the page is shown.
+ * The topics page: every topic the caller may read (ListTopics, A-3) with its definition and
+ * its figures since the server started (Stats with `topics_only`, which any caller may ask for
+ * the topics it may read), asked for again every {@link REFRESH_MS} while the page is shown.
  */
 import type { Duration } from "@bufbuild/protobuf/wkt";
 import { toSowdbError } from "../src/errors.ts";
 import { Durability, type TopicInfo, TopicKind } from "../src/gen/sowdb/v1/sow_pb.ts";
+import type { TopicStats } from "../src/gen/sowdb/v1/admin_pb.ts";
 import { durationMs } from "../src/types.ts";
 import { el, gridLink, show } from "./dom.ts";
-import { authHeaders, sow } from "./rpc.ts";
+import { admin, authHeaders, sow } from "./rpc.ts";
 
 export const REFRESH_MS = 1500;
 
@@ -32,7 +34,11 @@ function duration(d: Duration | undefined): string {
   return `${ms}ms`;
 }
 
-function row(t: TopicInfo): HTMLTableRowElement {
+function figure(field: string, value: bigint | undefined): HTMLTableCellElement {
+  return el("td", { class: "num", "data-field": field }, value === undefined ? "" : value.toLocaleString("en-US"));
+}
+
+function row(t: TopicInfo, s: TopicStats | undefined): HTMLTableRowElement {
   const tr = el("tr", { "data-topic": t.name });
   const name = el("td");
   name.append(gridLink(t.name));
@@ -49,6 +55,10 @@ function row(t: TopicInfo): HTMLTableRowElement {
     el("td", {}, duration(t.expiration)),
     el("td", {}, t.indexes.join(", ")),
     el("td", {}, t.underlying),
+    figure("publishes", s?.publishes),
+    figure("deletes", s?.deletes),
+    figure("subscriptions", s?.subscriptions),
+    figure("bytes", s?.bytesStored),
   );
   return tr;
 }
@@ -77,9 +87,15 @@ export class TopicsPage {
     clearTimeout(this.timer);
     const error = document.getElementById("topics-error")!;
     try {
-      const res = await sow.listTopics({}, { headers: authHeaders(), timeoutMs: 10_000 });
+      const options = { headers: authHeaders(), timeoutMs: 10_000 };
+      // the figures are a bonus: a server without Stats still lists its topics
+      const [res, stats] = await Promise.all([
+        sow.listTopics({}, options),
+        admin.stats({ topicsOnly: true }, options).catch(() => undefined),
+      ]);
+      const figures = new Map((stats?.topics ?? []).map((s) => [s.name, s]));
       const body = document.querySelector("#topics tbody")!;
-      body.replaceChildren(...res.topics.map(row));
+      body.replaceChildren(...res.topics.map((t) => row(t, figures.get(t.name))));
       this.onNames(res.topics.map((t) => t.name));
       document.getElementById("topics-updated")!.textContent = `updated ${new Date().toLocaleTimeString()}`;
       show(error, false);
