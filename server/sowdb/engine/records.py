@@ -56,7 +56,7 @@ class StoredRecord:
 _EXACT = 2**53  # floats at or beyond this magnitude may stand for several integers
 
 
-def _key_text(value: Any, path: str) -> str:
+def key_text(value: Any, path: str) -> str:
     """The canonical text of one key value.
 
     Strings are JSON-quoted and numbers are not, so the string "42" and the number 42 are
@@ -100,8 +100,8 @@ class KeySpec:
 
     def __init__(self, paths: tuple[str, ...]) -> None:
         self.paths = paths
-        self._steps = [field_path_steps(p) for p in paths]
-        first = self._steps[0] if len(self._steps) == 1 else ()
+        self.steps = tuple(field_path_steps(p) for p in paths)
+        first = self.steps[0] if len(self.steps) == 1 else ()
         self._single_top = first[0] if len(first) == 1 and isinstance(first[0], str) else None
 
     def sow_key(self, data: dict[str, Any]) -> str:
@@ -114,11 +114,9 @@ class KeySpec:
             v = data.get(self._single_top)
             if type(v) is int:
                 return str(v)
-            key = _key_text(v, self.paths[0])
+            key = key_text(v, self.paths[0])
         else:
-            texts = [
-                _key_text(get_path(data, steps), path) for steps, path in zip(self._steps, self.paths, strict=True)
-            ]
+            texts = [key_text(get_path(data, steps), path) for steps, path in zip(self.steps, self.paths, strict=True)]
             key = ",".join(texts)
         if len(key) > MAX_SOW_KEY_LENGTH:
             raise InvalidArgument(

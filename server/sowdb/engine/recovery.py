@@ -255,8 +255,6 @@ def _restore_history(store: Store, topic: SowTopic) -> None:
     Most keys have no past version — their only history entry is the live record — so a
     record's versions are decoded only when there is more than that.
     """
-    history = topic.history
-    assert history is not None
     records = topic.records
     loads = orjson.loads
     name = topic.name
@@ -275,7 +273,7 @@ def _restore_history(store: Store, topic: SowTopic) -> None:
                 chain.append(Tombstone(name, sow_key, None, b"", seq, ts))
         if live is not None:
             chain.append(live)
-        history.restore(chain)
+        topic.restore_chain(chain)
 
 
 def _rebuild_transient(

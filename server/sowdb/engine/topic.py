@@ -1,4 +1,7 @@
-"""A SOW topic's state in memory: its records by SowKey and its hash indexes.
+"""A SOW topic's state in memory: its records by SowKey, its hash indexes, and the query
+planner's choice between them (:meth:`SowTopic.candidates`): a point lookup by SowKey
+(:mod:`sowdb.engine.lookups`) when the filter fixes every key field, else the hash index with
+the fewest candidates, else a scan.
 
 The in-memory map is what queries scan (decoding JSON per query would cost more than the
 filter itself); RocksDB's ``current`` column family is its durable copy for persistent topics
@@ -13,6 +16,7 @@ from operator import attrgetter
 from sowdb.config import TopicConfig
 from sowdb.engine.history import TopicHistory
 from sowdb.engine.indexes import HashIndex
+from sowdb.engine.lookups import KeyLookup
 from sowdb.engine.records import KeySpec, StoredRecord
 from sowdb.expr import Conjunct
 
@@ -25,6 +29,7 @@ class SowTopic:
         self.name = config.name
         self.persistent = config.durability == "persistent"
         self.keys = KeySpec(config.key) if config.key else None
+        self.lookup = KeyLookup(self.keys) if self.keys is not None else None
         self.records: dict[str, StoredRecord] = {}
         self.stored_bytes = 0  # the size of the records' documents (SPEC §12), kept per batch
         self.indexes = {path: HashIndex(path) for path in config.indexes}
@@ -37,6 +42,8 @@ class SowTopic:
         old = records.get(rec.sow_key)
         records[rec.sow_key] = rec
         self.stored_bytes += len(rec.raw) - (len(old.raw) if old is not None else 0)
+        if self.lookup is not None:
+            self.lookup.observe((rec,))
         if self.history is not None:
             self.history.link(rec, old)
         for index in self._index_list:
@@ -55,6 +62,8 @@ class SowTopic:
             append(get(key))
             records[key] = rec
         self.stored_bytes += sum(map(len, map(_raw, recs))) - sum([len(o.raw) for o in olds if o is not None])
+        if self.lookup is not None:
+            self.lookup.observe(recs)
         if self.history is not None:
             link = self.history.link
             for rec, old in zip(recs, olds, strict=True):
@@ -92,21 +101,45 @@ class SowTopic:
         """Every record, as of now."""
         return list(self.records.values())
 
-    def candidates(self, conjuncts: tuple[Conjunct, ...]) -> list[StoredRecord] | None:
-        """The records an index says may match, or None when no index serves the filter.
+    def restore_chain(self, chain: list[StoredRecord]) -> None:
+        """Re-link a key's versions read back at start (:meth:`TopicHistory.restore`); the key
+        of a deleted record, in the history only, counts for the point lookups too."""
+        assert self.history is not None
+        self.history.restore(chain)
+        if self.lookup is not None:
+            self.lookup.observe(chain[-1:])
 
-        With several indexed conjuncts, the one with the fewest candidates is used.
+    def candidates(self, conjuncts: tuple[Conjunct, ...]) -> list[StoredRecord] | None:
+        """The records that may match a filter with these top-level conjuncts, or None when
+        neither the SowKeys nor an index narrow them (the query scans every record).
+
+        A filter that fixes every key field is a point lookup; otherwise, with several indexed
+        conjuncts, the index with the fewest candidates is used.
         """
+        keys = self.lookup.sow_keys(conjuncts) if self.lookup is not None else None
+        if keys is not None:
+            records = self.records
+            return [records[k] for k in keys if k in records]
         best: dict[str, StoredRecord] | None = None
         for c in conjuncts:
             index = self.indexes.get(c.path)
             if index is not None:
-                keys = index.lookup(c.values)
-                if best is None or len(keys) < len(best):
-                    best = keys
+                found = index.lookup(c.values)
+                if best is None or len(found) < len(best):
+                    best = found
         if best is None:
             return None
         return list(best.values())
+
+    def candidate_heads(self, conjuncts: tuple[Conjunct, ...]) -> list[StoredRecord] | None:
+        """The version chains (newest versions, :meth:`heads`) that may hold a match at a past
+        point, or None when every chain must be walked. Only a point lookup narrows them: the
+        indexes describe the current state, but a key is the same in every version."""
+        keys = self.lookup.sow_keys(conjuncts) if self.lookup is not None else None
+        if keys is None:
+            return None
+        heads = (self.head(k) for k in keys)
+        return [h for h in heads if h is not None]
 
 
 _raw = attrgetter("raw")

@@ -24,10 +24,18 @@ class Conjunct:
     values: tuple[Any, ...]
 
 
+def _and_parts(node: n.Node) -> list[n.Node]:
+    """The operands of a top-level AND, those of nested ANDs included (``(a AND b) AND c``, as
+    an entitlement is added to a request's filter): a filter matches only when each of them is
+    TRUE, since the compiled test of an AND is Python's ``and`` at every level."""
+    if not (isinstance(node, n.Logical) and node.op == "AND"):
+        return [node]
+    return [p for o in node.operands for p in _and_parts(o)]
+
+
 def _conjuncts(root: n.Node) -> tuple[Conjunct, ...]:
-    parts = root.operands if isinstance(root, n.Logical) and root.op == "AND" else (root,)
     out: list[Conjunct] = []
-    for p in parts:
+    for p in _and_parts(root):
         if isinstance(p, n.Compare) and p.op == "=":
             path, lit = (p.left, p.right) if isinstance(p.left, n.Path) else (p.right, p.left)
             if isinstance(path, n.Path) and isinstance(lit, n.Literal) and not v.is_null(lit.value):
