@@ -12,7 +12,7 @@ import asyncio
 import functools
 import inspect
 from collections.abc import AsyncIterator, Callable
-from contextlib import aclosing
+from contextlib import aclosing, asynccontextmanager
 from typing import Any, NoReturn, TypeVar
 
 import grpc
@@ -76,41 +76,41 @@ def error_boundary(method: _Handler) -> _Handler:
 
         @functools.wraps(method)
         async def streaming(self: Any, request: Any, context: Context) -> AsyncIterator[Any]:
-            call = _call(self, name, context)
-            try:
-                access = self.auth.access(_authorization(context))
-                call.user = access.user
-                if isinstance(request, Undecodable):
-                    raise request.error()
-                async with aclosing(method(self, request, context, access)) as responses:
-                    async for response in responses:
-                        yield response
-            except grpc.aio.AbortError:
-                raise
-            except Exception as exc:
-                await _abort(context, exc, call, request)
-            finally:
-                call.ended()
+            async with (
+                _guarded(self, name, request, context) as access,
+                aclosing(method(self, request, context, access)) as responses,
+            ):
+                async for response in responses:
+                    yield response
 
         return streaming  # type: ignore[return-value]
 
     @functools.wraps(method)
     async def unary(self: Any, request: Any, context: Context) -> Any:
-        call = _call(self, name, context)
-        try:
-            access = self.auth.access(_authorization(context))
-            call.user = access.user
-            if isinstance(request, Undecodable):
-                raise request.error()
+        async with _guarded(self, name, request, context) as access:
             return await method(self, request, context, access)
-        except grpc.aio.AbortError:
-            raise
-        except Exception as exc:
-            await _abort(context, exc, call, request)
-        finally:
-            call.ended()
+        raise AssertionError("the boundary ended the call")  # pragma: no cover  # _abort raised
 
     return unary  # type: ignore[return-value]
+
+
+@asynccontextmanager
+async def _guarded(servicer: Servicer, name: str, request: Any, context: Context) -> AsyncIterator[Access]:
+    """One call inside the boundary: counted, its caller authenticated, its request checked
+    decodable; whatever the body raises ends the call with its status (:func:`_abort`)."""
+    call = _call(servicer, name, context)
+    try:
+        access = servicer.auth.access(_authorization(context))
+        call.user = access.user
+        if isinstance(request, Undecodable):
+            raise request.error()
+        yield access
+    except grpc.aio.AbortError:
+        raise
+    except Exception as exc:
+        await _abort(context, exc, call, request)
+    finally:
+        call.ended()
 
 
 def _call(servicer: Servicer, method: str, context: Context) -> Call:
