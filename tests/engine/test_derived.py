@@ -14,7 +14,7 @@ import pytest
 from sowdb.config import ConfigError, config_from_dict
 from sowdb.engine import Engine, InMessage, QueryOptions, RecordBatch
 from sowdb.engine.derived import View
-from sowdb.engine.subscription import SubscriptionOptions
+from sowdb.engine.options import SubscriptionOptions
 from sowdb.errors import FailedPrecondition
 from sowdb.storage import Store
 

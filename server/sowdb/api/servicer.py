@@ -26,8 +26,8 @@ from sowdb.api.wire import query_frame, stream_frames
 from sowdb.auth import Authenticator
 from sowdb.engine import Engine, SubscriptionStream
 from sowdb.engine.access import Access
+from sowdb.engine.options import SubscriptionOptions
 from sowdb.engine.placement import SowAndSubscribeArgs
-from sowdb.engine.subscription import SubscriptionOptions
 from sowdb.errors import SowdbError
 from sowdb_api.v1 import sow_pb2 as pb
 

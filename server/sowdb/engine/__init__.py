@@ -19,11 +19,11 @@ from sowdb.engine.events import (
     Subscribed,
 )
 from sowdb.engine.messages import InMessage
+from sowdb.engine.options import SubscriptionOptions
 from sowdb.engine.placement import Replacement
 from sowdb.engine.query import QueryOptions
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.streams import SubscriptionStream
-from sowdb.engine.subscription import SubscriptionOptions
 from sowdb.engine.topics import TopicSummary
 
 __all__ = [

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from sortedcontainers import SortedList
 
 from sowdb.engine.changes import OOF_MATCH, Change, QueuedEvent
+from sowdb.engine.options import SubscriptionOptions
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.subscription import Subscription, SubscriptionOptions
+from sowdb.engine.subscription import Subscription
 from sowdb.engine.topic import SowTopic
 from sowdb.expr import CompiledFilter, OrderBy
 

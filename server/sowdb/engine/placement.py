@@ -23,10 +23,11 @@ from sowdb.engine.events import GroupBegin, GroupEnd, QueryEvent, RecordBatch
 from sowdb.engine.execution import batches
 from sowdb.engine.hub import SubscriptionHub
 from sowdb.engine.journal import Journal, Position
+from sowdb.engine.options import DEFAULT_OPTIONS, SubscriptionOptions
 from sowdb.engine.pages import PagedSubscription, PageSets, ResultSet
 from sowdb.engine.query import AsOf, PreparedQuery, QueryOptions, request_filter
 from sowdb.engine.records import StoredRecord, shaped
-from sowdb.engine.subscription import DEFAULT_OPTIONS, Subscription, SubscriptionOptions
+from sowdb.engine.subscription import Subscription
 from sowdb.engine.topic import SowTopic
 from sowdb.engine.topics import Topics, check_topic_name, compile_topic_pattern
 from sowdb.errors import FailedPrecondition, InvalidArgument, NotFound

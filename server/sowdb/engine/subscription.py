@@ -20,7 +20,6 @@ import secrets
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -28,49 +27,14 @@ import orjson
 from sowdb.config import field_path_steps, is_regex_topic
 from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.changes import OOF_MATCH, Change, QueuedEvent
+from sowdb.engine.options import SubscriptionOptions
 from sowdb.engine.records import StoredRecord, shaped
 from sowdb.engine.wakeup import Wakeup
-from sowdb.errors import InvalidArgument, PermissionDenied, ResourceExhausted, SowdbError
+from sowdb.errors import PermissionDenied, ResourceExhausted, SowdbError
 from sowdb.expr import CompiledFilter, Select, get_path
 
 DEFAULT_MAX_QUEUE_RECORDS = 100_000
 DEFAULT_MAX_QUEUE_BYTES = 64 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class SubscriptionOptions:
-    """What a client asked of its subscription."""
-
-    oof: bool = False
-    delta: bool = False
-    no_empties: bool = False
-    send_keys: bool = True
-    deleted_events: bool = False  # plain Subscribe: tell about deletes of matching records
-    conflation_s: float = 0.0  # C-1: at most one delivery per key per this interval
-    conflation_key: tuple[str, ...] = ()  # paths of the conflation key; the SowKey when empty
-
-    def check(self) -> None:
-        """Options that cannot work, or not together, are refused rather than half applied.
-
-        Raises:
-            InvalidArgument: a negative interval, a conflation key that is not a field path or
-                has no interval, or delta with a conflation key other than the SowKey (C-1 would
-                deliver one record's delta in place of another's, losing changed fields).
-        """
-        if self.conflation_s < 0:
-            raise InvalidArgument("conflation must not be negative", field="options.conflation")
-        for i, path in enumerate(self.conflation_key):
-            try:
-                field_path_steps(path)
-            except ValueError as exc:
-                raise InvalidArgument(str(exc), field=f"options.conflation_key[{i}]") from None
-        if self.conflation_key and not self.conflation_s:
-            raise InvalidArgument("conflation_key needs a conflation interval", field="options.conflation")
-        if self.delta and self.conflation_key:
-            raise InvalidArgument(
-                "a delta subscription conflates by SowKey only: drop conflation_key or delta",
-                field="options.conflation_key",
-            )
 
 
 class SlowConsumer(ResourceExhausted):
@@ -435,6 +399,3 @@ def _merged_delta(earlier: StoredRecord, later: StoredRecord) -> StoredRecord:
     latest value, so the subscriber misses no change that conflation held back."""
     data = {**(earlier.data or {}), **(later.data or {})}
     return StoredRecord(later.topic, later.sow_key, data, orjson.dumps(data), later.bookmark, later.timestamp_us)
-
-
-DEFAULT_OPTIONS = SubscriptionOptions()
