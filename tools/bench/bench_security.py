@@ -24,7 +24,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import grpc
 
@@ -35,6 +34,7 @@ from sowdb_client import Client, Tls
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from alternating import alternate, fresh_sowd, print_medians  # sibling scripts, not a package
 from bench_server import BENCH_CONFIG_TOML, _orders, _settle
+from bench_subscriptions import paced_messages
 
 _SPAWN = multiprocessing.get_context("spawn")
 TOKEN = "bench-token-0123456789"
@@ -125,16 +125,8 @@ def server_figures(mode: Mode, orders: list[bytes], rounds: int) -> dict[str, fl
 
 
 def _publish_paced(secure: bool, pki: str, target: str, rate: float, seconds: float) -> None:
-    def messages() -> Any:
-        start = time.perf_counter()
-        for i in range(int(rate * seconds)):
-            delay = start + i / rate - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-            yield json.dumps({"orderId": i % 1000, "t": time.monotonic_ns(), "price": 100 + i % 97}).encode()
-
     with Mode(secure, Path(pki)).client(target) as c:
-        c.publish("orders", messages(), batch_size=1)
+        c.publish("orders", paced_messages(rate, seconds), batch_size=1)
 
 
 async def _latency(mode: Mode, target: str, seconds: float) -> tuple[float, float]:

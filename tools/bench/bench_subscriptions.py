@@ -20,6 +20,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,17 +37,20 @@ _SPAWN = multiprocessing.get_context("spawn")
 SLOW_ROUNDS = 5
 
 
-def _publish_paced(target: str, rate: float, seconds: float) -> None:
-    def messages() -> Any:
-        start = time.perf_counter()
-        for i in range(int(rate * seconds)):
-            delay = start + i / rate - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-            yield json.dumps({"orderId": i % 1000, "t": time.monotonic_ns(), "price": 100 + i % 97}).encode()
+def paced_messages(rate: float, seconds: float) -> Iterator[bytes]:
+    """Orders at ``rate`` a second for ``seconds``, each stamped with the time it was made
+    (``/t``, monotonic ns) for the subscribers to measure its latency by."""
+    start = time.perf_counter()
+    for i in range(int(rate * seconds)):
+        delay = start + i / rate - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        yield json.dumps({"orderId": i % 1000, "t": time.monotonic_ns(), "price": 100 + i % 97}).encode()
 
+
+def _publish_paced(target: str, rate: float, seconds: float) -> None:
     with Client(target) as c:
-        c.publish("orders", messages(), batch_size=1)
+        c.publish("orders", paced_messages(rate, seconds), batch_size=1)
 
 
 def _publish_fast(target: str, orders: list[bytes], out: Any) -> None:
