@@ -291,10 +291,10 @@ class Placement:
         options = replace(options, deleted_events=sub.options.deleted_events and not options.oof)
         covered = [t for name, t in sorted(self.topics.sow.items()) if sub.wants(name)]
         candidates: dict[str, Iterable[StoredRecord]] = {}
-        if compiled is not None and compiled.conjuncts:
+        if compiled is not None:
             for t in covered:
-                found = t.candidates(compiled.conjuncts)
-                if found is not None:  # a hash index narrows the re-run query
+                found = t.candidates(compiled)
+                if found is not None:  # an index or the columns narrow the re-run query
                     candidates[t.name] = found
         sub.replace(compiled, options, {t.name: t.records for t in covered}, candidates)
         self.hub.refilter(sub)

@@ -133,13 +133,13 @@ class PreparedQuery:
     def snapshot(self, topics: Sequence[SowTopic]) -> list[list[StoredRecord]]:
         """The records to scan, per topic, as of now; call with no await in between."""
         out = []
-        conjuncts = self.filter.conjuncts if self.filter is not None else ()
+        flt = self.filter
         for topic in topics:
             if self.opts.sow_keys:
                 records = topic.records
                 out.append([records[k] for k in dict.fromkeys(self.opts.sow_keys) if k in records])
                 continue
-            candidates = topic.candidates(conjuncts) if conjuncts else None
+            candidates = topic.candidates(flt) if flt is not None else None
             out.append(topic.snapshot() if candidates is None else candidates)
         return out
 
@@ -148,7 +148,7 @@ class PreparedQuery:
         between, like :meth:`snapshot`). Indexes describe only the current state, so every
         chain of the topic is a candidate, unless the filter fixes every key field."""
         out: list[list[StoredRecord]] = []
-        conjuncts = self.filter.conjuncts if self.filter is not None else ()
+        flt = self.filter
         for topic in topics:
             if topic.name in as_of.gone:
                 out.append([])
@@ -156,7 +156,7 @@ class PreparedQuery:
                 heads = (topic.head(k) for k in dict.fromkeys(self.opts.sow_keys))
                 out.append([h for h in heads if h is not None])
             else:
-                candidates = topic.candidate_heads(conjuncts) if conjuncts else None
+                candidates = topic.candidate_heads(flt) if flt is not None else None
                 out.append(topic.heads() if candidates is None else candidates)
         return out
 

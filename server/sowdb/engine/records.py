@@ -24,9 +24,10 @@ class StoredRecord:
         raw: the JSON bytes as stored and sent.
         expiry_us: absolute expiry time in µs since the epoch; 0 = never.
         prev: the version this one replaced, kept while inside the topic's history window.
+        slot: its place in the topic's columns (:mod:`sowdb.engine.columns`), -1 until it has one.
     """
 
-    __slots__ = ("bookmark", "data", "expiry_us", "prev", "raw", "sow_key", "timestamp_us", "topic", "wire")
+    __slots__ = ("bookmark", "data", "expiry_us", "prev", "raw", "slot", "sow_key", "timestamp_us", "topic", "wire")
 
     def __init__(
         self,
@@ -43,6 +44,7 @@ class StoredRecord:
         self.bookmark, self.timestamp_us, self.expiry_us = bookmark, timestamp_us, expiry_us  # this version
         self.wire: bytes | None = None  # the protocol layer's encoding, cached when first sent
         self.prev: StoredRecord | None = None  # the previous version, for topics with history
+        self.slot = -1  # its place in the topic's columns, once it has one
 
     @property
     def timestamp(self) -> float:

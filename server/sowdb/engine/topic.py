@@ -1,7 +1,8 @@
-"""A SOW topic's state in memory: its records by SowKey, its hash indexes, and the query
-planner's choice between them (:meth:`SowTopic.candidates`): a point lookup by SowKey
+"""A SOW topic's state in memory: its records by SowKey, its hash indexes and columns, and the
+query planner's choice between them (:meth:`SowTopic.candidates`): a point lookup by SowKey
 (:mod:`sowdb.engine.lookups`) when the filter fixes every key field, else the hash index with
-the fewest candidates, else a scan.
+the fewest candidates, else the columns of the filter's top-level comparisons
+(:mod:`sowdb.engine.columns`) where they are built, else a scan.
 
 The in-memory map is what queries scan (decoding JSON per query would cost more than the
 filter itself); RocksDB's ``current`` column family is its durable copy for persistent topics
@@ -14,11 +15,13 @@ from __future__ import annotations
 from operator import attrgetter
 
 from sowdb.config import TopicConfig
+from sowdb.engine import columns as cols
+from sowdb.engine.columns import Columns
 from sowdb.engine.history import TopicHistory
 from sowdb.engine.indexes import HashIndex
 from sowdb.engine.lookups import KeyLookup
 from sowdb.engine.records import KeySpec, StoredRecord
-from sowdb.expr import Conjunct
+from sowdb.expr import CompiledFilter
 
 
 class SowTopic:
@@ -35,6 +38,7 @@ class SowTopic:
         self.indexes = {path: HashIndex(path) for path in config.indexes}
         self._index_list = list(self.indexes.values())
         self.history = TopicHistory(config.history) if config.history is not None else None
+        self.columns: Columns | None = None  # made when a query first wants one
 
     def put(self, rec: StoredRecord) -> StoredRecord | None:
         """Insert or replace; returns the previous version."""
@@ -48,6 +52,8 @@ class SowTopic:
             self.history.link(rec, old)
         for index in self._index_list:
             index.replace_many((old,), (rec,))
+        if self.columns is not None:
+            self.columns.put_many((old,), (rec,))
         return old
 
     def put_many(self, recs: list[StoredRecord]) -> list[StoredRecord | None]:
@@ -70,6 +76,8 @@ class SowTopic:
                 link(rec, old)
         for index in self._index_list:
             index.replace_many(olds, recs)
+        if self.columns is not None:
+            self.columns.put_many(olds, recs)
         return olds
 
     def remove(self, sow_key: str, bookmark: int = 0, timestamp_us: int = 0) -> StoredRecord | None:
@@ -79,6 +87,8 @@ class SowTopic:
             self.stored_bytes -= len(old.raw)
             for index in self.indexes.values():
                 index.remove(old)
+            if self.columns is not None:
+                self.columns.remove(old)
             if self.history is not None:
                 self.history.bury(old, bookmark, timestamp_us)
         return old
@@ -109,13 +119,15 @@ class SowTopic:
         if self.lookup is not None:
             self.lookup.observe(chain[-1:])
 
-    def candidates(self, conjuncts: tuple[Conjunct, ...]) -> list[StoredRecord] | None:
-        """The records that may match a filter with these top-level conjuncts, or None when
-        neither the SowKeys nor an index narrow them (the query scans every record).
+    def candidates(self, flt: CompiledFilter) -> list[StoredRecord] | None:
+        """The records that may match ``flt``, or None when neither the SowKeys, an index nor
+        the columns narrow them (the query scans every record).
 
         A filter that fixes every key field is a point lookup; otherwise, with several indexed
-        conjuncts, the index with the fewest candidates is used.
+        conjuncts, the index with the fewest candidates is used; otherwise the columns of its
+        comparisons, those that are built (the others are wanted, for the next query).
         """
+        conjuncts = flt.conjuncts
         keys = self.lookup.sow_keys(conjuncts) if self.lookup is not None else None
         if keys is not None:
             records = self.records
@@ -127,15 +139,32 @@ class SowTopic:
                 found = index.lookup(c.values)
                 if best is None or len(found) < len(best):
                     best = found
-        if best is None:
-            return None
-        return list(best.values())
+        if best is not None:
+            return list(best.values())
+        return self._column_candidates(flt) if flt.comparisons else None
 
-    def candidate_heads(self, conjuncts: tuple[Conjunct, ...]) -> list[StoredRecord] | None:
+    def _column_candidates(self, flt: CompiledFilter) -> list[StoredRecord] | None:
+        count = len(self.records)
+        if self.columns is None:
+            if count < cols.MIN_RECORDS:
+                return None
+            self.columns = Columns(self.records)
+        for term in flt.comparisons:
+            self.columns.want(term)
+        return self.columns.candidates(flt.comparisons, count)
+
+    def build_columns(self) -> bool:
+        """One step of building the wanted columns (the upkeep's chore); True while more remain."""
+        if self.columns is None or not self.columns.building:
+            return False
+        self.columns.build_step()
+        return self.columns.building
+
+    def candidate_heads(self, flt: CompiledFilter) -> list[StoredRecord] | None:
         """The version chains (newest versions, :meth:`heads`) that may hold a match at a past
         point, or None when every chain must be walked. Only a point lookup narrows them: the
         indexes describe the current state, but a key is the same in every version."""
-        keys = self.lookup.sow_keys(conjuncts) if self.lookup is not None else None
+        keys = self.lookup.sow_keys(flt.conjuncts) if self.lookup is not None else None
         if keys is None:
             return None
         heads = (self.head(k) for k in keys)

@@ -71,6 +71,11 @@ class Topics:
     def conflated(self) -> list[ConflatedTopic]:
         return [d for d in self.derived.values() if isinstance(d, ConflatedTopic)]
 
+    def build_columns(self) -> bool:
+        """A step of building the columns queries wanted (:mod:`sowdb.engine.columns`), one
+        topic's worth; True while more steps remain."""
+        return any(topic.build_columns() for topic in self.sow.values())
+
     def get(self, name: str) -> SowTopic | None:
         return self.sow.get(name)
 

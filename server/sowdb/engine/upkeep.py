@@ -1,6 +1,6 @@
 """The writer's background chores: expiration (X-1), conflated topics' refreshes (C-2), history
-trimming (H-1), journal retention, recovering the storage after a failed write, and the end of
-the data service's leases (snapshots, stages).
+trimming (H-1), journal retention, recovering the storage after a failed write, the end of
+the data service's leases (snapshots, stages), and building the columns queries asked for.
 
 They run as one task on the event loop, so each chore is a step of the single writer like a
 publish; each step does a bounded amount of work and returns, so publishers are not stalled.
@@ -21,6 +21,7 @@ log = logging.getLogger("sowdb.upkeep")
 TRIM_PERIOD_S = 5.0
 MAX_SLEEP_S = 0.05  # how late an expiration or a conflated topic's refresh may be
 RECOVER_PERIOD_S = 1.0  # how often a failed storage is tried again
+BUILD_PAUSE_S = 0.002  # between two steps of a column's build: publishes and queries run meanwhile
 
 
 async def run_upkeep(engine: Engine, *, trim_period_s: float = TRIM_PERIOD_S) -> None:
@@ -29,7 +30,9 @@ async def run_upkeep(engine: Engine, *, trim_period_s: float = TRIM_PERIOD_S) ->
     writer = engine.writer
     next_trim = next_recovery = 0.0
     while True:
+        building = False
         try:
+            building = engine.topics.build_columns()
             writer.flush_conflated()
             engine.snapshots.expire()  # leases of the data service (SPEC §9)
             engine.stages.expire()
@@ -49,4 +52,4 @@ async def run_upkeep(engine: Engine, *, trim_period_s: float = TRIM_PERIOD_S) ->
             log.exception("upkeep step failed; retrying")
         due = writer.expiry.next_due()
         wait = MAX_SLEEP_S if due is None else (due - engine.clock()) / 1e6
-        await asyncio.sleep(min(max(wait, 0.005), MAX_SLEEP_S))
+        await asyncio.sleep(BUILD_PAUSE_S if building else min(max(wait, 0.005), MAX_SLEEP_S))

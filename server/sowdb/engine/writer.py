@@ -254,7 +254,7 @@ class Writer:
         self.topics.check_writable(topic_name, "delete from")
         flt = request_filter(filter)
         if flt is not None:
-            records = topic.candidates(flt.conjuncts)
+            records = topic.candidates(flt)
             if records is None:
                 records = topic.snapshot()
             victims = [r.sow_key for r in records if flt.matches(r.data, r)]

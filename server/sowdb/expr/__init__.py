@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from sowdb.errors import ExpressionError
 from sowdb.expr.aggregation import Aggregation, parse_aggregation
-from sowdb.expr.compiled import CompiledExpression, CompiledFilter, Conjunct
+from sowdb.expr.compiled import Comparison, CompiledExpression, CompiledFilter, Conjunct
 from sowdb.expr.compiler import get_path
 from sowdb.expr.ordering import OrderBy, parse_order_by
 from sowdb.expr.parser import parse
@@ -43,6 +43,7 @@ def compile_expression(text: str) -> CompiledExpression:
 __all__ = [
     "FILTER_CACHE_SIZE",
     "Aggregation",
+    "Comparison",
     "CompiledExpression",
     "CompiledFilter",
     "Conjunct",

@@ -1,7 +1,7 @@
 """What a compiled expression offers its users: evaluation (:class:`CompiledExpression`), the
 hot-path match of a filter (:class:`CompiledFilter`), and what the filter's top-level
-conjuncts let a hash index (:class:`Conjunct`) or the subscription hub (:class:`EqualityConjunct`)
-do without evaluating the whole filter."""
+conjuncts let a hash index (:class:`Conjunct`), a column (:class:`Comparison`) or the
+subscription hub (:class:`EqualityConjunct`) do without evaluating the whole filter."""
 
 from __future__ import annotations
 
@@ -21,6 +21,20 @@ class Conjunct:
 
     steps: tuple[str | int, ...]
     path: str
+    values: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """A top-level ``path op literal`` conjunct of a filter (``op``: ``= != < <= > >=``, the
+    path on the left): every matching record has a value at ``steps`` for which the comparison
+    is TRUE with one of ``values`` (several only for ``IN``, whose op is ``=``). ``BETWEEN`` is
+    two of them (``>=`` and ``<=``). The literals are scalars: a number, a boolean or a
+    non-empty string."""
+
+    steps: tuple[str | int, ...]
+    path: str
+    op: str
     values: tuple[Any, ...]
 
 
@@ -48,6 +62,35 @@ def _conjuncts(root: n.Node) -> tuple[Conjunct, ...]:
         ):
             vals = tuple(i.value for i in p.items if not v.is_null(i.value))  # type: ignore[attr-defined]
             out.append(Conjunct(p.operand.steps, p.operand.text, vals))
+    return tuple(out)
+
+
+def _scalar_literal(node: n.Node) -> bool:
+    return isinstance(node, n.Literal) and type(node.value) in (bool, int, float, str) and not v.is_null(node.value)
+
+
+def _literals(nodes: tuple[n.Node, ...]) -> bool:
+    return bool(nodes) and all(_scalar_literal(i) for i in nodes)
+
+
+def _comparisons(root: n.Node) -> tuple[Comparison, ...]:
+    out: list[Comparison] = []
+    for p in _and_parts(root):
+        if isinstance(p, n.Compare):
+            if isinstance(p.left, n.Path) and _scalar_literal(p.right):
+                out.append(Comparison(p.left.steps, p.left.text, p.op, (p.right.value,)))  # type: ignore[attr-defined]
+            elif isinstance(p.right, n.Path) and _scalar_literal(p.left):
+                op = v.FLIPPED[p.op]
+                out.append(Comparison(p.right.steps, p.right.text, op, (p.left.value,)))  # type: ignore[attr-defined]
+        elif isinstance(p, n.In) and isinstance(p.operand, n.Path) and _literals(p.items) and not p.negated:
+            values = tuple(i.value for i in p.items)  # type: ignore[attr-defined]
+            out.append(Comparison(p.operand.steps, p.operand.text, "=", values))
+        elif isinstance(p, n.Between) and isinstance(p.operand, n.Path) and not p.negated:
+            path = p.operand
+            if not _literals((p.low, p.high)):
+                continue
+            out.append(Comparison(path.steps, path.text, ">=", (p.low.value,)))  # type: ignore[attr-defined]
+            out.append(Comparison(path.steps, path.text, "<=", (p.high.value,)))  # type: ignore[attr-defined]
     return tuple(out)
 
 
@@ -152,12 +195,14 @@ class CompiledFilter(CompiledExpression):
 
     Attributes:
         conjuncts: top-level equality / IN conjuncts, for the query planner's hash indexes.
+        comparisons: top-level comparisons of a path with literals, for the planner's columns.
     """
 
     def __init__(self, text: str, node: n.Node) -> None:
         super().__init__(text, node)
         self.matches: Fn = self._fn
         self.conjuncts = _conjuncts(node)
+        self.comparisons = _comparisons(node)
         self._equality: tuple[EqualityConjunct, ...] | None = None
         self._value_fn: Fn | None = None
 
