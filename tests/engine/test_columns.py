@@ -205,3 +205,20 @@ def test_a_topic_keeps_at_most_max_columns_dropping_the_least_recently_used() ->
         assert [r.sow_key for r in columns.candidates(f.comparisons, 10) or []] == ["5", "6", "7", "8", "9"]
     assert len(columns.by_path) == cols.MAX_COLUMNS
     assert not {"/f0", "/f1"} & set(columns.by_path)
+
+
+async def test_records_published_between_the_want_and_the_build_find_room(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cols, "MIN_RECORDS", 10)
+    engine = open_engine(tmp_path)
+    try:
+        publish(engine, [doc(i, i, "x") for i in range(20)])
+        await query(engine, None, topic="t", filter="/p >= 15")  # wants /p: room for 1,024 slots
+        publish(engine, [doc(i, i, "x") for i in range(20, 5000)])  # before the first build step
+        build(engine)
+        got, end = await query(engine, None, topic="t", filter="/p >= 4990")
+        assert sorted(int(k) for _, k in got) == list(range(4990, 5000))
+        assert end.scanned == 10
+    finally:
+        engine.close()

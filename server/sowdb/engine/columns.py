@@ -208,6 +208,15 @@ class Columns:
     def _number(self) -> None:
         slots = self.slots = list(self._records.values())
         deque(map(setattr, slots, repeat("slot"), range(len(slots))), maxlen=0)  # a C loop
+        self._grow()  # records published since the columns were wanted
+
+    def _grow(self) -> None:
+        """Make room in every column for every slot."""
+        need = len(self.slots or ())
+        if any(len(c.kind) < need for c in self.by_path.values()):
+            capacity = self._capacity()
+            for col in self.by_path.values():
+                col.grow(capacity)
 
     def _capacity(self) -> int:
         return max(1024, int(len(self.slots or self._records) * _GROWTH))
@@ -265,10 +274,7 @@ class Columns:
             numbers.append(slot)
         if not self.by_path:
             return
-        if len(slots) > len(next(iter(self.by_path.values())).kind):
-            capacity = self._capacity()
-            for col in self.by_path.values():
-                col.grow(capacity)
+        self._grow()
         for col in self.by_path.values():
             col.set(numbers, col.values(recs))
 
