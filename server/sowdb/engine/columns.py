@@ -60,14 +60,6 @@ gather would cost more than it saves)."""
 
 _EXACT = 2**53
 _GROWTH = 1.5
-_NP_OPS: dict[str, Callable[[Any, Any], Any]] = {
-    "=": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-}
 _BELOW_STRINGS = frozenset(("<", "<=", "!="))
 """The ops TRUE of every number against a string that is not a number (it sorts above them)."""
 
@@ -171,8 +163,9 @@ class Column:
         literal = int(literal) if type(literal) is bool else literal
         if type(literal) is int and not -_EXACT < literal < _EXACT:
             return True  # not exact as a float64: every number is a candidate
-        result: Mask = _NP_OPS[op](self.num[:n], literal)
-        return result
+        # operator.gt and the rest, which are numpy's comparisons on arrays (typed for scalars)
+        compare_arrays = cast(Callable[[Any, Any], Mask], COMPARISON_OPS[op])
+        return compare_arrays(self.num[:n], literal)
 
     def _table(self, op: str, literal: Any) -> Mask:
         """Per distinct string, whether ``string op literal`` is TRUE (the language decides,
