@@ -188,7 +188,7 @@ class Columns:
     """A topic's slots and columns.
 
     The records are numbered (``StoredRecord.slot``) by the first build step, not when the
-    first column is wanted (~40 ms a million records, kept off the query that asks); until
+    first column is wanted (~150 ms a million records, kept off the query that asks); until
     then publishes have nothing to keep and the planner nothing to use.
     """
 
