@@ -320,13 +320,16 @@ class Writer:
             if rec is not None and rec.bookmark == bookmark:  # not replaced or deleted since
                 by_topic.setdefault(topic_name, []).append(sow_key)
         count = 0
-        for topic_name, keys in by_topic.items():
-            topic = self.topics.sow[topic_name]
+        pending = list(by_topic.items())
+        for i, (topic_name, keys) in enumerate(pending):
             try:
-                count += self._delete(topic, keys, op=OP_EXPIRE, reason=OOF_EXPIRED)[0]
+                count += self._delete(self.topics.sow[topic_name], keys, op=OP_EXPIRE, reason=OOF_EXPIRED)[0]
             except SowdbError:
-                for key in keys:
-                    self.expiry.add(topic.records[key])
+                # this topic's and every later topic's due records go back: pop_due took them all
+                for name, left in pending[i:]:
+                    records = self.topics.sow[name].records
+                    for key in left:
+                        self.expiry.add(records[key])
                 raise
         return count
 
