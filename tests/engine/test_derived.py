@@ -255,3 +255,34 @@ def test_cyclic_derived_topics_are_refused() -> None:
     }
     with pytest.raises(ConfigError, match="cycle a -> b -> a"):
         config_from_dict(bad, source="x.toml")
+
+
+async def test_derived_topics_count_removals_as_deletes_and_expirations(tmp_path: Path) -> None:
+    """A delete in the underlying topic that removes a derived record (a group emptied, a
+    conflated record gone) is a delete of the derived topic, not a publish; an expiration is an
+    expiration. A group only updated by it is a publish (its record changed)."""
+    clock = Clock()
+    engine = open_engine(tmp_path, clock)
+    pub(engine, "orders", *({"id": i, "symbol": s, "qty": 1, "price": 1} for i, s in ((1, "AA"), (2, "BB"), (3, "BB"))))
+    engine.writer.flush_conflated()
+    clock.now += 2_000_000
+    engine.writer.flush_conflated()
+
+    def figures() -> dict[str, tuple[int, int, int]]:
+        return {t.name: (t.publishes, t.deletes, t.expirations) for t in engine.stats(topics_only=True).topics}
+
+    before = figures()
+    engine.sow_delete("orders", filter="/id = 1")  # empties group AA
+    clock.now += 2_000_000
+    engine.writer.flush_conflated()
+    after = figures()
+    assert after["orders"] == (3, 1, 0)
+    assert after["by_symbol"] == (before["by_symbol"][0], 1, 0)
+    assert after["orders_1s"] == (before["orders_1s"][0], 1, 0)
+    engine.sow_delete("orders", filter="/id = 2")  # BB keeps order 3: its group is updated
+    clock.now += 2_000_000
+    engine.writer.flush_conflated()
+    last = figures()
+    assert last["by_symbol"] == (before["by_symbol"][0] + 1, 1, 0)
+    assert last["orders_1s"] == (before["orders_1s"][0], 2, 0)
+    engine.close()

@@ -13,7 +13,7 @@ import time
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 
-from sowdb.engine.changes import Change
+from sowdb.engine.changes import OOF_EXPIRED, Change
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0)
 """Upper bounds, in seconds, of the call-duration histogram's buckets (a last one holds the rest:
@@ -37,9 +37,17 @@ class TopicCounters:
         self.bytes_published += sum(map(len, raws))
 
     def followed(self, changes: Sequence[Change]) -> None:
-        """Changes a view or conflated topic made following its underlying topic (removals too)."""
-        self.publishes += len(changes)
-        self.bytes_published += sum([len(c.new.raw) for c in changes if c.new is not None])
+        """Changes a view or conflated topic made following its underlying topic: a change
+        with a new version is a publish; a removal (an emptied group, a conflated record whose
+        underlying one went) is a delete, or an expiration where the removal says so, so that a
+        derived topic's figures read like a SOW topic's (issue 27: deletes counted as publishes)."""
+        raws = [c.new.raw for c in changes if c.new is not None]
+        self.published(raws)
+        removed = len(changes) - len(raws)
+        if removed:
+            expired = sum(1 for c in changes if c.new is None and c.reason == OOF_EXPIRED)
+            self.expirations += expired
+            self.deletes += removed - expired
 
     def removed(self, count: int, *, expired: bool) -> None:
         """Records deleted (sow_delete), or expired (X-1)."""
