@@ -27,6 +27,7 @@ from sowdb.engine.bookmarks import Point
 from sowdb.engine.journal import Journal, Position
 from sowdb.engine.query import request_filter
 from sowdb.engine.records import StoredRecord
+from sowdb.engine.replay import check_retained
 from sowdb.engine.topics import check_topic_name, compile_topic_pattern
 from sowdb.errors import InvalidArgument
 from sowdb.storage import Store
@@ -115,7 +116,10 @@ class JournalReads:
         Everything is checked before the first entry is read.
 
         Raises:
-            OutOfRange: ``after`` is older than the retained journal (the oldest bookmark in it).
+            OutOfRange: ``after`` is older than the retained journal (the oldest bookmark in it);
+                also from the first batch, when retention trimmed past ``after`` between this
+                call and the first read (:func:`~sowdb.engine.replay.check_retained`): a read
+                never silently starts later than it was asked to.
             InvalidArgument: a bad topic, operation, filter or batch size.
         """
         matches = topic_matcher(topic)
@@ -144,6 +148,7 @@ class JournalReads:
         out: list[Entry] = []
         if start >= end:
             return
+        check_retained(self.store, start, "from_bookmark")  # a trim since read() checked the range
         for read, (key, value) in enumerate(self.store.iter_journal_raw(start), 1):
             if k.decode_seq(key) > end:
                 break
