@@ -311,6 +311,51 @@ async def test_views_and_conflated_topics_are_read_through_the_entitlement(secur
             await c.sow("desk_totals").records()
 
 
+def reload_without_orders_for_viewer(server: SowServer, tmp_path: Path, users: dict[str, list[str]] = USERS) -> int:
+    """What a SIGHUP does after the viewer role lost ``orders`` (and ``users`` were written)."""
+    from dataclasses import replace
+
+    from sowdb.config import RoleConfig
+
+    roles = [dict(r) for r in ROLES]
+    roles[1]["read"] = ["markers"]  # viewer loses orders
+    write_users(tmp_path / "users.toml", users)
+    config = secured_config(tmp_path, users)
+    assert config.security is not None
+    new_roles = tuple(RoleConfig(r["name"], tuple(r.get("read", ())), tuple(r.get("write", ())),
+                                 r.get("filter", ""), r.get("admin", False)) for r in roles)  # fmt: skip
+    return server.reload(replace(config, security=replace(config.security, roles=new_roles)))
+
+
+async def ended(stream: Any) -> SowdbError:
+    """The error a subscription's stream ends with."""
+    with pytest.raises(SowdbError) as err:
+        await asyncio.wait_for(acollect(stream, []), 5)
+    return err.value
+
+
+async def test_a_reload_ends_every_kind_of_subscription_that_lost_its_right(secured: Secured, tmp_path: Path) -> None:
+    """A-4 for plain, query, aggregated, paginated, historical and conflated subscriptions
+    alike (issue 27: an aggregated one ran as nobody, kept streaming and showed no user)."""
+    async with secured.client("viewer") as c:
+        streams = [
+            c.subscribe("orders"),
+            c.sow_and_subscribe("orders"),
+            c.sow_and_subscribe("orders", grouping=["/desk"], projection=["/desk AS /desk", "SUM(/px) AS /px"]),
+            c.sow_and_subscribe("orders", top_n=2, skip_n=0),
+            c.subscribe("orders", bookmark="1"),
+            c.sow_and_subscribe("orders", conflation=0.1),
+        ]
+        for stream in streams:
+            await take(stream, 1)
+        async with secured.client("root") as root:
+            users = {s.user for s in (await root.stats()).subscriptions}
+        assert users == {"viewer"}
+        assert reload_without_orders_for_viewer(secured.server, tmp_path) == len(streams)
+        for stream in streams:
+            assert isinstance(await ended(stream), PermissionDeniedError)
+
+
 async def test_a_reload_applies_new_rights_and_ends_subscriptions_that_lost_theirs(tmp_path: Path) -> None:
     server = SowServer(secured_config(tmp_path))
     await server.start()
@@ -325,26 +370,8 @@ async def test_a_reload_applies_new_rights_and_ends_subscriptions_that_lost_thei
     )
     for stream in (trader_stream, viewer_stream, gone_stream):
         await take(stream, 1)
-    roles = [dict(r) for r in ROLES]
-    roles[1]["read"] = ["markers"]  # viewer loses orders
     users = {k: v for k, v in USERS.items() if k != "gone"}  # gone's token is revoked
-    raw_users = tmp_path / "users.toml"
-    write_users(raw_users, users)
-    config = secured_config(tmp_path, users)
-    from dataclasses import replace
-
-    assert config.security is not None
-    from sowdb.config import RoleConfig
-
-    new_roles = tuple(RoleConfig(r["name"], tuple(r.get("read", ())), tuple(r.get("write", ())),
-                                 r.get("filter", ""), r.get("admin", False)) for r in roles)  # fmt: skip
-    assert server.reload(replace(config, security=replace(config.security, roles=new_roles))) == 2
-
-    async def ended(stream: Any) -> SowdbError:
-        with pytest.raises(SowdbError) as err:
-            await asyncio.wait_for(acollect(stream, []), 5)
-        return err.value
-
+    assert reload_without_orders_for_viewer(server, tmp_path, users) == 2
     assert isinstance(await ended(viewer_stream), PermissionDeniedError)
     assert isinstance(await ended(gone_stream), PermissionDeniedError)
     with pytest.raises(UnauthenticatedError):

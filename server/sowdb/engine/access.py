@@ -111,6 +111,27 @@ EVERYONE = Access(user="", everything=True)
 """The rights of every call when security is off."""
 
 
+@dataclass
+class ViewerAccess(Access):
+    """The rights of an aggregated subscription (Q-8 live): its caller's, plus reading the
+    private view it follows, whose rows are already only those the caller may see (A-2).
+
+    Why not :data:`EVERYONE`: the subscription must stay its caller's, so that a reload that
+    takes the right away ends it (A-4) and the figures name its user."""
+
+    view: str = ""
+
+    @classmethod
+    def of(cls, access: Access, view: str) -> ViewerAccess:
+        return cls(access.user, access.roles, access.everything, view=view)
+
+    def can_read(self, topic: str) -> bool:
+        return topic == self.view or super().can_read(topic)
+
+    def entitlement(self, topic: str) -> CompiledFilter | None:
+        return None if topic == self.view else super().entitlement(topic)
+
+
 def restricted(request_filter: str, entitlement: str) -> str:
     """A request's filter ANDed with an entitlement (either may be empty)."""
     if not entitlement:

@@ -176,7 +176,8 @@ class Engine:
             if old.everything:
                 continue
             new = rights(old.user)
-            topics = [name for name in self.topics.sow if sub.wants(name)] or [sub.topic]
+            view = self.placement.private.get(sub.id)  # an aggregated subscription: its view's topic
+            topics = [view.underlying] if view else [name for name in self.topics.sow if sub.wants(name)] or [sub.topic]
             why = ""
             if new is None:
                 why = f"user {old.user!r} no longer exists"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TypedDict
 
 from sowdb.config import ServerConfig, is_regex_topic
-from sowdb.engine.access import EVERYONE, Access, restricted
+from sowdb.engine.access import EVERYONE, Access, ViewerAccess, restricted
 from sowdb.engine.bookmarks import Point, parse_bookmark
 from sowdb.engine.clock import Clock
 from sowdb.engine.derived import View
@@ -180,8 +180,9 @@ class Placement:
         view = View(f"\x00aggregate {secrets.token_hex(8)}", opts.topic, aggregation, members, sow_keys=keys)
         view.load(list(underlying.records.values()), self.clock())
         inner = PreparedQuery(replace(opts, topic=view.name, filter="", grouping=(), projection=(), sow_keys=()))
+        viewer = ViewerAccess.of(access, view.name)  # its caller's rights, not EVERYONE's
         sub = self._new_subscription(
-            view.name, "", options, sub_id, owner, track=True, check_name=False, select=inner.select
+            view.name, "", options, sub_id, owner, track=True, check_name=False, select=inner.select, access=viewer
         )
         sub.hold()
         events = self._run(inner, inner.snapshot([view.topic]), self.writer.last_seq)
