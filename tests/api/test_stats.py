@@ -166,8 +166,9 @@ async def test_stats_of_topics_views_expirations_and_subscriptions(metered: SowS
         orders, view = by_name["orders"], by_name["orders_by_symbol"]
         assert (orders.records, orders.publishes, orders.expirations, orders.subscriptions) == (10, 14, 1, 1)
         assert (orders.kind, view.kind) == (sow_pb2.TOPIC_KIND_SOW, sow_pb2.TOPIC_KIND_VIEW)
-        # groups A and B at first, C with its order and again when it expired, A and B when two orders moved
-        assert (view.records, view.publishes) == (2, 2 + 1 + 1 + 2)
+        # groups A and B at first, C with its order, A and B when two orders moved; C's group went
+        # when its order expired: a delete of the view's record (its subscribers get oof deleted)
+        assert (view.records, view.publishes, view.deletes, view.expirations) == (2, 2 + 1 + 2, 1, 0)
         assert by_name["markers"].subscriptions == 1  # through the regex
         server = every.server
         assert (server.unconfigured_publishes, server.subscriptions) == (5, 2)
