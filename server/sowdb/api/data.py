@@ -63,8 +63,8 @@ def bulk_read(access: Access, topic: str, what: str) -> str:
 class DataServicer(Servicer):
     """``sowdb.v1.DataService`` over an :class:`Engine`.
 
-    Snapshot and stage ids are unguessable (random): holding one is the right to read or commit
-    what was opened or staged under the caller's rights."""
+    Snapshot ids are unguessable (random); snapshots and stages belong to the user who opened
+    or staged them, and to other users they do not exist."""
 
     service = "DataService"
 
@@ -140,7 +140,7 @@ class DataServicer(Servicer):
                     raise InvalidArgument("a request after the one marked complete", field="complete")
                 if builder is None:
                     access.require_write(req.topic)
-                    builder = self.engine.stages.begin(req.stage_id, req.topic)
+                    builder = self.engine.stages.begin(req.stage_id, req.topic, access.user)
                 elif req.stage_id and req.stage_id != builder.stage_id:
                     raise InvalidArgument("a StageWrite call writes one stage", field="stage_id")
                 messages = list(req.messages)
@@ -164,7 +164,7 @@ class DataServicer(Servicer):
     ) -> pb.CommitStagesResponse:
         access.require_write(request.topic)
         producer = (request.producer_id, request.producer_seq) if request.producer_id else None
-        done = await self.engine.stages.commit(request.topic, list(request.stage_ids), producer)
+        done = await self.engine.stages.commit(request.topic, list(request.stage_ids), producer, access.user)
         return pb.CommitStagesResponse(
             first_bookmark=done.first, last_bookmark=done.last, message_count=done.count, duplicate=done.duplicate
         )
@@ -175,7 +175,10 @@ class DataServicer(Servicer):
     ) -> pb.AbortStagesResponse:
         return pb.AbortStagesResponse(
             aborted=self.engine.stages.abort(
-                list(request.stage_ids), request.stage_id_prefix, None if access.everything else access.can_write
+                list(request.stage_ids),
+                request.stage_id_prefix,
+                None if access.everything else access.can_write,
+                owner=access.user,
             )
         )
 
