@@ -250,7 +250,8 @@ class SowServicer(Servicer):
     async def ReplaceSubscription(
         self, request: pb.ReplaceSubscriptionRequest, context: Context, access: Access
     ) -> pb.ReplaceSubscriptionResponse:
-        bookmark = self.engine.replace_subscription(request.sub_id, convert.replacement(request), owner=context.peer())
+        change = convert.replacement(request)
+        bookmark = self.engine.replace_subscription(request.sub_id, change, owner=context.peer(), user=access.user)
         return pb.ReplaceSubscriptionResponse(bookmark=bookmark)
 
 

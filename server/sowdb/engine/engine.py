@@ -156,10 +156,10 @@ class Engine:
             frame_bytes=self.config.server.frame_bytes,
         )
 
-    def replace_subscription(self, sub_id: str, change: Replacement, *, owner: str) -> int:
+    def replace_subscription(self, sub_id: str, change: Replacement, *, owner: str, user: str = "") -> int:
         """R-1; returns the bookmark at which the replacement took effect (the subscription keeps
-        its caller's rights)."""
-        return self.placement.replace_subscription(sub_id, change, owner=owner)
+        its caller's rights; only ``user``'s own, placed from the connection ``owner``)."""
+        return self.placement.replace_subscription(sub_id, change, owner=owner, user=user)
 
     def list_topics(self, access: Access = EVERYONE) -> list[TopicSummary]:
         """The configured topics the caller may read (A-3; an admin sees all)."""
