@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from sowdb.api import convert
 from sowdb.api.service import Undecodable
-from sowdb.api.servicer import Context, Servicer, error_boundary
+from sowdb.api.servicer import Context, Servicer, authorization_of, error_boundary
 from sowdb.config import is_regex_topic
 from sowdb.engine import StoredRecord
 from sowdb.engine.access import Access, restricted
@@ -78,6 +78,7 @@ class DataServicer(Servicer):
             filter=restricted(request.filter, entitlement),
             bookmark=request.bookmark,
             lease_s=request.lease_seconds,
+            owner=access,
         )
         return pb.OpenSnapshotResponse(
             snapshot_id=info.snapshot_id,
@@ -91,14 +92,15 @@ class DataServicer(Servicer):
         self, request: pb.ReadSnapshotRequest, context: Context, access: Access
     ) -> AsyncIterator[pb.ReadSnapshotResponse]:
         r = request
-        async for chunk in self.engine.snapshots.read(r.snapshot_id, r.partition, r.partitions, r.batch_size):
+        chunks = self.engine.snapshots.read(r.snapshot_id, r.partition, r.partitions, r.batch_size, user=access.user)
+        async for chunk in chunks:
             yield pb.ReadSnapshotResponse(records=record_columns(chunk))
 
     @error_boundary
     async def CloseSnapshot(
         self, request: pb.CloseSnapshotRequest, context: Context, access: Access
     ) -> pb.CloseSnapshotResponse:
-        return pb.CloseSnapshotResponse(closed=self.engine.snapshots.close(request.snapshot_id))
+        return pb.CloseSnapshotResponse(closed=self.engine.snapshots.close(request.snapshot_id, user=access.user))
 
     @error_boundary
     async def ReadJournal(
@@ -132,10 +134,15 @@ class DataServicer(Servicer):
     ) -> pb.StageWriteResponse:
         builder: StageBuilder | None = None
         complete = False
+        authorization = authorization_of(context)
         try:
             async for req in request_iterator:
                 if isinstance(req, Undecodable):
                     raise req.error()
+                fresh = self.auth.current(authorization, access)  # a reload holds for open streams
+                if fresh is not access and builder is not None:
+                    fresh.require_write(builder.topic)
+                access = fresh
                 if complete:
                     raise InvalidArgument("a request after the one marked complete", field="complete")
                 if builder is None:

@@ -169,7 +169,11 @@ class Engine:
         """A-4: rights changed (a reload): each live subscription whose caller lost the right to
         it — the user is gone, a topic it follows is no longer readable, its row entitlement
         changed — ends with PERMISSION_DENIED; returns how many ended. ``rights`` gives a user's
-        new rights (None for a user that no longer exists)."""
+        new rights (None for a user that no longer exists). The snapshots and stages of users who
+        lost the right to them end too (streams re-check at each request: ``Authenticator.current``)."""
+        snapshots, stages = self.snapshots.reauthorize(rights), self.stages.reauthorize(rights)
+        if snapshots or stages:
+            log.info("rights changed: %d snapshots and %d stages ended", snapshots, stages)
         ended = 0
         for sub in list(self.hub.subs.values()):
             old = sub.access

@@ -107,6 +107,10 @@ class StageBuilder:
     def count(self) -> int:
         return len(self._stage.raws)
 
+    @property
+    def topic(self) -> str:
+        return self._stage.topic
+
     def add(self, messages: Sequence[MessageLike], ttls: Sequence[float | None] | None = None) -> None:
         """Check and keep messages (K-3); an error names the message by its index in the stage.
 
