@@ -48,6 +48,11 @@ async def stage(stub: Any, user: str, stage_id: str, topic: str, docs: list[byte
     return await call(stub.StageWrite(requests(), metadata=as_user(user)))
 
 
+async def commit(stub: Any, user: str, stage_ids: list[str], **producer: Any) -> Any:
+    request = dpb.CommitStagesRequest(topic="orders", stage_ids=stage_ids, **producer)
+    return await call(stub.CommitStages(request, metadata=as_user(user)))
+
+
 async def orders(s: Secured) -> dict[str, bytes]:
     async with s.client("admin") as admin:
         return {r.sow_key: r.data for r in await admin.sow("orders").records()}
@@ -60,7 +65,9 @@ async def test_one_users_producer_cannot_swallow_another_users_publishes(secured
     """``writer`` takes the producer id ``etl`` first, at the highest sequence it may; the admin's
     ``etl`` — on the same topic or another — is its own producer and is applied."""
     async with secured.client("writer") as writer, secured.client("admin") as admin:
-        taken = await writer.publish("orders", [{"orderId": 900, "desk": "C"}], producer_id="etl", producer_seq=2**63 - 1)
+        taken = await writer.publish(
+            "orders", [{"orderId": 900, "desk": "C"}], producer_id="etl", producer_seq=2**63 - 1
+        )
         assert (taken.count, taken.duplicates) == (1, 0)
         mine = await admin.publish("audit", [{"id": 2, "what": "nightly"}], producer_id="etl", producer_seq=1)
         assert (mine.count, mine.duplicates) == (1, 0)
@@ -86,11 +93,9 @@ async def test_a_spark_producer_of_one_user_does_not_block_another_users_commits
     async with grpc.aio.insecure_channel(secured.target) as channel:
         data: Any = data_pb2_grpc.DataServiceStub(channel)
         await stage(data, "writer", "w-1", "orders", [b'{"orderId": 910, "desk": "C"}'])
-        commit = dpb.CommitStagesRequest(topic="orders", stage_ids=["w-1"], producer_id="spark:q1", producer_seq=10**9)
-        assert not (await call(data.CommitStages(commit, metadata=as_user("writer")))).duplicate
+        assert not (await commit(data, "writer", ["w-1"], producer_id="spark:q1", producer_seq=10**9)).duplicate
         await stage(data, "admin", "a-1", "orders", [b'{"orderId": 911, "desk": "C"}'])
-        commit = dpb.CommitStagesRequest(topic="orders", stage_ids=["a-1"], producer_id="spark:q1", producer_seq=0)
-        done = await call(data.CommitStages(commit, metadata=as_user("admin")))
+        done = await commit(data, "admin", ["a-1"], producer_id="spark:q1", producer_seq=0)
         assert (done.duplicate, done.message_count) == (False, 1)
     assert {"910", "911"} <= set(await orders(secured))
 
@@ -137,17 +142,14 @@ async def test_a_users_stages_cannot_be_written_committed_or_aborted_by_another(
         )
         assert aborted.aborted == 1  # its own only
         with pytest.raises(NotFoundError) as theirs:
-            commit = dpb.CommitStagesRequest(topic="orders", stage_ids=["spark-q-2-0"])
-            await call(data.CommitStages(commit, metadata=as_user("trader")))
+            await commit(data, "trader", ["spark-q-2-0"])
         assert "audit" not in theirs.value.message
         with pytest.raises(NotFoundError):
-            commit = dpb.CommitStagesRequest(topic="orders", stage_ids=["spark-q-1-0"])
-            await call(data.CommitStages(commit, metadata=as_user("trader")))
-        commit = dpb.CommitStagesRequest(topic="orders", stage_ids=["spark-q-1-0"])
-        done = await call(data.CommitStages(commit, metadata=as_user("writer")))
-        assert done.message_count == 1
+            await commit(data, "trader", ["spark-q-1-0"])
+        assert (await commit(data, "writer", ["spark-q-1-0"])).message_count == 1
     state = await orders(secured)
-    assert "920" in state and "921" not in state
+    assert "920" in state
+    assert "921" not in state
 
 
 # --- 11. subscription ids -----------------------------------------------------------------------
@@ -163,16 +165,17 @@ async def test_over_one_connection_a_user_cannot_replace_another_users_subscript
         first = await asyncio.wait_for(grid.read(), 10)
         sub_id = first.subscribed.sub_id
         assert sub_id
+        replace = pb.ReplaceSubscriptionRequest(sub_id=sub_id, filter="/qty > 0")
         for thief in ("norights", "reader"):
             with pytest.raises(NotFoundError):
-                replace = pb.ReplaceSubscriptionRequest(sub_id=sub_id, filter="/qty > 0")
                 await call(sow.ReplaceSubscription(replace, metadata=as_user(thief)))
         async with secured.client("admin") as admin:
-            await admin.publish("orders", [{"orderId": 3, "desk": "A", "qty": 31}, {"orderId": 1, "desk": "A", "qty": 10}])
+            await admin.publish(
+                "orders", [{"orderId": 3, "desk": "A", "qty": 31}, {"orderId": 1, "desk": "A", "qty": 10}]
+            )
         while (resp := await asyncio.wait_for(grid.read(), 10)).WhichOneof("event") == "heartbeat":
             pass
         assert [r.sow_key for r in resp.publish.records] == ["1"]  # the filter is still /qty = 10
-        replace = pb.ReplaceSubscriptionRequest(sub_id=sub_id, filter="/qty > 0")
         assert (await call(sow.ReplaceSubscription(replace, metadata=as_user("trader")))).bookmark
         grid.cancel()
 
@@ -189,7 +192,9 @@ async def test_a_client_chosen_sub_id_is_the_users_own(secured: Secured) -> None
         with pytest.raises(InvalidArgumentError, match="already in use"):
             await take(trader.subscribe("orders", sub_id="risk-dashboard"), 1)
         async with secured.client("admin") as admin:
-            await admin.publish("orders", [{"orderId": 1, "desk": "A", "qty": 10}, {"orderId": 2, "desk": "A", "qty": 20}])
+            await admin.publish(
+                "orders", [{"orderId": 1, "desk": "A", "qty": 10}, {"orderId": 2, "desk": "A", "qty": 20}]
+            )
         assert [r.sow_key for e in await take(theirs, 1) for r in e.records] == ["1", "2"]
         assert [r.sow_key for e in await take(mine, 1) for r in e.records] == ["2"]
         theirs.cancel()

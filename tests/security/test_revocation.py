@@ -18,19 +18,8 @@ from sowdb_api.v1 import data_pb2_grpc, sow_pb2_grpc
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import NotFoundError, PermissionDeniedError
 from sowdb_client.errors import from_rpc_error
-from tests.security.conftest import ROLES, TOKENS, USERS, Secured, secured_config
-
-
-def as_user(user: str) -> tuple[tuple[str, str], ...]:
-    return (("authorization", f"Bearer {TOKENS[user]}"),)
-
-
-async def call(coro: Any) -> Any:
-    """Await a unary call, raising the SDK's typed error for a refusal."""
-    try:
-        return await coro
-    except grpc.RpcError as exc:
-        raise from_rpc_error(exc) from None
+from tests.security.conftest import ROLES, USERS, Secured, secured_config
+from tests.security.test_namespaces import as_user, call, commit
 
 
 def reload(s: Secured, *, drop: str = "", roles: dict[str, dict[str, Any]] | None = None) -> None:
@@ -62,7 +51,9 @@ async def keys(s: Secured) -> set[str]:
 
 
 @pytest.mark.parametrize("revoke", ["user removed", "write right removed"])
-async def test_an_open_publish_stream_stores_nothing_once_its_user_lost_the_right(secured: Secured, revoke: str) -> None:
+async def test_an_open_publish_stream_stores_nothing_once_its_user_lost_the_right(
+    secured: Secured, revoke: str
+) -> None:
     async with grpc.aio.insecure_channel(secured.target) as channel:
         sow: Any = sow_pb2_grpc.SowServiceStub(channel)
         requests = Requests()
@@ -94,14 +85,18 @@ async def test_a_snapshot_ends_when_its_user_loses_the_right_to_it(secured: Secu
     async with grpc.aio.insecure_channel(secured.target) as channel:
         data: Any = data_pb2_grpc.DataServiceStub(channel)
         snaps = {
-            user: (await call(data.OpenSnapshot(dpb.OpenSnapshotRequest(topic="orders"), metadata=as_user(user)))).snapshot_id
+            user: (
+                await call(data.OpenSnapshot(dpb.OpenSnapshotRequest(topic="orders"), metadata=as_user(user)))
+            ).snapshot_id
             for user in ("reader", "trader", "admin")
         }
 
         async def read(user: str) -> int:
             request = dpb.ReadSnapshotRequest(snapshot_id=snaps[user])
             try:
-                return len([k async for r in data.ReadSnapshot(request, metadata=as_user(user)) for k in r.records.sow_keys])
+                return len(
+                    [k async for r in data.ReadSnapshot(request, metadata=as_user(user)) for k in r.records.sow_keys]
+                )
             except grpc.RpcError as exc:
                 raise from_rpc_error(exc) from None
 
@@ -147,8 +142,7 @@ async def test_the_stages_of_a_user_who_lost_the_write_right_are_dropped(secured
         assert len(engine.stages) == 0
         reload(secured)
         with pytest.raises(NotFoundError):
-            commit = dpb.CommitStagesRequest(topic="orders", stage_ids=["s-1"])
-            await call(data.CommitStages(commit, metadata=as_user("writer")))
+            await commit(data, "writer", ["s-1"])
 
         # a StageWrite stream open across the reload: its next request ends it, and nothing is kept
         requests = Requests()

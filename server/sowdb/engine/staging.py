@@ -35,10 +35,10 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from sowdb.engine.access import Access
 from sowdb.engine.clock import Clock
 from sowdb.engine.execution import CHUNK, Slicer
 from sowdb.engine.messages import MessageLike, check_ttls, decode_batch
-from sowdb.engine.access import Access
 from sowdb.engine.producers import Producer, scoped
 from sowdb.engine.topics import Topics, check_topic_name
 from sowdb.engine.writer import Writer
