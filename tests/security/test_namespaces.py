@@ -17,6 +17,7 @@ from sowdb.config import config_from_dict
 from sowdb.engine import Engine, InMessage
 from sowdb.engine.access import Access
 from sowdb.storage import Store
+from sowdb.storage.verify import verify
 from sowdb_api.v1 import data_pb2 as dpb
 from sowdb_api.v1 import data_pb2_grpc, sow_pb2_grpc
 from sowdb_api.v1 import sow_pb2 as pb
@@ -121,6 +122,7 @@ def test_producers_stored_before_they_were_scoped_are_the_security_off_users(tmp
     assert again.publish("other", [InMessage(b'{"id": 1}')], producer=("etl", 7)) == (0, 0)
     assert again.publish("orders", [InMessage(b'{"id": 2}')], producer=("etl", 1), access=alice) == (0, 0)
     assert again.publish("orders", [InMessage(b'{"id": 3}')], producer=("etl", 2), access=alice) == (3, 3)
+    assert verify(again.store, ["orders"]).ok  # both forms of producer key side by side: `sowd verify` passes
     again.close()
 
 
