@@ -6,6 +6,7 @@ fixture's (``tests/security/conftest.py``)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,12 @@ from sowdb_api.v1 import data_pb2_grpc, sow_pb2_grpc
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import InvalidArgumentError, NotFoundError, PublishError
 from sowdb_client.errors import from_rpc_error
-from tests.security.conftest import TOKENS, Secured
+from tests.console.wire import Stream, connect_error, unary
+from tests.security.conftest import TOKENS, Secured, StartSecured
 from tests.support import take
+
+SUBSCRIBE = "/sowdb.v1.SowService/Subscribe"
+REPLACE = "/sowdb.v1.SowService/ReplaceSubscription"
 
 
 def as_user(user: str) -> tuple[tuple[str, str], ...]:
@@ -180,6 +185,27 @@ async def test_over_one_connection_a_user_cannot_replace_another_users_subscript
         assert [r.sow_key for r in resp.publish.records] == ["1"]  # the filter is still /qty = 10
         assert (await call(sow.ReplaceSubscription(replace, metadata=as_user("trader")))).bookmark
         grid.cancel()
+
+
+async def test_through_the_consoles_gateway_a_user_cannot_replace_another_users_subscription(
+    start_secured: StartSecured,
+) -> None:
+    """The same attack through the real gateway (Connect over HTTP), whose one gRPC channel
+    carries every browser's calls."""
+    s = await start_secured(server={"http_listen": "127.0.0.1:0"})
+    assert s.server.console is not None
+    url = s.server.console.url
+    subscribe = pb.SubscribeRequest(topic="orders", filter="/qty = 10")
+    grid = await asyncio.to_thread(Stream, url, SUBSCRIBE, subscribe, token=TOKENS["trader"])
+    first = await asyncio.to_thread(grid.next)
+    assert isinstance(first, bytes)
+    sub_id = pb.SubscribeResponse.FromString(first).subscribed.sub_id
+    replace = pb.ReplaceSubscriptionRequest(sub_id=sub_id, filter="/qty > 0")
+    status, body = await asyncio.to_thread(unary, url, REPLACE, replace, TOKENS["norights"])
+    assert (status, connect_error(json.loads(body)).code) == (404, "not_found")
+    status, _ = await asyncio.to_thread(unary, url, REPLACE, replace, TOKENS["trader"])
+    assert status == 200
+    grid.close()
 
 
 async def test_a_client_chosen_sub_id_is_the_users_own(secured: Secured) -> None:
