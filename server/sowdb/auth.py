@@ -74,6 +74,12 @@ class Authenticator:
             raise Unauthenticated("the token is not valid (unknown, or revoked)")
         return found
 
+    def rights(self, user: str) -> Access | None:
+        """A user's current rights (None: no such user any more), for a reload."""
+        if not self.enabled:
+            return EVERYONE
+        return self._by_name.get(user)
+
     def current(self, authorization: str | None, access: Access) -> Access:
         """The rights, now, of a call that started with ``access`` (A-4): a stream is re-checked
         at each of its requests, so that a reload holds for streams already open. Until a reload
@@ -94,9 +100,3 @@ class Authenticator:
         if new is None or new.user != access.user:
             raise PermissionDenied(f"rights changed: user {access.user!r} no longer exists or its token was revoked")
         return new
-
-    def rights(self, user: str) -> Access | None:
-        """A user's current rights (None: no such user any more), for a reload."""
-        if not self.enabled:
-            return EVERYONE
-        return self._by_name.get(user)

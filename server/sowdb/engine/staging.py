@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from sowdb.engine.access import Access
+from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.clock import Clock
 from sowdb.engine.execution import CHUNK, Slicer
 from sowdb.engine.messages import MessageLike, check_ttls, decode_batch
@@ -274,10 +274,10 @@ class Stages:
         return out
 
     async def commit(
-        self, topic: str, stage_ids: Sequence[str], producer: Producer | None = None, owner: str = ""
+        self, topic: str, stage_ids: Sequence[str], producer: Producer | None = None, access: Access = EVERYONE
     ) -> Committed:
-        """Apply exactly the named stages of ``owner`` to ``topic``, in the order named, as one
-        atomic batch; the J-4 ``producer`` is the owner's on this topic.
+        """Apply exactly the named stages to ``topic``, in the order named, as one atomic batch:
+        the committer's own (``access.user``'s), whose J-4 ``producer`` on this topic it is.
 
         Raises:
             NotFound: a stage is not held (nothing is applied).
@@ -286,6 +286,7 @@ class Stages:
             InvalidArgument: no stages, a stage of another topic, a bad producer.
         """
         check_topic_name(topic)
+        owner = access.user
         if producer is not None:
             producer = scoped(producer, owner, topic)
         stages = self._claim(topic, stage_ids, owner)
