@@ -276,11 +276,12 @@ class Stages:
     async def commit(
         self, topic: str, stage_ids: Sequence[str], producer: Producer | None = None, access: Access = EVERYONE
     ) -> Committed:
-        """Apply exactly the named stages to ``topic``, in the order named, as one atomic batch:
-        the committer's own (``access.user``'s), whose J-4 ``producer`` on this topic it is.
+        """Apply exactly the named stages to ``topic``, in the order named, as one atomic batch,
+        under the committer's ``access`` (a row filter: its rows only, as a publish).
 
         Raises:
-            NotFound: a stage is not held (nothing is applied).
+            NotFound: the committer holds no such stage (nothing is applied); its stages and its
+                J-4 ``producer`` on this topic are its own.
             FailedPrecondition: a stage is still being written or committed; the topic is
                 read-only.
             InvalidArgument: no stages, a stage of another topic, a bad producer.
