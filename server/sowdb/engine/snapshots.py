@@ -104,7 +104,7 @@ class Snapshots:
         self, topic: str, *, filter: str = "", bookmark: str = "", lease_s: float = 0.0, owner: Access = EVERYONE
     ) -> SnapshotInfo:
         """Pin the records of a query (topic or regex, filter, optional historical bookmark) for
-        ``owner``, whose rights the caller applied already (the filter holds its entitlement).
+        ``owner``, whose rights the caller checked already (its read right, its row entitlement).
 
         Everything is checked, and the records to scan are taken, before the first await: the
         snapshot is the state at one point. The filter runs afterwards, in slices.
