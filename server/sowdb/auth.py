@@ -14,7 +14,7 @@ import hmac
 
 from sowdb.config import SecurityConfig
 from sowdb.engine.access import EVERYONE, Access
-from sowdb.errors import Unauthenticated
+from sowdb.errors import PermissionDenied, Unauthenticated
 
 SCHEME = "bearer "
 
@@ -79,3 +79,24 @@ class Authenticator:
         if not self.enabled:
             return EVERYONE
         return self._by_name.get(user)
+
+    def current(self, authorization: str | None, access: Access) -> Access:
+        """The rights, now, of a call that started with ``access`` (A-4): a stream is re-checked
+        at each of its requests, so that a reload holds for streams already open. Until a reload
+        this is ``access`` itself (one dict look-up); after one, the call's token is
+        authenticated again and its user's new rights apply.
+
+        Raises:
+            PermissionDenied: the user no longer exists, or its token was revoked.
+        """
+        if not self.enabled:
+            return EVERYONE
+        if self._by_name.get(access.user) is access:
+            return access
+        try:
+            new = self.access(authorization)
+        except Unauthenticated:
+            new = None
+        if new is None or new.user != access.user:
+            raise PermissionDenied(f"rights changed: user {access.user!r} no longer exists or its token was revoked")
+        return new

@@ -254,7 +254,7 @@ async def test_aborted_unknown_and_bad_stages_leave_the_topic_unchanged(sowd: Ru
     with pytest.raises(SowdbError, match="read-only"):
         await stage(stub, "e", "orders_by_symbol", [{"symbol": "X"}])
     assert await c.sow("orders").records() == []
-    assert set(sowd.engine.stages._held) == {"c"}
+    assert set(sowd.engine.stages._held) == {("", "c")}
     await channel.close()
 
 

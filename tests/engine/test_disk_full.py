@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from sowdb.config import config_from_dict
 from sowdb.engine import Engine, InMessage
-from sowdb.storage import StorageFull, Store
+from sowdb.storage import StorageFull, Store, StoreUnusable, database
 
 
 def test_a_write_reported_failed_that_reached_the_log_is_rolled_back(tmp_path: Path) -> None:
@@ -35,3 +37,21 @@ def test_a_write_reported_failed_that_reached_the_log_is_rolled_back(tmp_path: P
     assert [(h.sow_key, h.seq) for h in again.store.iter_history()] == [("1", 1), ("2", 2)]
     assert again.publish("book", [InMessage(b'{"id": 3, "v": 3}')]) == (3, 3)
     again.close()
+
+
+def test_a_restart_on_a_still_full_disk_says_the_disk_is_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opening a database writes (its log is replayed into a new file): on a full disk that
+    fails with RocksDB's I/O error. The refusal must say that the disk is full and that freeing
+    space is the fix — not send the operator to `sowd repair` for a store that is intact."""
+    Store(tmp_path).close()
+
+    def full(*args: object, **kw: object) -> None:
+        raise Exception("IO error: No space left on device: While appending to file: 000008.sst")
+
+    monkeypatch.setattr(database, "Rdict", full)
+    with pytest.raises(StoreUnusable) as refused:
+        Store(tmp_path)
+    message = str(refused.value)
+    assert f"the data directory {tmp_path} is full" in message
+    assert "free space" in message
+    assert "sowd repair" not in message

@@ -46,7 +46,7 @@ async def test_a_commit_prepares_in_slices_and_applies_in_one_step(tmp_path: Pat
     engine.close()
     engine = open_engine(tmp_path)
     assert len(engine.topics.sow["book"].records) == n
-    assert engine.writer.producers.last == {"loader": 7}  # written in the same WriteBatch
+    assert engine.writer.producers.last == {"\x00book\x00loader": 7}  # written in the same WriteBatch (user "")
     builder = engine.stages.begin("again", "book")
     builder.add([InMessage(b'{"id": 1}')])
     builder.seal()

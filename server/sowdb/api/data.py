@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from sowdb.api import convert
 from sowdb.api.service import Undecodable
-from sowdb.api.servicer import Context, Servicer, error_boundary
+from sowdb.api.servicer import Context, Servicer, authorization_of, error_boundary
 from sowdb.config import is_regex_topic
 from sowdb.engine import StoredRecord
 from sowdb.engine.access import Access, restricted
@@ -63,8 +63,8 @@ def bulk_read(access: Access, topic: str, what: str) -> str:
 class DataServicer(Servicer):
     """``sowdb.v1.DataService`` over an :class:`Engine`.
 
-    Snapshot and stage ids are unguessable (random): holding one is the right to read or commit
-    what was opened or staged under the caller's rights."""
+    Snapshot ids are unguessable (random); snapshots and stages belong to the user who opened
+    or staged them, and to other users they do not exist."""
 
     service = "DataService"
 
@@ -78,6 +78,7 @@ class DataServicer(Servicer):
             filter=restricted(request.filter, entitlement),
             bookmark=request.bookmark,
             lease_s=request.lease_seconds,
+            owner=access,
         )
         return pb.OpenSnapshotResponse(
             snapshot_id=info.snapshot_id,
@@ -91,14 +92,15 @@ class DataServicer(Servicer):
         self, request: pb.ReadSnapshotRequest, context: Context, access: Access
     ) -> AsyncIterator[pb.ReadSnapshotResponse]:
         r = request
-        async for chunk in self.engine.snapshots.read(r.snapshot_id, r.partition, r.partitions, r.batch_size):
+        chunks = self.engine.snapshots.read(r.snapshot_id, r.partition, r.partitions, r.batch_size, user=access.user)
+        async for chunk in chunks:
             yield pb.ReadSnapshotResponse(records=record_columns(chunk))
 
     @error_boundary
     async def CloseSnapshot(
         self, request: pb.CloseSnapshotRequest, context: Context, access: Access
     ) -> pb.CloseSnapshotResponse:
-        return pb.CloseSnapshotResponse(closed=self.engine.snapshots.close(request.snapshot_id))
+        return pb.CloseSnapshotResponse(closed=self.engine.snapshots.close(request.snapshot_id, user=access.user))
 
     @error_boundary
     async def ReadJournal(
@@ -132,15 +134,20 @@ class DataServicer(Servicer):
     ) -> pb.StageWriteResponse:
         builder: StageBuilder | None = None
         complete = False
+        authorization = authorization_of(context)
         try:
             async for req in request_iterator:
                 if isinstance(req, Undecodable):
                     raise req.error()
+                fresh = self.auth.current(authorization, access)  # A-4: a reload holds for open streams
+                if fresh is not access and builder is not None:
+                    fresh.require_write(builder.topic)
+                access = fresh
                 if complete:
                     raise InvalidArgument("a request after the one marked complete", field="complete")
                 if builder is None:
                     access.require_write(req.topic)
-                    builder = self.engine.stages.begin(req.stage_id, req.topic)
+                    builder = self.engine.stages.begin(req.stage_id, req.topic, access.user)
                 elif req.stage_id and req.stage_id != builder.stage_id:
                     raise InvalidArgument("a StageWrite call writes one stage", field="stage_id")
                 messages = list(req.messages)
@@ -164,7 +171,7 @@ class DataServicer(Servicer):
     ) -> pb.CommitStagesResponse:
         access.require_write(request.topic)
         producer = (request.producer_id, request.producer_seq) if request.producer_id else None
-        done = await self.engine.stages.commit(request.topic, list(request.stage_ids), producer)
+        done = await self.engine.stages.commit(request.topic, list(request.stage_ids), producer, access)
         return pb.CommitStagesResponse(
             first_bookmark=done.first, last_bookmark=done.last, message_count=done.count, duplicate=done.duplicate
         )
@@ -175,7 +182,10 @@ class DataServicer(Servicer):
     ) -> pb.AbortStagesResponse:
         return pb.AbortStagesResponse(
             aborted=self.engine.stages.abort(
-                list(request.stage_ids), request.stage_id_prefix, None if access.everything else access.can_write
+                list(request.stage_ids),
+                request.stage_id_prefix,
+                None if access.everything else access.can_write,
+                owner=access.user,
             )
         )
 

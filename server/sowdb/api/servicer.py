@@ -54,7 +54,7 @@ async def _abort(context: Context, exc: BaseException, call: Call, request: Any)
 _Handler = TypeVar("_Handler", bound=Callable[..., Any])
 
 
-def _authorization(context: Context) -> str | None:
+def authorization_of(context: Context) -> str | None:
     for key, value in context.invocation_metadata() or ():
         if key == "authorization":
             return str(value)
@@ -100,7 +100,7 @@ async def _guarded(servicer: Servicer, name: str, request: Any, context: Context
     decodable; whatever the body raises ends the call with its status (:func:`_abort`)."""
     call = _call(servicer, name, context)
     try:
-        access = servicer.auth.access(_authorization(context))
+        access = servicer.auth.access(authorization_of(context))
         call.user = access.user
         if isinstance(request, Undecodable):
             raise request.error()
@@ -155,6 +155,10 @@ class SowServicer(Servicer):
         through gRPC's completion thread while this one was applied, instead of the writer
         waiting for that hand-off after every ack.
 
+        Each request is applied under the caller's rights of the moment (A-4): after a reload a
+        request outside them is refused, and a user who no longer exists ends the call with
+        PERMISSION_DENIED.
+
         A refused request with ``stop_on_error`` ends the call (OK status) after its error
         response: the task applies each request as it receives it, so stopping there means that
         no later request — however many the client already sent — is applied. Clients that keep
@@ -163,11 +167,14 @@ class SowServicer(Servicer):
         acks: asyncio.Queue[pb.PublishResponse | Exception | None] = asyncio.Queue(PUBLISH_ACKS_AHEAD)
         rpc = f"{self.service}/Publish"
         refusals = Call(rpc, context.peer(), self.engine.counters.rpc(rpc), access.user)  # a request refused
+        authorization = authorization_of(context)
 
         async def apply_all() -> None:
+            rights = access
             try:
                 async for req in request_iterator:
-                    ack = self._apply(req, access, refusals)
+                    rights = self.auth.current(authorization, rights)  # A-4: a reload holds for open streams
+                    ack = self._apply(req, rights, refusals)
                     await acks.put(ack)
                     if ack.HasField("error") and not isinstance(req, Undecodable) and req.stop_on_error:
                         break
@@ -250,7 +257,8 @@ class SowServicer(Servicer):
     async def ReplaceSubscription(
         self, request: pb.ReplaceSubscriptionRequest, context: Context, access: Access
     ) -> pb.ReplaceSubscriptionResponse:
-        bookmark = self.engine.replace_subscription(request.sub_id, convert.replacement(request), owner=context.peer())
+        change = convert.replacement(request)
+        bookmark = self.engine.replace_subscription(request.sub_id, change, owner=context.peer(), user=access.user)
         return pb.ReplaceSubscriptionResponse(bookmark=bookmark)
 
 

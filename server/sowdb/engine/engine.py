@@ -156,10 +156,10 @@ class Engine:
             frame_bytes=self.config.server.frame_bytes,
         )
 
-    def replace_subscription(self, sub_id: str, change: Replacement, *, owner: str) -> int:
+    def replace_subscription(self, sub_id: str, change: Replacement, *, owner: str, user: str = "") -> int:
         """R-1; returns the bookmark at which the replacement took effect (the subscription keeps
-        its caller's rights)."""
-        return self.placement.replace_subscription(sub_id, change, owner=owner)
+        its caller's rights; only ``user``'s own, placed from the connection ``owner``)."""
+        return self.placement.replace_subscription(sub_id, change, owner=owner, user=user)
 
     def list_topics(self, access: Access = EVERYONE) -> list[TopicSummary]:
         """The configured topics the caller may read (A-3; an admin sees all)."""
@@ -169,7 +169,11 @@ class Engine:
         """A-4: rights changed (a reload): each live subscription whose caller lost the right to
         it — the user is gone, a topic it follows is no longer readable, its row entitlement
         changed — ends with PERMISSION_DENIED; returns how many ended. ``rights`` gives a user's
-        new rights (None for a user that no longer exists)."""
+        new rights (None for a user that no longer exists). The snapshots and stages of users who
+        lost the right to them end too (streams re-check at each request: ``Authenticator.current``)."""
+        snapshots, stages = self.snapshots.reauthorize(rights), self.stages.reauthorize(rights)
+        if snapshots or stages:
+            log.info("rights changed: %d snapshots and %d stages ended", snapshots, stages)
         ended = 0
         for sub in list(self.hub.subs.values()):
             old = sub.access

@@ -80,7 +80,7 @@ class SubscriptionHub:
 
     def add(self, sub: Subscription) -> None:
         if sub.id in self.subs:
-            raise InvalidArgument(f"sub_id {sub.id!r} is already in use", field="sub_id")
+            raise InvalidArgument(f"sub_id {sub.name!r} is already in use", field="sub_id")
         self.subs[sub.id] = sub
         self._place(sub)
 

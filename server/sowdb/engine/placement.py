@@ -27,7 +27,7 @@ from sowdb.engine.options import DEFAULT_OPTIONS, SubscriptionOptions
 from sowdb.engine.pages import PagedSubscription, PageSets, ResultSet
 from sowdb.engine.query import AsOf, PreparedQuery, QueryOptions, request_filter
 from sowdb.engine.records import StoredRecord, shaped
-from sowdb.engine.subscription import Subscription
+from sowdb.engine.subscription import Subscription, subscription_key
 from sowdb.engine.topic import SowTopic
 from sowdb.engine.topics import Topics, check_topic_name, compile_topic_pattern
 from sowdb.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -257,16 +257,17 @@ class Placement:
         if view is not None:
             self.topics.detach(view)
 
-    def replace_subscription(self, sub_id: str, change: Replacement, *, owner: str) -> int:
+    def replace_subscription(self, sub_id: str, change: Replacement, *, owner: str, user: str = "") -> int:
         """R-1: new filter and options for a live subscription; returns the sequence point at
-        which they took effect. Only the connection that placed it may replace it.
+        which they took effect. Only its user, on the connection that placed it, may replace it:
+        the connection alone proves nothing where many users share one (the console's gateway).
 
         Raises:
-            NotFound: no such subscription on this connection.
+            NotFound: no such subscription of this user on this connection.
             FailedPrecondition: its query has not finished yet.
             InvalidArgument: a bad filter or page (the subscription is unchanged).
         """
-        sub = self.hub.subs.get(sub_id)
+        sub = self.hub.subs.get(subscription_key(user, sub_id))
         if sub is None or sub.owner != owner:
             raise NotFound(f"no live subscription {sub_id!r} on this connection", field="sub_id")
         if sub.held is not None:

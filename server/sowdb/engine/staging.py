@@ -17,6 +17,11 @@ several times the bytes): a failed or aborted job — or a server restart — si
 which leaves the topic unchanged, as it must. Stages neither committed nor aborted are dropped
 when their lease ends (:meth:`Stages.expire`, from the upkeep). The bytes staged at once are
 bounded (:data:`MAX_STAGED_BYTES`).
+
+A stage belongs to the user who staged it: stage ids are the user's own namespace (two users may
+both stage ``spark-…-0``), and no other user can add to, commit or abort it, or learn its topic
+— to them it does not exist. A stage whose owner lost the right to write its topic (a reload,
+A-4) is dropped (:meth:`Stages.reauthorize`).
 """
 
 from __future__ import annotations
@@ -30,10 +35,11 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.clock import Clock
 from sowdb.engine.execution import CHUNK, Slicer
 from sowdb.engine.messages import MessageLike, check_ttls, decode_batch
-from sowdb.engine.producers import Producer, check_producer
+from sowdb.engine.producers import Producer, scoped
 from sowdb.engine.topics import Topics, check_topic_name
 from sowdb.engine.writer import Writer
 from sowdb.errors import FailedPrecondition, InvalidArgument, NotFound, PublishError, ResourceExhausted
@@ -43,6 +49,9 @@ STAGE_LEASE_S = 3600.0
 MAX_STAGED_BYTES = 2 * 1024**3
 """Bytes of documents staged at once, over all stages; a stage that would pass it is refused."""
 MAX_STAGE_ID = 256
+
+StageKey = tuple[str, str]
+"""(owner, stage id): a stage's name is its owner's own."""
 
 log = logging.getLogger("sowdb.engine")
 
@@ -88,14 +97,19 @@ def _check_stage_id(stage_id: str, field: str = "stage_id") -> None:
 class StageBuilder:
     """One StageWrite call: messages added in order, checked as they come."""
 
-    def __init__(self, stages: Stages, stage_id: str, stage: _Stage) -> None:
+    def __init__(self, stages: Stages, key: StageKey, stage: _Stage) -> None:
         self._stages = stages
-        self.stage_id = stage_id
+        self.key = key
+        self.stage_id = key[1]
         self._stage = stage
 
     @property
     def count(self) -> int:
         return len(self._stage.raws)
+
+    @property
+    def topic(self) -> str:
+        return self._stage.topic
 
     def add(self, messages: Sequence[MessageLike], ttls: Sequence[float | None] | None = None) -> None:
         """Check and keep messages (K-3); an error names the message by its index in the stage.
@@ -112,7 +126,7 @@ class StageBuilder:
         raws = [m.data for m in messages]
         size = sum(map(len, raws))
         if self._stages.staged_bytes + size > MAX_STAGED_BYTES:
-            self._stages.discard(self.stage_id)
+            self._stages.discard(self.key)
             raise ResourceExhausted(
                 f"the server holds {MAX_STAGED_BYTES // 1024**2} MiB of staged messages, its limit; commit or abort "
                 "stages, or write in smaller jobs",
@@ -129,7 +143,7 @@ class StageBuilder:
                 key_optional=topic is None,
             )
         except PublishError as exc:
-            self._stages.discard(self.stage_id)
+            self._stages.discard(self.key)
             raise PublishError(self.count + exc.index, exc.cause) from None
         if ttls is not None or stage.ttls is not None:
             stage.ttls = (stage.ttls or [None] * len(stage.raws)) + list(ttls or [None] * len(raws))
@@ -147,7 +161,7 @@ class StageBuilder:
     def discard(self) -> None:
         """The call failed or was cancelled: the stage is dropped."""
         if not self._stage.sealed:
-            self._stages.discard(self.stage_id, only=self._stage)
+            self._stages.discard(self.key, only=self._stage)
 
 
 class Stages:
@@ -159,13 +173,13 @@ class Stages:
         self.clock = clock
         self.lease_us = int(lease_s * 1_000_000)
         self.staged_bytes = 0
-        self._held: dict[str, _Stage] = {}
+        self._held: dict[StageKey, _Stage] = {}
 
     def __len__(self) -> int:
         return len(self._held)
 
-    def begin(self, stage_id: str, topic: str) -> StageBuilder:
-        """Start (or restart: a stage id held already is replaced) a stage for ``topic``.
+    def begin(self, stage_id: str, topic: str, owner: str = "") -> StageBuilder:
+        """Start (or restart: a stage id the owner holds already is replaced) a stage for ``topic``.
 
         Raises:
             InvalidArgument: a bad stage id or topic name.
@@ -175,55 +189,72 @@ class Stages:
         _check_stage_id(stage_id)
         check_topic_name(topic)
         self.topics.check_writable(topic, "stage writes for")
-        old = self._held.get(stage_id)
+        key = (owner, stage_id)
+        old = self._held.get(key)
         if old is not None and old.committing:
             raise FailedPrecondition(f"stage {stage_id!r} is being committed", field="stage_id")
-        self.discard(stage_id)
-        stage = self._held[stage_id] = _Stage(topic, self.clock() + self.lease_us)
-        return StageBuilder(self, stage_id, stage)
+        self.discard(key)
+        stage = self._held[key] = _Stage(topic, self.clock() + self.lease_us)
+        return StageBuilder(self, key, stage)
 
-    def discard(self, stage_id: str, *, only: _Stage | None = None) -> bool:
-        stage = self._held.get(stage_id)
+    def discard(self, key: StageKey, *, only: _Stage | None = None) -> bool:
+        stage = self._held.get(key)
         if stage is None or (only is not None and stage is not only):
             return False
-        del self._held[stage_id]
+        del self._held[key]
         self.staged_bytes -= stage.bytes
         return True
 
     def abort(
-        self, stage_ids: Sequence[str] = (), prefix: str = "", writable: Callable[[str], bool] | None = None
+        self,
+        stage_ids: Sequence[str] = (),
+        prefix: str = "",
+        writable: Callable[[str], bool] | None = None,
+        owner: str = "",
     ) -> int:
-        """Drop stages by id and by id prefix (those being committed stay, and, given
-        ``writable``, those of topics the caller may not write); returns how many."""
-        ids = set(stage_ids)
+        """Drop the owner's stages by id and by id prefix (those being committed stay, and,
+        given ``writable``, those of topics the caller may not write); returns how many."""
+        keys = {(owner, sid) for sid in stage_ids}
         if prefix:
-            ids.update(sid for sid in self._held if sid.startswith(prefix))
+            keys.update(k for k in self._held if k[0] == owner and k[1].startswith(prefix))
         held = self._held
         return sum(
             1
-            for sid in ids
-            if sid in held
-            and not held[sid].committing
-            and (writable is None or writable(held[sid].topic))
-            and self.discard(sid)
+            for key in keys
+            if key in held
+            and not held[key].committing
+            and (writable is None or writable(held[key].topic))
+            and self.discard(key)
         )
+
+    def reauthorize(self, rights: Callable[[str], Access | None]) -> int:
+        """A-4: drop the stages (not being committed) whose owner no longer exists or may no
+        longer write their topic; returns how many. ``rights`` gives a user's new rights."""
+        gone = []
+        for key, stage in self._held.items():
+            new = rights(key[0])
+            if not stage.committing and (new is None or not new.can_write(stage.topic)):
+                gone.append(key)
+        for key in gone:
+            self.discard(key)
+        return len(gone)
 
     def expire(self) -> int:
         """Drop stages whose lease has ended; returns how many."""
         now = self.clock()
-        gone = [sid for sid, s in self._held.items() if s.expires_us <= now and not s.committing]
-        for sid in gone:
-            self.discard(sid)
+        gone = [key for key, s in self._held.items() if s.expires_us <= now and not s.committing]
+        for key in gone:
+            self.discard(key)
         return len(gone)
 
-    def _claim(self, topic: str, stage_ids: Sequence[str]) -> list[_Stage]:
+    def _claim(self, topic: str, stage_ids: Sequence[str], owner: str) -> list[_Stage]:
         if not stage_ids:
             raise InvalidArgument("name at least one stage to commit", field="stage_ids")
         if len(set(stage_ids)) != len(stage_ids):
             raise InvalidArgument("a stage is named twice", field="stage_ids")
         out = []
         for i, sid in enumerate(stage_ids):
-            stage = self._held.get(sid)
+            stage = self._held.get((owner, sid))
             field = f"stage_ids[{i}]"
             if stage is None:
                 raise NotFound(
@@ -242,22 +273,27 @@ class Stages:
             out.append(stage)
         return out
 
-    async def commit(self, topic: str, stage_ids: Sequence[str], producer: Producer | None = None) -> Committed:
-        """Apply exactly the named stages to ``topic``, in the order named, as one atomic batch.
+    async def commit(
+        self, topic: str, stage_ids: Sequence[str], producer: Producer | None = None, access: Access = EVERYONE
+    ) -> Committed:
+        """Apply exactly the named stages to ``topic``, in the order named, as one atomic batch,
+        under the committer's ``access`` (a row filter: its rows only, as a publish).
 
         Raises:
-            NotFound: a stage is not held (nothing is applied).
+            NotFound: the committer holds no such stage (nothing is applied); its stages and its
+                J-4 ``producer`` on this topic are its own.
             FailedPrecondition: a stage is still being written or committed; the topic is
                 read-only.
             InvalidArgument: no stages, a stage of another topic, a bad producer.
         """
         check_topic_name(topic)
+        owner = access.user
         if producer is not None:
-            check_producer(*producer)
-        stages = self._claim(topic, stage_ids)
+            producer = scoped(producer, owner, topic)
+        stages = self._claim(topic, stage_ids, owner)
         if producer is not None and self.writer.producers.duplicate(*producer):
             for sid in stage_ids:
-                self.discard(sid)
+                self.discard((owner, sid))
             return Committed(0, 0, 0, duplicate=True)
         for stage in stages:
             stage.committing = True
@@ -269,7 +305,7 @@ class Stages:
             for stage in stages:
                 stage.committing = False
         for sid in stage_ids:
-            self.discard(sid)
+            self.discard((owner, sid))
         if raws and not first:
             return Committed(0, 0, 0, duplicate=True)  # the producer committed the same sequence meanwhile
         return Committed(first, last, len(raws))

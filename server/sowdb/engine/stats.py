@@ -233,7 +233,7 @@ def _queued(sub: Subscription) -> int:
 
 def _subscription(sub: Subscription, topic: str) -> SubscriptionFigures:
     return SubscriptionFigures(
-        sub_id=sub.id,
+        sub_id=sub.name,
         topic=topic,
         filter=sub.filter.text if sub.filter is not None else "",
         user=sub.access.user,

@@ -54,7 +54,7 @@ class SubscriptionStream:
 
     @property
     def sub_id(self) -> str:
-        return self.sub.id
+        return self.sub.name
 
     async def __aenter__(self) -> SubscriptionStream:
         return self
@@ -75,7 +75,7 @@ class SubscriptionStream:
             SlowConsumer: the subscriber fell further behind than its queue allows (SL-1).
         """
         sub = self.sub
-        yield Subscribed(sub.id, self._writer.last_seq)
+        yield Subscribed(sub.name, self._writer.last_seq)
         delivered: list[StoredRecord] = []
         if self._query is not None:
             async for event in self._query:

@@ -37,6 +37,13 @@ DEFAULT_MAX_QUEUE_RECORDS = 100_000
 DEFAULT_MAX_QUEUE_BYTES = 64 * 1024 * 1024
 
 
+def subscription_key(user: str, sub_id: str) -> str:
+    """Where the hub files a user's subscription: a sub_id is its user's own (two users may both
+    name theirs ``risk-dashboard``, and neither can reach the other's). A sub_id is printable,
+    so it holds no NUL; with security off (the user "") the key is the sub_id itself."""
+    return f"{user}\x00{sub_id}" if user else sub_id
+
+
 class SlowConsumer(ResourceExhausted):
     """The subscriber's queue passed its limit (SL-1); the message says which and by how much."""
 
@@ -60,7 +67,8 @@ class Subscription:
         max_records: int = DEFAULT_MAX_QUEUE_RECORDS,
         max_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
     ) -> None:
-        self.id = sub_id or secrets.token_urlsafe(16)
+        self.name = sub_id or secrets.token_urlsafe(16)  # the id its subscriber knows it by
+        self.id = subscription_key(access.user, self.name)  # the hub's key: the name, in its user's scope
         self.access = access  # A-1, A-2: the topics its caller may read, the rows it may see
         self.owner = owner
         self.topic = topic
@@ -99,10 +107,16 @@ class Subscription:
 
     def wants(self, topic: str) -> bool:
         """Whether changes to ``topic`` concern it: its name or pattern, and a topic its caller
-        may read (A-3: a regex subscription sees only those)."""
+        may read (A-3: a regex subscription sees only those). A private view (an aggregated
+        subscription's, named ``\x00aggregate …``) concerns only the subscription that follows it
+        by that name: no pattern reaches it."""
         hit = self._topics.get(topic)
         if hit is None:
-            named = self.regex.search(topic) is not None if self.regex is not None else topic == self.topic
+            named = (
+                self.regex.search(topic) is not None
+                if self.regex is not None and not topic.startswith("\x00")
+                else topic == self.topic
+            )
             hit = self._topics[topic] = named and self.access.can_read(topic)
         return hit
 

@@ -24,7 +24,7 @@ from sowdb.engine.counters import Counters
 from sowdb.engine.expiry import ExpiryQueue
 from sowdb.engine.fanout import FanOut
 from sowdb.engine.messages import MessageLike, check_ttls, decode_batch, expiries
-from sowdb.engine.producers import Producer, Producers
+from sowdb.engine.producers import Producer, Producers, scoped
 from sowdb.engine.query import request_filter
 from sowdb.engine.records import StoredRecord, decode_document, merge_delta
 from sowdb.engine.topic import SowTopic
@@ -92,15 +92,18 @@ class Writer:
                 protobuf ``PublishMessage`` itself, which saves a copy per message).
             ttls: per-message time to live in seconds (None: the topic's default), if any.
             producer: J-4 (producer id, sequence): applied only if the sequence is above the
-                producer's last applied one, which is written in the same WriteBatch.
+                producer's last applied one, which is written in the same WriteBatch. The id is
+                the caller's own on this topic (:func:`~sowdb.engine.producers.scoped`).
 
         Raises:
             PublishError: a message is invalid; it names the message (K-3). Nothing is stored.
-            InvalidArgument: the topic name is invalid or there are no messages.
+            InvalidArgument: the topic name is invalid, there are no messages, a bad producer.
             FailedPrecondition: the topic is a view or conflated topic (K-4).
         """
         check_topic_name(topic_name)
         access.require_write(topic_name)
+        if producer is not None:
+            producer = scoped(producer, access.user, topic_name)
         self.topics.check_writable(topic_name, "publish to")
         if not messages:
             raise InvalidArgument("a publish request needs at least one message", field="messages")
@@ -126,6 +129,7 @@ class Writer:
     ) -> tuple[int, int]:
         """Apply messages decoded and keyed beforehand (staged writes, :mod:`sowdb.engine.staging`)
         as one atomic batch, exactly as :meth:`publish` applies a request; (0, 0) for a duplicate.
+        A ``producer`` here is keyed already (:func:`~sowdb.engine.producers.scoped`).
 
         Raises:
             FailedPrecondition: the topic became read-only.

@@ -24,6 +24,7 @@ from sowdb.storage.failures import (
     StoreUnusable,
     check_directory,
     data_loss,
+    disk_full,
     recovery_steps,
     storage_failure,
 )
@@ -66,6 +67,11 @@ class Database:
             text = str(exc)
             if "lock" in text.lower():
                 raise StoreLocked(self.path) from None
+            if disk_full(text):  # opening writes (the log is replayed into a new file)
+                raise StoreUnusable(
+                    f"the data directory {self.path} is full ({text[:200]}), and opening the database needs to write; "
+                    "free space there and start again. The data is intact: nothing needs repairing"
+                ) from None
             if "Corruption" in text or "No such file" in text or "IO error" in text:
                 raise StoreUnusable(
                     f"the data directory {self.path} cannot be opened: {text[:300]}. " + recovery_steps(self.path)

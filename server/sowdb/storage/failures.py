@@ -21,6 +21,11 @@ class StorageFailed(Unavailable):
     """The data directory cannot be written (an I/O error other than a full disk)."""
 
 
+def disk_full(text: str) -> bool:
+    """Whether RocksDB's error text is the OS saying the filesystem is full."""
+    return "No space left" in text or "ENOSPC" in text
+
+
 def storage_failure(path: str, exc: Exception) -> SowdbError:
     """The domain error of a failed RocksDB write: what happened, where, and what comes next.
 
@@ -29,7 +34,7 @@ def storage_failure(path: str, exc: Exception) -> SowdbError:
     alone does not help), which :meth:`Store.reopen` does.
     """
     cause = str(exc).split(": While ")[0].removeprefix("IO error: ")[:200]
-    full = "No space left" in cause or "ENOSPC" in cause
+    full = disk_full(cause)
     what = (
         f"the data directory {path} is full ({cause}); writes resume once space is freed there"
         if full

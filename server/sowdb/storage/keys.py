@@ -26,9 +26,10 @@ the engine needs:
   is kept too, so a change of durability in the config is noticed at start; ``records | 0x00 |
   topic``: BE u64 of the number of records the topic has in ``current``, written in the same
   WriteBatch as every change to it, so that start-up and ``sowd verify`` can tell a ``current``
-  that lost records from one that is whole; ``producer | 0x00 | id``: BE u64 of the last
-  sequence an idempotent producer had applied (J-4), written in the same WriteBatch as its
-  messages).
+  that lost records from one that is whole; ``producer | 0x00 | user | 0x00 | topic | 0x00 |
+  id``: BE u64 of the last sequence an idempotent producer had applied (J-4), written in the
+  same WriteBatch as its messages — ``producer | 0x00 | id`` in stores written before producers
+  were scoped, see :mod:`sowdb.engine.producers`).
 
 Values use fixed big-endian headers followed by the variable parts:
 
