@@ -49,11 +49,11 @@ TOPICS: dict[str, Any] = {
         {"name": "audit", "key": ["/id"]},
     ],
 }
-DESK_A_ROWS = [{"orderId": i, "desk": "A", "qty": i * 10} for i in range(1, 6)]
-DESK_B_ROWS = [
+DESK_A_ROWS: list[dict[str, Any]] = [{"orderId": i, "desk": "A", "qty": i * 10} for i in range(1, 6)]
+DESK_B_ROWS: list[dict[str, Any]] = [
     {"orderId": i, "desk": "B", "qty": i * 10, "secret": f"s-{i}", "pin": 1000 + 37 * i} for i in range(20, 25)
 ]
-AUDIT_ROWS = [{"id": 1, "what": "admin only"}]
+AUDIT_ROWS: list[dict[str, Any]] = [{"id": 1, "what": "admin only"}]
 
 
 def users_toml(users: dict[str, list[str]], tokens: dict[str, str]) -> str:

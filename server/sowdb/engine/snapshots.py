@@ -27,6 +27,7 @@ from sowdb.engine.queries import Queries
 from sowdb.engine.query import PreparedQuery, QueryOptions
 from sowdb.engine.records import StoredRecord
 from sowdb.errors import InvalidArgument, NotFound, ResourceExhausted
+from sowdb.expr import CompiledFilter
 
 DEFAULT_LEASE_S = 600.0
 MAX_LEASE_S = 86_400.0
@@ -73,8 +74,20 @@ class Snapshots:
     def __len__(self) -> int:
         return len(self._held)
 
-    async def open(self, topic: str, *, filter: str = "", bookmark: str = "", lease_s: float = 0.0) -> SnapshotInfo:
+    async def open(
+        self,
+        topic: str,
+        *,
+        filter: str = "",
+        bookmark: str = "",
+        lease_s: float = 0.0,
+        entitlement: CompiledFilter | None = None,
+    ) -> SnapshotInfo:
         """Pin the records of a query (topic or regex, filter, optional historical bookmark).
+
+        ``entitlement`` (A-2) keeps only the rows the caller may see; it is applied apart from
+        ``filter``, which is parsed on its own, and ``records_scanned`` then counts nothing
+        (issue 26: the candidates an index or key chose would count rows the caller may not see).
 
         Everything is checked, and the records to scan are taken, before the first await: the
         snapshot is the state at one point. The filter runs afterwards, in slices.
@@ -106,7 +119,8 @@ class Snapshots:
             sources = query.snapshot(topics)
             at = self.queries.writer.last_seq
             walk = None
-        matched, scanned = await scan(sources, query.filter, Slicer(), point=walk)
+        entitlements = None if entitlement is None else [entitlement] * len(sources)
+        matched, scanned = await scan(sources, query.filter, Slicer(), point=walk, entitlements=entitlements)
         lease_us = int((lease_s or DEFAULT_LEASE_S) * 1_000_000)
         snapshot_id = secrets.token_hex(16)
         self._held[snapshot_id] = _Snapshot(matched, at, lease_us, self.queries.clock())

@@ -1,0 +1,205 @@
+"""Issue 26, leaks (A-2: a record outside the entitlement is never sent, nor anything about it):
+each test performs the attack a hostile but authenticated caller would, through the real
+server, and checks that it learns nothing about desk B's rows and changes nothing it may not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+import pytest
+
+from sowdb.engine import columns as cols
+from sowdb_api.v1 import data_pb2 as dpb
+from sowdb_api.v1 import data_pb2_grpc
+from sowdb_client import InvalidArgumentError, PermissionDeniedError, PublishError
+from sowdb_client.errors import from_rpc_error
+from tests.security.conftest import DESK_A_ROWS, DESK_B_ROWS, TOKENS, Secured
+
+INJECTIONS = ["1=1) OR (1=1", "TRUE) OR (TRUE", "/desk = 'B') OR (/desk = 'B'"]
+
+
+async def open_snapshot(s: Secured, user: str, **request: Any) -> tuple[dpb.OpenSnapshotResponse, list[dict[str, Any]]]:
+    """OpenSnapshot then ReadSnapshot as ``user``: the response and the records read."""
+    import orjson
+
+    meta = (("authorization", f"Bearer {TOKENS[user]}"),)
+    async with grpc.aio.insecure_channel(s.target) as channel:
+        stub = data_pb2_grpc.DataServiceStub(channel)
+        try:
+            snap = await stub.OpenSnapshot(dpb.OpenSnapshotRequest(**request), metadata=meta)
+            rows = [
+                orjson.loads(d)
+                async for resp in stub.ReadSnapshot(
+                    dpb.ReadSnapshotRequest(snapshot_id=snap.snapshot_id), metadata=meta
+                )
+                for d in resp.records.data
+            ]
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from None
+    return snap, rows
+
+
+# 1. filter text injection
+
+
+@pytest.mark.parametrize("injected", INJECTIONS)
+async def test_a_filter_that_closes_the_entitlements_parenthesis_is_refused(secured: Secured, injected: str) -> None:
+    for bookmark in ("", "now", "1"):  # current, and a historical snapshot (Spark's bookmark option)
+        with pytest.raises(InvalidArgumentError) as err:
+            await open_snapshot(secured, "reader", topic="orders", filter=injected, bookmark=bookmark)
+        assert err.value.field == "filter"
+    async with secured.client("reader") as c:
+        with pytest.raises(InvalidArgumentError):
+            await c.sow("orders", filter=injected).records()
+
+
+async def test_a_snapshot_holds_the_entitled_rows_only(secured: Secured) -> None:
+    for flt in ("", "/qty > 0", "/desk = 'B'", "/desk = 'B' OR /desk = 'A'", "NOT (/desk = 'A')"):
+        for bookmark in ("", "1"):
+            snap, rows = await open_snapshot(secured, "reader", topic="orders", filter=flt, bookmark=bookmark)
+            assert all(r["desk"] == "A" for r in rows), (flt, bookmark)
+            assert snap.record_count == len(rows)
+    _, rows = await open_snapshot(secured, "reader", topic="orders")
+    assert sorted(r["orderId"] for r in rows) == [r["orderId"] for r in DESK_A_ROWS]
+
+
+# 2. records_scanned as an oracle
+
+
+async def figures(s: Secured, user: str, **query: Any) -> tuple[int, int, int]:
+    """(records_scanned, records_matched, records returned) of a query as ``user``."""
+    async with s.client(user) as c:
+        result = c.sow("orders", **query)
+        rows = await result.records()
+    end = result.group_end
+    assert end is not None
+    return end.records_scanned, end.records_matched, len(rows)
+
+
+PROBES: list[
+    tuple[dict[str, Any], dict[str, Any]]
+] = [  # pairs of queries that differ only in what they ask about desk B's rows
+    ({"filter": "/secret = 's-20'"}, {"filter": "/secret = 'nope'"}),  # the index on /secret
+    ({"filter": "/orderId = 20"}, {"filter": "/orderId = 999"}),  # a key lookup: existence
+    ({"sow_keys": ["20"]}, {"sow_keys": ["999"]}),
+    ({"filter": "/orderId = 20", "bookmark": "now"}, {"filter": "/orderId = 999", "bookmark": "now"}),
+    ({"filter": "/orderId = 20", "bookmark": "10"}, {"filter": "/orderId = 999", "bookmark": "10"}),
+]
+
+
+@pytest.mark.parametrize(("hit", "miss"), PROBES)
+async def test_query_figures_say_nothing_about_hidden_rows(
+    start_secured: Any, hit: dict[str, Any], miss: dict[str, Any]
+) -> None:
+    s = await start_secured(
+        topics={"topic": [{"name": "orders", "key": ["/orderId"], "indexes": ["/secret"], "history": {"window": "1d"}}]}
+    )
+    # the probe tells an admin, whom it may tell (so the test can fail)
+    assert (await figures(s, "admin", **hit))[0] != (await figures(s, "admin", **miss))[0]
+    for user in ("reader", "trader"):
+        assert await figures(s, user, **hit) == await figures(s, user, **miss)
+
+
+async def test_a_bisection_on_the_columns_recovers_no_hidden_field(
+    secured: Secured, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's attack: ``/pin > N`` served by the columns; records_scanned, halving N each
+    query, would recover desk B's pins in ~20 queries."""
+    monkeypatch.setattr(cols, "MIN_RECORDS", 5)
+    engine = secured.server.engine
+    assert engine is not None
+    await figures(secured, "admin", filter="/pin > 0")  # wants the column
+    while engine.topics.build_columns():
+        pass
+
+    async def bisect(user: str) -> int:
+        low, high = 0, 1 << 20  # the largest pin is in (low, high]
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (mid, high) if (await figures(secured, user, filter=f"/pin > {mid}"))[0] else (low, mid)
+        return high
+
+    assert await bisect("admin") == max(r["pin"] for r in DESK_B_ROWS)  # the oracle, for an admin
+    assert await bisect("reader") == 1  # tells nothing
+
+
+async def test_snapshot_figures_say_nothing_about_hidden_rows(start_secured: Any) -> None:
+    s = await start_secured(
+        topics={"topic": [{"name": "orders", "key": ["/orderId"], "indexes": ["/secret"], "history": {"window": "1d"}}]}
+    )
+    for hit, miss in PROBES:
+        if "sow_keys" in hit:
+            continue
+        a, _ = await open_snapshot(s, "reader", topic="orders", **hit)
+        b, _ = await open_snapshot(s, "reader", topic="orders", **miss)
+        assert (a.records_scanned, a.record_count) == (b.records_scanned, b.record_count), hit
+    a, _ = await open_snapshot(s, "admin", topic="orders", filter="/orderId = 20")
+    assert a.records_scanned == 1
+
+
+# 3. writes onto hidden rows
+
+
+async def test_a_delta_cannot_pull_a_hidden_row_into_view(secured: Secured) -> None:
+    before = await secured.state()
+    async with secured.client("trader") as c:
+        with pytest.raises(PublishError) as err:
+            await c.publish("orders", [{"orderId": 20, "desk": "A"}], delta=True)
+        assert err.value.code == grpc.StatusCode.PERMISSION_DENIED
+        assert err.value.message_index == 0
+        assert err.value.stored == 0
+        assert await c.sow("orders", filter="/orderId = 20").records() == []
+    assert await secured.state() == before
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"orderId": 21, "desk": "A", "qty": 1}],  # replaces a hidden row
+        [{"orderId": 1, "desk": "B", "qty": 1}],  # moves a visible row out of sight
+        [{"orderId": 50, "desk": "B"}],  # makes a row it could not see
+        [{"orderId": 60, "desk": "A"}, {"orderId": 22, "desk": "A"}],  # one bad message refuses the batch
+    ],
+)
+async def test_a_row_filtered_writer_writes_inside_its_rows_only(secured: Secured, messages: list[Any]) -> None:
+    before = await secured.state()
+    async with secured.client("trader") as c:
+        for delta in (False, True):
+            with pytest.raises(PublishError) as err:
+                await c.publish("orders", messages, delta=delta)
+            assert err.value.code == grpc.StatusCode.PERMISSION_DENIED
+            assert err.value.stored == 0
+    assert await secured.state() == before
+
+
+async def test_a_row_filtered_writer_still_writes_its_own_rows(secured: Secured) -> None:
+    async with secured.client("trader") as c:
+        await c.publish("orders", [{"orderId": 2, "desk": "A", "qty": 7}, {"orderId": 60, "desk": "A"}])
+        await c.publish("orders", [{"orderId": 3, "qty": 8}], delta=True)
+        rows = {r.sow_key: r.json() for r in await c.sow("orders", filter="/orderId IN (2, 3, 60)").records()}
+    assert rows == {
+        "2": {"orderId": 2, "desk": "A", "qty": 7},
+        "3": {"orderId": 3, "desk": "A", "qty": 8},
+        "60": {"orderId": 60, "desk": "A"},
+    }
+
+
+async def test_sow_delete_reaches_visible_rows_only(secured: Secured) -> None:
+    async with secured.client("trader") as c:
+        assert await c.sow_delete("orders", sow_keys=["20", "21"]) == 0
+        assert await c.sow_delete("orders", filter="/secret = 's-22'") == 0
+        assert await c.sow_delete("orders", filter="/qty > 0") == len(DESK_A_ROWS)
+    async with secured.client("admin") as c:
+        assert sorted(r.json()["desk"] for r in await c.sow("orders").records()) == ["B"] * 5
+
+
+async def test_a_write_only_role_deletes_by_key_only(secured: Secured) -> None:
+    before = await secured.state()
+    async with secured.client("writer") as c:
+        with pytest.raises(PermissionDeniedError) as err:
+            await c.sow_delete("orders", filter="/secret = 's-20'")  # 1 or 0 would answer it
+        assert "delete by filter" in str(err.value)
+        assert await secured.state() == before
+        assert await c.sow_delete("orders", sow_keys=["20"]) == 1
+        assert await c.sow_delete("orders", data={"orderId": 21}) == 1
