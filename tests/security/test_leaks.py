@@ -4,6 +4,9 @@ server, and checks that it learns nothing about desk B's rows and changes nothin
 
 from __future__ import annotations
 
+import asyncio
+import urllib.error
+import urllib.request
 from typing import Any
 
 import grpc
@@ -12,9 +15,10 @@ import pytest
 from sowdb.engine import columns as cols
 from sowdb_api.v1 import data_pb2 as dpb
 from sowdb_api.v1 import data_pb2_grpc
-from sowdb_client import InvalidArgumentError, PermissionDeniedError, PublishError
+from sowdb_client import FailedPreconditionError, InvalidArgumentError, PermissionDeniedError, PublishError
 from sowdb_client.errors import from_rpc_error
-from tests.security.conftest import DESK_A_ROWS, DESK_B_ROWS, TOKENS, Secured
+from tests.security.conftest import DESK_A_ROWS, DESK_B_ROWS, ROLES, TOKENS, USERS, Secured
+from tests.support import take
 
 INJECTIONS = ["1=1) OR (1=1", "TRUE) OR (TRUE", "/desk = 'B') OR (/desk = 'B'"]
 
@@ -203,3 +207,80 @@ async def test_a_write_only_role_deletes_by_key_only(secured: Secured) -> None:
         assert await secured.state() == before
         assert await c.sow_delete("orders", sow_keys=["20"]) == 1
         assert await c.sow_delete("orders", data={"orderId": 21}) == 1
+
+
+# 4. names and counts
+
+
+async def test_an_unknown_topic_names_only_the_callers_topics(start_secured: Any) -> None:
+    roles = [*ROLES, {"name": "ord", "read": ["^ord"]}]
+    s = await start_secured(roles=roles, users={**USERS, "ordfan": ["ord"]})
+    for user in ("reader", "trader", "norights"):  # a name it may not read: the same answer, found or not
+        async with s.client(user) as c:
+            for topic in ("audit", "nope"):
+                with pytest.raises(PermissionDeniedError) as denied:
+                    await c.sow(topic).records()
+                if topic == "nope":
+                    assert "audit" not in denied.value.message
+    async with s.client("writer") as c:
+        with pytest.raises(PermissionDeniedError):
+            await c.sow_delete("nope", sow_keys=["1"])
+    async with s.client("ordfan") as c:  # may read every name starting with ord: told which exist
+        with pytest.raises(FailedPreconditionError) as err:
+            await c.sow("ordersx").records()
+        assert "orders" in err.value.message
+        assert "audit" not in err.value.message
+    with pytest.raises(FailedPreconditionError) as err:
+        await open_snapshot(s, "ordfan", topic="ordersx")
+    assert "audit" not in err.value.message
+    async with s.client("admin") as c:  # an admin is told every topic
+        with pytest.raises(FailedPreconditionError) as err:
+            await c.sow("ordersx").records()
+        assert "audit" in err.value.message
+
+
+async def test_topic_counts_cover_no_hidden_rows(secured: Secured) -> None:
+    async with secured.client("admin") as c:
+        assert {t.name: t.record_count for t in await c.list_topics()} == {"orders": 10, "audit": 1}
+        assert (await c.stats("orders", topics_only=True)).topics[0].records == 10
+    async with secured.client("reader") as c:
+        assert {t.name: t.record_count for t in await c.list_topics()} == {"orders": 0}
+        (figures_,) = (await c.stats("orders", topics_only=True)).topics
+    counts = (figures_.records, figures_.bytes_stored, figures_.publishes, figures_.bytes_published)
+    assert counts == (0, 0, 0, 0)
+
+
+def scrape(port: int, token: str | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics")
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+@pytest.mark.parametrize("metrics_user", ["", "prom"])
+async def test_metrics_name_no_user_and_may_ask_for_a_token(start_secured: Any, metrics_user: str) -> None:
+    s = await start_secured(
+        users={**USERS, "prom": []},
+        server={"metrics_listen": "127.0.0.1:0"},
+        security={"metrics_user": metrics_user} if metrics_user else {},
+    )
+    assert s.server.metrics is not None
+    port = s.server.metrics.port
+    async with s.client("reader") as c:
+        stream = c.subscribe("orders")
+        await take(stream, 1)  # subscribed
+        if metrics_user:
+            for token in (None, "wrong", TOKENS["reader"], TOKENS["admin"]):
+                status, body = await asyncio.to_thread(scrape, port, token)
+                assert status == 401, token
+                assert "sowdb_" not in body
+        status, body = await asyncio.to_thread(scrape, port, TOKENS["prom"] if metrics_user else None)
+        stream.cancel()
+    assert status == 200
+    assert 'sowdb_subscription_queued_events{sub_id="' in body
+    assert "reader" not in body
+    assert "user=" not in body

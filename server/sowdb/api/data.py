@@ -77,6 +77,7 @@ class DataServicer(Servicer):
             request.topic,
             filter=request.filter,  # parsed on its own; the entitlement is applied apart (issue 26)
             entitlement=bulk_read(access, request.topic, "a snapshot"),
+            known=access.known,
             bookmark=request.bookmark,
             lease_s=request.lease_seconds,
         )

@@ -14,7 +14,7 @@ grants the read — no filter on one of them means every row (A-2).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from sowdb.config import RoleConfig, is_regex_topic
@@ -59,6 +59,14 @@ class Access:
 
     def can_write(self, topic: str) -> bool:
         return self.everything or any(_grants(r.write, topic) for r in self.roles)
+
+    @property
+    def known(self) -> Callable[[str], bool] | None:
+        """Which topic names a refusal may tell this caller about: those it may read or write
+        (None: every name, for an admin). Issue 26: no list of every topic to any caller."""
+        if self.admin:
+            return None
+        return lambda topic: self.can_read(topic) or self.can_write(topic)
 
     def require_read(self, topic: str, what: str = "read") -> None:
         """Raises:

@@ -240,9 +240,8 @@ class Placement:
             )
         if is_regex_topic(opts.topic):
             raise InvalidArgument(f"{kind} subscription reads one topic, not a pattern", field="topic")
-        topic = self.topics.sow_topic(opts.topic)
         access.require_read(opts.topic)
-        return topic
+        return self.topics.sow_topic(opts.topic, access.known)
 
     def _result_set(self, topic: SowTopic, query: PreparedQuery, sow_keys: frozenset[str] | None) -> ResultSet:
         opts = query.opts

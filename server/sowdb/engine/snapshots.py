@@ -18,7 +18,7 @@ that is told to start over (``NOT_FOUND``).
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from sowdb.engine.bookmarks import parse_bookmark
@@ -82,12 +82,14 @@ class Snapshots:
         bookmark: str = "",
         lease_s: float = 0.0,
         entitlement: CompiledFilter | None = None,
+        known: Callable[[str], bool] | None = None,
     ) -> SnapshotInfo:
         """Pin the records of a query (topic or regex, filter, optional historical bookmark).
 
         ``entitlement`` (A-2) keeps only the rows the caller may see; it is applied apart from
         ``filter``, which is parsed on its own, and ``records_scanned`` then counts nothing
         (issue 26: the candidates an index or key chose would count rows the caller may not see).
+        ``known``: the topics an unknown topic's refusal may list (None: all).
 
         Everything is checked, and the records to scan are taken, before the first await: the
         snapshot is the state at one point. The filter runs afterwards, in slices.
@@ -106,7 +108,7 @@ class Snapshots:
                 field="topic",
             )
         query = PreparedQuery(QueryOptions(topic=topic, filter=filter, bookmark=bookmark))
-        topics = self.queries.topics.resolve(topic)
+        topics = self.queries.topics.resolve(topic, known)
         point = parse_bookmark(bookmark) if bookmark.strip() else None
         if point is not None and not point.now:
             as_of = self.queries.journal.as_of(topics, point)

@@ -261,8 +261,8 @@ class Writer:
                 "give exactly one of filter, sow_keys or data" + (f" (got {', '.join(given)})" if given else ""),
                 field=given[1] if len(given) > 1 else "filter",
             )
-        topic = self.topics.sow_topic(topic_name)
         access.require_write(topic_name)
+        topic = self.topics.sow_topic(topic_name, access.known)
         self.topics.check_writable(topic_name, "delete from")
         flt = request_filter(filter)
         if flt is not None:
