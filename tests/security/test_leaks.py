@@ -7,14 +7,17 @@ from __future__ import annotations
 import asyncio
 import urllib.error
 import urllib.request
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
+import orjson
 import pytest
 
 from sowdb.engine import columns as cols
 from sowdb_api.v1 import data_pb2 as dpb
 from sowdb_api.v1 import data_pb2_grpc
+from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import FailedPreconditionError, InvalidArgumentError, PermissionDeniedError, PublishError
 from sowdb_client.errors import from_rpc_error
 from tests.security.conftest import DESK_A_ROWS, DESK_B_ROWS, ROLES, TOKENS, USERS, Secured
@@ -25,8 +28,6 @@ INJECTIONS = ["1=1) OR (1=1", "TRUE) OR (TRUE", "/desk = 'B') OR (/desk = 'B'"]
 
 async def open_snapshot(s: Secured, user: str, **request: Any) -> tuple[dpb.OpenSnapshotResponse, list[dict[str, Any]]]:
     """OpenSnapshot then ReadSnapshot as ``user``: the response and the records read."""
-    import orjson
-
     meta = (("authorization", f"Bearer {TOKENS[user]}"),)
     async with grpc.aio.insecure_channel(s.target) as channel:
         stub = data_pb2_grpc.DataServiceStub(channel)
@@ -284,3 +285,23 @@ async def test_metrics_name_no_user_and_may_ask_for_a_token(start_secured: Any, 
     assert 'sowdb_subscription_queued_events{sub_id="' in body
     assert "reader" not in body
     assert "user=" not in body
+
+
+async def test_staged_writes_commit_inside_the_committers_rows_only(secured: Secured) -> None:
+    """The Spark write path (StageWrite, CommitStages) under the same rule as a publish."""
+    before = await secured.state()
+    meta = (("authorization", f"Bearer {TOKENS['trader']}"),)
+    docs = [{"orderId": 61, "desk": "A"}, {"orderId": 23, "desk": "A", "qty": 0}]  # the second replaces a hidden row
+
+    async def requests() -> AsyncIterator[dpb.StageWriteRequest]:
+        messages = [pb.PublishMessage(data=orjson.dumps(d)) for d in docs]
+        yield dpb.StageWriteRequest(stage_id="job-1", topic="orders", messages=messages, complete=True)
+
+    async with grpc.aio.insecure_channel(secured.target) as channel:
+        stub = data_pb2_grpc.DataServiceStub(channel)
+        await stub.StageWrite(requests(), metadata=meta)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.CommitStages(dpb.CommitStagesRequest(topic="orders", stage_ids=["job-1"]), metadata=meta)
+    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "message 1" in (err.value.details() or "")
+    assert await secured.state() == before

@@ -166,7 +166,7 @@ class DataServicer(Servicer):
     ) -> pb.CommitStagesResponse:
         access.require_write(request.topic)
         producer = (request.producer_id, request.producer_seq) if request.producer_id else None
-        done = await self.engine.stages.commit(request.topic, list(request.stage_ids), producer)
+        done = await self.engine.stages.commit(request.topic, list(request.stage_ids), producer, access)
         return pb.CommitStagesResponse(
             first_bookmark=done.first, last_bookmark=done.last, message_count=done.count, duplicate=done.duplicate
         )

@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.clock import Clock
 from sowdb.engine.execution import CHUNK, Slicer
 from sowdb.engine.messages import MessageLike, check_ttls, decode_batch
@@ -242,8 +243,11 @@ class Stages:
             out.append(stage)
         return out
 
-    async def commit(self, topic: str, stage_ids: Sequence[str], producer: Producer | None = None) -> Committed:
-        """Apply exactly the named stages to ``topic``, in the order named, as one atomic batch.
+    async def commit(
+        self, topic: str, stage_ids: Sequence[str], producer: Producer | None = None, access: Access = EVERYONE
+    ) -> Committed:
+        """Apply exactly the named stages to ``topic``, in the order named, as one atomic batch,
+        under the committer's ``access`` (a row filter: its rows only, as a publish).
 
         Raises:
             NotFound: a stage is not held (nothing is applied).
@@ -264,7 +268,7 @@ class Stages:
         try:
             prepared = await self._prepare(stages)
             raws = prepared.raws
-            first, last = (0, 0) if not raws else self._apply(topic, prepared, producer)
+            first, last = (0, 0) if not raws else self._apply(topic, prepared, producer, access)
         finally:
             for stage in stages:
                 stage.committing = False
@@ -274,7 +278,7 @@ class Stages:
             return Committed(0, 0, 0, duplicate=True)  # the producer committed the same sequence meanwhile
         return Committed(first, last, len(raws))
 
-    def _apply(self, topic: str, prepared: Prepared, producer: Producer | None) -> tuple[int, int]:
+    def _apply(self, topic: str, prepared: Prepared, producer: Producer | None, access: Access) -> tuple[int, int]:
         """The one step: the writer applies everything. The cyclic garbage collector is held off
         meanwhile (the step allocates a few objects per message, which would trigger collections
         that walk every stored record for nothing: ~10 % of the step at a million messages)."""
@@ -282,7 +286,7 @@ class Stages:
         gc.disable()
         start = time.perf_counter()
         try:
-            return self.writer.publish_decoded(topic, *prepared, producer)
+            return self.writer.publish_decoded(topic, *prepared, producer, access=access)
         finally:
             if enabled:
                 gc.enable()
