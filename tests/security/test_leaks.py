@@ -8,19 +8,21 @@ import asyncio
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import grpc
 import orjson
 import pytest
 
+from sowdb.config import ConfigError
 from sowdb.engine import columns as cols
 from sowdb_api.v1 import data_pb2 as dpb
 from sowdb_api.v1 import data_pb2_grpc
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import FailedPreconditionError, InvalidArgumentError, PermissionDeniedError, PublishError
 from sowdb_client.errors import from_rpc_error
-from tests.security.conftest import DESK_A_ROWS, DESK_B_ROWS, ROLES, TOKENS, USERS, Secured
+from tests.security.conftest import DESK_A_ROWS, DESK_B_ROWS, ROLES, TOKENS, USERS, Secured, secured_config
 from tests.support import take
 
 INJECTIONS = ["1=1) OR (1=1", "TRUE) OR (TRUE", "/desk = 'B') OR (/desk = 'B'"]
@@ -305,3 +307,8 @@ async def test_staged_writes_commit_inside_the_committers_rows_only(secured: Sec
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
     assert "message 1" in (err.value.details() or "")
     assert await secured.state() == before
+
+
+def test_metrics_user_must_be_a_user_of_the_users_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="metrics_user: 'ghost' is not a user of the users file"):
+        secured_config(tmp_path, security={"metrics_user": "ghost"})
