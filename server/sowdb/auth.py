@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Callable
 
 from sowdb.config import SecurityConfig
 from sowdb.engine.access import EVERYONE, Access
@@ -73,6 +74,22 @@ class Authenticator:
         if found is None:
             raise Unauthenticated("the token is not valid (unknown, or revoked)")
         return found
+
+    def metrics_guard(self) -> Callable[[str | None], bool] | None:
+        """What ``/metrics`` asks of a scrape's ``Authorization`` header: the token of
+        ``[security] metrics_user`` (None: nothing), checked against the current users, so that
+        a reload that changes or removes the user's token takes effect at once."""
+        name = self.security.metrics_user if self.security is not None else ""
+        if not name:
+            return None
+
+        def allowed(authorization: str | None) -> bool:
+            try:
+                return self.access(authorization).user == name
+            except Unauthenticated:
+                return False
+
+        return allowed
 
     def rights(self, user: str) -> Access | None:
         """A user's current rights (None: no such user any more), for a reload."""

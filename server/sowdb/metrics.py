@@ -15,20 +15,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import ssl
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import accumulate
 from operator import attrgetter
 from typing import Any
-from wsgiref.simple_server import WSGIServer
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import start_http_server
+from prometheus_client import make_wsgi_app
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
     Metric,
 )
+from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
@@ -37,6 +40,8 @@ from sowdb.engine.counters import LATENCY_BUCKETS
 from sowdb.engine.stats import ServerFigures, StatsSnapshot
 
 log = logging.getLogger("sowdb.metrics")
+
+WSGIApp = Callable[[dict[str, Any], Any], Iterable[bytes]]
 
 SCRAPE_TIMEOUT_S = 10.0
 """How long a scrape waits for the event loop to take the snapshot (a busy loop answers late)."""
@@ -109,10 +114,12 @@ def _topic_families(snap: StatsSnapshot) -> Iterator[Metric]:
 
 
 def _subscription_families(snap: StatsSnapshot) -> Iterator[Metric]:
+    """Per subscription, by sub_id and topic: never by user (issue 26: whoever reads /metrics
+    would learn who is connected; the Stats RPC tells an admin)."""
     for cls, name, value, doc in _families(_SUBSCRIPTION_METRICS):
-        family = cls(name, doc, labels=["sub_id", "topic", "user"])
+        family = cls(name, doc, labels=["sub_id", "topic"])
         for s in snap.subscriptions:
-            family.add_metric([s.sub_id, s.topic, s.user], value(s))
+            family.add_metric([s.sub_id, s.topic], value(s))
         yield family
 
 
@@ -155,10 +162,48 @@ class MetricsServer:
         self._thread.join()
 
 
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Scrapes are not logged."""
+
+
+def guarded(app: WSGIApp, allowed: Callable[[str | None], bool]) -> WSGIApp:
+    """``app`` for the requests whose ``Authorization`` header ``allowed`` accepts; 401 else."""
+
+    def guard(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        if allowed(environ.get("HTTP_AUTHORIZATION")):
+            return app(environ, start_response)
+        start_response("401 Unauthorized", [("Content-Type", "text/plain"), ("WWW-Authenticate", "Bearer")])
+        return [b"/metrics needs the metrics user's token: Authorization: Bearer TOKEN\n"]
+
+    return guard
+
+
+def _http_server(host: str, port: int, app: WSGIApp, security: SecurityConfig | None) -> WSGIServer:
+    """prometheus_client's ``start_http_server``, with ``app`` in place before the first request
+    (so that a guard is never missing) and TLS as the gRPC port's."""
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    server_class = type("MetricsHTTPServer", (ThreadingWSGIServer,), {"address_family": family})
+    httpd: WSGIServer = make_server(host, port, app, server_class, handler_class=_Quiet)
+    if security is not None and security.tls_cert:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(security.tls_cert, security.tls_key)
+        if security.client_ca:
+            context.load_verify_locations(security.client_ca)
+            context.verify_mode = ssl.CERT_REQUIRED
+        httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    return httpd
+
+
 def serve_metrics(
-    listen: str, snapshot: Callable[[], StatsSnapshot], security: SecurityConfig | None = None
+    listen: str,
+    snapshot: Callable[[], StatsSnapshot],
+    security: SecurityConfig | None = None,
+    allowed: Callable[[str | None], bool] | None = None,
 ) -> MetricsServer:
     """Serve the metrics on ``listen``; ``snapshot`` is called on this event loop at each scrape.
+    With ``allowed``, a scrape's ``Authorization`` header must satisfy it (``[security]
+    metrics_user``); it is called on the HTTP thread.
 
     Raises:
         OSError: the address cannot be bound, in one line.
@@ -175,15 +220,14 @@ def serve_metrics(
     registry = CollectorRegistry(auto_describe=False)
     registry.register(EngineCollector(take))
     ProcessCollector(registry=registry)
-    tls: dict[str, object] = {}
-    if security is not None and security.tls_cert:
-        tls = {"certfile": security.tls_cert, "keyfile": security.tls_key}
-        if security.client_ca:
-            tls.update(client_cafile=security.client_ca, client_auth_required=True)
+    app = make_wsgi_app(registry)
     try:
-        httpd, thread = start_http_server(port, host, registry, **tls)  # type: ignore[arg-type]
+        httpd = _http_server(host, port, app if allowed is None else guarded(app, allowed), security)
     except OSError as exc:
         raise OSError(f"cannot serve metrics on {listen}: {exc.strerror or exc}") from None
+    thread = threading.Thread(target=httpd.serve_forever, name="sowdb-metrics", daemon=True)
+    thread.start()
     served = MetricsServer(httpd, thread)
+    tls = security is not None and security.tls_cert
     log.info("metrics on %s://%s:%d/metrics", "https" if tls else "http", host, served.port)
     return served

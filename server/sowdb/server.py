@@ -106,7 +106,9 @@ class SowServer:
             raise
         if cfg.metrics_listen:
             try:
-                self.metrics = serve_metrics(cfg.metrics_listen, self.engine.stats, self.config.security)
+                self.metrics = serve_metrics(
+                    cfg.metrics_listen, self.engine.stats, self.config.security, self.auth.metrics_guard()
+                )
             except BaseException:
                 self.engine.close()
                 self.engine = None

@@ -12,10 +12,11 @@ from sowdb.api.service import Undecodable
 from sowdb.api.servicer import Context, Servicer, authorization_of, error_boundary
 from sowdb.config import is_regex_topic
 from sowdb.engine import StoredRecord
-from sowdb.engine.access import Access, restricted
+from sowdb.engine.access import Access
 from sowdb.engine.journal_reads import Entry
 from sowdb.engine.staging import StageBuilder
 from sowdb.errors import InvalidArgument, PermissionDenied
+from sowdb.expr import CompiledFilter
 from sowdb_api.v1 import data_pb2 as pb
 
 
@@ -41,8 +42,8 @@ def entry_columns(entries: Sequence[Entry]) -> pb.RecordColumns:
     return cols
 
 
-def bulk_read(access: Access, topic: str, what: str) -> str:
-    """The row entitlement a bulk read of ``topic`` runs under (A-2), as filter text.
+def bulk_read(access: Access, topic: str, what: str) -> CompiledFilter | None:
+    """The row entitlement a bulk read of ``topic`` runs under (A-2); None for every row.
 
     A snapshot or journal read of one topic needs its read right; of several (a regex, or every
     topic) an admin role, since a bulk export is an operator's act and the rows of each topic
@@ -52,12 +53,12 @@ def bulk_read(access: Access, topic: str, what: str) -> str:
         PermissionDenied: the caller may not read this.
     """
     if access.everything:
-        return ""
+        return None
     if not topic or is_regex_topic(topic):
         access.require_admin(f"read {what} of several topics (a regex or every topic); name one topic")
-        return ""
+        return None
     access.require_read(topic)
-    return access.entitlement_text(topic)
+    return access.entitlement(topic)
 
 
 class DataServicer(Servicer):
@@ -72,10 +73,11 @@ class DataServicer(Servicer):
     async def OpenSnapshot(
         self, request: pb.OpenSnapshotRequest, context: Context, access: Access
     ) -> pb.OpenSnapshotResponse:
-        entitlement = bulk_read(access, request.topic, "a snapshot")
         info = await self.engine.snapshots.open(
             request.topic,
-            filter=restricted(request.filter, entitlement),
+            filter=request.filter,  # parsed on its own; the entitlement is applied apart (issue 26)
+            entitlement=bulk_read(access, request.topic, "a snapshot"),
+            known=access.known,
             bookmark=request.bookmark,
             lease_s=request.lease_seconds,
             owner=access,
@@ -197,7 +199,7 @@ def _whole_journal(access: Access, topic: str) -> None:
     Raises:
         PermissionDenied: the caller may not read the topic's journal.
     """
-    if bulk_read(access, topic, "the journal"):  # the topic's row entitlement, "" for none
+    if bulk_read(access, topic, "the journal") is not None:  # the topic's row entitlement
         raise PermissionDenied(
             f"user {access.user!r} has a row entitlement on topic {topic!r}: its journal cannot be read "
             "(read its records with a snapshot or a query instead)",

@@ -55,6 +55,7 @@ class SecurityConfig:
     client_ca: str = ""
     users_file: str = ""
     anonymous: str = "none"
+    metrics_user: str = ""  # "" : /metrics asks for no token; else this user's token (issue 26)
     roles: tuple[RoleConfig, ...] = ()
     users: tuple[UserConfig, ...] = ()
 
@@ -79,7 +80,7 @@ def read_security(raw: dict[str, Any], base: Path, fail: Fail) -> SecurityConfig
     entry = "[security]"
     if not isinstance(t, dict):
         raise fail(entry, "expected a table")
-    allowed = {"tls_cert", "tls_key", "client_ca", "users_file", "anonymous"}
+    allowed = {"tls_cert", "tls_key", "client_ca", "users_file", "anonymous", "metrics_user"}
     unknown = sorted(set(t) - allowed)
     if unknown:
         raise fail(entry, f"unknown setting {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
@@ -96,7 +97,10 @@ def read_security(raw: dict[str, Any], base: Path, fail: Fail) -> SecurityConfig
     anonymous = t.get("anonymous", "none")
     if not isinstance(anonymous, str) or (anonymous != "none" and anonymous not in {u.name for u in users}):
         raise fail(entry, f"anonymous: {anonymous!r} is neither 'none' nor a user of the users file")
-    return SecurityConfig(roles=roles, users=users, anonymous=anonymous, **files)
+    metrics_user = t.get("metrics_user", "")
+    if not isinstance(metrics_user, str) or (metrics_user and metrics_user not in {u.name for u in users}):
+        raise fail(entry, f"metrics_user: {metrics_user!r} is not a user of the users file")
+    return SecurityConfig(roles=roles, users=users, anonymous=anonymous, metrics_user=metrics_user, **files)
 
 
 def read_users(path: str, roles: set[str]) -> tuple[UserConfig, ...]:

@@ -14,12 +14,15 @@ grants the read — no filter on one of them means every row (A-2).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from sowdb.config import RoleConfig, is_regex_topic
-from sowdb.errors import PermissionDenied
+from sowdb.engine.query import request_filter
+from sowdb.engine.records import StoredRecord
+from sowdb.errors import PermissionDenied, PublishError
 from sowdb.expr import CompiledFilter, compile_filter
+from sowdb.expr.nodes import Logical
 
 
 def _grants(patterns: tuple[str, ...], topic: str) -> bool:
@@ -57,12 +60,21 @@ class Access:
     def can_write(self, topic: str) -> bool:
         return self.everything or any(_grants(r.write, topic) for r in self.roles)
 
-    def require_read(self, topic: str) -> None:
+    @property
+    def known(self) -> Callable[[str], bool] | None:
+        """Which topic names a refusal may tell this caller about: those it may read or write
+        (None: every name, for an admin). Issue 26: no list of every topic to any caller."""
+        if self.admin:
+            return None
+        return lambda topic: self.can_read(topic) or self.can_write(topic)
+
+    def require_read(self, topic: str, what: str = "read") -> None:
         """Raises:
-        PermissionDenied: the topic is not readable by this caller.
+        PermissionDenied: the topic is not readable by this caller (``what``: the act refused,
+            "read" or "delete by filter from").
         """
         if not self.can_read(topic):
-            raise PermissionDenied(f"user {self.user!r} may not read topic {topic!r} (no read right)", field="topic")
+            raise PermissionDenied(f"user {self.user!r} may not {what} topic {topic!r} (no read right)", field="topic")
 
     def require_write(self, topic: str) -> None:
         """Raises:
@@ -89,12 +101,11 @@ class Access:
             if not filters or "" in filters:
                 self._entitlement[topic] = None
             else:
-                text = filters[0] if len(filters) == 1 else " OR ".join(f"({f})" for f in filters)
-                self._entitlement[topic] = compile_filter(text)
+                self._entitlement[topic] = combined("OR", [compile_filter(f) for f in dict.fromkeys(filters)])
         return self._entitlement[topic]
 
     def entitlement_text(self, topic: str) -> str:
-        """The entitlement as filter text ("" for every row), to combine with a request's."""
+        """The entitlement as filter text ("" for every row), to compare two sets of rights."""
         flt = self.entitlement(topic)
         return "" if flt is None else flt.text
 
@@ -102,6 +113,25 @@ class Access:
         """Whether the caller may see a version of a record of ``topic``."""
         flt = self.entitlement(topic)
         return flt is None or bool(flt.matches(data, record))
+
+    def require_rows(self, topic: str, writes: Sequence[tuple[StoredRecord | None, StoredRecord]]) -> None:
+        """A-2 for writes: a role with a row entitlement writes only records inside it, before
+        and after the write (each ``(old, new)`` of a request). Otherwise its delta would merge
+        into a row it may not see and bring that row's other fields into view, and its publish
+        would replace such a row (issue 26). A refusal tells the caller that a key it named is
+        held outside its rows: the one thing it may learn, and only of keys it names.
+
+        Raises:
+            PublishError: a message names a record outside the entitlement, or makes one (its
+                cause PermissionDenied).
+        """
+        for i, (old, new) in enumerate(writes):
+            if (old is not None and not self.entitled(topic, old.data, old)) or not self.entitled(topic, new.data, new):
+                denied = PermissionDenied(
+                    f"user {self.user!r} may not write this record to topic {topic!r}: a role with a row filter "
+                    "writes only records inside its rows, before and after the write; nothing was stored"
+                )
+                raise PublishError(i, denied)
 
     def readable(self, topics: Sequence[str]) -> list[str]:
         return [t for t in topics if self.can_read(t)]
@@ -132,10 +162,28 @@ class ViewerAccess(Access):
         return None if topic == self.view else super().entitlement(topic)
 
 
-def restricted(request_filter: str, entitlement: str) -> str:
-    """A request's filter ANDed with an entitlement (either may be empty)."""
-    if not entitlement:
-        return request_filter
-    if not request_filter.strip():
-        return entitlement
-    return f"({request_filter}) AND ({entitlement})"
+
+def combined(op: str, filters: Sequence[CompiledFilter]) -> CompiledFilter:
+    """``op`` (AND / OR) of filters, each parsed on its own: the trees are joined, never the texts,
+    so no operand can reach into another (issue 26: a request filter ``1=1) OR (1=1`` glued to
+    an entitlement's text read every row). The result's text, each operand in parentheses, is
+    for display and as a key (shared pages): as every operand is a whole filter by itself, and
+    the language has no comments, it parses back to this same tree."""
+    if len(filters) == 1:
+        return filters[0]
+    return CompiledFilter(
+        f" {op} ".join(f"({f.text})" for f in filters), Logical(0, op, tuple(f.node for f in filters))
+    )
+
+
+def restricted(request: str, entitlement: CompiledFilter | None) -> str:
+    """A request's filter ANDed with an entitlement (None: every row), as the text of the joined
+    trees (:func:`combined`); prefer passing the entitlement apart where the reader takes one.
+
+    Raises:
+        ExpressionError: the request's filter is not a filter by itself.
+    """
+    flt = request_filter(request)
+    if entitlement is None:
+        return "" if flt is None else flt.text
+    return (entitlement if flt is None else combined("AND", [flt, entitlement])).text

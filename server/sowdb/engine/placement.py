@@ -176,7 +176,7 @@ class Placement:
         the rows its caller may see are members (A-2)."""
         underlying = self._followed_topic(opts, "an aggregated", access)
         keys = frozenset(opts.sow_keys) if opts.sow_keys else None
-        members = restricted(opts.filter, access.entitlement_text(opts.topic))
+        members = restricted(opts.filter, access.entitlement(opts.topic))
         view = View(f"\x00aggregate {secrets.token_hex(8)}", opts.topic, aggregation, members, sow_keys=keys)
         view.load(list(underlying.records.values()), self.clock())
         inner = PreparedQuery(replace(opts, topic=view.name, filter="", grouping=(), projection=(), sow_keys=()))
@@ -218,7 +218,7 @@ class Placement:
         result, taken in the same step that registers the page. The page ranks only the rows its
         caller may see (A-2): its shared result set is that of the filter ANDed with them."""
         topic = self._followed_topic(opts, "a paginated", access)
-        entitled = restricted(opts.filter, access.entitlement_text(opts.topic))
+        entitled = restricted(opts.filter, access.entitlement(opts.topic))
         ranked = query if entitled == opts.filter else PreparedQuery(replace(opts, filter=entitled))
         sub = self._query_subscription(query, options, sub_id, owner, access, cls=PagedSubscription)
         assert isinstance(sub, PagedSubscription) and opts.top_n is not None
@@ -241,9 +241,8 @@ class Placement:
             )
         if is_regex_topic(opts.topic):
             raise InvalidArgument(f"{kind} subscription reads one topic, not a pattern", field="topic")
-        topic = self.topics.sow_topic(opts.topic)
         access.require_read(opts.topic)
-        return topic
+        return self.topics.sow_topic(opts.topic, access.known)
 
     def _result_set(self, topic: SowTopic, query: PreparedQuery, sow_keys: frozenset[str] | None) -> ResultSet:
         opts = query.opts
@@ -312,7 +311,7 @@ class Placement:
             )
         change.options.check()
         request_filter(change.filter)  # its errors name the request's own filter
-        entitled = restricted(change.filter, sub.access.entitlement_text(sub.topic))
+        entitled = restricted(change.filter, sub.access.entitlement(sub.topic))
         page = QueryOptions(sub.topic, entitled, order_by=change.order_by, top_n=change.top_n, skip_n=change.skip_n)
         query = PreparedQuery(page)
         topic = self.topics.sow_topic(sub.topic)

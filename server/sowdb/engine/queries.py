@@ -62,6 +62,5 @@ def readable_topics(topics: Topics, pattern: str, access: Access) -> list[SowTop
     """
     if is_regex_topic(pattern):
         return [t for t in topics.resolve(pattern) if access.can_read(t.name)]
-    found = topics.resolve(pattern)
-    access.require_read(pattern)
-    return found
+    access.require_read(pattern)  # first: a name the caller may not read is not looked up (issue 26)
+    return topics.resolve(pattern, access.known)

@@ -34,6 +34,7 @@ from sowdb.engine.queries import Queries
 from sowdb.engine.query import PreparedQuery, QueryOptions
 from sowdb.engine.records import StoredRecord
 from sowdb.errors import InvalidArgument, NotFound, PermissionDenied, ResourceExhausted
+from sowdb.expr import CompiledFilter
 
 DEFAULT_LEASE_S = 600.0
 MAX_LEASE_S = 86_400.0
@@ -101,10 +102,23 @@ class Snapshots:
         return len(self._held)
 
     async def open(
-        self, topic: str, *, filter: str = "", bookmark: str = "", lease_s: float = 0.0, owner: Access = EVERYONE
+        self,
+        topic: str,
+        *,
+        filter: str = "",
+        bookmark: str = "",
+        lease_s: float = 0.0,
+        entitlement: CompiledFilter | None = None,
+        known: Callable[[str], bool] | None = None,
+        owner: Access = EVERYONE,
     ) -> SnapshotInfo:
         """Pin the records of a query (topic or regex, filter, optional historical bookmark) for
         ``owner``, whose rights the caller checked already (its read right, its row entitlement).
+
+        ``entitlement`` (A-2) keeps only the rows the caller may see; it is applied apart from
+        ``filter``, which is parsed on its own, and ``records_scanned`` then counts nothing
+        (issue 26: the candidates an index or key chose would count rows the caller may not see).
+        ``known``: the topics an unknown topic's refusal may list (None: all).
 
         Everything is checked, and the records to scan are taken, before the first await: the
         snapshot is the state at one point. The filter runs afterwards, in slices.
@@ -123,7 +137,7 @@ class Snapshots:
                 field="topic",
             )
         query = PreparedQuery(QueryOptions(topic=topic, filter=filter, bookmark=bookmark))
-        topics = self.queries.topics.resolve(topic)
+        topics = self.queries.topics.resolve(topic, known)
         point = parse_bookmark(bookmark) if bookmark.strip() else None
         if point is not None and not point.now:
             as_of = self.queries.journal.as_of(topics, point)
@@ -136,7 +150,8 @@ class Snapshots:
             sources = query.snapshot(topics)
             at = self.queries.writer.last_seq
             walk = None
-        matched, scanned = await scan(sources, query.filter, Slicer(), point=walk)
+        entitlements = None if entitlement is None else [entitlement] * len(sources)
+        matched, scanned = await scan(sources, query.filter, Slicer(), point=walk, entitlements=entitlements)
         lease_us = int((lease_s or DEFAULT_LEASE_S) * 1_000_000)
         snapshot_id = secrets.token_hex(16)
         self._held[snapshot_id] = _Snapshot(matched, at, lease_us, self.queries.clock(), topic, owner)

@@ -300,7 +300,7 @@ class Stages:
         try:
             prepared = await self._prepare(stages)
             raws = prepared.raws
-            first, last = (0, 0) if not raws else self._apply(topic, prepared, producer)
+            first, last = (0, 0) if not raws else self._apply(topic, prepared, producer, access)
         finally:
             for stage in stages:
                 stage.committing = False
@@ -310,7 +310,7 @@ class Stages:
             return Committed(0, 0, 0, duplicate=True)  # the producer committed the same sequence meanwhile
         return Committed(first, last, len(raws))
 
-    def _apply(self, topic: str, prepared: Prepared, producer: Producer | None) -> tuple[int, int]:
+    def _apply(self, topic: str, prepared: Prepared, producer: Producer | None, access: Access) -> tuple[int, int]:
         """The one step: the writer applies everything. The cyclic garbage collector is held off
         meanwhile (the step allocates a few objects per message, which would trigger collections
         that walk every stored record for nothing: ~10 % of the step at a million messages)."""
@@ -318,7 +318,7 @@ class Stages:
         gc.disable()
         start = time.perf_counter()
         try:
-            return self.writer.publish_decoded(topic, *prepared, producer)
+            return self.writer.publish_decoded(topic, *prepared, producer, access=access)
         finally:
             if enabled:
                 gc.enable()

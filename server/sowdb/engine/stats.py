@@ -156,7 +156,7 @@ class Stats:
             subs = [s for s in subs if any(followed[id(s)](n) for n in names)]
         now_us = self.clock()
         return StatsSnapshot(
-            topics=tuple(self._topic(t, [followed[id(s)] for s in self.hub.subs.values()]) for t in topics),
+            topics=tuple(self._topic(t, [followed[id(s)] for s in self.hub.subs.values()], access) for t in topics),
             subscriptions=tuple(_subscription(s, self._shown_topic(s)) for s in subs),
             server=None if topics_only else self._server(),
             bookmark=self.writer.last_seq,
@@ -183,13 +183,16 @@ class Stats:
         view = self.private.get(sub.id)
         return sub.topic if view is None else view.underlying
 
-    def _topic(self, topic: SowTopic, follows: list[Callable[[str], bool]]) -> TopicFigures:
-        c = self.counters.topics.get(topic.name) or TopicCounters()  # every public topic has its own
+    def _topic(self, topic: SowTopic, follows: list[Callable[[str], bool]], access: Access) -> TopicFigures:
+        """A topic's figures; a caller that sees some of its rows only is told none of those that
+        count rows or bytes (0): they cover the rows it may not see (issue 26)."""
+        hidden = access.entitlement(topic.name) is not None
+        c = TopicCounters() if hidden else self.counters.topics.get(topic.name) or TopicCounters()
         return TopicFigures(
             name=topic.name,
             kind=self.topics.derived_kind(topic.name) or "sow",
-            records=len(topic.records),
-            bytes_stored=topic.stored_bytes,
+            records=0 if hidden else len(topic.records),
+            bytes_stored=0 if hidden else topic.stored_bytes,
             publishes=c.publishes,
             bytes_published=c.bytes_published,
             deletes=c.deletes,

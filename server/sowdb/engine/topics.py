@@ -9,6 +9,7 @@ keeps the graph (``downstream``) that the writer's fan-out walks.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sowdb.config import Config, ViewConfig, is_regex_topic
@@ -79,31 +80,35 @@ class Topics:
     def get(self, name: str) -> SowTopic | None:
         return self.sow.get(name)
 
-    def resolve(self, pattern: str) -> list[SowTopic]:
+    def resolve(self, pattern: str, known: Callable[[str], bool] | None = None) -> list[SowTopic]:
         """The SOW topics a query's topic names (Q-3): a name, or every topic a regex matches.
 
         Raises:
             InvalidArgument: a bad name or regex.
-            FailedPrecondition: a name that is not a SOW topic (Q-4).
+            FailedPrecondition: a name that is not a SOW topic (Q-4); see :meth:`sow_topic`.
         """
         if is_regex_topic(pattern):
             rx = compile_topic_pattern(pattern)
             return [t for name, t in sorted(self.sow.items()) if rx.search(name)]
-        return [self.sow_topic(pattern)]
+        return [self.sow_topic(pattern, known)]
 
-    def sow_topic(self, name: str) -> SowTopic:
+    def sow_topic(self, name: str, known: Callable[[str], bool] | None = None) -> SowTopic:
         """The SOW topic ``name``.
 
         Raises:
             InvalidArgument: a bad name.
-            FailedPrecondition: not a SOW topic (Q-4).
+            FailedPrecondition: not a SOW topic (Q-4); the refusal lists the SOW topics, those
+                ``known`` allows only (the caller's rights: issue 26, a caller is not told the
+                names of topics it has no right on).
         """
         check_topic_name(name)
         topic = self.sow.get(name)
         if topic is not None:
             return topic
+        names = [n for n in sorted(self.sow) if known is None or known(n)]
+        which = "configured SOW topics" if known is None else "SOW topics you may use"
         raise FailedPrecondition(
-            f"topic {name!r} is not a SOW topic (configured SOW topics: {', '.join(sorted(self.sow)) or 'none'})",
+            f"topic {name!r} is not a SOW topic ({which}: {', '.join(names) or 'none'})",
             field="topic",
         )
 

@@ -116,7 +116,7 @@ class Writer:
         docs, sow_keys = decode_batch(topic_name, keys, messages, raws, max_bytes, key_optional=topic is None)
         if delta and topic is not None:
             self._merge_deltas(topic, sow_keys, raws, docs)
-        return self.publish_decoded(topic_name, sow_keys, docs, raws, ttls, producer)
+        return self.publish_decoded(topic_name, sow_keys, docs, raws, ttls, producer, access=access)
 
     def publish_decoded(
         self,
@@ -126,6 +126,8 @@ class Writer:
         raws: list[bytes],
         ttls: Sequence[float | None] | None,
         producer: Producer | None,
+        *,
+        access: Access = EVERYONE,
     ) -> tuple[int, int]:
         """Apply messages decoded and keyed beforehand (staged writes, :mod:`sowdb.engine.staging`)
         as one atomic batch, exactly as :meth:`publish` applies a request; (0, 0) for a duplicate.
@@ -133,6 +135,8 @@ class Writer:
 
         Raises:
             FailedPrecondition: the topic became read-only.
+            PermissionDenied: ``access`` has a row entitlement on the topic and a message would
+                replace a record outside it, or leave one outside it (nothing is applied).
         """
         self.topics.check_writable(topic_name, "publish to")
         if producer is not None and self.producers.duplicate(*producer):
@@ -144,15 +148,18 @@ class Writer:
         exps = expiries(topic.config.expiration_s, ttls, len(raws), now)
         hist = topic.history
         first = self.last_seq + 1
+        versions = [
+            StoredRecord(topic_name, key, data, raw, seq, now, expiry)
+            for key, data, raw, seq, expiry in zip(sow_keys, docs, raws, count(first), exps or repeat(0))
+        ]
+        if not access.unrestricted:
+            records = topic.records
+            access.require_rows(topic_name, [(records.get(v.sow_key), v) for v in versions])
         batch = self.store.batch(topic_name, current=topic.persistent, history=hist is not None and topic.persistent)
         batch.publish_many(first, now, sow_keys, raws, exps)
         if topic.persistent:
             records = topic.records
             batch.set_record_count(len(records) + len({k for k in sow_keys if k not in records}))
-        versions = [
-            StoredRecord(topic_name, key, data, raw, seq, now, expiry)
-            for key, data, raw, seq, expiry in zip(sow_keys, docs, raws, count(first), exps or repeat(0))
-        ]
         if hist is not None and hist.granularity_us:
             self._thin_history(topic, batch, versions, now)
         self._commit(batch, producer)
@@ -243,9 +250,14 @@ class Writer:
     ) -> tuple[int, int]:
         """Delete by exactly one of filter, SowKeys or data; returns (count, last bookmark).
 
+        A role with a row entitlement deletes only the rows it may see (A-2); a write right
+        without a read right deletes by key only (sow_keys or data): the count of a filter's
+        deletes would answer the filter about rows it may not read (issue 26).
+
         Raises:
             InvalidArgument: not exactly one selector, or an invalid one.
             FailedPrecondition: not a SOW topic.
+            PermissionDenied: no write right; a filter without a read right.
         """
         given = [name for name, v in (("filter", filter.strip()), ("sow_keys", sow_keys), ("data", data)) if v]
         if len(given) != 1:
@@ -253,11 +265,12 @@ class Writer:
                 "give exactly one of filter, sow_keys or data" + (f" (got {', '.join(given)})" if given else ""),
                 field=given[1] if len(given) > 1 else "filter",
             )
-        topic = self.topics.sow_topic(topic_name)
         access.require_write(topic_name)
+        topic = self.topics.sow_topic(topic_name, access.known)
         self.topics.check_writable(topic_name, "delete from")
         flt = request_filter(filter)
         if flt is not None:
+            access.require_read(topic_name, "delete by filter from")
             records = topic.candidates(flt)
             if records is None:
                 records = topic.snapshot()
