@@ -147,7 +147,9 @@ def test_a_heavy_query_leaves_room_for_small_ones(tmp_path: Path) -> None:
         assert took > 1.0, "the heavy query did not take long enough to tell anything"
         assert len(latencies) > 50
         p99 = statistics.quantiles(latencies, n=100)[98]
-        assert p99 < max(0.050, took / 2 / 20), f"small queries p99 {p99 * 1000:.1f} ms while a heavy query ran ({took:.1f} s)"
+        assert p99 < max(0.050, took / 2 / 20), (
+            f"small queries p99 {p99 * 1000:.1f} ms while a heavy query ran ({took:.1f} s)"
+        )
     finally:
         sowd.stop()
 
