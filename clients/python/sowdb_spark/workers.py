@@ -47,5 +47,5 @@ def check_workers(spark: SparkSession) -> None:
         raise SowdbSparkError(
             f"Spark's Python workers run {sc.pythonExec!r}, which cannot import sowdb_spark ({cause}): set "
             f"PYSPARK_PYTHON={sys.executable} (or spark.pyspark.python) before the SparkSession is created, "
-            "or make the session with sowdb_spark.session()"
+            "or make the session with sowdb_spark.session.session()"
         ) from None
