@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 from sowdb.auth import hash_token
 from sowdb_client import Client, Tls
 from sowdb_spark import SowdbSparkError
+from sowdb_spark.export import main as export
 from tests.support import Certs, Process, start_sowd
 
 TOKENS = {name: secrets.token_urlsafe(16) for name in ("writer", "reader")}
@@ -86,6 +87,10 @@ def test_every_source_and_sink_works_with_a_token_over_mutual_tls(
     query.awaitTermination(120)
     assert query.exception() is None
     assert spark.read.parquet(str(out)).count() == 20
+
+    flags = [f"--{name}={value}" for name, value in reader.items()]
+    assert export([*flags, "--topic", "vault", "--out", str(tmp_path / "export")], spark=spark) == 0
+    assert spark.read.parquet(str(tmp_path / "export")).count() == 20
 
 
 def _error(run: object) -> str:
