@@ -129,6 +129,12 @@ def test_a_bad_connection_fails_the_query_saying_what_to_fix(spark: SparkSession
     assert "UNAVAILABLE" in _error(
         lambda: spark.read.format("sowdb").options(topic="vault", **no_cert).load().collect()
     )
+    elsewhere = {**connection(vault, certs, "reader"), "servername": "elsewhere.example"}  # not the cert's name
+    assert "UNAVAILABLE" in _error(
+        lambda: spark.read.format("sowdb").options(topic="vault", **elsewhere).load().collect()
+    )
+    named = {**connection(vault, certs, "reader"), "servername": "localhost"}  # a name the certificate has
+    assert spark.read.format("sowdb").options(topic="vault", **named).load().count() >= 0
     half = {**connection(vault, certs, "reader")}
     del half["key"]
     assert "options cert and key go together" in _error(
