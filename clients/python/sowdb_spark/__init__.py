@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from sowdb_spark.arrow import JOURNAL_SCHEMA, RECORD_SCHEMA
 from sowdb_spark.rpc import SowdbSparkError
 from sowdb_spark.sources import SowdbDataSource, SowdbJournalDataSource
+from sowdb_spark.workers import check_workers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -31,7 +32,19 @@ __all__ = [
 ]
 
 
-def register(spark: SparkSession) -> None:
-    """Register the ``sowdb`` and ``sowdb.journal`` formats with a session."""
+def register(spark: SparkSession, *, check: bool = True) -> None:
+    """Register the ``sowdb`` and ``sowdb.journal`` formats with a session.
+
+    Args:
+        spark: the session.
+        check: first make sure Spark's Python workers can import ``sowdb_spark`` (one tiny
+            job), so that a wrong ``PYSPARK_PYTHON`` is one clear sentence now rather than a
+            ``ModuleNotFoundError`` deep in the first query's traceback.
+
+    Raises:
+        SowdbSparkError: the workers cannot import ``sowdb_spark``; the message says what to set.
+    """
+    if check:
+        check_workers(spark)
     spark.dataSource.register(SowdbDataSource)
     spark.dataSource.register(SowdbJournalDataSource)

@@ -9,7 +9,9 @@ the entries since the last run (the checkpoint holds the last bookmark), the way
 copy of the transaction log up to date.
 
 Any cluster: ``--master spark://host:7077`` (or ``yarn``, ``k8s://...``); ``--server`` must then
-be an address the executors can reach.
+be an address the executors can reach. A secured server (SPEC §11): ``--token`` (default
+``$SOW_TOKEN``), ``--tls`` or ``--cacert``, ``--cert``/``--key``, the sources' options of the
+same names.
 """
 
 from __future__ import annotations
@@ -34,11 +36,16 @@ def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) ->
     p.add_argument("--partitions", default="2", help="parallel bookmark ranges (default 2)")
     p.add_argument("--incremental", metavar="CHECKPOINT", help="append what is new since the last run")
     p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    p.add_argument("--token", default="", help="the token of a user with the read right (default $SOW_TOKEN)")
+    p.add_argument("--tls", action="store_true", help="connect over TLS, trusting the system's CAs")
+    for name, what in (("cacert", "the CA to trust"), ("cert", "client certificate"), ("key", "its private key")):
+        p.add_argument(f"--{name}", default="", metavar="FILE", help=f"TLS: {what} (PEM)")
     a = p.parse_args(argv)
     own = spark is None
     spark = spark or session(a.master, "sowdb-export")
     start = time.perf_counter()
-    options = {"server": a.server, "from_bookmark": a.from_bookmark}
+    options = {"server": a.server, "from_bookmark": a.from_bookmark, "tls": str(a.tls).lower()}
+    options |= {name: value for name in ("token", "cacert", "cert", "key") if (value := getattr(a, name))}
     if a.topic:
         options["topic"] = a.topic
     if a.incremental:

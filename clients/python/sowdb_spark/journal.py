@@ -15,14 +15,21 @@ from sowdb_api.v1 import data_pb2 as dpb
 from sowdb_client.errors import OutOfRangeError, SowdbError
 from sowdb_spark import options as opt
 from sowdb_spark.arrow import BatchMaker
-from sowdb_spark.rpc import SowdbSparkError, call, explain, stream, stub
+from sowdb_spark.rpc import Server, SowdbSparkError, call, explain, stream, stub
 
 
 class JournalSlice(InputPartition):
     """The journal entries ``(after, upto]`` of a topic (all topics when empty)."""
 
     def __init__(
-        self, server: str, after: int, upto: int, topic: str, operations: tuple[int, ...], filter: str, batch_size: int
+        self,
+        server: Server,
+        after: int,
+        upto: int,
+        topic: str,
+        operations: tuple[int, ...],
+        filter: str,
+        batch_size: int,
     ) -> None:
         super().__init__((after, upto))
         self.server = server
@@ -73,7 +80,8 @@ class JournalReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         o = self.options
         try:
-            d = call(stub(o.server).DescribeJournal, dpb.DescribeJournalRequest())
+            # the topic too: a user who may read one topic may not describe every topic's journal
+            d = call(stub(o.server).DescribeJournal, dpb.DescribeJournalRequest(topic=o.topic))
         except SowdbError as exc:
             raise explain(exc, "sowdb journal read") from None
         after = int(o.from_bookmark) if o.from_bookmark != "now" else d.last_bookmark

@@ -5,23 +5,41 @@
 opened at planning.)
 
 Options are strings, as Spark passes them, and their names are case-insensitive. ``server``
-defaults to ``$SOW_SERVER``, else ``127.0.0.1:9007``, as for the ``sow`` CLI.
+defaults to ``$SOW_SERVER``, else ``127.0.0.1:9007``, and ``token`` to ``$SOW_TOKEN``, as for the
+``sow`` CLI. Every source and sink takes SPEC §11's connection options: ``token``, ``tls``
+(``true``: TLS with the system's CAs), ``cacert`` (TLS trusting that CA), ``cert`` and ``key``
+(a client certificate, for mutual TLS) and ``servername`` (the name the server's certificate
+is checked against). The certificate files are read where Spark plans the query, on the driver,
+and travel to the executors as bytes with the partitions.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from sowdb_client.cli.args import default_server, server_address
-from sowdb_spark.rpc import SowdbSparkError
+from sowdb_client.cli.args import TOKEN_ENV, default_server, server_address
+from sowdb_client.types import Tls
+from sowdb_spark.rpc import Server, SowdbSparkError
 
 OPERATIONS = {"publish": 1, "delete": 2, "expire": 3}
 
-READ = {"server", "topic", "filter", "bookmark", "partitions", "lease", "batch_size"}
-WRITE = {"server", "topic", "batch_size"}
-JOURNAL_READ = {"server", "topic", "filter", "from_bookmark", "to_bookmark", "operations", "partitions", "batch_size"}
-STREAM_READ = {"server", "topic", "filter", "from_bookmark", "operations", "partitions", "max_entries_per_batch"}
+CONNECTION = {"server", "token", "tls", "cacert", "cert", "key", "servername"}
+"""How to reach the server (SPEC §11), taken by every source and sink."""
+READ = CONNECTION | {"topic", "filter", "bookmark", "partitions", "lease", "batch_size"}
+WRITE = CONNECTION | {"topic", "batch_size"}
+JOURNAL_READ = CONNECTION | {
+    "topic",
+    "filter",
+    "from_bookmark",
+    "to_bookmark",
+    "operations",
+    "partitions",
+    "batch_size",
+}
+STREAM_READ = CONNECTION | {"topic", "filter", "from_bookmark", "operations", "partitions", "max_entries_per_batch"}
 SPARK_OPTIONS = {"checkpointlocation", "path", "queryname"}
 """Options Spark itself takes (a streaming sink's checkpoint) and passes on; not ours to refuse."""
 USES = {
@@ -38,7 +56,7 @@ USES = {
 class Options:
     """Every option of every use, checked for the use at hand (unset ones at their defaults)."""
 
-    server: str = ""
+    server: Server = field(default_factory=lambda: Server(default_server()))
     topic: str = ""
     filter: str = ""
     bookmark: str = ""
@@ -59,6 +77,40 @@ def _int(name: str, text: str, low: int, high: int) -> int:
     if not low <= value <= high:
         raise SowdbSparkError(f"option {name} must be between {low} and {high}, got {value}")
     return value
+
+
+def _flag(name: str, text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false", "1", "0", ""):
+        raise SowdbSparkError(f"option {name} must be true or false, got {text!r}")
+    return value in ("true", "1")
+
+
+def _pem(name: str, path: str) -> bytes:
+    try:
+        return Path(path).expanduser().read_bytes()
+    except OSError as exc:
+        raise SowdbSparkError(f"option {name}: cannot read {path!r}: {exc.strerror}") from None
+
+
+def _server(given: Mapping[str, str]) -> Server:
+    """The server of the options: address, token (else ``$SOW_TOKEN``) and TLS.
+
+    Raises:
+        SowdbSparkError: a ``cert`` without its ``key`` (or the reverse), an unreadable file, a
+            ``tls`` that is not a boolean.
+    """
+    address = server_address(given["server"]) if "server" in given else default_server()
+    token = given.get("token", os.environ.get(TOKEN_ENV, "")).strip()
+    if ("cert" in given) != ("key" in given):
+        raise SowdbSparkError("options cert and key go together: the client certificate and its private key")
+    files = {n: _pem(n, given[n]) for n in ("cacert", "cert", "key") if given.get(n, "").strip()}
+    secure = _flag("tls", given.get("tls", "")) or bool(files) or bool(given.get("servername", "").strip())
+    tls = None
+    if secure:
+        tls = Tls(ca=files.get("cacert"), cert=files.get("cert"), key=files.get("key"),
+                  server_name=given.get("servername", "").strip() or None)  # fmt: skip
+    return Server(address, token, tls)
 
 
 def check_names(options: Mapping[str, str], uses: tuple[str, ...], source: str) -> None:
@@ -94,9 +146,7 @@ def parse(options: Mapping[str, str], use: str, *, topic_required: bool = True) 
     if topic_required and not topic:
         raise SowdbSparkError(f"option topic is required for a sowdb {use}, e.g. .option('topic', 'orders')")
     # like the CLI: $SOW_SERVER, else 127.0.0.1:9007 (resolved where Spark plans, on the driver)
-    out: dict[str, object] = {"topic": topic, "server": default_server()}
-    if "server" in given:
-        out["server"] = server_address(given["server"])
+    out: dict[str, object] = {"topic": topic, "server": _server(given)}
     for name in ("filter", "bookmark"):
         if name in given:
             out[name] = given[name]

@@ -43,7 +43,7 @@ from sowdb_spark import options as opt
 from sowdb_spark.arrow import JOURNAL_SCHEMA, RECORD_SCHEMA, BatchMaker
 from sowdb_spark.journal import JournalReader, JournalStreamReader
 from sowdb_spark.pushdown import server_filter
-from sowdb_spark.rpc import SowdbSparkError, call, explain, stream, stub
+from sowdb_spark.rpc import Server, SowdbSparkError, call, explain, stream, stub
 from sowdb_spark.writing import SowStreamWriter, SowWriter
 
 STAGE_REQUEST_MESSAGES = 2000
@@ -69,7 +69,7 @@ def _pushdown_planning() -> bool:
 class SnapshotSlice(InputPartition):
     """Slice ``index`` of ``count`` of a pinned snapshot."""
 
-    def __init__(self, server: str, snapshot_id: str, index: int, count: int, batch_size: int) -> None:
+    def __init__(self, server: Server, snapshot_id: str, index: int, count: int, batch_size: int) -> None:
         super().__init__(index)
         self.server = server
         self.snapshot_id = snapshot_id

@@ -18,7 +18,7 @@ from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client.errors import SowdbError
 from sowdb_spark import options as opt
 from sowdb_spark.arrow import documents
-from sowdb_spark.rpc import SowdbSparkError, call, explain, stub
+from sowdb_spark.rpc import Server, SowdbSparkError, call, explain, stub
 
 
 @dataclass
@@ -32,7 +32,7 @@ class Staged(WriterCommitMessage):
     batch_id: int = -1
 
 
-def _stage_rows(server: str, topic: str, stage_id: str, batches: Iterator[pa.RecordBatch], size: int) -> int:
+def _stage_rows(server: Server, topic: str, stage_id: str, batches: Iterator[pa.RecordBatch], size: int) -> int:
     """Stage every row of ``batches`` under ``stage_id``; returns the row count.
 
     Raises:

@@ -10,14 +10,19 @@ second copy of either), and the gateway's only work on the way back is to carry 
 with its rich details (``BadRequest``, ``ErrorInfo`` with a filter's column), over as a Connect
 error.
 
-Messages cross the gateway as bytes, never decoded: the codec below hands the protobuf encoding
-through in both directions, so the endpoints are made from the services' descriptors alone and
-a new RPC in ``proto/`` is served here with no change.
+Binary messages cross the gateway as bytes, never decoded: the ``proto`` codec below hands the
+protobuf encoding through in both directions. The ``json`` codec (``application/json``, and
+``application/connect+json`` for streams: SPEC §12's ``curl``) turns the request's JSON into that
+encoding and the response's encoding into JSON, with ``json_format`` and the message classes
+found from the services' descriptors. So the endpoints are made from the descriptors alone and
+a new RPC in ``proto/`` is served here, in both formats, with no change.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -26,7 +31,10 @@ from connectrpc.errors import ConnectError, ErrorDetail
 from connectrpc.method import IdempotencyLevel, MethodInfo, StreamType
 from connectrpc.request import RequestContext
 from connectrpc.server import ConnectASGIApplication, Endpoint
+from google.protobuf import json_format
 from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
+from google.protobuf.message import Message
+from google.protobuf.message_factory import GetMessageClass
 from google.rpc import status_pb2
 from protobuf.wkt import Any as AnyDetail
 
@@ -37,25 +45,54 @@ SERVICES: tuple[ServiceDescriptor, ...] = (SERVICE, ADMIN_SERVICE, DATA_SERVICE)
 
 _DETAILS_KEY = "grpc-status-details-bin"
 
-Context = RequestContext[bytes, bytes]
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A response of the gRPC port: its protobuf encoding, and the type the JSON codec reads it as."""
+
+    data: bytes
+    message_class: type[Message]
+
+
+Context = RequestContext[bytes, Reply]
 
 
 class PassThroughCodec:
     """The ``proto`` codec of the gateway: a message is its protobuf encoding, as bytes.
 
     The gRPC port decodes (and validates) every request anyway; decoding it here too would only
-    cost time and risk the two disagreeing. Only the binary format is offered: the console's
-    page uses it, and a JSON client would need the gateway to know every message type.
+    cost time and risk the two disagreeing.
     """
 
     def name(self) -> str:
         return "proto"
 
-    def encode(self, message: bytes) -> bytes:
-        return message
+    def encode(self, message: Reply) -> bytes:
+        return message.data
 
-    def decode(self, data: bytes | bytearray, message_class: type[bytes]) -> bytes:
+    def decode(self, data: bytes | bytearray, message_class: type[Message]) -> bytes:
         return bytes(data)
+
+
+class JsonCodec:
+    """The ``json`` codec: the Protobuf JSON mapping (``json_format``) of the same messages.
+
+    A request is parsed into its message class and handed on encoded, so the gRPC port sees what
+    a binary client would have sent. A field the message does not have is refused (the library
+    answers ``INVALID_ARGUMENT`` naming it) rather than ignored: a typo in a hand-written filter
+    or topic field must not silently query something else. Responses are compact JSON, with
+    the proto3 JSON names (``lowerCamelCase``), as every Connect server writes them.
+    """
+
+    def name(self) -> str:
+        return "json"
+
+    def encode(self, message: Reply) -> bytes:
+        parsed = message.message_class.FromString(message.data)
+        return json.dumps(json_format.MessageToDict(parsed), separators=(",", ":"), ensure_ascii=False).encode()
+
+    def decode(self, data: bytes | bytearray, message_class: type[Message]) -> bytes:
+        return json_format.Parse(bytes(data) or b"{}", message_class()).SerializeToString()
 
 
 def connect_error(exc: grpc.aio.AioRpcError) -> ConnectError:
@@ -104,15 +141,17 @@ class Forwarder:
         """Close the channel: calls still in flight end with CANCELLED."""
         await self.channel.close(None)
 
-    def endpoint(self, service: str, method: MethodDescriptor) -> Endpoint[bytes, bytes]:
+    def endpoint(self, service: str, method: MethodDescriptor) -> Endpoint[bytes, Reply]:
         """The Connect endpoint that forwards ``method`` of ``service``."""
         path = f"/{service}/{method.name}"
         shape = (method.client_streaming, method.server_streaming)
-        info = MethodInfo(
+        request_class: Any = GetMessageClass(method.input_type)  # what the JSON codec parses into
+        response_class = GetMessageClass(method.output_type)
+        info: MethodInfo[bytes, Reply] = MethodInfo(
             name=method.name,
             service_name=service,
-            input=bytes,
-            output=bytes,
+            input=request_class,
+            output=Reply,
             idempotency_level=IdempotencyLevel.UNKNOWN,  # POST only: no call is made by a mere link
             stream_type={
                 (False, False): StreamType.UNARY,
@@ -121,40 +160,52 @@ class Forwarder:
                 (True, True): StreamType.BIDI_STREAM,
             }[shape],
         )
+
+        def reply(data: bytes) -> Reply:
+            return Reply(data, response_class)
+
         channel = self.channel
         if shape == (False, False):
-            unary_unary: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(path)
+            unary_unary: grpc.aio.UnaryUnaryMultiCallable[bytes, Reply] = channel.unary_unary(
+                path, response_deserializer=reply
+            )
 
-            async def unary(request: bytes, ctx: Context) -> bytes:
+            async def unary(request: bytes, ctx: Context) -> Reply:
                 return await _answer(unary_unary(request, metadata=_metadata(ctx), timeout=_timeout(ctx)))
 
             return Endpoint.unary(info, unary)
         if shape == (False, True):
-            unary_stream: grpc.aio.UnaryStreamMultiCallable[bytes, bytes] = channel.unary_stream(path)
+            unary_stream: grpc.aio.UnaryStreamMultiCallable[bytes, Reply] = channel.unary_stream(
+                path, response_deserializer=reply
+            )
 
-            async def server_stream(request: bytes, ctx: Context) -> AsyncIterator[bytes]:
+            async def server_stream(request: bytes, ctx: Context) -> AsyncIterator[Reply]:
                 call = unary_stream(request, metadata=_metadata(ctx), timeout=_timeout(ctx))
                 async for response in _relay(call):
                     yield response
 
             return Endpoint.server_stream(info, server_stream)
         if shape == (True, False):
-            stream_unary: grpc.aio.StreamUnaryMultiCallable[bytes, bytes] = channel.stream_unary(path)
+            stream_unary: grpc.aio.StreamUnaryMultiCallable[bytes, Reply] = channel.stream_unary(
+                path, response_deserializer=reply
+            )
 
-            async def client_stream(requests: AsyncIterator[bytes], ctx: Context) -> bytes:
+            async def client_stream(requests: AsyncIterator[bytes], ctx: Context) -> Reply:
                 return await _answer(stream_unary(requests, metadata=_metadata(ctx), timeout=_timeout(ctx)))
 
             return Endpoint.client_stream(info, client_stream)
-        stream_stream: grpc.aio.StreamStreamMultiCallable[bytes, bytes] = channel.stream_stream(path)
+        stream_stream: grpc.aio.StreamStreamMultiCallable[bytes, Reply] = channel.stream_stream(
+            path, response_deserializer=reply
+        )
 
-        async def bidi_stream(requests: AsyncIterator[bytes], ctx: Context) -> AsyncIterator[bytes]:
+        async def bidi_stream(requests: AsyncIterator[bytes], ctx: Context) -> AsyncIterator[Reply]:
             call = stream_stream(requests, metadata=_metadata(ctx), timeout=_timeout(ctx))
             async for response in _relay(call):
                 yield response
 
         return Endpoint.bidi_stream(info, bidi_stream)
 
-    def endpoints(self) -> dict[str, Endpoint[bytes, bytes]]:
+    def endpoints(self) -> dict[str, Endpoint[bytes, Reply]]:
         """Every RPC of :data:`SERVICES`, by its URL path (``/sowdb.v1.SowService/ListTopics``)."""
         return {
             f"/{service.full_name}/{method.name}": self.endpoint(service.full_name, method)
@@ -163,7 +214,7 @@ class Forwarder:
         }
 
 
-async def _answer(call: Awaitable[bytes]) -> bytes:
+async def _answer(call: Awaitable[Reply]) -> Reply:
     """A unary call's response, or its status as a Connect error."""
     try:
         return await call
@@ -171,7 +222,7 @@ async def _answer(call: Awaitable[bytes]) -> bytes:
         raise connect_error(exc) from None
 
 
-async def _relay(call: Any) -> AsyncIterator[bytes]:
+async def _relay(call: Any) -> AsyncIterator[Reply]:
     """A streaming call's responses; the call is cancelled when the browser goes (the
     subscription behind it ends with it, as when a gRPC client disconnects)."""
     try:
@@ -191,7 +242,7 @@ class Gateway(ConnectASGIApplication[Forwarder]):
         super().__init__(
             service=forwarder,
             endpoints=endpoints,  # type: ignore[arg-type]  # its Endpoint is a closed union of ours
-            codecs=[PassThroughCodec()],
+            codecs=[PassThroughCodec(), JsonCodec()],  # what 415's Accept-Post names
             read_max_bytes=max_message_bytes,
         )
 
