@@ -75,9 +75,6 @@ class ConsoleServer:
         Raises:
             OSError: the address cannot be bound, in one line.
         """
-        host, _, port = self.listen.rpartition(":")
-        if not host or not port.isdigit() or int(port) > 65535:  # the flag's value; a config's is checked on reading
-            raise OSError(f"cannot listen on {self.listen!r} (http_listen): not HOST:PORT, e.g. 127.0.0.1:9080")
         self._hypercorn.bind = [self.listen]
         try:
             self._sockets = self._hypercorn.create_sockets()

@@ -1,0 +1,112 @@
+"""What a new user meets in the first hour (issue 27): ports out of range, ``--print-config``,
+``--metrics-listen``, the README's Python mirror ending by itself."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tomllib
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from sowdb_client import Client
+from sowdb_client.address import dial_target, parse_address
+from tests.process.test_readme_tour import ROOT, free_port
+from tests.support import Process, sow, sowd_command, start_sowd
+
+WRAPS = "127.0.0.1:99999"  # 99999 - 65536 = 34463: what the kernel and gRPC made of it
+
+
+@pytest.mark.parametrize("flag", ["--listen", "--http-listen", "--metrics-listen"])
+def test_sowd_refuses_a_listen_port_out_of_range_instead_of_wrapping_it(tmp_path: Path, flag: str) -> None:
+    run = sowd_command("--data-dir", str(tmp_path / "data"), "--listen", "127.0.0.1:0", flag, WRAPS)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert run.stderr.strip() == (
+        f"sowd: invalid config: {flag}: '{WRAPS}': the port must be a number from 0 to 65535"
+    ), run.stderr
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_config_file_port_out_of_range_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "sowd.toml"
+    config.write_text(f'[server]\nlisten = "{WRAPS}"\n')
+    run = sowd_command("--config", str(config), "--data-dir", str(tmp_path / "data"))
+    assert run.returncode == 2
+    assert "[server]: listen: '127.0.0.1:99999': the port must be a number from 0 to 65535" in run.stderr
+
+
+@pytest.mark.parametrize("server", [WRAPS, "127.0.0.1:0", "127.0.0.1:-1", "127.0.0.1:x", "[::1]:65536"])
+def test_sow_refuses_a_server_port_out_of_range_from_the_flag_and_from_sow_server(server: str) -> None:
+    run = sow("-server", server, "ping")
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert f"'{server}': the port must be a number from 1 to 65535" in run.stderr
+    env = {**os.environ, "SOW_SERVER": server}
+    run = subprocess.run(
+        [sys.executable, "-m", "sowdb_client.cli", "ping"], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert run.returncode == 2
+    assert f"'{server}': the port must be a number from 1 to 65535 (from $SOW_SERVER)" in run.stderr
+
+
+def test_the_python_sdk_refuses_a_port_out_of_range_before_dialing() -> None:
+    for target in (WRAPS, "127.0.0.1:0", "db1:65536"):
+        with pytest.raises(ValueError, match="the port must be a number from 1 to 65535"):
+            Client(target)
+
+
+def test_one_parser_of_addresses() -> None:
+    assert parse_address("127.0.0.1:9007") == ("127.0.0.1", 9007)
+    assert parse_address("[::1]:65535") == ("::1", 65535)
+    assert parse_address("db1", default_port=9007) == ("db1", 9007)
+    assert parse_address("[::1]", default_port=9007) == ("::1", 9007)
+    assert parse_address("127.0.0.1:0", listen=True) == ("127.0.0.1", 0)
+    for bad in ("db1", ":9007", "", "127.0.0.1:", "127.0.0.1:99999", "127.0.0.1:0"):
+        with pytest.raises(ValueError):
+            parse_address(bad)
+    assert dial_target("unix:/tmp/x.sock") == "unix:/tmp/x.sock"  # gRPC's own targets pass
+    assert dial_target("db1") == "db1"  # gRPC's port 443, e.g. behind a TLS proxy
+
+
+def test_print_config_is_the_effective_config_as_toml_and_reads_back(tmp_path: Path) -> None:
+    run = sowd_command("--print-config", "--listen", "127.0.0.1:9100", "--metrics-listen", "127.0.0.1:9107")
+    assert run.returncode == 0, run.stderr
+    printed = tomllib.loads(run.stdout)
+    assert printed["server"]["listen"] == "127.0.0.1:9100"
+    assert printed["server"]["metrics_listen"] == "127.0.0.1:9107"
+    assert printed["server"]["heartbeat"] == "5s"  # the defaults are spelled out
+    assert [t["name"] for t in printed["topic"]] == ["orders", "notes", "quotes", "prices"]  # the demo's
+    assert "# keeps past versions" in run.stdout  # the demo's comments too
+    config = tmp_path / "effective.toml"
+    config.write_text(run.stdout)
+    again = sowd_command("--config", str(config), "--print-config")
+    assert again.returncode == 0, again.stderr
+    assert tomllib.loads(again.stdout) == printed
+
+
+def test_metrics_listen_flag_serves_the_metrics(tmp_path: Path) -> None:
+    metrics = f"127.0.0.1:{free_port()}"
+    p: Process = start_sowd(tmp_path / "data", "--metrics-listen", metrics)
+    try:
+        with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as r:
+            assert b"sowdb_" in r.read()
+    finally:
+        p.stop()
+
+
+def test_the_readme_python_mirror_ends_by_itself(sowd_process: Process) -> None:
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("### A live mirror") :]
+    block = re.findall(r"^```python\n(.*?)^```", section, flags=re.MULTILINE | re.DOTALL)[0]
+    assert "Mirror()" in block
+    run = subprocess.run(
+        [sys.executable, "-c", block.replace("Client()", f"Client({sowd_process.target!r})")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().endswith("orders of SYM1")
