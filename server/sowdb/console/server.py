@@ -26,6 +26,7 @@ from hypercorn.config import Sockets
 from hypercorn.utils import wrap_app
 
 from sowdb.config import Config
+from sowdb.console import http2
 from sowdb.console.gateway import Forwarder, Gateway
 from sowdb.console.web import ConsoleApp
 
@@ -93,6 +94,7 @@ class ConsoleServer:
         """Serve the page and the gateway (the gRPC server is already listening on
         :attr:`grpc_target`)."""
         assert self._sockets is not None, "bind() first"
+        http2.install()
         self._forwarder = Forwarder(self.grpc_target, self.max_message_bytes)
         app = ConsoleApp(Gateway(self._forwarder, max_message_bytes=self.max_message_bytes))
         self._task = asyncio.create_task(
