@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import pty
 import re
 import subprocess
 import sys
@@ -110,3 +111,59 @@ def test_the_readme_python_mirror_ends_by_itself(sowd_process: Process) -> None:
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip().endswith("orders of SYM1")
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("sow", "-topc", "orders"), "sow sow: error: unknown flag -topc (did you mean -topic?)"),
+        (("publish", "-topic", "x", "--fiel=a"), "sow publish: error: unknown flag --fiel (did you mean --file?)"),
+        (("subscribe", "-topic", "x", "-zzzz"), "sow subscribe: error: unknown flag -zzzz"),
+    ],
+)
+def test_a_flag_typo_is_named_first_in_the_commands_usage_with_a_suggestion(args: tuple[str, ...], said: str) -> None:
+    run = sow(*args)
+    assert run.returncode == 2
+    assert run.stderr.startswith(f"usage: sow {args[0]} "), run.stderr
+    assert run.stderr.strip().splitlines()[-1] == said
+    assert "required" not in run.stderr
+
+
+def _publish_on_a_terminal(target: str, path: Path, *args: str) -> tuple[int, str, str]:
+    """``sow publish -file`` with stderr on a pseudo-terminal: (status, stdout, what the terminal showed)."""
+    main, child = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sowdb_client.cli", "-server", target, "publish", "-topic", "orders", "-file",
+         str(path), *args],
+        stdout=subprocess.PIPE, stderr=child, text=True,
+    )  # fmt: skip
+    os.close(child)
+    shown = bytearray()
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # EIO: the child's side is closed
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(main)
+    stdout, _ = proc.communicate(timeout=60)
+    return proc.returncode, stdout, shown.decode(errors="replace")
+
+
+def test_a_long_publish_shows_progress_on_a_terminal_and_a_short_one_does_not(
+    sowd_process: Process, tmp_path: Path
+) -> None:
+    path = tmp_path / "orders.jsonl"
+    path.write_text("".join(f'{{"orderId": {i}}}\n' for i in range(300)))
+    code, out, shown = _publish_on_a_terminal(sowd_process.target, path, "-rate", "250", "-batchsize", "10")
+    assert code == 0, shown
+    assert "published 300 messages to orders" in out
+    assert "publishing to orders" in shown and "/300" in shown, shown  # count of the file's lines
+    code, out, shown = _publish_on_a_terminal(sowd_process.target, path)  # well under PROGRESS_AFTER_S
+    assert code == 0
+    assert "publishing to" not in shown
+    run = sow("-server", sowd_process.target, "publish", "-topic", "orders", "-file", str(path), "-rate", "250")
+    assert run.returncode == 0
+    assert run.stderr == ""  # not a terminal: no progress line

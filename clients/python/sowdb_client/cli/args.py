@@ -8,6 +8,7 @@ defaults to ``$SOW_SERVER``, else 127.0.0.1:9007; a host without a port means po
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 from importlib.metadata import PackageNotFoundError, version
@@ -58,6 +59,28 @@ def package_version() -> str:
         return version("sowdb")
     except PackageNotFoundError:
         return "unknown"
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A command's parser that names an unknown flag first, with the closest known one.
+
+    argparse leaves a command's unknown flags to the top parser, which reports them only after
+    the command's own checks: ``sow sow -topc orders`` said just "required: -topic".
+    """
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: list[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        for token in args or ():
+            if token == "--":
+                break
+            name = token.split("=", 1)[0]
+            # what argparse itself takes for a flag: not a negative number, no space in it
+            if name.startswith("-") and " " not in token and not self._negative_number_matcher.match(token):
+                if name not in self._option_string_actions:
+                    close = difflib.get_close_matches(name, list(self._option_string_actions), n=1)
+                    self.error(f"unknown flag {name}" + (f" (did you mean {close[0]}?)" if close else ""))
+        return super().parse_known_args(args, namespace)
 
 
 def _flag(p: argparse.ArgumentParser | Any, name: str, **kw: Any) -> None:
@@ -207,7 +230,9 @@ def parser() -> argparse.ArgumentParser:
     )
     _connection_flags(top, top=True)
     _flag(top, "version", action="version", version=f"sow {package_version()}", help="print the version and exit")
-    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
+    sub = top.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", title="commands", parser_class=CommandParser
+    )
 
     def command(name: str, summary: str) -> argparse.ArgumentParser:
         p = sub.add_parser(
