@@ -129,14 +129,17 @@ def test_a_flag_typo_is_named_first_in_the_commands_usage_with_a_suggestion(args
     assert "required" not in run.stderr
 
 
-def _publish_on_a_terminal(target: str, path: Path, *args: str) -> tuple[int, str, str]:
-    """``sow publish -file`` with stderr on a pseudo-terminal: (status, stdout, what the terminal showed)."""
+def _sow_on_a_terminal(*args: str, stdout_too: bool = False, columns: int = 120) -> tuple[int, str, str]:
+    """``sow`` with stderr (and with ``stdout_too`` stdout) on a pseudo-terminal of ``columns``:
+    (status, stdout when piped, what the terminal showed)."""
     main, child = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sowdb_client.cli", "-server", target, "publish", "-topic", "orders", "-file",
-         str(path), *args],
-        stdout=subprocess.PIPE, stderr=child, text=True,
-    )  # fmt: skip
+        [sys.executable, "-m", "sowdb_client.cli", *args],
+        stdout=child if stdout_too else subprocess.PIPE,
+        stderr=child,
+        text=True,
+        env={**os.environ, "COLUMNS": str(columns)},
+    )
     os.close(child)
     shown = bytearray()
     while True:
@@ -149,7 +152,7 @@ def _publish_on_a_terminal(target: str, path: Path, *args: str) -> tuple[int, st
         shown += chunk
     os.close(main)
     stdout, _ = proc.communicate(timeout=60)
-    return proc.returncode, stdout, shown.decode(errors="replace")
+    return proc.returncode, stdout or "", re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", shown.decode(errors="replace"))
 
 
 def test_a_long_publish_shows_progress_on_a_terminal_and_a_short_one_does_not(
@@ -157,13 +160,47 @@ def test_a_long_publish_shows_progress_on_a_terminal_and_a_short_one_does_not(
 ) -> None:
     path = tmp_path / "orders.jsonl"
     path.write_text("".join(f'{{"orderId": {i}}}\n' for i in range(300)))
-    code, out, shown = _publish_on_a_terminal(sowd_process.target, path, "-rate", "250", "-batchsize", "10")
+    publish = ("-server", sowd_process.target, "publish", "-topic", "orders", "-file", str(path))
+    code, out, shown = _sow_on_a_terminal(*publish, "-rate", "250", "-batchsize", "10")
     assert code == 0, shown
     assert "published 300 messages to orders" in out
     assert "publishing to orders" in shown and "/300" in shown, shown  # count of the file's lines
-    code, out, shown = _publish_on_a_terminal(sowd_process.target, path)  # well under PROGRESS_AFTER_S
+    code, out, shown = _sow_on_a_terminal(*publish)  # well under PROGRESS_AFTER_S
     assert code == 0
     assert "publishing to" not in shown
     run = sow("-server", sowd_process.target, "publish", "-topic", "orders", "-file", str(path), "-rate", "250")
     assert run.returncode == 0
     assert run.stderr == ""  # not a terminal: no progress line
+
+
+def test_sow_topics_on_80_columns_keeps_every_header_whole(sowd_process: Process) -> None:
+    code, _, shown = _sow_on_a_terminal("-server", sowd_process.target, "topics", stdout_too=True, columns=80)
+    assert code == 0, shown
+    lines = shown.splitlines()
+    note = next(line for line in lines if line.startswith("sow: note: left out at this width: "))
+    header = next(line for line in lines if line.startswith("name"))
+    left_out = note.split(": ", 3)[3].split(" (")[0].split(", ")
+    assert header.split() == [
+        c for c in ("name", "kind", "key", "durability", "history", "records", "indexes", "underlying", "expiration")
+        if c not in left_out
+    ]  # fmt: skip
+    assert "orders_by_symbol" in shown  # names whole too
+    assert all(len(line) <= 80 for line in lines if line != note)
+
+
+def test_sow_stats_shows_a_streams_mean_as_its_life_not_as_a_call_time(sowd_process: Process) -> None:
+    assert sow("-server", sowd_process.target, "subscribe", "-topic", "orders", "-timeout", "0.2").returncode == 0
+    assert sow("-server", sowd_process.target, "topics").returncode == 0
+    run = sow("-server", sowd_process.target, "stats")
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    header = next(line for line in lines if "errors by code" in line)
+    columns = [c.strip() for c in header.split("┃")[1:-1]]
+    assert columns[3:5] == ["mean", "mean stream life"]
+
+    def cells(rpc: str) -> list[str]:
+        return [c.strip() for c in next(line for line in lines if f" {rpc} " in line).split("│")[1:-1]]
+
+    subscribe, topics = cells("SowService/Subscribe"), cells("SowService/ListTopics")
+    assert subscribe[3] == "" and subscribe[4].endswith(" ms")
+    assert topics[3].endswith(" ms") and topics[4] == ""
