@@ -17,7 +17,7 @@ import pytest
 from sowdb_client import Client
 from sowdb_client.address import dial_target, parse_address
 from tests.process.test_readme_tour import ROOT, free_port
-from tests.support import Process, sow, sowd_command, start_sowd
+from tests.support import Certs, Process, sow, sowd_command, start_sowd
 
 WRAPS = "127.0.0.1:99999"  # 99999 - 65536 = 34463: what the kernel and gRPC made of it
 
@@ -204,3 +204,36 @@ def test_sow_stats_shows_a_streams_mean_as_its_life_not_as_a_call_time(sowd_proc
     subscribe, topics = cells("SowService/Subscribe"), cells("SowService/ListTopics")
     assert subscribe[3] == "" and subscribe[4].endswith(" ms")
     assert topics[3].endswith(" ms") and topics[4] == ""
+
+
+def test_a_plaintext_client_at_the_tls_port_leaves_no_grpc_core_line_in_the_log(tmp_path: Path) -> None:
+    certs = Certs(tmp_path / "pki")
+    config = tmp_path / "sowd.toml"
+    config.write_text(
+        f'[security]\ntls_cert = "{certs["server.pem"]}"\ntls_key = "{certs["server.key"]}"\n\n'
+        '[[topic]]\nname = "orders"\nkey = ["/orderId"]\n'
+    )
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}  # as a user's shell has it
+    p = start_sowd(tmp_path / "data", "--config", str(config), env=env)
+    try:
+        refused = sow("-server", p.target, "ping")
+        assert refused.returncode == 1 and "it may want TLS" in refused.stderr
+    finally:
+        code, output = p.stop()
+    assert code == 0
+    assert "Handshake failed" not in output, output
+
+
+def test_the_helpers_help_runs() -> None:
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "demo" / "make_orders.py"), "--help"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("usage: ")
+    run = subprocess.run(
+        [sys.executable, "-m", "sowdb_spark.export", "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    assert "Export the journal to Parquet" in run.stdout
+    assert "``" not in run.stdout  # reST markup is for the docs, not a terminal
