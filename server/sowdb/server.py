@@ -10,7 +10,7 @@ import signal
 import socket
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -301,7 +301,7 @@ def with_overrides(
         ConfigError: a flag's address is not HOST:PORT with a port of 0..65535.
     """
     addresses = {"listen": listen, "http_listen": http_listen, "metrics_listen": metrics_listen}
-    changes: dict[str, str] = {}
+    changes: dict[str, Any] = {}
     for key, value in addresses.items():
         if value:
             try:

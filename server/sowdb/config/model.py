@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sowdb.errors import ExpressionError
-from sowdb_client.address import parse_address
 from sowdb.expr import nodes as n
 from sowdb.expr.parser import parse
+from sowdb_client.address import parse_address
 
 if TYPE_CHECKING:  # the security part reads this module's types
     from sowdb.config.security import SecurityConfig

@@ -29,10 +29,8 @@ _UNITS = (("d", 86400.0), ("h", 3600.0), ("m", 60.0), ("s", 1.0))
 
 def config_toml(config: m.Config) -> str:
     """The TOML of ``config``, which ``sowd --config`` reads back to the same settings."""
-    if config.source.startswith("<"):
-        text = m.DEMO_CONFIG_TOML
-    else:
-        text = Path(config.source).read_text(encoding="utf-8")
+    demo = config.source.startswith("<")
+    text = m.DEMO_CONFIG_TOML if demo else Path(config.source).read_text(encoding="utf-8")
     raw = tomllib.loads(text)
     raw["server"] = _server_table(config.server)
     title = f"# the effective config of sowd: {config.source}, with the command line's flags applied\n"

@@ -28,4 +28,4 @@ class _H2Protocol(H2Protocol):
 
 def install() -> None:
     """Make hypercorn's connections use the guarded protocol (idempotent)."""
-    hypercorn.protocol.H2Protocol = _H2Protocol  # type: ignore[misc]
+    hypercorn.protocol.H2Protocol = _H2Protocol  # type: ignore[attr-defined]

@@ -76,10 +76,10 @@ class CommandParser(argparse.ArgumentParser):
                 break
             name = token.split("=", 1)[0]
             # what argparse itself takes for a flag: not a negative number, no space in it
-            if name.startswith("-") and " " not in token and not self._negative_number_matcher.match(token):
-                if name not in self._option_string_actions:
-                    close = difflib.get_close_matches(name, list(self._option_string_actions), n=1)
-                    self.error(f"unknown flag {name}" + (f" (did you mean {close[0]}?)" if close else ""))
+            flag = name.startswith("-") and " " not in token and not self._negative_number_matcher.match(token)
+            if flag and name not in self._option_string_actions:
+                close = difflib.get_close_matches(name, list(self._option_string_actions), n=1)
+                self.error(f"unknown flag {name}" + (f" (did you mean {close[0]}?)" if close else ""))
         return super().parse_known_args(args, namespace)
 
 

@@ -156,7 +156,7 @@ _DROPPED_FIRST = ("expiration", "history", "indexes", "durability", "underlying"
 fits with whole headers; the columns empty in every row go first of all."""
 
 
-def _topics_table(rows: list[tuple[str, ...]], columns: Sequence[str], *, compact: bool = False) -> Table:
+def _topics_table(rows: Sequence[tuple[str, ...]], columns: Sequence[str], *, compact: bool = False) -> Table:
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False) if compact else Table()
     for name in columns:
         table.add_column(name, justify="right" if name == "records" else "left", no_wrap=name == "name")

@@ -152,7 +152,9 @@ def _server(s: pb.ServerStats, bookmark: int) -> Table:
     return table
 
 
-STREAMS = frozenset({"SowService/Publish", "SowService/Subscribe", "SowService/SowAndSubscribe", "DataService/StageWrite"})
+STREAMS = frozenset(
+    {"SowService/Publish", "SowService/Subscribe", "SowService/SowAndSubscribe", "DataService/StageWrite"}
+)
 """The RPCs whose calls last as long as their client keeps them open (a subscription, a publish
 or staging stream): their mean time is how long a stream lived, not how long a call took, so it
 has a column of its own."""
