@@ -8,13 +8,13 @@ defaults to ``$SOW_SERVER``, else 127.0.0.1:9007; a host without a port means po
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import os
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from sowdb_client.address import parse_address
+from sowdb_client.cli.typos import CommandParser
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9007
@@ -59,28 +59,6 @@ def package_version() -> str:
         return version("sowdb")
     except PackageNotFoundError:
         return "unknown"
-
-
-class CommandParser(argparse.ArgumentParser):
-    """A command's parser that names an unknown flag first, with the closest known one.
-
-    argparse leaves a command's unknown flags to the top parser, which reports them only after
-    the command's own checks: ``sow sow -topc orders`` said just "required: -topic".
-    """
-
-    def parse_known_args(  # type: ignore[override]
-        self, args: list[str] | None = None, namespace: argparse.Namespace | None = None
-    ) -> tuple[argparse.Namespace, list[str]]:
-        for token in args or ():
-            if token == "--":
-                break
-            name = token.split("=", 1)[0]
-            # what argparse itself takes for a flag: not a negative number, no space in it
-            flag = name.startswith("-") and " " not in token and not self._negative_number_matcher.match(token)
-            if flag and name not in self._option_string_actions:
-                close = difflib.get_close_matches(name, list(self._option_string_actions), n=1)
-                self.error(f"unknown flag {name}" + (f" (did you mean {close[0]}?)" if close else ""))
-        return super().parse_known_args(args, namespace)
 
 
 def _flag(p: argparse.ArgumentParser | Any, name: str, **kw: Any) -> None:
