@@ -129,9 +129,10 @@ class Process:
         return status, self.output
 
 
-def start_sowd(data_dir: Path, *args: str) -> Process:
-    """Start ``sowd`` (built-in demo config unless ``args`` say otherwise) on a free port."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+def start_sowd(data_dir: Path, *args: str, env: dict[str, str] | None = None) -> Process:
+    """Start ``sowd`` (built-in demo config unless ``args`` say otherwise) on a free port, in
+    ``env`` (default: this process's environment)."""
+    env = {**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "sowdb.main", "--data-dir", str(data_dir), "--listen", "127.0.0.1:0", *args],
         stdout=subprocess.PIPE,

@@ -1,7 +1,7 @@
 """``sowd``: the server command.
 
-    sowd [--config FILE] [--listen HOST:PORT] [--data-dir DIR] [--http-listen HOST:PORT] [--log-level LEVEL]
-         [--log-format text|json]
+    sowd [--config FILE] [--listen HOST:PORT] [--data-dir DIR] [--http-listen HOST:PORT]
+         [--metrics-listen HOST:PORT] [--log-level LEVEL] [--log-format text|json] [--print-config]
     sowd rebuild    [--config FILE] [--data-dir DIR]
     sowd verify     [--config FILE] [--data-dir DIR]
     sowd repair     [--config FILE] [--data-dir DIR]
@@ -27,7 +27,7 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 
 from sowdb.auth import hash_token
-from sowdb.config import Config, ConfigError, demo_config, load_config
+from sowdb.config import Config, ConfigError, config_toml, demo_config, load_config
 from sowdb.engine.recovery import rebuild
 from sowdb.logs import LOG_FORMATS, configure_logging
 from sowdb.operations import AdminCaller, checkpoint, verify
@@ -71,6 +71,16 @@ def main(argv: list[str] | None = None) -> int:
         help="serve the web console there (overrides [server] http_listen), e.g. 127.0.0.1:9080",
     )
     parser.add_argument(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics there, at /metrics (overrides [server] metrics_listen), e.g. 127.0.0.1:9107",
+    )
+    parser.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the effective config (the file or the built-in demo, with the flags applied) as TOML, and exit",
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         type=str.upper,
@@ -92,10 +102,19 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(args.log_level, args.log_format)
     try:
         config = load_config(args.config) if args.config else demo_config()
+        config = with_overrides(
+            config,
+            listen=args.listen,
+            data_dir=args.data_dir,
+            http_listen=args.http_listen,
+            metrics_listen=args.metrics_listen,
+        )
     except ConfigError as exc:
         print(f"sowd: invalid config: {exc}", file=sys.stderr)
         return 2
-    config = with_overrides(config, listen=args.listen, data_dir=args.data_dir, http_listen=args.http_listen)
+    if args.print_config:
+        sys.stdout.write(config_toml(config))
+        return 0
     if args.command == "checkpoint":
         caller = AdminCaller(args.server, args.token, args.cacert, args.cert, args.key)
         return checkpoint(config, args.directory, caller)

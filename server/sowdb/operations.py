@@ -21,6 +21,7 @@ from sowdb.config import Config
 from sowdb.storage import Store
 from sowdb.storage.verify import verify as verify_store
 from sowdb_api.v1 import admin_pb2, admin_pb2_grpc
+from sowdb_client.address import dial_target
 
 
 def verify(config: Config) -> int:
@@ -75,7 +76,8 @@ class AdminCaller:
     key: str | None = None
 
     def channel(self, config: Config) -> grpc.Channel:
-        target = self.server or config.server.listen
+        """Raises: OSError: a file cannot be read; ValueError: ``server``'s port is out of range."""
+        target = dial_target(self.server) if self.server else config.server.listen
         security = config.security
         cacert = self.cacert or (security.tls_cert if security and security.tls_cert else None)
         if cacert is None:
@@ -97,7 +99,7 @@ def checkpoint(config: Config, directory: str | None, caller: AdminCaller) -> in
     target = caller.server or config.server.listen
     try:
         channel = caller.channel(config)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         print(f"sowd checkpoint: {exc}", file=sys.stderr)
         return 2
     with channel:

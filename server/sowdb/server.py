@@ -10,7 +10,7 @@ import signal
 import socket
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -28,7 +28,7 @@ from sowdb.api.service import (
 )
 from sowdb.api.servicer import SowServicer
 from sowdb.auth import Authenticator
-from sowdb.config import Config, ConfigError, SecurityConfig, load_config
+from sowdb.config import Config, ConfigError, SecurityConfig, load_config, parse_listen
 from sowdb.engine import Clock, Engine, system_clock
 from sowdb.engine.upkeep import run_upkeep
 from sowdb.metrics import MetricsServer, serve_metrics
@@ -289,14 +289,28 @@ def _reload_from(server: SowServer, source: str) -> None:
 
 
 def with_overrides(
-    config: Config, *, listen: str | None, data_dir: str | None, http_listen: str | None = None
+    config: Config,
+    *,
+    listen: str | None,
+    data_dir: str | None,
+    http_listen: str | None = None,
+    metrics_listen: str | None = None,
 ) -> Config:
-    """The config with the command-line flags applied."""
-    server = config.server
-    if listen:
-        server = replace(server, listen=listen)
-    if http_listen:
-        server = replace(server, http_listen=http_listen)
+    """The config with the command-line flags applied, their addresses checked as a config
+    file's are.
+
+    Raises:
+        ConfigError: a flag's address is not HOST:PORT with a port of 0..65535.
+    """
+    addresses = {"listen": listen, "http_listen": http_listen, "metrics_listen": metrics_listen}
+    changes: dict[str, Any] = {}
+    for key, value in addresses.items():
+        if value:
+            try:
+                parse_listen(value)
+            except ValueError as exc:
+                raise ConfigError(f"--{key.replace('_', '-')}: {exc}") from None
+            changes[key] = value
     if data_dir:
-        server = replace(server, data_dir=data_dir)
-    return replace(config, server=server)
+        changes["data_dir"] = data_dir
+    return replace(config, server=replace(config.server, **changes))

@@ -90,6 +90,10 @@ async def test_the_topics_page_shows_the_figures_as_they_change(console: Running
     expected = {t.name for t in await console.client.list_topics()}
     shown = await page.locator("#topics tbody tr").evaluate_all("rows => rows.map(r => r.dataset.topic)")
     assert set(shown) == expected
+    key = "#topics tr[data-topic='{}'] td[data-field='key']"
+    await expect(page.locator(key.format("orders"))).to_have_text("/orderId")
+    await expect(page.locator(key.format("orders_by_symbol"))).to_have_text("(group values)")  # was blank
+    await expect(page.locator(key.format("notes"))).to_have_text("(set by publisher)")
     await screenshot(page, "topics")
     await page.click("#topics tr[data-topic='orders'] a")  # a topic's name opens its grid
     await expect(page.locator("#grid-status")).to_have_attribute("data-state", "live", timeout=WAIT_MS)

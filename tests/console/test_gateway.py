@@ -203,8 +203,8 @@ def test_sowd_serves_the_console_at_the_address_it_prints(tmp_path: Path) -> Non
 
 def test_a_bad_http_listen_flag_stops_sowd_in_one_line(tmp_path: Path) -> None:
     run = sowd_command("--data-dir", str(tmp_path / "data"), "--listen", "127.0.0.1:0", "--http-listen", "9080")
-    assert run.returncode == 1
+    assert run.returncode == 2
     assert (
         run.stderr.strip().splitlines()[-1]
-        == "sowd: cannot listen on '9080' (http_listen): not HOST:PORT, e.g. 127.0.0.1:9080"
+        == "sowd: invalid config: --http-listen: '9080' is not HOST:PORT (e.g. '127.0.0.1:9007')"
     )

@@ -45,9 +45,11 @@ def tour_blocks() -> list[str]:
 
 
 def run_block(
-    block: str, target: str, cwd: Path = ROOT, address: str = README_ADDRESS
+    block: str, target: str, cwd: Path = ROOT, address: str = README_ADDRESS, home: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "SOW_SERVER": target}
+    if home is not None:  # where the block's ~ is
+        env["HOME"] = str(home)
     env.pop("SOW_TOKEN", None)
     return subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", block.replace(address, target)],
@@ -119,16 +121,18 @@ def free_port() -> int:
 
 
 def test_securing_sowdb_runs_as_written(tmp_path: Path) -> None:
-    """The "Securing sowdb" section: its first block makes the directory (certificate, tokens,
-    users file, config), sowd starts there on that config as the text says, and the second block
-    runs against it; the README's port is replaced by a free one (in the config too)."""
+    """The "Securing sowdb" section: its first block, run from the checkout, makes the directory
+    (certificate, tokens, users file, config) outside it (in ``~``, here the test's directory),
+    sowd starts there on that config as the text says, and the second block runs against it;
+    the README's port is replaced by a free one (in the config too)."""
     if not (BIN / "grpcurl").exists() and shutil.which("grpcurl") is None:
         pytest.skip("grpcurl is not installed")
     setup, clients = section_blocks("Securing sowdb")
     target = f"127.0.0.1:{free_port()}"
-    run = run_block(setup, target, cwd=tmp_path, address="127.0.0.1:9443")
+    run = run_block(setup, target, cwd=ROOT, address="127.0.0.1:9443", home=tmp_path)
     assert run.returncode == 0, run.stderr
-    secured = tmp_path / "secured"
+    secured = tmp_path / "sowdb-secured"
+    assert not (ROOT / "secured").exists()  # private keys and tokens are made outside the checkout
     proc = subprocess.Popen(
         [str(BIN / "sowd"), "--config", "sowd.toml"],
         cwd=secured,

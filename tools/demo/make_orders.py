@@ -9,6 +9,7 @@ outside this repository): kept here so that the tour runs on a fresh clone.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from typing import Any
@@ -27,8 +28,14 @@ def order(i: int) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(
+        prog="tools/demo/make_orders.py",
+        description="Write N demo orders, one JSON document a line, to stdout.",
+        epilog="example: python3 tools/demo/make_orders.py 10000 | sow publish -topic orders",
+    )
+    p.add_argument("n", nargs="?", type=int, default=1_000_000, help="how many orders (default 1000000)")
+    n = p.parse_args(argv).n
     out = sys.stdout
     for i in range(n):
         out.write(json.dumps(order(i), separators=(",", ":")))

@@ -34,6 +34,14 @@ function duration(d: Duration | undefined): string {
   return `${ms}ms`;
 }
 
+/** The key paths; for a topic without any, where its SowKeys come from (as `sow topics` says). */
+function keyText(t: TopicInfo): string {
+  if (t.key.length > 0) return t.key.join(", ");
+  if (t.kind === TopicKind.VIEW) return "(group values)";
+  if (t.kind === TopicKind.CONFLATED) return `(as ${t.underlying})`;
+  return "(set by publisher)";
+}
+
 function figure(field: string, value: bigint | undefined): HTMLTableCellElement {
   return el("td", { class: "num", "data-field": field }, value === undefined ? "" : value.toLocaleString("en-US"));
 }
@@ -49,7 +57,7 @@ function row(t: TopicInfo, s: TopicStats | undefined): HTMLTableRowElement {
     name,
     el("td", {}, KINDS[t.kind] ?? ""),
     count,
-    el("td", {}, t.key.join(", ")),
+    el("td", { "data-field": "key" }, keyText(t)),
     el("td", {}, DURABILITIES[t.durability] ?? ""),
     el("td", {}, history),
     el("td", {}, duration(t.expiration)),

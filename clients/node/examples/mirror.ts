@@ -2,7 +2,7 @@ import { Mirror, createClient } from "@sowdb/client";
 
 const client = createClient({ address: process.env["SOWDB_ADDRESS"] ?? "127.0.0.1:9007" }); // token?, tls?
 const mirror = new Mirror<{ orderId: number; price: number }>(); // keyed by (topic, SowKey)
-const signal = AbortSignal.timeout(Number(process.env["SOWDB_SECONDS"] ?? 3600) * 1000); // or an AbortController
+const signal = AbortSignal.timeout(Number(process.env["SOWDB_SECONDS"] ?? 10) * 1000); // ends in 10 s; or an AbortController
 
 for await (const event of client.sowAndSubscribe("orders", { filter: "/symbol = 'SYM1'", oof: true, signal })) {
   mirror.apply(event); // query results, publishes, oof and deletes

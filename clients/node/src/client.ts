@@ -31,6 +31,7 @@ import {
   type TopicInfo as PbTopicInfo,
   TopicKind,
 } from "./gen/sowdb/v1/sow_pb.js";
+import { baseUrlOf } from "./address.js";
 import { PublishError, SowdbError, fromStatus, toSowdbError } from "./errors.js";
 import { type SowEvent, eventFromPb } from "./events.js";
 import {
@@ -461,14 +462,12 @@ export class SowdbClient {
   }
 }
 
-/** Connects to a sowdb server (the connection opens on the first call). */
+/** Connects to a sowdb server (the connection opens on the first call).
+ *
+ * @throws RangeError the address is not `host:port`, or its port is out of 1..65535.
+ */
 export function createClient(opts: ClientOptions = {}): SowdbClient {
   return new SowdbClient(opts);
-}
-
-function baseUrlOf(address: string, tls: boolean): string {
-  if (/^https?:\/\//.test(address)) return address;
-  return `${tls ? "https" : "http"}://${address}`;
 }
 
 function pem(v: Buffer | Uint8Array | string): Buffer {

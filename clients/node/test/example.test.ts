@@ -21,7 +21,7 @@ after(async () => {
   await sowd?.stop();
 });
 
-test("examples/mirror.ts: a live mirror in 15 lines", async () => {
+test("examples/mirror.ts: a live mirror in 15 lines, which ends by itself", async () => {
   await client.publish("orders", [
     { orderId: 1, symbol: "SYM1", price: 100 },
     { orderId: 2, symbol: "SYM1", price: 110 },
@@ -30,7 +30,7 @@ test("examples/mirror.ts: a live mirror in 15 lines", async () => {
   ]);
   const proc = spawn(process.execPath, [join(import.meta.dirname, "..", "examples", "mirror.ts")], {
     cwd: join(import.meta.dirname, ".."),
-    env: { ...process.env, SOWDB_ADDRESS: sowd.address, SOWDB_SECONDS: "6" },
+    env: { ...process.env, SOWDB_ADDRESS: sowd.address, SOWDB_SECONDS: undefined }, // its default: ends by itself
     stdio: ["ignore", "pipe", "pipe"],
   });
   let stderr = "";

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
-import { Mirror, SowRecord, type SowEvent, fromStatus, mergeDelta } from "@sowdb/client";
+import { Mirror, SowRecord, type SowEvent, createClient, fromStatus, mergeDelta } from "@sowdb/client";
 import { BadRequestSchema, ErrorInfoSchema } from "@sowdb/client/gen/google/rpc/error_details_pb";
 import { StatusSchema } from "@sowdb/client/gen/google/rpc/status_pb";
 
@@ -83,4 +83,13 @@ test("fromStatus reads BadRequest and ErrorInfo details (as in a PublishResponse
   assert.equal(err.column, undefined);
   assert.equal(err.name, "SowdbError");
   assert.ok(err instanceof Error);
+});
+
+test("an address whose port is out of 1..65535 is refused, not wrapped or dialed as port 0", () => {
+  for (const address of ["127.0.0.1:99999", "127.0.0.1:0", "http://127.0.0.1:65536", "127.0.0.1:x", "[::1]:70000"]) {
+    assert.throws(() => createClient({ address }), { name: "RangeError", message: /the port must be a number from 1 to 65535/ }, address);
+  }
+  for (const address of ["127.0.0.1:9007", "[::1]:9007", "https://db1:443", "localhost:65535"]) {
+    createClient({ address }).close();
+  }
 });

@@ -14,6 +14,7 @@ from grpc_health.v1 import health_pb2
 
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import options as o
+from sowdb_client.address import dial_target
 from sowdb_client.errors import SowdbError, from_rpc_error
 from sowdb_client.events import Event, event_from_pb
 from sowdb_client.publishing import PublishTally, publish_requests
@@ -67,7 +68,12 @@ def open_channel(
     max_message_bytes: int,
 ) -> _Channel:
     """A channel to ``target``, plaintext or TLS, made by grpc's (or grpc.aio's) factories: the
-    one place both clients' connection settings are decided."""
+    one place both clients' connection settings are decided.
+
+    Raises:
+        ValueError: ``target``'s port is out of 1..65535 (gRPC would dial it modulo 65536).
+    """
+    target = dial_target(target)
     settings = tls_of(tls)
     options = channel_options(max_message_bytes, settings)
     if settings is None:

@@ -27,7 +27,11 @@ from sowdb_spark.session import session
 
 def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) -> int:
     """Run the job (in ``spark`` when given, which is left running; else in a session of its own)."""
-    p = argparse.ArgumentParser(prog="python -m sowdb_spark.export", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m sowdb_spark.export",
+        description=__doc__.replace("``", ""),  # the module's help, without its reST markup
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--server", default=default_server(), type=server_address, help="sowd address (default %(default)s)")
     p.add_argument("--out", required=True, help="the Parquet directory to write (or append to)")
     p.add_argument("--topic", default="", help="a topic name or regex (default: every topic)")

@@ -19,6 +19,7 @@ from sowdb.config.model import (
     parse_duration,
     parse_listen,
 )
+from sowdb.config.printing import config_toml
 from sowdb.config.reader import config_from_dict, demo_config, load_config
 from sowdb.config.security import RoleConfig, SecurityConfig, UserConfig
 
@@ -34,6 +35,7 @@ __all__ = [
     "UserConfig",
     "ViewConfig",
     "config_from_dict",
+    "config_toml",
     "demo_config",
     "field_path_steps",
     "is_regex_topic",

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from sowdb.errors import ExpressionError
 from sowdb.expr import nodes as n
 from sowdb.expr.parser import parse
+from sowdb_client.address import parse_address
 
 if TYPE_CHECKING:  # the security part reads this module's types
     from sowdb.config.security import SecurityConfig
@@ -27,7 +28,6 @@ MIN_CONFLATION_INTERVAL_S = 0.1
 # that dotted names such as "orders.eu" stay plain names.
 REGEX_METACHARACTERS = frozenset("^$*+?()[]{}|\\")
 
-_LISTEN = re.compile(r"^(.+):(\d{1,5})$")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
@@ -172,15 +172,12 @@ def parse_duration(text: object) -> float:
 
 
 def parse_listen(text: str) -> tuple[str, int]:
-    """(host, port) of ``HOST:PORT`` (``[::1]:9107`` for IPv6; port 0: any free port).
+    """(host, port) of ``HOST:PORT`` to listen on (``[::1]:9107`` for IPv6; port 0: any free port).
 
     Raises:
         ValueError: not HOST:PORT with a port of 0..65535.
     """
-    m = _LISTEN.match(text.strip())
-    if not m or int(m.group(2)) > 65535:
-        raise ValueError(f"{text!r} is not HOST:PORT (e.g. '127.0.0.1:9107')")
-    return m.group(1).strip("[]"), int(m.group(2))
+    return parse_address(text, listen=True)
 
 
 def is_regex_topic(name: str) -> bool:

@@ -26,6 +26,7 @@ from hypercorn.config import Sockets
 from hypercorn.utils import wrap_app
 
 from sowdb.config import Config
+from sowdb.console import http2
 from sowdb.console.gateway import Forwarder, Gateway
 from sowdb.console.web import ConsoleApp
 
@@ -75,9 +76,6 @@ class ConsoleServer:
         Raises:
             OSError: the address cannot be bound, in one line.
         """
-        host, _, port = self.listen.rpartition(":")
-        if not host or not port.isdigit() or int(port) > 65535:  # the flag's value; a config's is checked on reading
-            raise OSError(f"cannot listen on {self.listen!r} (http_listen): not HOST:PORT, e.g. 127.0.0.1:9080")
         self._hypercorn.bind = [self.listen]
         try:
             self._sockets = self._hypercorn.create_sockets()
@@ -96,6 +94,7 @@ class ConsoleServer:
         """Serve the page and the gateway (the gRPC server is already listening on
         :attr:`grpc_target`)."""
         assert self._sockets is not None, "bind() first"
+        http2.install()
         self._forwarder = Forwarder(self.grpc_target, self.max_message_bytes)
         app = ConsoleApp(Gateway(self._forwarder, max_message_bytes=self.max_message_bytes))
         self._task = asyncio.create_task(

@@ -13,6 +13,9 @@ import os
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from sowdb_client.address import parse_address
+from sowdb_client.cli.typos import CommandParser
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9007
 SERVER_ENV = "SOW_SERVER"
@@ -27,17 +30,28 @@ def server_address(text: str) -> str:
     """HOST:PORT from what a person typed: a bare host (``db1``, ``[::1]``) means port 9007.
 
     gRPC would take a bare host as port 443, which no sowd listens on by default.
+
+    Raises:
+        argparse.ArgumentTypeError: not an address, or a port out of 1..65535 (the message
+            names ``$SOW_SERVER`` when the text came from there).
     """
-    text = text.strip()
-    if text.startswith("[") and text.endswith("]"):  # an IPv6 address without a port
-        return f"{text}:{DEFAULT_PORT}"
-    if ":" not in text:
-        return f"{text}:{DEFAULT_PORT}"
-    return text
+    try:
+        host, port = parse_address(text, default_port=DEFAULT_PORT)
+    except ValueError as exc:
+        origin = f" (from ${SERVER_ENV})" if text == os.environ.get(SERVER_ENV) else ""
+        raise argparse.ArgumentTypeError(f"{exc}{origin}") from None
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def default_server_text() -> str:
+    """``$SOW_SERVER`` as set, else 127.0.0.1:9007: argparse checks a flag's default text with
+    the flag's type when the flag is not given, so a bad ``$SOW_SERVER`` is a usage error."""
+    return os.environ.get(SERVER_ENV) or f"{DEFAULT_HOST}:{DEFAULT_PORT}"
 
 
 def default_server() -> str:
-    return server_address(os.environ.get(SERVER_ENV) or f"{DEFAULT_HOST}:{DEFAULT_PORT}")
+    """The checked default server address (see :func:`server_address`)."""
+    return server_address(default_server_text())
 
 
 def package_version() -> str:
@@ -174,7 +188,7 @@ CONNECTION_FLAGS: list[tuple[str, dict[str, Any]]] = [
 
 
 def _connection_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
-    _flag(p, "server", default=default_server() if top else argparse.SUPPRESS, type=server_address,
+    _flag(p, "server", default=default_server_text() if top else argparse.SUPPRESS, type=server_address,
           metavar="HOST[:PORT]", help=SERVER_HELP)  # fmt: skip
     for name, kw in CONNECTION_FLAGS:
         default: Any = (os.environ.get(TOKEN_ENV) if name == "token" else None) if top else argparse.SUPPRESS
@@ -194,7 +208,9 @@ def parser() -> argparse.ArgumentParser:
     )
     _connection_flags(top, top=True)
     _flag(top, "version", action="version", version=f"sow {package_version()}", help="print the version and exit")
-    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
+    sub = top.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", title="commands", parser_class=CommandParser
+    )
 
     def command(name: str, summary: str) -> argparse.ArgumentParser:
         p = sub.add_parser(

@@ -15,7 +15,7 @@ import sys
 import time
 from array import array
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, Any
 
 from sowdb_client.cli.args import UsageError
 from sowdb_client.cli.output import full, note, plural, stored_text, unconfigured
@@ -65,10 +65,64 @@ class _Progress:
         return stored_text(self.stored, self.first, self.last)
 
 
+PROGRESS_AFTER_S = 0.5
+"""A publish that takes longer than this shows a progress line (on a terminal): a short one
+stays a single summary line, a long one (a million orders take ~15 s) is not silent."""
+
+
+class _Bar:
+    """A rich progress line on stderr for a publish that runs long, when stderr is a terminal;
+    erased at the end (the summary follows). ``total``: the input's lines, when it is a file."""
+
+    def __init__(self, topic: str, total: int | None) -> None:
+        self.topic, self.total = topic, total
+        self.on = sys.stderr.isatty()
+        self.started = time.perf_counter()
+        self._bar: Any = None
+        self._task: Any = None
+
+    def update(self, stored: int) -> None:
+        if not self.on or (self._bar is None and time.perf_counter() - self.started < PROGRESS_AFTER_S):
+            return
+        if self._bar is None:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            columns = (
+                TextColumn("publishing to {task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]}"),
+                TimeElapsedColumn(),
+            )
+            self._bar = Progress(*columns, console=Console(stderr=True), transient=True)
+            self._task = self._bar.add_task(self.topic, total=self.total, rate="")
+            self._bar.start()
+        rate = stored / (time.perf_counter() - self.started)
+        self._bar.update(self._task, completed=stored, rate=f"{rate:>9,.0f} msg/s")
+
+    def close(self) -> None:
+        """Erase the line (before any other output on stderr); idempotent."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+            self.on = False
+
+
+def _line_count(path: str) -> int | None:
+    """The lines of the input file, for the progress line's total (None where it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+    except OSError:
+        return None
+
+
 def run_publish(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
     progress = _Progress()
     stream = open(a.file, encoding="utf-8") if a.file else sys.stdin  # noqa: SIM115 (closed below)
     start = time.perf_counter()
+    bar = _Bar(a.topic, _line_count(a.file) if a.file and sys.stderr.isatty() else None)
     try:
         if unconfigured(c, a.topic):
             note(f"'{a.topic}' is not a configured topic: journaled only, no SOW (subscribers get the messages)")
@@ -86,7 +140,9 @@ def run_publish(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
             progress.duplicates += ack.duplicates
             progress.first = progress.first or ack.first_bookmark
             progress.last = ack.last_bookmark or progress.last
+            bar.update(progress.stored)
     except SowdbError as exc:
+        bar.close()
         message, where = exc.message, ""
         if isinstance(exc, PublishError) and exc.message_index is not None:
             # the server counts messages within its request; the input line says more here
@@ -95,6 +151,7 @@ def run_publish(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
         print(f"sow: {exc.code.name}: {message}; {progress.stored_text()} before the error{where}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        bar.close()
         through = f", through input line {progress.line_of(progress.stored - 1)}" if progress.stored else ""
         print(
             f"sow: interrupted: {progress.stored_text()}{through}; requests in flight may also have been stored",
@@ -103,6 +160,7 @@ def run_publish(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
         )
         return 130
     finally:
+        bar.close()
         if a.file:
             stream.close()
     _summary(a, progress, time.perf_counter() - start, out)

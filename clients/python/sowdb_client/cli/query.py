@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from typing import IO, Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -106,10 +108,7 @@ def run_topics(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
         for t in topics:
             print(json.dumps(_topic_json(t), separators=(",", ":")), file=out)
         return 0
-    table = Table("name", "kind", "key", "durability", "history")
-    table.add_column("records", justify="right")
-    for column in ("indexes", "underlying", "expiration"):
-        table.add_column(column)
+    rows = []
     for t in topics:
         history = ""
         if t.HasField("history"):
@@ -117,20 +116,53 @@ def run_topics(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
             if seconds_of(t.history.granularity):
                 history += f" per {duration_text(seconds_of(t.history.granularity))}"
         expiration = seconds_of(t.expiration)
-        table.add_row(
-            t.name,
-            TOPIC_KINDS.get(t.kind, "?"),
-            _key_text(t),
-            _DURABILITY.get(t.durability, ""),
-            history,
-            f"{t.record_count:,}",
-            ", ".join(t.indexes),
-            t.underlying,
-            duration_text(expiration) if expiration else "",
+        rows.append(
+            (
+                t.name,
+                TOPIC_KINDS.get(t.kind, "?"),
+                _key_text(t),
+                _DURABILITY.get(t.durability, ""),
+                history,
+                f"{t.record_count:,}",
+                ", ".join(t.indexes),
+                t.underlying,
+                duration_text(expiration) if expiration else "",
+            )
         )
     # not a terminal: wide enough never to wrap a row, so that each topic stays on one line
-    Console(file=out, width=None if terminal(out) else 240, highlight=False).print(table)
+    console = Console(file=out, width=None if terminal(out) else 240, highlight=False)
+    unbounded = console.options.update(max_width=1_000_000)  # a table's own width, not the console's
+    table = _topics_table(rows, _TOPIC_COLUMNS)
+    if console.measure(table, options=unbounded).maximum > console.width:  # e.g. 80 columns
+        columns = [c for i, c in enumerate(_TOPIC_COLUMNS) if any(row[i] for row in rows)]
+        left_out = [c for c in _TOPIC_COLUMNS if c not in columns]
+        table = _topics_table(rows, columns, compact=True)
+        for dropped in _DROPPED_FIRST:  # rather than cutting every header to a stub
+            if console.measure(table, options=unbounded).minimum <= console.width:
+                break
+            if dropped in columns:
+                columns.remove(dropped)
+                left_out.append(dropped)
+                table = _topics_table(rows, columns, compact=True)
+        if left_out:
+            note(f"left out at this width: {', '.join(left_out)} (sow topics -format json has every field)")
+    console.print(table)
     return 0
+
+
+_TOPIC_COLUMNS = ("name", "kind", "key", "durability", "history", "records", "indexes", "underlying", "expiration")
+_DROPPED_FIRST = ("expiration", "history", "indexes", "durability", "underlying")
+"""On a terminal too narrow for the table, the columns left out, first to last, until the rest
+fits with whole headers; the columns empty in every row go first of all."""
+
+
+def _topics_table(rows: Sequence[tuple[str, ...]], columns: Sequence[str], *, compact: bool = False) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False) if compact else Table()
+    for name in columns:
+        table.add_column(name, justify="right" if name == "records" else "left", no_wrap=name == "name")
+    for row in rows:
+        table.add_row(*(row[_TOPIC_COLUMNS.index(name)] for name in columns))
+    return table
 
 
 def _key_text(t: pb.TopicInfo) -> str:

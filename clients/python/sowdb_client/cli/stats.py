@@ -152,14 +152,23 @@ def _server(s: pb.ServerStats, bookmark: int) -> Table:
     return table
 
 
+STREAMS = frozenset(
+    {"SowService/Publish", "SowService/Subscribe", "SowService/SowAndSubscribe", "DataService/StageWrite"}
+)
+"""The RPCs whose calls last as long as their client keeps them open (a subscription, a publish
+or staging stream): their mean time is how long a stream lived, not how long a call took, so it
+has a column of its own."""
+
+
 def _rpcs(s: pb.ServerStats) -> Table:
     table = Table("rpc", title="calls", title_justify="left")
-    for column in ("calls", "errors", "mean"):
+    for column in ("calls", "errors", "mean", "mean stream life"):
         table.add_column(column, justify="right")
     table.add_column("errors by code")
     for r in s.rpcs:
         errors = sum(r.errors.values())
-        ended = max(r.calls, 1)
+        mean = f"{r.seconds / max(r.calls, 1) * 1000:.1f} ms"
         by_code = ", ".join(f"{code} {n:,}" for code, n in sorted(r.errors.items()))
-        table.add_row(r.rpc, f"{r.calls:,}", f"{errors:,}", f"{r.seconds / ended * 1000:.1f} ms", by_code)
+        call, life = ("", mean) if r.rpc in STREAMS else (mean, "")
+        table.add_row(r.rpc, f"{r.calls:,}", f"{errors:,}", call, life, by_code)
     return table
