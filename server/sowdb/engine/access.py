@@ -162,7 +162,6 @@ class ViewerAccess(Access):
         return None if topic == self.view else super().entitlement(topic)
 
 
-
 def combined(op: str, filters: Sequence[CompiledFilter]) -> CompiledFilter:
     """``op`` (AND / OR) of filters, each parsed on its own: the trees are joined, never the texts,
     so no operand can reach into another (issue 26: a request filter ``1=1) OR (1=1`` glued to
