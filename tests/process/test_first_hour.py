@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from sowdb.address import dial_target, parse_address
 from sowdb_client import Client
-from sowdb_client.address import dial_target, parse_address
 from tests.process.test_readme_tour import ROOT, free_port
 from tests.support import Certs, Process, sow, sowd_command, start_sowd
 

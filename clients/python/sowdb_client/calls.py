@@ -12,9 +12,9 @@ from typing import Any, Generic, TypeVar, Unpack
 import grpc
 from grpc_health.v1 import health_pb2
 
+from sowdb.address import dial_target
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import options as o
-from sowdb_client.address import dial_target
 from sowdb_client.errors import SowdbError, from_rpc_error
 from sowdb_client.events import Event, event_from_pb
 from sowdb_client.publishing import PublishTally, publish_requests

@@ -13,7 +13,7 @@ import os
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from sowdb_client.address import parse_address
+from sowdb.address import parse_address
 from sowdb_client.cli.typos import CommandParser
 
 DEFAULT_HOST = "127.0.0.1"

@@ -3,7 +3,8 @@ listen addresses (config and flags), the ``sow`` CLI (``-server``, ``$SOW_SERVER
 
 It exists because neither the kernel nor gRPC refuse a port out of range: they keep its low 16
 bits, so ``127.0.0.1:99999`` silently meant port 34463 (99999 - 65536), whether listening or
-dialing.
+dialing. It lives in ``sowdb``, not in the SDK, because the server's config reads addresses and
+importing ``sowdb_client`` would import grpc below the API layer (``tests/test_architecture.py``).
 """
 
 from __future__ import annotations
