@@ -156,15 +156,17 @@ def test_securing_sowdb_runs_as_written(tmp_path: Path) -> None:
     out, err = run.stdout, run.stderr
     lines = out.splitlines()
     assert lines[0].startswith("published 2 messages to orders")
-    assert lines[1:4] == [  # alice's query, then bob's
+    assert lines[1:5] == [  # alice's query, her refused write, then bob's query
         '{"orderId":1,"desk":"FX","qty":5}',
+        "exit status 1",
         '{"orderId":1,"desk":"FX","qty":5}',
         '{"orderId":2,"desk":"EQ","qty":7}',
     ]
+    assert "user 'alice' may not write this record to topic 'orders': a role with a row filter" in err
     assert "PERMISSION_DENIED: user 'bob' may not write to topic 'orders' (no write right)" in err
     assert "UNAUTHENTICATED: this server needs a token" in err
     assert "it may want TLS" in err
-    assert out.count("exit status 1") == 3
+    assert out.count("exit status 1") == 4
     assert "\n2\n" in out  # grpcurl: both orders
     assert (secured / "backup-1" / "CURRENT").exists()
 
