@@ -19,7 +19,7 @@ import orjson
 
 from sowdb import testing
 from sowdb.config import Config, ServerConfig, config_from_dict
-from sowdb.engine import Engine, InMessage
+from sowdb.engine import Engine, InMessage, StoredRecord
 from sowdb.engine.clock import Clock
 from sowdb.server import SowServer
 from sowdb.storage import Store
@@ -85,6 +85,12 @@ def open_engine(
 def publish(engine: Engine, topic: str, *docs: Any, delta: bool = False) -> tuple[int, int]:
     """Publish ``docs`` (JSON-able) to ``topic`` as one batch; the (first, last) bookmark."""
     return engine.publish(topic, [InMessage(orjson.dumps(d)) for d in docs], delta=delta)
+
+
+def doc(rec: StoredRecord) -> dict[str, Any]:
+    """A record's document (every record the engine stores or queues has one)."""
+    assert rec.data is not None, f"record {rec.sow_key!r} of {rec.topic!r} has no document"
+    return rec.data
 
 
 class Running:

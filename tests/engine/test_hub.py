@@ -10,7 +10,7 @@ from typing import Any
 from sowdb.engine import Engine, SubscriptionOptions
 from sowdb.engine.subscription import Subscription
 from sowdb.expr import compile_filter
-from tests.support import publish
+from tests.support import doc, publish
 
 
 def sub(engine: Engine, topic: str, filter: str = "", **options: Any) -> Subscription:
@@ -54,12 +54,12 @@ def test_subscriptions_sharing_a_conjunct_are_matched_once_per_change(engine: En
         return evaluate(data, rec)
 
     group.fn = counted
-    docs = [{"orderId": n, "qty": n, "side": "BS"[n % 3 == 0]} for n in range(60)]
+    docs: list[dict[str, Any]] = [{"orderId": n, "qty": n, "side": "BS"[n % 3 == 0]} for n in range(60)]
     publish(engine, "orders_noindex", *docs)  # a topic no view follows: only its own changes
     assert calls == 60
     for (k, _), s in subs.items():
         expected = [d["orderId"] for d in docs if d["qty"] % 10 == k and d["side"] == "B"]
-        assert [e.record.data["orderId"] for e in s.drain()] == expected
+        assert [doc(e.record)["orderId"] for e in s.drain()] == expected
 
 
 FILTERS = [
@@ -85,7 +85,7 @@ def test_indexed_matching_agrees_with_each_filter_on_its_own(engine: Engine) -> 
     for f, s in subs.items():
         compiled = compile_filter(f)
         expected = [d["id"] for d in docs if compiled.matches(d, records[str(d["id"])])]
-        assert [e.record.data["id"] for e in s.drain()] == expected, f
+        assert [doc(e.record)["id"] for e in s.drain()] == expected, f
 
 
 def test_removals_reach_indexed_subscriptions_that_asked_for_deletes(engine: Engine) -> None:

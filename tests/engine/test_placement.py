@@ -12,7 +12,7 @@ import pytest
 from sowdb.engine import Engine, GroupBegin, QueryOptions, RecordBatch, Replacement, SubscriptionOptions
 from sowdb.engine.subscription import Subscription
 from sowdb.errors import FailedPrecondition, InvalidArgument, NotFound
-from tests.support import publish
+from tests.support import doc, publish
 
 
 async def placed(engine: Engine, opts: QueryOptions, **options: Any) -> tuple[Subscription, int, list[Any]]:
@@ -81,9 +81,9 @@ async def test_a_replacement_delivers_what_came_into_scope_and_oofs_what_left(en
     change = Replacement(filter="/orderId >= 2", options=sub.options)
     at = engine.placement.replace_subscription(sub.id, change, owner="me")
     assert at == engine.last_seq == 4
-    assert sorted((e.kind, e.record.data["orderId"]) for e in sub.drain()) == [("oof", 0), ("publish", 3)]
+    assert sorted((e.kind, doc(e.record)["orderId"]) for e in sub.drain()) == [("oof", 0), ("publish", 3)]
     publish(engine, "orders", {"orderId": 0, "symbol": "A"}, {"orderId": 5, "symbol": "B"})  # the new filter
-    assert [(e.kind, e.record.data["orderId"]) for e in sub.drain()] == [("publish", 5)]
+    assert [(e.kind, doc(e.record)["orderId"]) for e in sub.drain()] == [("publish", 5)]
 
 
 async def test_a_replacement_is_refused_to_others_while_held_and_for_oof_it_cannot_track(engine: Engine) -> None:

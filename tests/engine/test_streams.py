@@ -24,7 +24,7 @@ from sowdb.engine import (
     Subscribed,
 )
 from sowdb.engine.subscription import SlowConsumer
-from tests.support import open_engine, publish
+from tests.support import doc, open_engine, publish
 
 
 async def next_events(events: AsyncIterator[StreamEvent], n: int) -> list[tuple[str, Any]]:
@@ -36,9 +36,9 @@ async def next_events(events: AsyncIterator[StreamEvent], n: int) -> list[tuple[
             if isinstance(e, Subscribed | Completed | Heartbeat | GroupBegin):
                 out.append((type(e).__name__, e.bookmark))
             elif isinstance(e, RecordBatch):
-                out.append(("RecordBatch", [(r.data["id"], r.data["v"]) for r in e.records]))
+                out.append(("RecordBatch", [(doc(r)["id"], doc(r)["v"]) for r in e.records]))
             elif isinstance(e, Deliveries):
-                out.append(("Deliveries", [(x.kind, x.record.bookmark, x.record.data["v"]) for x in e.events]))
+                out.append(("Deliveries", [(x.kind, x.record.bookmark, doc(x.record)["v"]) for x in e.events]))
             else:
                 assert isinstance(e, GroupEnd)
                 out.append(("GroupEnd", e.returned))

@@ -35,7 +35,7 @@ from sowdb_client import Client
 TOPICS_TOML = Path(__file__).resolve().parents[2] / "tests" / "topics.toml"
 """The tests' topics (one file for every test against a real sowd)."""
 PERSISTENT = ("markers", "book")  # keyed by /id; book keeps history
-TOPICS = (*PERSISTENT, "ticks")  # ticks: transient, keyed by /id
+TOPICS = (*PERSISTENT, "pulses")  # pulses: transient, keyed by /id
 
 
 @dataclass
@@ -113,8 +113,8 @@ def check(target: str, acked: Acked, rnd: random.Random) -> int:
             point = rnd.randint(1, last)
             then = {r.sow_key: r.json() for r in c.sow("book", bookmark=str(point), batch_size=1000)}
             assert then == _replayed_state(entries, "book", point), f"book as of {point} differs from the journal"
-        ticks = {r.sow_key: r.json() for r in c.sow("ticks", batch_size=1000)}
-        assert ticks == _replayed_state(entries, "ticks", last), "transient ticks differ from the journal"
+        pulses = {r.sow_key: r.json() for r in c.sow("pulses", batch_size=1000)}
+        assert pulses == _replayed_state(entries, "pulses", last), "transient pulses differ from the journal"
         return last
 
 
