@@ -71,6 +71,10 @@ class ManualClock:
     def advance(self, seconds: float) -> None:
         self.now += int(seconds * S)
 
+    def at(self, seconds: float) -> None:
+        """Set the time to ``seconds`` after :data:`T0`."""
+        self.now = T0 + int(seconds * S)
+
 
 def open_engine(
     data_dir: Path, topics: dict[str, Any] | None = None, *, clock: Clock | None = None, **server: Any
