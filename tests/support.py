@@ -6,44 +6,34 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import subprocess
 import sys
-import threading
+import tomllib
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+import orjson
+
+from sowdb import testing
 from sowdb.config import Config, ServerConfig, config_from_dict
-from sowdb.engine import Engine
+from sowdb.engine import Engine, InMessage, StoredRecord
+from sowdb.engine.clock import Clock
 from sowdb.server import SowServer
+from sowdb.storage import Store
 from sowdb.storage.keys import family_of_keys
 from sowdb_client import AsyncClient, AsyncSubscriptionStream, Event
 
 T = TypeVar("T")
 
-TEST_TOPICS: dict[str, Any] = {
-    "topic": [
-        {"name": "orders", "key": ["/orderId"], "indexes": ["/symbol"]},
-        {"name": "orders_noindex", "key": ["/orderId"]},
-        {"name": "notes"},
-        {"name": "quotes", "key": ["/symbol"], "durability": "transient"},
-        {"name": "pairs", "key": ["/region", "/id"]},
-        {"name": "markers", "key": ["/id"]},
-        {"name": "book", "key": ["/id"], "history": {"window": "1d"}},
-    ],
-    "view": [
-        {
-            "name": "orders_by_symbol",
-            "underlying": "orders",
-            "grouping": ["/symbol"],
-            "projection": ["/symbol", "COUNT(/orderId) AS /n"],
-        }
-    ],
-}
+TOPICS_TOML = Path(__file__).with_name("topics.toml")
+"""The test topics as a config file (with ``[server] heartbeat``): the Python and Node tests and
+the soaks read this one file."""
+
+TEST_TOPICS: dict[str, Any] = tomllib.loads(TOPICS_TOML.read_text())
+""":data:`TOPICS_TOML` as read (``make_config`` puts its own ``[server]`` in place of the file's)."""
 
 
 BAD_MESSAGE = 150
@@ -59,6 +49,52 @@ def orders_with_a_bad_message(n: int = 250, bad: int = BAD_MESSAGE) -> list[byte
 def make_config(data_dir: Path, **server: Any) -> Config:
     cfg = config_from_dict(TEST_TOPICS, source="<tests>")
     return replace(cfg, server=ServerConfig(listen="127.0.0.1:0", data_dir=str(data_dir), **server))
+
+
+S = 1_000_000
+"""Microseconds in a second: the engine's clock counts microseconds."""
+
+T0 = 1_700_000_000 * S
+"""Where a :class:`ManualClock` starts (2023-11-14T22:13:20Z)."""
+
+
+class ManualClock:
+    """The engine's clock (:mod:`sowdb.engine.clock`) in a test's hands: time moves only when
+    the test says, so expirations, history windows and journal timestamps are exact."""
+
+    def __init__(self, now: int = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += int(seconds * S)
+
+    def at(self, seconds: float) -> None:
+        """Set the time to ``seconds`` after :data:`T0`."""
+        self.now = T0 + int(seconds * S)
+
+
+def open_engine(
+    data_dir: Path, topics: dict[str, Any] | None = None, *, clock: Clock | None = None, **server: Any
+) -> Engine:
+    """An engine over a RocksDB store in ``data_dir`` (no server): ``topics`` (the test topics
+    by default) with ``server`` settings in place of their ``[server]``, and ``clock`` (a new
+    :class:`ManualClock` by default)."""
+    raw = {**(TEST_TOPICS if topics is None else topics), "server": {"data_dir": str(data_dir), **server}}
+    return Engine.open(config_from_dict(raw, source="<tests>"), Store(data_dir), clock=clock or ManualClock())
+
+
+def publish(engine: Engine, topic: str, *docs: Any, delta: bool = False) -> tuple[int, int]:
+    """Publish ``docs`` (JSON-able) to ``topic`` as one batch; the (first, last) bookmark."""
+    return engine.publish(topic, [InMessage(orjson.dumps(d)) for d in docs], delta=delta)
+
+
+def doc(rec: StoredRecord) -> dict[str, Any]:
+    """A record's document (every record the engine stores or queues has one)."""
+    assert rec.data is not None, f"record {rec.sow_key!r} of {rec.topic!r} has no document"
+    return rec.data
 
 
 class Running:
@@ -98,56 +134,18 @@ async def running(config: Config, token: str | None = None) -> AsyncIterator[Run
         await server.stop(grace=0)
 
 
-class Process:
-    """``sowd`` running as a child process. Its output (stdout and stderr) is read as it comes,
-    as a supervisor would, so that a talkative server (a log line per refused call) never
-    blocks on a full pipe; :attr:`output` is what it printed so far."""
-
-    def __init__(self, proc: subprocess.Popen[str], target: str, seen: list[str] | None = None) -> None:
-        self.proc = proc
-        self.target = target
-        self._lines = list(seen or ())
-        self.banner = self._lines[-1].strip() if self._lines else ""
-        """The line sowd printed once serving (``sowd listening on ...``)."""
-        self._reader = threading.Thread(target=self._read, name="sowd-output", daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self._lines.append(line)
-
-    @property
-    def output(self) -> str:
-        return "".join(self._lines)
-
-    def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str]:
-        """Send ``sig`` and wait for the end; returns the exit status and all the output."""
-        self.proc.send_signal(sig)
-        status = self.proc.wait(timeout=30)
-        self._reader.join(timeout=30)
-        return status, self.output
+Process = testing.Sowd
+"""``sowd`` running as a child process (:mod:`sowdb.testing`, the one launcher): ``target``,
+``banner``, ``output`` (read as it comes), ``stop(sig)``."""
 
 
 def start_sowd(data_dir: Path, *args: str, env: dict[str, str] | None = None) -> Process:
     """Start ``sowd`` (built-in demo config unless ``args`` say otherwise) on a free port, in
     ``env`` (default: this process's environment)."""
-    env = {**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sowdb.main", "--data-dir", str(data_dir), "--listen", "127.0.0.1:0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
-    assert proc.stdout is not None
-    seen = []
-    for line in proc.stdout:  # log lines (stderr is merged) may come before the banner
-        seen.append(line)
-        if "listening on" in line:
-            return Process(proc, line.split("listening on ")[1].split()[0], seen)
-    proc.kill()
-    raise AssertionError(f"sowd did not start: {''.join(seen)}")
+    try:
+        return testing.start(data_dir, *args, env=env)
+    except testing.NotStarted as e:
+        raise AssertionError(str(e)) from e
 
 
 def sow(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
@@ -214,9 +212,8 @@ def flip_byte(path: Path, at: float = 0.5) -> None:
     path.write_bytes(bytes(data))
 
 
-def sowd_command(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``sowd`` (a subcommand such as ``verify``) as a process, to its end."""
-    return subprocess.run([sys.executable, "-m", "sowdb.main", *args], capture_output=True, text=True, timeout=120)
+sowd_command = testing.run
+"""Run ``sowd`` (a subcommand such as ``verify``) as a process, to its end."""
 
 
 class Certs:

@@ -16,7 +16,7 @@ from sowdb.engine import Engine, InMessage, QueryOptions, RecordBatch
 from sowdb.engine.derived import View
 from sowdb.engine.options import SubscriptionOptions
 from sowdb.errors import FailedPrecondition
-from sowdb.storage import Store
+from tests.support import ManualClock, open_engine
 
 AGG = ["/symbol", "SUM(/qty) AS /qty", "COUNT(/id) AS /n", "MIN(/price) AS /low", "MAX(/price) AS /high"]
 TOTALS = ["/symbol", "SUM(/qty) AS /qty", "COUNT(/id) AS /n", "AVG(/qty) AS /avg", "STDDEV_SAMP(/qty) AS /sd"]
@@ -52,19 +52,6 @@ CONFIG: dict[str, Any] = {
 }
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000_000_000
-
-    def __call__(self) -> int:
-        return self.now
-
-
-def open_engine(tmp_path: Path, clock: Clock) -> Engine:
-    cfg = config_from_dict({**CONFIG, "server": {"data_dir": str(tmp_path)}}, source="<tests>")
-    return Engine.open(cfg, Store(tmp_path), clock=clock)
-
-
 def pub(engine: Engine, topic: str, *docs: dict[str, Any]) -> None:
     engine.publish(topic, [InMessage(orjson.dumps(d)) for d in docs])
 
@@ -80,8 +67,8 @@ async def sow(engine: Engine, topic: str, **kw: Any) -> dict[str, Any]:
 async def test_views_equal_the_aggregated_query_under_random_changes(tmp_path: Path) -> None:
     """V-1 / Q-8: after every round of inserts, updates that move records between groups, and
     deletes, each view equals an aggregated query with the same definition, MIN / MAX included."""
-    clock = Clock()
-    engine = open_engine(tmp_path, clock)
+    clock = ManualClock()
+    engine = open_engine(tmp_path, CONFIG, clock=clock)
     rnd = random.Random(5)
     # quantities of every kind an aggregate meets: integers, floats (exact in binary, so sums
     # are exact whatever the order), numeric and other strings, null and missing
@@ -111,7 +98,7 @@ async def test_views_equal_the_aggregated_query_under_random_changes(tmp_path: P
         )
         assert await sow(engine, "by_region") == regions
     engine.close()
-    engine = open_engine(tmp_path, clock)  # recomputed at start from the persistent topic
+    engine = open_engine(tmp_path, CONFIG, clock=clock)  # recomputed at start from the persistent topic
     assert await sow(engine, "by_symbol") == await sow(engine, "orders", grouping=["/symbol"], projection=AGG)
     engine.close()
 
@@ -121,8 +108,8 @@ async def test_in_group_updates_are_applied_a_batch_at_a_time(tmp_path: Path, mo
     path (one step per aggregate) and leave it equal to the aggregated query; a batch with one
     change of another kind (a float, a move to another group, a new record) takes the general
     path, unchanged by the check."""
-    clock = Clock()
-    engine = open_engine(tmp_path, clock)
+    clock = ManualClock()
+    engine = open_engine(tmp_path, CONFIG, clock=clock)
     taken: list[bool] = []
     batch_path = View._apply_updates
 
@@ -159,7 +146,7 @@ async def test_in_group_updates_are_applied_a_batch_at_a_time(tmp_path: Path, mo
 
 
 async def test_view_subscribers_see_group_updates_and_emptied_groups_leave(tmp_path: Path) -> None:
-    engine = open_engine(tmp_path, Clock())
+    engine = open_engine(tmp_path, CONFIG, clock=ManualClock())
     pub(engine, "orders", {"id": 1, "symbol": "AA", "qty": 5, "price": 10})
     sub, events = engine.placement.sow_and_subscribe(
         QueryOptions(topic="by_symbol"), options=SubscriptionOptions(oof=True)
@@ -190,7 +177,7 @@ async def test_an_indexed_subscriber_sees_a_group_emptied_in_a_mixed_batch(tmp_p
     """One publish can both update one group and empty another: the view's batch mixes a
     publish and a removal, and a subscription filed by its ``/symbol = …`` conjunct still gets
     the ``deleted`` event, in order."""
-    engine = open_engine(tmp_path, Clock())
+    engine = open_engine(tmp_path, CONFIG, clock=ManualClock())
     pub(engine, "orders", {"id": 1, "symbol": "AA", "qty": 5, "price": 10})
     sub = engine.placement.subscribe(
         "by_symbol", filter="/symbol = 'AA'", options=SubscriptionOptions(deleted_events=True)
@@ -209,8 +196,8 @@ async def test_an_indexed_subscriber_sees_a_group_emptied_in_a_mixed_batch(tmp_p
 
 
 async def test_conflated_topics_refresh_once_per_interval(tmp_path: Path) -> None:
-    clock = Clock()
-    engine = open_engine(tmp_path, clock)
+    clock = ManualClock()
+    engine = open_engine(tmp_path, CONFIG, clock=clock)
     pub(engine, "orders", {"id": 1, "symbol": "AA", "qty": 1, "price": 10})
     sub, events = engine.placement.sow_and_subscribe(
         QueryOptions(topic="orders_1s"), options=SubscriptionOptions(oof=True)
@@ -261,8 +248,8 @@ async def test_derived_topics_count_removals_as_deletes_and_expirations(tmp_path
     """A delete in the underlying topic that removes a derived record (a group emptied, a
     conflated record gone) is a delete of the derived topic, not a publish; an expiration is an
     expiration. A group only updated by it is a publish (its record changed)."""
-    clock = Clock()
-    engine = open_engine(tmp_path, clock)
+    clock = ManualClock()
+    engine = open_engine(tmp_path, CONFIG, clock=clock)
     pub(engine, "orders", *({"id": i, "symbol": s, "qty": 1, "price": 1} for i, s in ((1, "AA"), (2, "BB"), (3, "BB"))))
     engine.writer.flush_conflated()
     clock.now += 2_000_000

@@ -9,17 +9,7 @@ import pytest
 from sowdb.config import config_from_dict
 from sowdb.engine import Engine, InMessage
 from sowdb.storage import StorageFull, Store
-
-S = 1_000_000
-T0 = 1_700_000_000 * S
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> int:
-        return self.now
+from tests.support import ManualClock, S
 
 
 def test_expirations_due_when_a_write_fails_stay_queued_for_every_topic(tmp_path: Path) -> None:
@@ -33,7 +23,7 @@ def test_expirations_due_when_a_write_fails_stay_queued_for_every_topic(tmp_path
         ]
     }
     cfg = config_from_dict({**topics, "server": {"data_dir": str(tmp_path)}}, source="<tests>")
-    clock = Clock()
+    clock = ManualClock()
     engine = Engine.open(cfg, Store(tmp_path), clock=clock)
     engine.publish("a", [InMessage(b'{"id": 1}'), InMessage(b'{"id": 2}')])
     engine.publish("b", [InMessage(b'{"id": 1}')])

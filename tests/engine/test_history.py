@@ -17,21 +17,7 @@ from sowdb.engine.options import SubscriptionOptions
 from sowdb.errors import FailedPrecondition, InvalidArgument, OutOfRange
 from sowdb.storage import Store
 from sowdb.storage.keys import OP_DELETE, OP_EXPIRE, OP_PUBLISH, encode_seq
-
-S = 1_000_000  # µs per second
-T0 = 1_700_000_000 * S  # 2023-11-14T22:13:20Z
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> int:
-        return self.now
-
-    def at(self, seconds: float) -> None:
-        self.now = T0 + int(seconds * S)
-
+from tests.support import T0, ManualClock, S
 
 TOPICS: dict[str, Any] = {
     "topic": [
@@ -49,7 +35,7 @@ def config(tmp_path: Path, topics: dict[str, Any] = TOPICS, **server: Any) -> Co
     return config_from_dict({**topics, "server": {"data_dir": str(tmp_path), **server}}, source="<tests>")
 
 
-def open_engine(tmp_path: Path, clock: Clock, **server: Any) -> Engine:
+def open_engine(tmp_path: Path, clock: ManualClock, **server: Any) -> Engine:
     cfg = config(tmp_path, **server)
     return Engine.open(cfg, Store(tmp_path), clock=clock)
 
@@ -84,7 +70,7 @@ def test_bookmark_forms() -> None:
 
 
 async def test_state_as_of_a_sequence_or_a_time_includes_later_deletes(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     engine = open_engine(tmp_path, clock)
     clock.at(1)
     b1 = pub(engine, "book", {"id": 1, "v": "a", "sym": "X"}, {"id": 2, "v": "a", "sym": "Y"})
@@ -124,7 +110,7 @@ async def test_state_as_of_a_sequence_or_a_time_includes_later_deletes(tmp_path:
 
 
 async def test_points_older_than_the_window_return_nothing_and_trimming_keeps_the_window(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     engine = open_engine(tmp_path, clock)
     clock.at(0)
     pub(engine, "book", {"id": 1, "v": 0})
@@ -161,7 +147,7 @@ async def test_points_older_than_the_window_return_nothing_and_trimming_keeps_th
 
 
 async def test_granularity_keeps_one_version_per_interval(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     engine = open_engine(tmp_path, clock)
     for t, v in [(0, 0), (3, 3), (9, 9), (12, 12), (13, 13)]:
         clock.at(t)
@@ -197,7 +183,7 @@ async def test_granularity_keeps_one_version_per_interval(tmp_path: Path) -> Non
 
 
 async def test_expiration_removes_journals_and_tells_oof_subscribers(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     engine = open_engine(tmp_path, clock)
     sub, events = engine.placement.sow_and_subscribe(QueryOptions(topic="ttl"), options=SubscriptionOptions(oof=True))
     async for _ in events:
@@ -237,7 +223,7 @@ async def test_expiration_removes_journals_and_tells_oof_subscribers(tmp_path: P
 
 
 async def test_journal_retention_by_entries_and_age(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     engine = open_engine(tmp_path, clock, journal_max_entries=5)
     for i in range(12):
         clock.at(i)
@@ -262,7 +248,7 @@ async def test_journal_retention_by_entries_and_age(tmp_path: Path) -> None:
 
 
 async def test_journal_retention_by_size_keeps_about_that_much_and_frees_the_space(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     engine = open_engine(tmp_path, clock)
     rnd = random.Random(3)
     for i in range(2000):  # ~1 KB of incompressible text each
@@ -282,7 +268,7 @@ async def test_journal_retention_by_size_keeps_about_that_much_and_frees_the_spa
 async def test_a_replay_after_a_crash_thins_history_like_the_writer(tmp_path: Path) -> None:
     """J-2 + H-1: journal entries the history had not taken yet (a crash between the two) are
     thinned against the versions stored before them, as the writer would have."""
-    clock = Clock()
+    clock = ManualClock()
     engine = open_engine(tmp_path, clock)
     for t, v in [(0, 0), (3, 3)]:
         clock.at(t)
@@ -314,7 +300,7 @@ async def test_a_replay_after_a_crash_thins_history_like_the_writer(tmp_path: Pa
 
 
 async def test_journal_ahead_of_current_is_replayed_at_start(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     engine = open_engine(tmp_path, clock)
     pub(engine, "book", {"id": 1, "v": 1}, {"id": 2, "v": 1})
     engine.close()
@@ -343,7 +329,7 @@ async def test_journal_ahead_of_current_is_replayed_at_start(tmp_path: Path) -> 
 async def test_rebuild_recreates_current_and_history_from_the_journal(tmp_path: Path) -> None:
     from sowdb.engine.recovery import rebuild
 
-    clock = Clock()
+    clock = ManualClock()
     engine = open_engine(tmp_path, clock)
     for i in range(50):
         clock.at(i)
@@ -373,7 +359,7 @@ async def test_rebuild_recreates_current_and_history_from_the_journal(tmp_path: 
 
 
 async def test_damaged_current_is_rebuilt_at_start(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     engine = open_engine(tmp_path, clock)
     pub(engine, "book", {"id": 1, "v": 1})
     engine.close()
@@ -386,7 +372,7 @@ async def test_damaged_current_is_rebuilt_at_start(tmp_path: Path) -> None:
 
 
 async def test_transient_topics_rebuild_from_a_recovery_point(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     topics = {
         "topic": [
             {"name": "all", "key": ["/id"], "durability": "transient"},
@@ -410,7 +396,7 @@ async def test_transient_topics_rebuild_from_a_recovery_point(tmp_path: Path) ->
 
 
 async def test_transient_history_is_rebuilt_with_its_topic(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     engine = open_engine(tmp_path, clock)
     clock.at(1)
     b = pub(engine, "ticks", {"id": 1, "v": 1})

@@ -10,29 +10,13 @@ from typing import Any
 import orjson
 import pytest
 
-from sowdb.config import config_from_dict
 from sowdb.engine import Engine, InMessage, QueryOptions
 from sowdb.engine import replay as replay_module
 from sowdb.engine.events import Completed, Deliveries, Subscribed
 from sowdb.errors import OutOfRange
-from sowdb.storage import Store
+from tests.support import open_engine
 
-S = 1_000_000
-T0 = 1_700_000_000 * S
 TOPICS: dict[str, Any] = {"topic": [{"name": "book", "key": ["/id"], "history": {"window": "1d"}}]}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> int:
-        return self.now
-
-
-def open_engine(tmp_path: Path, **server: Any) -> Engine:
-    cfg = config_from_dict({**TOPICS, "server": {"data_dir": str(tmp_path), **server}}, source="<tests>")
-    return Engine.open(cfg, Store(tmp_path), clock=Clock())
 
 
 def publish_ten(engine: Engine) -> None:
@@ -52,7 +36,7 @@ async def until_live(events: Any) -> tuple[list[int], int | None]:
 
 
 async def test_a_trim_between_placement_and_replay_is_out_of_range_for_subscribe(tmp_path: Path) -> None:
-    engine = open_engine(tmp_path, journal_max_entries=5)
+    engine = open_engine(tmp_path, TOPICS, journal_max_entries=5)
     publish_ten(engine)
     async with engine.subscribe("book", bookmark="2") as stream:
         events = stream.events()
@@ -67,7 +51,7 @@ async def test_a_trim_between_placement_and_replay_is_out_of_range_for_subscribe
 
 
 async def test_a_trim_while_the_state_is_sent_is_out_of_range_for_sow_and_subscribe(tmp_path: Path) -> None:
-    engine = open_engine(tmp_path, journal_max_entries=5)
+    engine = open_engine(tmp_path, TOPICS, journal_max_entries=5)
     publish_ten(engine)
     async with engine.sow_and_subscribe(QueryOptions(topic="book", bookmark="2")) as stream:
         events = stream.events()
@@ -81,7 +65,7 @@ async def test_a_trim_while_the_state_is_sent_is_out_of_range_for_sow_and_subscr
 
 
 async def test_a_trim_before_a_journal_read_begins_is_out_of_range(tmp_path: Path) -> None:
-    engine = open_engine(tmp_path, journal_max_entries=5)
+    engine = open_engine(tmp_path, TOPICS, journal_max_entries=5)
     publish_ten(engine)
     batches = engine.journal_reads.read(2)
     assert engine.journal.trim() == 5
@@ -97,7 +81,7 @@ async def test_a_replay_already_reading_is_complete_whatever_is_trimmed_meanwhil
     """Once the replay has opened its iterator, it reads the journal as it was then (a RocksDB
     iterator's view is fixed at its creation), so a trim meanwhile takes nothing from it."""
     monkeypatch.setattr(replay_module, "REPLAY_CHUNK", 2)
-    engine = open_engine(tmp_path, journal_max_entries=5)
+    engine = open_engine(tmp_path, TOPICS, journal_max_entries=5)
     publish_ten(engine)
     async with engine.subscribe("book", bookmark="2") as stream:
         events = stream.events()
@@ -112,7 +96,7 @@ async def test_a_replay_already_reading_is_complete_whatever_is_trimmed_meanwhil
 
 
 async def test_replays_and_reads_placed_and_started_without_a_trim_are_whole(tmp_path: Path) -> None:
-    engine = open_engine(tmp_path, journal_max_entries=5)
+    engine = open_engine(tmp_path, TOPICS, journal_max_entries=5)
     publish_ten(engine)
     async with engine.subscribe("book", bookmark="2") as stream:
         assert await until_live(stream.events()) == (list(range(3, 11)), 10)

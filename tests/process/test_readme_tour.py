@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from sowdb import testing
 from sowdb_client import Client
 from tests.support import Process, start_sowd
 
@@ -133,6 +134,7 @@ def test_securing_sowdb_runs_as_written(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     secured = tmp_path / "sowdb-secured"
     assert not (ROOT / "secured").exists()  # private keys and tokens are made outside the checkout
+    # the README's own command (its config holds the address), its output read by the launcher
     proc = subprocess.Popen(
         [str(BIN / "sowd"), "--config", "sowd.toml"],
         cwd=secured,
@@ -140,19 +142,14 @@ def test_securing_sowdb_runs_as_written(tmp_path: Path) -> None:
         stderr=subprocess.STDOUT,
         text=True,
     )
+    secured_sowd = testing.Sowd(proc)
     try:
-        assert proc.stdout is not None
-        seen = []
-        for line in proc.stdout:  # log lines may come before the banner
-            seen.append(line)
-            if "listening on" in line:
-                break
-        assert f"listening on {target}" in seen[-1], seen
+        secured_sowd.wait_serving()
+        assert secured_sowd.target == target, secured_sowd.output
         run = run_block(clients, target, cwd=secured, address="127.0.0.1:9443")
         assert run.returncode == 0, f"{run.stdout}\n{run.stderr}"
     finally:
-        proc.terminate()
-        proc.communicate(timeout=30)
+        secured_sowd.stop()
     out, err = run.stdout, run.stderr
     lines = out.splitlines()
     assert lines[0].startswith("published 2 messages to orders")

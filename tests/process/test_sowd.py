@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sowdb_client import Client
-from tests.support import Process, start_sowd
+from tests.support import Process, sowd_command, start_sowd
 
 BIN = Path(sys.executable).parent
 
@@ -107,12 +107,7 @@ def test_sigint_also_stops_it(tmp_path: Path) -> None:
 def test_invalid_config_stops_the_server_with_a_message(tmp_path: Path, toml: str, words: str) -> None:
     cfg = tmp_path / "sowdb.toml"
     cfg.write_text(toml)
-    run = subprocess.run(
-        [sys.executable, "-m", "sowdb.main", "--config", str(cfg), "--data-dir", str(tmp_path / "d")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    run = sowd_command("--config", str(cfg), "--data-dir", str(tmp_path / "d"))
     assert run.returncode == 2
     assert str(cfg) in run.stderr, run.stderr
     assert words in run.stderr, run.stderr

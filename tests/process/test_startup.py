@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 import time
 from importlib.metadata import version
 from pathlib import Path
 
 from sowdb_client import Client
 from tests.support import Process, start_sowd
-
-
-def sowd(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sowdb.main", *args], capture_output=True, text=True, timeout=timeout)
+from tests.support import sowd_command as sowd
 
 
 def test_a_port_in_use_is_one_line_before_recovery_runs(tmp_path: Path) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ import orjson
 from bench_server import _orders, _rss_mb, _settle, _timed_query
 from bench_server import _start as start_sowd
 
+from sowdb import testing
 from sowdb_client import Client
 
 CONFIG = """
@@ -90,12 +90,8 @@ def main() -> None:
         finally:
             proc.terminate()
             proc.wait(timeout=60)
-        rebuilt = subprocess.run(
-            [sys.executable, "-m", "sowdb.main", "rebuild", "--config", str(config), "--data-dir", str(data)],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
+        rebuilt = testing.run("rebuild", "--config", str(config), "--data-dir", str(data), timeout=3600)
+        rebuilt.check_returncode()
         m = re.search(r"replayed (\d+) journal entries .* in ([\d.]+) s \(([\d,]+) entries/s\)", rebuilt.stdout)
         assert m, rebuilt.stdout + rebuilt.stderr
         entries, seconds, rate = int(m.group(1)), m.group(2), m.group(3)

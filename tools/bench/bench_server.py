@@ -20,11 +20,11 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from sowdb import testing
 from sowdb_client import Client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,26 +59,20 @@ durability = "transient"
 
 
 def _start(data_dir: str, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
-    """Start ``sowd`` on ``data_dir`` (extra ``args`` such as ``--config F``; without one, the
-    benchmarks' own config, written under ``data_dir``; ``env``: its environment, if not this
-    process's); (process, target)."""
+    """Start ``sowd`` through the one launcher (:mod:`sowdb.testing`) on ``data_dir`` (extra
+    ``args`` such as ``--config F``; without one, the benchmarks' own config, written under
+    ``data_dir``: their figures were measured on it; ``env``: variables added to this process's
+    environment); (process, target). Its output is drained (and kept) by the launcher."""
     if "--config" not in args:
         config = Path(data_dir) / "sowd.toml"
         config.write_text(BENCH_CONFIG_TOML)
         args = ("--config", str(config), *args)
         data_dir = str(Path(data_dir) / "data")
-    flags = ["--data-dir", data_dir, "--listen", "127.0.0.1:0", "--log-level", "WARNING", *args]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sowdb.main", *flags],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if "listening on" not in line:
-        raise SystemExit(f"sowd did not start: {line!r}")
-    return proc, line.split("listening on ")[1].split()[0]
+    try:
+        sowd = testing.start(data_dir, "--log-level", "WARNING", *args, env=env)
+    except testing.NotStarted as e:
+        raise SystemExit(str(e)) from e
+    return sowd.proc, sowd.target
 
 
 def _rss_mb(pid: int) -> float:

@@ -20,10 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -32,28 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sowdb import testing
 from sowdb_client import Client
 
-CONFIG = """
-[server]
-heartbeat = "200ms"
-
-[[topic]]
-name = "orders"
-key = ["/id"]
-
-[[topic]]
-name = "book"
-key = ["/id"]
-history = { window = "1d" }
-
-[[topic]]
-name = "quotes"
-key = ["/id"]
-durability = "transient"
-"""
-PERSISTENT = ("orders", "book")
-TOPICS = ("orders", "book", "quotes")
+TOPICS_TOML = Path(__file__).resolve().parents[2] / "tests" / "topics.toml"
+"""The tests' topics (one file for every test against a real sowd)."""
+PERSISTENT = ("markers", "book")  # keyed by /id; book keeps history
+TOPICS = (*PERSISTENT, "pulses")  # pulses: transient, keyed by /id
 
 
 @dataclass
@@ -62,34 +44,6 @@ class Acked:
 
     messages: dict[int, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     batches: int = 0
-
-
-class Sowd:
-    """``sowd`` as a child process with its output in a log file (a full pipe would block it)."""
-
-    def __init__(self, data_dir: Path, config: Path) -> None:
-        self.log = data_dir.parent / "sowd.log"
-        out = self.log.open("a")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        cmd = [sys.executable, "-m", "sowdb.main", "--config", str(config), "--data-dir", str(data_dir)]
-        start = self.log.stat().st_size
-        self.proc = subprocess.Popen([*cmd, "--listen", "127.0.0.1:0"], stdout=out, stderr=out, env=env)
-        out.close()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            text = self.log.read_text()[start:]
-            if "listening on " in text:
-                self.target = text.split("listening on ")[1].split()[0]
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        self.proc.kill()
-        raise RuntimeError(f"sowd did not start:\n{self.log.read_text()[start:]}")
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
 
 
 def _publisher(target: str, rnd: random.Random, acked: Acked, stop: threading.Event) -> None:
@@ -159,21 +113,19 @@ def check(target: str, acked: Acked, rnd: random.Random) -> int:
             point = rnd.randint(1, last)
             then = {r.sow_key: r.json() for r in c.sow("book", bookmark=str(point), batch_size=1000)}
             assert then == _replayed_state(entries, "book", point), f"book as of {point} differs from the journal"
-        quotes = {r.sow_key: r.json() for r in c.sow("quotes", batch_size=1000)}
-        assert quotes == _replayed_state(entries, "quotes", last), "transient quotes differ from the journal"
+        pulses = {r.sow_key: r.json() for r in c.sow("pulses", batch_size=1000)}
+        assert pulses == _replayed_state(entries, "pulses", last), "transient pulses differ from the journal"
         return last
 
 
 def run(cycles: int, work_dir: Path, seed: int, *, max_uptime: float = 0.8, report: Any = None) -> dict[str, int]:
     """Run ``cycles`` publish-and-kill cycles and a final check; returns totals."""
     rnd = random.Random(seed)
-    config = work_dir / "sowd.toml"
-    config.write_text(CONFIG)
     data = work_dir / "data"
     acked = Acked()
     journal = 0
     for cycle in range(cycles):
-        server = Sowd(data, config)
+        server = testing.start(data, config=TOPICS_TOML)
         try:
             journal = check(server.target, acked, rnd)
             stop = threading.Event()
@@ -186,7 +138,7 @@ def run(cycles: int, work_dir: Path, seed: int, *, max_uptime: float = 0.8, repo
         thread.join(30)
         if report:
             report(f"cycle {cycle + 1}/{cycles}: journal {journal}, acknowledged {len(acked.messages)}")
-    server = Sowd(data, config)
+    server = testing.start(data, config=TOPICS_TOML)
     try:
         journal = check(server.target, acked, rnd)
     finally:

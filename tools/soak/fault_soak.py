@@ -28,71 +28,35 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from sowdb import testing
 from sowdb.storage import Store
 from sowdb.storage.keys import family_of_keys
 from sowdb_client import Client, SowdbError
 
-CONFIG = """
-[[topic]]
-name = "orders"
-key = ["/orderId"]
-history = { window = "1d" }
-"""
+TOPICS_TOML = Path(__file__).resolve().parents[2] / "tests" / "topics.toml"
+"""The tests' topics; these runs use ``book`` (keyed by ``/id``, with history)."""
 
 
-class Sowd:
-    """A ``sowd`` process on a data directory (with this script's config)."""
-
-    def __init__(self, data: Path) -> None:
-        config = data.parent / "sowd.toml"
-        config.write_text(CONFIG)
-        self.cmd = [sys.executable, "-m", "sowdb.main", "--config", str(config), "--data-dir", str(data)]
-        self.proc = subprocess.Popen(
-            [*self.cmd, "--listen", "127.0.0.1:0", "--log-level", "WARNING"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        assert self.proc.stdout is not None
-        self.output: list[str] = []
-        self.target = ""
-        for line in self.proc.stdout:
-            self.output.append(line)
-            if "listening on" in line:
-                self.target = line.split("listening on ")[1].split()[0]
-                return
-        self.proc.wait()
-
-    @property
-    def started(self) -> bool:
-        return bool(self.target)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=30)
-
-
-@contextlib.contextmanager
-def serving(data: Path) -> Iterator[Sowd]:
-    s = Sowd(data)
-    try:
-        yield s
-    finally:
-        s.stop()
+def launch(data: Path) -> testing.Sowd:
+    """``sowd`` on ``data`` with the tests' topics, once it serves, or once it refused to start
+    (then its ``target`` is empty and its output says why)."""
+    s = testing.spawn(data, "--log-level", "WARNING", config=TOPICS_TOML)
+    with contextlib.suppress(testing.NotStarted):
+        s.wait_serving()
+    return s
 
 
 def load(data: Path, n: int) -> None:
-    """``n`` orders published, then each updated once (history holds the first versions)."""
-    with serving(data) as s, Client(s.target) as c:
-        c.publish("orders", ({"orderId": i, "v": 1, "pad": "x" * 40} for i in range(n)))
-        c.publish("orders", ({"orderId": i, "v": 2, "pad": "y" * 40} for i in range(n)))
+    """``n`` records published, then each updated once (history holds the first versions)."""
+    with launch(data) as s, Client(s.target) as c:
+        c.publish("book", ({"id": i, "v": 1, "pad": "x" * 40} for i in range(n)))
+        c.publish("book", ({"id": i, "v": 2, "pad": "y" * 40} for i in range(n)))
     store = Store(data)  # flush everything to SST files
     store.db.flush("current", "history", "journal")
     store.close()
@@ -116,11 +80,7 @@ def flip_byte(path: Path) -> None:
 
 def count(target: str, bookmark: str = "") -> int:
     with Client(target) as c:
-        return len(c.sow("orders", bookmark=bookmark, batch_size=10_000).records())
-
-
-def sowd(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sowdb.main", *args], capture_output=True, text=True, timeout=300)
+        return len(c.sow("book", bookmark=bookmark, batch_size=10_000).records())
 
 
 def missing_current(root: Path, n: int) -> str:
@@ -128,14 +88,14 @@ def missing_current(root: Path, n: int) -> str:
     load(data, n)
     (data / "CURRENT").unlink()
     for _ in range(2):
-        s = Sowd(data)
+        s = launch(data)
         s.stop()
-        if s.started or (data / "CURRENT").exists():
+        if s.target or (data / "CURRENT").exists():
             return "FAIL: started, or made a new CURRENT"
-    line = s.output[-1].strip()
-    if sowd("repair", "--data-dir", str(data)).returncode != 0:
+    line = s.lines[-1].strip()
+    if testing.run("repair", "--data-dir", str(data), timeout=300).returncode != 0:
         return "FAIL: sowd repair failed"
-    with serving(data) as s:
+    with launch(data) as s:
         got = count(s.target)
     return f"pass: refused ({line[:60]}…), repaired, {got:,} records" if got == n else f"FAIL: {got} of {n}"
 
@@ -145,16 +105,16 @@ def flipped(family: str) -> Callable[[Path, int], str]:
         data = root / "data"
         load(data, n)
         flip_byte(biggest_sst(data, family))
-        s = Sowd(data)
+        s = launch(data)
         try:
-            if not s.started:
-                return f"pass: start refused: {s.output[-1].strip()[:70]}"
+            if not s.target:
+                return f"pass: start refused: {s.lines[-1].strip()[:70]}"
             try:
                 now, before = count(s.target), count(s.target, bookmark=str(n))
             except SowdbError as exc:
                 return f"pass: {exc.code.name} to the caller" if exc.code.name == "DATA_LOSS" else f"FAIL: {exc}"
             if now == n and before == n:
-                how = "rebuilt at start" if any("rebuil" in line for line in s.output) else "no damaged block read"
+                how = "rebuilt at start" if any("rebuil" in line for line in s.lines) else "no damaged block read"
                 return f"pass: {now:,} records now and {before:,} as of bookmark {n} ({how})"
             return f"FAIL: silently {now} now, {before} as of {n}, of {n}"
         finally:
@@ -173,11 +133,11 @@ def disk_full(root: Path, n: int) -> str:
         (disk / "ballast").write_bytes(b"\0" * 12 * 1024 * 1024)
         data = disk / "data"
         acked = 0
-        with serving(data) as s, Client(s.target) as c:
+        with launch(data) as s, Client(s.target) as c:
             refused = None
             for _ in range(2_000):
                 try:
-                    c.publish("orders", [{"orderId": acked + j, "pad": "z" * 2000} for j in range(100)])
+                    c.publish("book", [{"id": acked + j, "pad": "z" * 2000} for j in range(100)])
                     acked += 100
                 except SowdbError as exc:
                     refused = exc
@@ -190,14 +150,14 @@ def disk_full(root: Path, n: int) -> str:
             deadline = time.monotonic() + 30
             while True:
                 try:
-                    c.publish("orders", [{"orderId": acked, "pad": "after"}])
+                    c.publish("book", [{"id": acked, "pad": "after"}])
                     acked += 1
                     break
                 except SowdbError:
                     if time.monotonic() > deadline:
                         return "FAIL: writes did not resume once space was back"
                     time.sleep(0.5)
-        with serving(data) as s:
+        with launch(data) as s:
             got = count(s.target)
         ok = health == health_pb2.HealthCheckResponse.NOT_SERVING and got == acked
         verdict = "pass" if ok else "FAIL"
@@ -208,15 +168,15 @@ def disk_full(root: Path, n: int) -> str:
 
 def stalling_request(root: Path, n: int) -> str:
     data = root / "data"
-    with serving(data) as s, Client(s.target) as c:
-        c.publish("orders", ({"orderId": i, "a": i % 97, "b": -i, "c": str(i)} for i in range(200_000)))
+    with launch(data) as s, Client(s.target) as c:
+        c.publish("book", ({"id": i, "a": i % 97, "b": -i, "c": str(i)} for i in range(200_000)))
         # the heavy client is another process: its decoding must not hold this one's GIL
         heavy = multiprocessing.get_context("spawn").Process(target=_sort_queries, args=(s.target,))
         heavy.start()
         small: list[float] = []
         while heavy.is_alive():
             start = time.perf_counter()
-            c.sow("orders", sow_keys=[str(len(small) % 1000)]).records()
+            c.sow("book", sow_keys=[str(len(small) % 1000)]).records()
             small.append((time.perf_counter() - start) * 1000)
         heavy.join()
     p99 = statistics.quantiles(small, n=100)[98]
@@ -227,7 +187,7 @@ def stalling_request(root: Path, n: int) -> str:
 def _sort_queries(target: str) -> None:
     with Client(target) as h:
         for _ in range(3):
-            h.sow("orders", order_by="/a DESC, /c, /b", batch_size=1000).records()
+            h.sow("book", order_by="/a DESC, /c, /b", batch_size=1000).records()
 
 
 RUNS: list[tuple[str, Callable[[Path, int], str]]] = [

@@ -1,54 +1,25 @@
 /**
- * Starts a real `sowd` for the tests (and the benchmarks): `python -m sowdb.main` on port 0
- * with a temporary data directory and a test config, as tests/server/conftest.py does.
+ * Starts a real `sowd` for the tests (and the benchmarks) through the one launcher of the
+ * Python tests, benchmarks and soaks, `python -m sowdb.testing`: port 0, a temporary data
+ * directory, a test config. The launcher prints sowd's output (the `listening on` banner
+ * included) and stops sowd on SIGTERM or when its standard input closes, so a test run that
+ * dies leaves no server behind.
  *
  * The Python interpreter is `$SOWDB_PYTHON`, else the repository's `.venv/bin/python`.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 
 const REPO = resolve(import.meta.dirname, "..", "..", "..");
 
-/** The topics the tests need (the demo config's, plus a view and a few more). */
-export const TEST_CONFIG = `
-[server]
-heartbeat = "200ms"
-
-[[topic]]
-name = "orders"
-key = ["/orderId"]
-indexes = ["/symbol"]
-
-[[topic]]
-name = "notes"
-
-[[topic]]
-name = "quotes"
-key = ["/symbol"]
-durability = "transient"
-
-[[topic]]
-name = "prices"
-key = ["/symbol"]
-history = { window = "1d" }
-
-[[topic]]
-name = "items"
-key = ["/id"]
-
-[[topic]]
-name = "markers"
-key = ["/id"]
-
-[[view]]
-name = "orders_by_symbol"
-underlying = "orders"
-grouping = ["/symbol"]
-projection = ["/symbol", "COUNT(/orderId) AS /n"]
-`;
+/**
+ * The tests' topics: the one file the Python tests and the soaks read too (with
+ * `[server] heartbeat = "200ms"`; a test may edit the text, as retention.test.ts does).
+ */
+export const TEST_CONFIG = readFileSync(join(REPO, "tests", "topics.toml"), "utf8");
 
 export interface Sowd {
   /** `127.0.0.1:PORT` */
@@ -72,8 +43,8 @@ export async function startSowd(config: string = TEST_CONFIG, extraArgs: string[
   const dataDir = join(dir, "data");
   const proc = spawn(
     python(),
-    ["-m", "sowdb.main", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--config", cfgPath, ...extraArgs],
-    { cwd: REPO, env: { ...process.env, PYTHONUNBUFFERED: "1" }, stdio: ["ignore", "pipe", "pipe"] },
+    ["-m", "sowdb.testing", "--data-dir", dataDir, "--config", cfgPath, ...extraArgs],
+    { cwd: REPO, env: { ...process.env, PYTHONUNBUFFERED: "1" }, stdio: ["pipe", "pipe", "pipe"] },
   );
   let out = "";
   proc.stderr!.on("data", (b: Buffer) => (out += b.toString()));
