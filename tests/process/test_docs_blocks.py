@@ -5,7 +5,8 @@ repository cites (K-3, Q-7, A-2, HA-3, ...) is stated in docs/rules.md.
 The manual's pages run in their own tests: the tour, "Securing sowdb" and "Operations" in
 ``test_readme_tour.py``, the tour's Python mirror and the Spark page's write in
 ``test_first_hour.py``, docs/connect.md and docs/spark-cluster.md in theirs, docs/node.md's
-example in the Node SDK's ``example.test.ts``.
+example in the Node SDK's ``example.test.ts``, and the blocks that ran nowhere before (the tour's
+Python SDK, the sample config, the filter engine's example) in ``test_docs_pages.py``.
 """
 
 from __future__ import annotations
@@ -13,14 +14,13 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
 
 from tests.doc_pages import DOCS, ROOT, anchors, blocks, page_path, relative_links, run_block
-from tests.support import Process, start_sowd
+from tests.support import Process
 
 README_MAX_LINES = 300
 SPEC = ROOT.parent / "shared" / "SPEC.md"
@@ -34,16 +34,6 @@ pytestmark = pytest.mark.readme
 
 def pages() -> list[str]:
     return ["README.md", *sorted(p.name for p in DOCS.glob("*.md"))]
-
-
-@pytest.fixture
-def demo_sowd(tmp_path: Path) -> Iterator[Process]:
-    """A sowd process on the built-in demo config (what ``make run`` serves), data under tmp."""
-    p = start_sowd(tmp_path / "data")
-    try:
-        yield p
-    finally:
-        p.stop()
 
 
 def test_the_readme_is_one_short_page() -> None:
@@ -116,9 +106,9 @@ def test_the_rule_index_lists_every_rule_of_the_spec() -> None:
     assert not missing, f"run tools/docs/rules_index.py: docs/rules.md lacks {sorted(missing)}"
 
 
-def test_the_readmes_short_tour_runs_as_written(demo_sowd: Process) -> None:
+def test_the_readmes_short_tour_runs_as_written(sowd_process: Process) -> None:
     (block,) = blocks("README.md", "A short tour")
-    run = run_block(block, demo_sowd.target)
+    run = run_block(block, sowd_process.target)
     assert run.returncode == 0, f"{run.stdout}\n{run.stderr}"
     assert "Traceback" not in run.stderr, run.stderr
     assert "published 1000 messages to orders (bookmarks 1..1000)" in run.stdout + run.stderr
@@ -126,10 +116,10 @@ def test_the_readmes_short_tour_runs_as_written(demo_sowd: Process) -> None:
     assert '"orderId":1001' in run.stdout  # live, or in the query if the subscription came late
 
 
-def test_the_readmes_python_example_runs_as_written(demo_sowd: Process) -> None:
+def test_the_readmes_python_example_runs_as_written(sowd_process: Process) -> None:
     (block,) = blocks("README.md", "A short tour", lang="python")
     run = subprocess.run(
-        [sys.executable, "-c", block.replace('Client("127.0.0.1:9007")', f"Client({demo_sowd.target!r})")],
+        [sys.executable, "-c", block.replace('Client("127.0.0.1:9007")', f"Client({sowd_process.target!r})")],
         capture_output=True,
         text=True,
         timeout=60,
