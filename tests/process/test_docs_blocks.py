@@ -61,6 +61,20 @@ def test_every_relative_link_of_a_page_resolves(page: str) -> None:
     assert not broken, f"{page}: " + "; ".join(broken)
 
 
+def test_every_page_of_docs_is_reached_from_the_readme() -> None:
+    """A page no link leads to is a page nobody reads: each docs/*.md is linked from README.md or
+    from a page the README links to."""
+    reached, todo = set(), ["README.md"]
+    while todo:
+        source = page_path(todo.pop())
+        for link in relative_links(source.read_text()):
+            target = (source.parent / unquote(link.partition("#")[0])).resolve()
+            if target.parent == DOCS and target.suffix == ".md" and target.name not in reached:
+                reached.add(target.name)
+                todo.append(target.name)
+    assert {p.name for p in DOCS.glob("*.md")} <= reached
+
+
 def test_the_link_check_finds_a_broken_link(tmp_path: Path) -> None:
     """The check above can fail: a missing file and a missing heading are both seen."""
     text = "# Title\n\nSee [a](missing.md), [b](#nowhere), [c](#title), `[d](in-code.md)`.\n"
