@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from sowdb.auth import hash_token
+from tests.doc_pages import blocks
 from tests.process.test_readme_tour import free_port
 from tests.support import start_sowd
 
@@ -23,11 +23,6 @@ DOC_ADDRESS = "127.0.0.1:9080"
 TOKEN = "doc-reader-token"
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
-
-
-def doc_blocks(name: str) -> list[str]:
-    """The ``sh`` code blocks of a page of docs/, in order."""
-    return re.findall(r"^```sh\n(.*?)^```", (ROOT / "docs" / name).read_text(), flags=re.MULTILINE | re.DOTALL)
 
 
 def run(block: str, http: str, token: str = "") -> subprocess.CompletedProcess[str]:
@@ -47,7 +42,7 @@ def run(block: str, http: str, token: str = "") -> subprocess.CompletedProcess[s
 
 
 def test_calling_sowdb_with_curl_runs_as_written(tmp_path: Path) -> None:
-    unary, errors, streams, with_token = doc_blocks("connect.md")
+    unary, errors, streams, with_token = blocks("connect.md")
     http = f"127.0.0.1:{free_port()}"
     sowd = start_sowd(tmp_path / "open", "--http-listen", http)
     try:

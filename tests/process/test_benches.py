@@ -1,5 +1,5 @@
 """The benchmarks still run: each ``make bench-*`` script, at a tiny size, ends well and prints
-the figures the README quotes.
+the figures docs/performance.md quotes.
 
 A benchmark is not a test of speed here (figures on a shared machine mean nothing at this
 size); it is code that reaches into the engine, and when the engine changes under it, it must

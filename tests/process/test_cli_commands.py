@@ -175,7 +175,7 @@ def test_cli_bookmark_flags(sowd_process: Process) -> None:
     no_history = sow("sow", "-topic", "orders", "-bookmark", "1")
     assert no_history.returncode == 1
     assert "keeps no history" in no_history.stderr
-    # the README's history tour on the demo topic "prices"
+    # the tour's history (docs/tour.md) on the demo topic "prices"
     for px in (100, 101, 102):
         assert sow("publish", "-topic", "prices", stdin=json.dumps({"symbol": "ABC", "px": px})).returncode == 0
     then = sow("sow", "-topic", "prices", "-bookmark", "4")

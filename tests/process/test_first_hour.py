@@ -1,5 +1,5 @@
 """What a new user meets in the first hour (issue 27): ports out of range, ``--print-config``,
-``--metrics-listen``, the README's Python mirror ending by itself."""
+``--metrics-listen``, the tour's Python mirror (docs/tour.md) ending by itself."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 
 from sowdb.address import dial_target, parse_address
 from sowdb_client import Client
+from tests.doc_pages import blocks
 from tests.process.test_readme_tour import ROOT, free_port
 from tests.support import Certs, Process, sow, sowd_command, start_sowd
 
@@ -98,10 +99,8 @@ def test_metrics_listen_flag_serves_the_metrics(tmp_path: Path) -> None:
         p.stop()
 
 
-def test_the_readme_python_mirror_ends_by_itself(sowd_process: Process) -> None:
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("### A live mirror") :]
-    block = re.findall(r"^```python\n(.*?)^```", section, flags=re.MULTILINE | re.DOTALL)[0]
+def test_the_tours_python_mirror_ends_by_itself(sowd_process: Process) -> None:
+    (block,) = blocks("tour.md", "A live mirror, in two terminals", lang="python")
     assert "Mirror()" in block
     run = subprocess.run(
         [sys.executable, "-c", block.replace("Client()", f"Client({sowd_process.target!r})")],
@@ -243,12 +242,10 @@ def test_the_helpers_help_runs() -> None:
     assert "``" not in run.stdout  # reST markup is for the docs, not a terminal
 
 
-def test_the_readme_spark_write_does_not_replace_the_orders_it_read_in_part() -> None:
-    """A write replaces each record whole: the README's example once wrote three columns back
+def test_the_spark_pages_write_does_not_replace_the_orders_it_read_in_part() -> None:
+    """A write replaces each record whole: the Spark example (docs/spark.md) once wrote three columns back
     into orders, leaving 4,739 demo orders without their price (checked by running it, by hand:
     the Spark tests run the sources themselves)."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Spark\n") :]
-    block = re.findall(r"^```python\n(.*?)^```", section, flags=re.MULTILINE | re.DOTALL)[0]
+    block = blocks("spark.md", "Spark", lang="python")[0]
     writes = re.findall(r'\.write\.format\("sowdb"\)\.option\("topic", "(\w+)"\)', block)
     assert writes == ["prices"]

@@ -1,6 +1,8 @@
-"""README truth: the five-minute tour, "Securing sowdb" and "Operations" run, top to bottom, as written.
+"""Docs truth: the five-minute tour (docs/tour.md), "Securing sowdb" (docs/security.md) and
+"Operations" (docs/operations.md) run, top to bottom, as written.
 
-Every ``sh`` block of the README's "Five-minute tour" section is run with bash, in order,
+These sections were the README's until issue 32 moved the manual to docs/; README.md's own
+blocks run in ``test_docs_blocks.py``. Every ``sh`` block of the tour is run with bash, in order,
 against a real ``sowd`` process with the built-in demo config (what ``make run`` starts), from
 the top of the repository, with the virtual environment's ``bin`` first on the PATH (what
 ``source .venv/bin/activate`` does). ``SOW_SERVER`` points the CLI at the test's server, and the
@@ -11,55 +13,26 @@ outputs that the tour promises are checked too.
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from sowdb import testing
 from sowdb_client import Client
+from tests.doc_pages import BIN, blocks, run_block
 from tests.support import Process, start_sowd
 
 ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-README_ADDRESS = "127.0.0.1:9007"
 
 pytestmark = pytest.mark.readme
 
 
-def section_blocks(title: str) -> list[str]:
-    """The ``sh`` code blocks of a section of the README, in order."""
-    text = (ROOT / "README.md").read_text()
-    start = text.index(f"## {title}\n")
-    end = text.index("\n## ", start + 1)
-    return re.findall(r"^```sh\n(.*?)^```", text[start:end], flags=re.MULTILINE | re.DOTALL)
-
-
 def tour_blocks() -> list[str]:
-    """The ``sh`` code blocks of the README's five-minute tour, in order."""
-    return section_blocks("Five-minute tour")
-
-
-def run_block(
-    block: str, target: str, cwd: Path = ROOT, address: str = README_ADDRESS, home: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "SOW_SERVER": target}
-    if home is not None:  # where the block's ~ is
-        env["HOME"] = str(home)
-    env.pop("SOW_TOKEN", None)
-    return subprocess.run(
-        ["bash", "-e", "-o", "pipefail", "-c", block.replace(address, target)],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """The ``sh`` code blocks of the five-minute tour, in order."""
+    return blocks("tour.md", "Five-minute tour")
 
 
 def test_the_tour_has_the_blocks_this_test_expects() -> None:
@@ -122,13 +95,13 @@ def free_port() -> int:
 
 
 def test_securing_sowdb_runs_as_written(tmp_path: Path) -> None:
-    """The "Securing sowdb" section: its first block, run from the checkout, makes the directory
+    """The "Securing sowdb" page: its first block, run from the checkout, makes the directory
     (certificate, tokens, users file, config) outside it (in ``~``, here the test's directory),
     sowd starts there on that config as the text says, and the second block runs against it;
-    the README's port is replaced by a free one (in the config too)."""
+    the page's port is replaced by a free one (in the config too)."""
     if not (BIN / "grpcurl").exists() and shutil.which("grpcurl") is None:
         pytest.skip("grpcurl is not installed")
-    setup, clients = section_blocks("Securing sowdb")
+    setup, clients = blocks("security.md", "Securing sowdb")
     target = f"127.0.0.1:{free_port()}"
     run = run_block(setup, target, cwd=ROOT, address="127.0.0.1:9443", home=tmp_path)
     assert run.returncode == 0, run.stderr
@@ -170,10 +143,10 @@ def test_securing_sowdb_runs_as_written(tmp_path: Path) -> None:
 
 def test_operations_runs_as_written(tmp_path: Path) -> None:
     """The "Operations" section's block, against a sowd whose config sets ``metrics_listen`` (the
-    README's 127.0.0.1:9107 replaced by a free port) and holds 10,000 orders."""
+    page's 127.0.0.1:9107 replaced by a free port) and holds 10,000 orders."""
     if shutil.which("curl") is None:
         pytest.skip("curl is not installed")
-    (block,) = section_blocks("Operations")
+    (block,) = blocks("operations.md", "Operations")
     metrics = f"127.0.0.1:{free_port()}"
     config = tmp_path / "sowd.toml"
     config.write_text(f'[server]\nmetrics_listen = "{metrics}"\n\n[[topic]]\nname = "orders"\nkey = ["/orderId"]\n')

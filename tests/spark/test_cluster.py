@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.console.test_connect_doc import doc_blocks
+from tests.doc_pages import blocks
 from tests.process.test_readme_tour import free_port
 from tests.support import start_sowd
 
@@ -69,7 +69,7 @@ def _end(pid_file: Path, stop: bool) -> None:
 
 
 def test_a_standalone_cluster_runs_the_pages_job(tmp_path: Path) -> None:
-    start, job, stop = doc_blocks("spark-cluster.md")
+    start, job, stop = blocks("spark-cluster.md")
     sowd = start_sowd(tmp_path / "data")
     master, ui, worker_ui = free_port(), free_port(), free_port()
     cluster = tmp_path / "spark-cluster"

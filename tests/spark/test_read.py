@@ -111,7 +111,7 @@ def test_pushed_and_unpushed_filters_give_the_same_rows(spark: SparkSession, ser
 
     def load() -> DataFrame:
         # a DataFrame per query: Spark 4.3 reuses a loaded DataFrame's first planned read for its
-        # later queries, the filters pushed into it included (see the README)
+        # later queries, the filters pushed into it included (see docs/spark.md)
         return spark.read.format("sowdb").options(server=server, topic="books").schema(schema).load()
 
     for condition in conditions:

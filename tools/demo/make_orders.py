@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write N order messages, one JSON document a line, to stdout: the README tour's demo data.
+"""Write N order messages, one JSON document a line, to stdout: the tour's demo data (docs/tour.md).
 
 Usage: ``python3 tools/demo/make_orders.py 10000 | sow publish -topic orders``.
 

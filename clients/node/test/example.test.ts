@@ -51,9 +51,8 @@ test("examples/mirror.ts: a live mirror in 15 lines, which ends by itself", asyn
   assert.equal(await exited, 0, `the example ends quietly when its signal times out\n${stderr}`);
 });
 
-test("the main README's Node.js tour shows examples/mirror.ts as it is", () => {
-  const readme = readFileSync(join(import.meta.dirname, "..", "..", "..", "README.md"), "utf8");
-  const section = readme.slice(readme.indexOf("### With Node.js"));
-  const block = /```ts\n([\s\S]*?)```/.exec(section)?.[1];
+test("the Node.js page (docs/node.md) shows examples/mirror.ts as it is", () => {
+  const page = readFileSync(join(import.meta.dirname, "..", "..", "..", "docs", "node.md"), "utf8");
+  const block = /```ts\n([\s\S]*?)```/.exec(page)?.[1];
   assert.equal(block, readFileSync(join(import.meta.dirname, "..", "examples", "mirror.ts"), "utf8"));
 });
