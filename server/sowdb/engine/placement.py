@@ -140,7 +140,7 @@ class Placement:
         if opts.skip_n is not None:
             return self._paged_subscription(opts, query, options, sub_id, owner, access)
         if is_regex_topic(opts.topic):
-            topics = [t for t in self.topics.resolve(opts.topic) if access.can_read(t.name)]
+            topics = self.topics.resolve(opts.topic, access.can_read)
         else:
             check_topic_name(opts.topic)
             access.require_read(opts.topic)

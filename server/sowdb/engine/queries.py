@@ -61,7 +61,7 @@ def readable_topics(topics: Topics, pattern: str, access: Access) -> list[SowTop
         PermissionDenied: a topic name the caller may not read.
     """
     if is_regex_topic(pattern):
-        return [t for t in topics.resolve(pattern) if access.can_read(t.name)]
+        return topics.resolve(pattern, access.can_read)
     found = topics.resolve(pattern)
     access.require_read(pattern)
     return found

@@ -1,0 +1,137 @@
+"""A secured sowd for the hostile probes of issue 26 (leaks, DoS, namespaces, revocation).
+
+Roles, as the issue names them: ``reader`` reads ``orders`` with the row filter
+``/desk = 'A'``; ``trader`` reads and writes ``orders`` under the same filter (the README's
+``fx_trader`` pattern); ``writer`` writes ``orders`` only; ``norights`` has no role at all;
+``admin`` does everything. Each user is named after its role and has its own token
+(:data:`TOKENS`). ``orders`` holds desk A rows (orderIds 1-5) and desk B rows (orderIds 20-24)
+that carry fields the A roles must never learn (``secret``, ``pin``); ``audit`` is a topic only
+the admin reads.
+
+Use the ``secured`` fixture for that server as it is, or ``start_secured`` to start one with
+other roles, users, topics or ``[server]`` / ``[security]`` settings (each started server is
+stopped at the end of the test). ``Secured.state()`` is what a denied call must leave unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sowdb.auth import hash_token
+from sowdb.config import Config, config_from_dict
+from sowdb.server import SowServer
+from sowdb_client import AsyncClient
+
+USERS: dict[str, list[str]] = {
+    "reader": ["reader"],
+    "trader": ["trader"],
+    "writer": ["writer"],
+    "norights": [],
+    "admin": ["admin"],
+}
+TOKENS = {name: secrets.token_urlsafe(16) for name in USERS}
+DESK_A = "/desk = 'A'"
+ROLES: list[dict[str, Any]] = [
+    {"name": "reader", "read": ["orders"], "filter": DESK_A},
+    {"name": "trader", "read": ["orders"], "write": ["orders"], "filter": DESK_A},
+    {"name": "writer", "write": ["orders"]},
+    {"name": "admin", "read": [".*"], "write": [".*"], "admin": True},
+]
+TOPICS: dict[str, Any] = {
+    "topic": [
+        {"name": "orders", "key": ["/orderId"], "history": {"window": "1d"}},
+        {"name": "audit", "key": ["/id"]},
+    ],
+}
+DESK_A_ROWS: list[dict[str, Any]] = [{"orderId": i, "desk": "A", "qty": i * 10} for i in range(1, 6)]
+DESK_B_ROWS: list[dict[str, Any]] = [
+    {"orderId": i, "desk": "B", "qty": i * 10, "secret": f"s-{i}", "pin": 1000 + 37 * i} for i in range(20, 25)
+]
+AUDIT_ROWS: list[dict[str, Any]] = [{"id": 1, "what": "admin only"}]
+
+
+def users_toml(users: dict[str, list[str]], tokens: dict[str, str]) -> str:
+    """A users file (``[[user]]`` tables) holding each token's hash only."""
+    return "".join(
+        f"[[user]]\nname = {json.dumps(name)}\ntoken_sha256 = {json.dumps(hash_token(tokens[name]))}\n"
+        f"roles = {json.dumps(roles)}\n\n"
+        for name, roles in users.items()
+    )
+
+
+def secured_config(
+    tmp_path: Path,
+    *,
+    roles: list[dict[str, Any]] = ROLES,
+    users: dict[str, list[str]] = USERS,
+    topics: dict[str, Any] = TOPICS,
+    server: dict[str, Any] | None = None,
+    security: dict[str, Any] | None = None,
+) -> Config:
+    """The config of a secured server in ``tmp_path`` (port 0 on 127.0.0.1)."""
+    users_file = tmp_path / "users.toml"
+    users_file.write_text(users_toml(users, TOKENS))
+    raw = {
+        **topics,
+        "server": {"listen": "127.0.0.1:0", "data_dir": str(tmp_path / "data"), "heartbeat": "200ms", **(server or {})},
+        "security": {"users_file": str(users_file), **(security or {})},
+        "role": roles,
+    }
+    return config_from_dict(raw, source=str(tmp_path / "sowd.toml"), base=tmp_path)
+
+
+class Secured:
+    """A started secured server and a client per user."""
+
+    def __init__(self, server: SowServer) -> None:
+        self.server = server
+        self.target = f"127.0.0.1:{server.port}"
+
+    def client(self, user: str | None) -> AsyncClient:
+        """A client with ``user``'s token (None: no token)."""
+        return AsyncClient(self.target, token=TOKENS[user] if user else None)
+
+    async def state(self) -> list[tuple[str, str, bytes]]:
+        """Every record of every topic, as the admin reads it: what a refused call must not change."""
+        async with self.client("admin") as c:
+            return sorted((r.topic, r.sow_key, r.data) for r in await c.sow(".*").records())
+
+
+StartSecured = Callable[..., Awaitable[Secured]]
+
+
+@pytest.fixture
+async def start_secured(tmp_path: Path) -> AsyncIterator[StartSecured]:
+    """Start secured servers (keyword arguments as :func:`secured_config`), loaded with the
+    desk A, desk B and audit rows; all are stopped at the end of the test."""
+    started: list[SowServer] = []
+
+    async def start(**overrides: Any) -> Secured:
+        home = tmp_path / f"sowd{len(started)}"
+        home.mkdir()
+        server = SowServer(secured_config(home, **overrides))
+        await server.start()
+        started.append(server)
+        s = Secured(server)
+        async with s.client("admin") as admin:
+            await admin.publish("orders", DESK_A_ROWS + DESK_B_ROWS)
+            await admin.publish("audit", AUDIT_ROWS)
+        return s
+
+    try:
+        yield start
+    finally:
+        for server in started:
+            await server.stop(grace=0)
+
+
+@pytest.fixture
+async def secured(start_secured: StartSecured) -> Secured:
+    """The secured server of this module's roles, users and topics."""
+    return await start_secured()

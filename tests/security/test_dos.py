@@ -1,0 +1,144 @@
+"""Issue 26, denial of service (items 5-8): one user must not stall the others (SPEC §11).
+
+Each test performs the attack against a real secured sowd (``conftest.py``) and asserts that the
+server's event loop kept serving -- measured by a ticker on that loop (:func:`watch_loop`), since
+the in-process server and the test share it -- or that the hostile call was refused, naming the
+limit. The bounds on the ticker's longest gap are generous (a second, where the attacks froze the
+loop for ten or more); everything else is asserted on outcomes and order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from sowdb.expr.matching import compile_pattern
+from tests.security.conftest import ROLES, TOPICS, StartSecured
+from tests.support import take
+
+STALL_LIMIT_S = 1.0
+"""The longest the loop may go without serving its ticker during an attack; the attacks froze it
+for 3 to 40 s, an honest call takes milliseconds."""
+
+
+class Watch:
+    longest_gap_s = 0.0
+
+
+@asynccontextmanager
+async def watch_loop() -> AsyncIterator[Watch]:
+    """Measure the longest time the event loop went without running a 5 ms ticker."""
+    watch = Watch()
+
+    async def tick() -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.005)
+            now = time.monotonic()
+            watch.longest_gap_s = max(watch.longest_gap_s, now - last)
+            last = now
+
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0)
+    try:
+        yield watch
+    finally:
+        ticker.cancel()
+        await asyncio.gather(ticker, return_exceptions=True)
+
+
+# --- 5: regex topic names ---------------------------------------------------------------------
+
+REDOS_TOPIC = "((.*)*)*x"
+LONG_TOPICS: dict[str, Any] = {"topic": [*TOPICS["topic"], {"name": "positions_eu1", "key": ["/id"]}]}
+
+
+async def test_a_user_without_rights_cannot_freeze_the_server_with_a_topic_pattern(
+    start_secured: StartSecured,
+) -> None:
+    """``norights`` sends a catastrophic topic pattern: it is matched against no topic (it may
+    read none) and the loop keeps serving; before, Python ``re`` ran it on every topic name (the
+    13-character name alone took tens of seconds)."""
+    s = await start_secured(topics=LONG_TOPICS)
+    async with s.client("norights") as hostile, watch_loop() as watch:
+        assert await hostile.sow(REDOS_TOPIC).records() == []
+        stream = hostile.subscribe(REDOS_TOPIC)
+        assert [e.kind for e in await take(stream, 1)] == ["subscribed"]
+        stream.cancel()
+    assert watch.longest_gap_s < STALL_LIMIT_S
+
+
+async def test_a_reader_topic_pattern_runs_in_linear_time(start_secured: StartSecured) -> None:
+    """A user who may read the long-named topic sends the same pattern: it runs on RE2 (linear),
+    and the query answers (no topic matches) without stalling the loop."""
+    roles = [{**r, "read": [*r.get("read", []), "positions_eu1"]} if r["name"] == "reader" else r for r in ROLES]
+    s = await start_secured(topics=LONG_TOPICS, roles=roles)
+    async with s.client("reader") as reader, watch_loop() as watch:
+        assert await reader.sow(REDOS_TOPIC).records() == []
+        assert [r.topic for r in await reader.sow("^pos.*1$").records()] == []  # empty topic, but resolved
+    assert watch.longest_gap_s < STALL_LIMIT_S
+
+
+def test_pattern_engines_agree_and_the_backtracking_one_is_budgeted() -> None:
+    """What RE2 runs means what ``regex`` means (FILTERS.md); what only ``regex`` can run (a
+    backreference, a lookaround) is bounded by the per-pattern budget, not per text."""
+    cases = {
+        r"^us$": ["us", "US", "us\n", "bus"],
+        r"(?i)^us$": ["US", "uS", "usa"],
+        r"\w+\d": ["ab1", "é1", "  ", "\u0661"],
+        r"a{,3}b": ["ab", "a{,3}b", "b"],
+        r"\bx\b": ["a x b", "éxé", "axb"],
+        r"C\+\+": ["C++", "C+"],
+        r"[[:alpha:]]": ["1", "a", "é"],
+        r"\s": [" ", "\v", "\u00a0", "x"],
+    }
+    for pattern, texts in cases.items():
+        p = compile_pattern(pattern)
+        for text in texts:
+            assert p.search(text) == (p.backtracking.search(text) is not None), (pattern, text)
+    assert compile_pattern(r"(.)\1").linear is None
+    assert compile_pattern(r"(.)\1").search("Mississippi")
+    hostile = compile_pattern(r"(?=a)(a|aa)+$")
+    assert hostile.linear is None
+    start = time.monotonic()
+    assert not any(hostile.search("a" * 40 + "!") for _ in range(200))
+    assert time.monotonic() - start < STALL_LIMIT_S  # one match's budget, not 200 of them
+
+
+# --- 6: LIKE ------------------------------------------------------------------------------------
+
+LIKE_REDOS = "(a|aa)+$"
+SLOW_TEXT = "a" * 30 + "!"
+
+
+@pytest.mark.parametrize("pattern", [LIKE_REDOS, f"(?=a){LIKE_REDOS}"], ids=["re2", "backtracking"])
+async def test_a_like_pattern_cannot_freeze_a_query(start_secured: StartSecured, pattern: str) -> None:
+    """``trader`` queries 300 records with a catastrophic LIKE: before, each record cost the
+    50 ms timeout and the loop yielded every 128 records (6 s frozen at a time)."""
+    s = await start_secured()
+    async with s.client("trader") as trader:
+        await trader.publish("orders", [{"orderId": 100 + i, "desk": "A", "note": SLOW_TEXT} for i in range(300)])
+        async with watch_loop() as watch:
+            found = await trader.sow("orders", filter=f"/note LIKE '{pattern}'").records()
+    assert found == []
+    assert watch.longest_gap_s < STALL_LIMIT_S
+
+
+async def test_like_subscriptions_cannot_slow_another_users_publish(start_secured: StartSecured) -> None:
+    """Three ``trader`` subscriptions with a catastrophic LIKE; ``writer``'s 20-message publish
+    (each message evaluated against every subscription) still completes without stalling."""
+    s = await start_secured()
+    async with s.client("trader") as trader, s.client("writer") as writer:
+        streams = [trader.subscribe("orders", filter=f"/note LIKE '{LIKE_REDOS}'") for _ in range(3)]
+        for stream in streams:
+            assert [e.kind for e in await take(stream, 1)] == ["subscribed"]
+        async with watch_loop() as watch:
+            await writer.publish("orders", [{"orderId": 200 + i, "desk": "A", "note": SLOW_TEXT} for i in range(20)])
+        for stream in streams:
+            stream.cancel()
+    assert watch.longest_gap_s < STALL_LIMIT_S
