@@ -10,15 +10,24 @@ loop for ten or more); everything else is asserted on outcomes and order.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
+from sowdb.config import ConfigError
 from sowdb.expr.matching import compile_pattern
-from tests.security.conftest import ROLES, TOPICS, StartSecured
+from sowdb_api.v1 import data_pb2 as dpb
+from sowdb_api.v1 import data_pb2_grpc
+from sowdb_api.v1 import sow_pb2 as pb
+from sowdb_client import NotFoundError, ResourceExhaustedError
+from sowdb_client.errors import from_rpc_error
+from tests.security.conftest import DESK_A_ROWS, ROLES, TOKENS, TOPICS, Secured, StartSecured, secured_config
 from tests.support import take
 
 STALL_LIMIT_S = 1.0
@@ -142,3 +151,90 @@ async def test_like_subscriptions_cannot_slow_another_users_publish(start_secure
         for stream in streams:
             stream.cancel()
     assert watch.longest_gap_s < STALL_LIMIT_S
+
+
+# --- 7: per-user quotas -------------------------------------------------------------------------
+
+QUOTA_ROLES = [
+    {**r, "max_snapshots": 2, "max_subscriptions": 3, "max_staged_bytes": 4096} if r["name"] != "admin" else r
+    for r in ROLES
+]
+
+
+@asynccontextmanager
+async def data_stub(s: Secured, user: str) -> AsyncIterator[Any]:
+    """A DataService stub with ``user``'s token (the SDK has no snapshot calls)."""
+    async with grpc.aio.insecure_channel(s.target) as channel:
+        stub = data_pb2_grpc.DataServiceStub(channel)
+        metadata = (("authorization", f"Bearer {TOKENS[user]}"),)
+        yield lambda method, request: call(getattr(stub, method)(request, metadata=metadata))
+
+
+async def call(coro: Any) -> Any:
+    try:
+        return await coro
+    except grpc.RpcError as exc:
+        raise from_rpc_error(exc) from None
+
+
+def staged(stage_id: str, size: int) -> Any:
+    async def requests() -> AsyncIterator[dpb.StageWriteRequest]:
+        doc = json.dumps({"orderId": stage_id, "desk": "A", "pad": "x" * size}).encode()
+        yield dpb.StageWriteRequest(
+            stage_id=stage_id, topic="orders", messages=[pb.PublishMessage(data=doc)], complete=True
+        )
+
+    return requests()
+
+
+async def test_one_user_cannot_take_every_snapshot(start_secured: StartSecured) -> None:
+    """``reader`` holds its ``max_snapshots`` (2, with the longest lease): the next is refused,
+    naming the quota, while ``trader`` still opens one; before, one user took all 256."""
+    s = await start_secured(roles=QUOTA_ROLES)
+    async with data_stub(s, "reader") as reader, data_stub(s, "trader") as trader:
+        for _ in range(2):
+            await reader("OpenSnapshot", dpb.OpenSnapshotRequest(topic="orders", lease_seconds=86_400))
+        with pytest.raises(ResourceExhaustedError, match="max_snapshots"):
+            await reader("OpenSnapshot", dpb.OpenSnapshotRequest(topic="orders", lease_seconds=86_400))
+        snap = await trader("OpenSnapshot", dpb.OpenSnapshotRequest(topic="orders"))
+        assert snap.record_count == len(DESK_A_ROWS)
+
+
+async def test_one_user_cannot_fill_the_staging_area(start_secured: StartSecured) -> None:
+    """``trader`` stages up to its ``max_staged_bytes``: the stage over it is refused (and not
+    kept), while ``writer`` still stages; before, one user filled the server's 2 GiB."""
+    s = await start_secured(roles=QUOTA_ROLES)
+    async with data_stub(s, "trader") as trader, data_stub(s, "writer") as writer:
+        assert (await trader("StageWrite", staged("t1", 3000))).message_count == 1
+        with pytest.raises(ResourceExhaustedError, match="max_staged_bytes"):
+            await trader("StageWrite", staged("t2", 3000))
+        assert (await writer("StageWrite", staged("w1", 3000))).message_count == 1
+        with pytest.raises(NotFoundError):  # the refused stage was not kept
+            await trader("CommitStages", dpb.CommitStagesRequest(topic="orders", stage_ids=["t2"]))
+
+
+async def test_one_user_cannot_open_unbounded_subscriptions(start_secured: StartSecured) -> None:
+    """``trader`` holds its ``max_subscriptions`` (3): the next is refused, naming the quota;
+    ``reader`` still subscribes. Before, 1,000 subscriptions of one
+    user slowed every publish a hundredfold."""
+    s = await start_secured(roles=QUOTA_ROLES)
+    async with s.client("trader") as trader, s.client("reader") as reader:
+        streams = [trader.subscribe("orders") for _ in range(3)]
+        for stream in streams:
+            assert [e.kind for e in await take(stream, 1)] == ["subscribed"]
+        with pytest.raises(ResourceExhaustedError, match="max_subscriptions"):
+            await take(trader.sow_and_subscribe("orders"), 1)
+        other = reader.subscribe("orders")
+        assert [e.kind for e in await take(other, 1)] == ["subscribed"]
+        for stream in [*streams, other]:
+            stream.cancel()
+
+
+def test_quotas_are_checked_when_the_config_is_read(tmp_path: Path) -> None:
+    bad = [{**ROLES[0], "max_subscriptions": -1}]
+    with pytest.raises(ConfigError, match="max_subscriptions: a whole number"):
+        secured_config(tmp_path, roles=bad)
+    roles = {r.name: r for r in secured_config(tmp_path, roles=QUOTA_ROLES).security.roles}  # type: ignore[union-attr]
+    assert roles["reader"].quota("max_snapshots") == 2
+    assert roles["admin"].quota("max_snapshots") is None  # an admin role has no default quota
+    assert roles["writer"].quota("max_subscriptions") == 3

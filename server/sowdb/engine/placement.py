@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TypedDict
 
 from sowdb.config import ServerConfig, is_regex_topic
-from sowdb.engine.access import EVERYONE, Access, restricted
+from sowdb.engine.access import EVERYONE, Access, check_quota, restricted
 from sowdb.engine.bookmarks import Point, parse_bookmark
 from sowdb.engine.clock import Clock
 from sowdb.engine.derived import View
@@ -181,7 +181,7 @@ class Placement:
         view.load(list(underlying.records.values()), self.clock())
         inner = PreparedQuery(replace(opts, topic=view.name, filter="", grouping=(), projection=(), sow_keys=()))
         sub = self._new_subscription(
-            view.name, "", options, sub_id, owner, track=True, check_name=False, select=inner.select
+            view.name, "", options, sub_id, owner, track=True, check_name=False, select=inner.select, caller=access
         )
         sub.hold()
         events = self._run(inner, inner.snapshot([view.topic]), self.writer.last_seq)
@@ -359,7 +359,18 @@ class Placement:
         select: Select | None = None,
         sow_keys: Sequence[str] = (),
         access: Access = EVERYONE,
+        caller: Access | None = None,
     ) -> Subscription:
+        """A new subscription, not yet placed; ``caller`` is whose ``max_subscriptions`` quota it
+        counts against (``access`` unless given: an aggregated subscription reads its private
+        view with every right, but is its caller's).
+
+        Raises:
+            InvalidArgument: a bad topic, filter or sub_id.
+            ResourceExhausted: the caller holds its ``max_subscriptions`` already (issue 26).
+        """
+        caller = access if caller is None else caller
+        check_quota(caller, "max_subscriptions", sum(s.user == caller.user for s in self.hub.subs.values()))
         options.check()
         if check_name:
             check_topic_name(topic)
@@ -368,7 +379,7 @@ class Placement:
         compiled = request_filter(filter)
         if sub_id and (len(sub_id) > 256 or not sub_id.isprintable()):
             raise InvalidArgument("sub_id must be at most 256 printable characters", field="sub_id")
-        return cls(
+        sub = cls(
             topic,
             compiled,
             options,
@@ -382,6 +393,8 @@ class Placement:
             max_records=self.config.subscriber_queue_records,
             max_bytes=self.config.subscriber_queue_bytes,
         )
+        sub.user = caller.user
+        return sub
 
 
 async def _page_events(

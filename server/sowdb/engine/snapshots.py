@@ -21,6 +21,7 @@ import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from sowdb.engine.access import EVERYONE, Access, check_quota
 from sowdb.engine.bookmarks import parse_bookmark
 from sowdb.engine.execution import Slicer, batches, scan, stream_batches
 from sowdb.engine.queries import Queries
@@ -47,9 +48,10 @@ class SnapshotInfo:
 
 
 class _Snapshot:
-    __slots__ = ("bookmark", "expires_us", "lease_us", "records")
+    __slots__ = ("bookmark", "expires_us", "lease_us", "records", "user")
 
-    def __init__(self, records: list[StoredRecord], bookmark: int, lease_us: int, now_us: int) -> None:
+    def __init__(self, records: list[StoredRecord], bookmark: int, lease_us: int, now_us: int, user: str) -> None:
+        self.user = user  # whose max_snapshots quota it counts against
         self.records = records
         self.bookmark = bookmark
         self.lease_us = lease_us
@@ -73,7 +75,9 @@ class Snapshots:
     def __len__(self) -> int:
         return len(self._held)
 
-    async def open(self, topic: str, *, filter: str = "", bookmark: str = "", lease_s: float = 0.0) -> SnapshotInfo:
+    async def open(
+        self, topic: str, *, filter: str = "", bookmark: str = "", lease_s: float = 0.0, access: Access = EVERYONE
+    ) -> SnapshotInfo:
         """Pin the records of a query (topic or regex, filter, optional historical bookmark).
 
         Everything is checked, and the records to scan are taken, before the first await: the
@@ -82,7 +86,8 @@ class Snapshots:
         Raises:
             InvalidArgument: a bad topic, filter, bookmark or lease.
             FailedPrecondition: not a SOW topic; a bookmark on a topic without history.
-            ResourceExhausted: too many snapshots are held.
+            ResourceExhausted: too many snapshots are held, or the caller holds its
+                ``max_snapshots`` quota (issue 26: one user took all 256 with 24 h leases).
         """
         if not 0 <= lease_s <= MAX_LEASE_S:
             raise InvalidArgument(f"lease_seconds must be between 0 and {MAX_LEASE_S:.0f}", field="lease_seconds")
@@ -92,6 +97,7 @@ class Snapshots:
                 "their leases to end",
                 field="topic",
             )
+        check_quota(access, "max_snapshots", sum(s.user == access.user for s in self._held.values()))
         query = PreparedQuery(QueryOptions(topic=topic, filter=filter, bookmark=bookmark))
         topics = self.queries.topics.resolve(topic)
         point = parse_bookmark(bookmark) if bookmark.strip() else None
@@ -109,7 +115,7 @@ class Snapshots:
         matched, scanned = await scan(sources, query.filter, Slicer(), point=walk)
         lease_us = int((lease_s or DEFAULT_LEASE_S) * 1_000_000)
         snapshot_id = secrets.token_hex(16)
-        self._held[snapshot_id] = _Snapshot(matched, at, lease_us, self.queries.clock())
+        self._held[snapshot_id] = _Snapshot(matched, at, lease_us, self.queries.clock(), access.user)
         return SnapshotInfo(snapshot_id, at, len(matched), scanned)
 
     def _get(self, snapshot_id: str) -> _Snapshot:

@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from sowdb.engine.access import EVERYONE, Access, check_quota
 from sowdb.engine.clock import Clock
 from sowdb.engine.execution import CHUNK, Slicer
 from sowdb.engine.messages import MessageLike, check_ttls, decode_batch
@@ -67,10 +68,11 @@ class Committed:
 
 
 class _Stage:
-    __slots__ = ("bytes", "committing", "expires_us", "keys", "raws", "sealed", "topic", "ttls")
+    __slots__ = ("bytes", "committing", "expires_us", "keys", "raws", "sealed", "topic", "ttls", "user")
 
-    def __init__(self, topic: str, expires_us: int) -> None:
+    def __init__(self, topic: str, expires_us: int, user: str = "") -> None:
         self.topic = topic
+        self.user = user  # whose max_staged_bytes quota it counts against
         self.raws: list[bytes] = []
         self.keys: list[str] = []
         self.ttls: list[float | None] | None = None
@@ -88,10 +90,11 @@ def _check_stage_id(stage_id: str, field: str = "stage_id") -> None:
 class StageBuilder:
     """One StageWrite call: messages added in order, checked as they come."""
 
-    def __init__(self, stages: Stages, stage_id: str, stage: _Stage) -> None:
+    def __init__(self, stages: Stages, stage_id: str, stage: _Stage, access: Access = EVERYONE) -> None:
         self._stages = stages
         self.stage_id = stage_id
         self._stage = stage
+        self._access = access
 
     @property
     def count(self) -> int:
@@ -102,7 +105,8 @@ class StageBuilder:
 
         Raises:
             PublishError: a message is invalid (nothing of this call's stage is kept).
-            ResourceExhausted: the server holds too many staged bytes.
+            ResourceExhausted: the server holds too many staged bytes, or the caller its
+                ``max_staged_bytes`` quota (issue 26).
         """
         stage = self._stage
         if not messages:
@@ -111,6 +115,11 @@ class StageBuilder:
             check_ttls(ttls, len(messages))
         raws = [m.data for m in messages]
         size = sum(map(len, raws))
+        try:
+            check_quota(self._access, "max_staged_bytes", self._stages.bytes_of(stage.user), size)
+        except ResourceExhausted:
+            self._stages.discard(self.stage_id)
+            raise
         if self._stages.staged_bytes + size > MAX_STAGED_BYTES:
             self._stages.discard(self.stage_id)
             raise ResourceExhausted(
@@ -164,8 +173,13 @@ class Stages:
     def __len__(self) -> int:
         return len(self._held)
 
-    def begin(self, stage_id: str, topic: str) -> StageBuilder:
-        """Start (or restart: a stage id held already is replaced) a stage for ``topic``.
+    def bytes_of(self, user: str) -> int:
+        """The bytes ``user``'s stages hold."""
+        return sum(stage.bytes for stage in self._held.values() if stage.user == user)
+
+    def begin(self, stage_id: str, topic: str, access: Access = EVERYONE) -> StageBuilder:
+        """Start (or restart: a stage id held already is replaced) a stage for ``topic``; its
+        bytes count against ``access``'s ``max_staged_bytes`` quota.
 
         Raises:
             InvalidArgument: a bad stage id or topic name.
@@ -179,8 +193,8 @@ class Stages:
         if old is not None and old.committing:
             raise FailedPrecondition(f"stage {stage_id!r} is being committed", field="stage_id")
         self.discard(stage_id)
-        stage = self._held[stage_id] = _Stage(topic, self.clock() + self.lease_us)
-        return StageBuilder(self, stage_id, stage)
+        stage = self._held[stage_id] = _Stage(topic, self.clock() + self.lease_us, access.user)
+        return StageBuilder(self, stage_id, stage, access)
 
     def discard(self, stage_id: str, *, only: _Stage | None = None) -> bool:
         stage = self._held.get(stage_id)

@@ -61,6 +61,7 @@ class Subscription:
         max_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
     ) -> None:
         self.id = sub_id or secrets.token_urlsafe(16)
+        self.user = ""  # whose max_subscriptions quota it counts against (set when placed)
         self.access = access  # the topics its caller may read, the rows it may see
         self.owner = owner
         self.topic = topic
