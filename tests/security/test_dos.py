@@ -22,6 +22,7 @@ import pytest
 
 from sowdb.config import ConfigError
 from sowdb.expr.matching import compile_pattern
+from sowdb.server import connection_limits
 from sowdb_api.v1 import data_pb2 as dpb
 from sowdb_api.v1 import data_pb2_grpc
 from sowdb_api.v1 import sow_pb2 as pb
@@ -238,3 +239,66 @@ def test_quotas_are_checked_when_the_config_is_read(tmp_path: Path) -> None:
     assert roles["reader"].quota("max_snapshots") == 2
     assert roles["admin"].quota("max_snapshots") is None  # an admin role has no default quota
     assert roles["writer"].quota("max_subscriptions") == 3
+
+
+# --- 8: unauthenticated resource use ------------------------------------------------------------
+
+
+async def test_connections_that_never_handshake_are_dropped_and_capped(start_secured: StartSecured) -> None:
+    """20 TCP connections that never send a byte, against ``max_connections = 8``: those past
+    the cap are closed at once, the rest when ``handshake_timeout`` ends (before: held 120 s,
+    until 20,000 of them kept a new admin client out); then the admin gets in."""
+    s = await start_secured(server={"handshake_timeout": "300ms", "max_connections": 8})
+    host, port = s.target.rsplit(":", 1)
+    conns = [await asyncio.open_connection(host, int(port)) for _ in range(20)]
+    try:
+        async with asyncio.timeout(10):  # each read ends when the server closes the connection
+            ends = await asyncio.gather(*(reader.read() for reader, _ in conns))
+        timed_out = [e for e in ends if b"before handshake timeout" in e]  # HTTP/2 GOAWAY's text
+        assert 0 < len(timed_out) <= 8  # the rest were over the cap: closed at once, unread
+    finally:
+        for _, writer in conns:
+            writer.close()
+    async with s.client("admin") as admin:
+        assert [t.name for t in await admin.list_topics()] == ["audit", "orders"]
+
+
+def test_connection_limits_are_core_channel_arguments(tmp_path: Path) -> None:
+    cfg = secured_config(tmp_path, server={"handshake_timeout": "2s"}).server
+    limits = dict(connection_limits(cfg))
+    assert limits["grpc.server_handshake_timeout_ms"] == 2000
+    assert limits["grpc.max_allowed_incoming_connections"] >= 64
+    with pytest.raises(ConfigError, match="max_connections"):
+        secured_config(tmp_path, server={"max_connections": -1})
+
+
+async def post_headers(s: Secured, token: str | None, length: int) -> bytes:
+    """POST a ListTopics whose body is announced at ``length`` bytes but never sent beyond its
+    first kilobyte; the status line of the answer (the server must answer on the headers)."""
+    assert s.server.console is not None
+    host, port = s.server.console.url.split("//")[1].rstrip("/").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    auth = f"authorization: Bearer {token}\r\n" if token else ""
+    writer.write(
+        f"POST /sowdb.v1.SowService/ListTopics HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/proto\r\n"
+        f"{auth}content-length: {length}\r\n\r\n".encode()
+        + b"\x00" * 1024
+    )
+    await writer.drain()
+    try:
+        return await reader.readline()
+    finally:
+        writer.close()
+
+
+async def test_the_console_refuses_a_body_before_reading_it(start_secured: StartSecured) -> None:
+    """24 concurrent 16 MB bodies without a valid token are each refused on their headers (401),
+    while the bodies are still unsent -- before, the gateway read every one whole before the gRPC
+    port said 401, and the process kept the 2.4 GB. A body announced over a message is refused
+    likewise (413), even with a valid token."""
+    s = await start_secured(server={"http_listen": "127.0.0.1:0"})
+    big = 16 * 1024**2
+    async with asyncio.timeout(10):  # the bodies never come: only an answer on the headers ends these
+        answers = await asyncio.gather(*(post_headers(s, None if i % 2 else "wrong", big) for i in range(24)))
+        assert {a.split()[1] for a in answers} == {b"401"}
+        assert (await post_headers(s, TOKENS["reader"], 1 << 30)).split()[1] == b"413"
