@@ -6,7 +6,8 @@ Roles, as the issue names them: ``reader`` reads ``orders`` with the row filter
 ``admin`` does everything. Each user is named after its role and has its own token
 (:data:`TOKENS`). ``orders`` holds desk A rows (orderIds 1-5) and desk B rows (orderIds 20-24)
 that carry fields the A roles must never learn (``secret``, ``pin``); ``audit`` is a topic only
-the admin reads.
+the admin reads. ``TOKENS[name]`` is any user's token, made on first use (for users of a test's
+own ``users``).
 
 Use the ``secured`` fixture for that server as it is, or ``start_secured`` to start one with
 other roles, users, topics or ``[server]`` / ``[security]`` settings (each started server is
@@ -35,7 +36,17 @@ USERS: dict[str, list[str]] = {
     "norights": [],
     "admin": ["admin"],
 }
-TOKENS = {name: secrets.token_urlsafe(16) for name in USERS}
+
+
+class _Tokens(dict[str, str]):
+    """A token per user name, made on first use (a test may add users of its own)."""
+
+    def __missing__(self, name: str) -> str:
+        token = self[name] = secrets.token_urlsafe(16)
+        return token
+
+
+TOKENS = _Tokens()
 DESK_A = "/desk = 'A'"
 ROLES: list[dict[str, Any]] = [
     {"name": "reader", "read": ["orders"], "filter": DESK_A},
