@@ -6,6 +6,7 @@ import asyncio
 import errno
 import gc
 import logging
+import resource
 import signal
 import socket
 from dataclasses import replace
@@ -28,7 +29,7 @@ from sowdb.api.service import (
 )
 from sowdb.api.servicer import SowServicer
 from sowdb.auth import Authenticator
-from sowdb.config import Config, ConfigError, SecurityConfig, load_config, parse_listen
+from sowdb.config import Config, ConfigError, SecurityConfig, ServerConfig, load_config, parse_listen
 from sowdb.engine import Clock, Engine, system_clock
 from sowdb.engine.upkeep import run_upkeep
 from sowdb.metrics import MetricsServer, serve_metrics
@@ -82,13 +83,14 @@ class SowServer:
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", limit),
                 ("grpc.so_reuseport", 0),
+                *connection_limits(cfg),
             ]
         )
         console = None
         if cfg.http_listen:
             from sowdb.console.server import ConsoleServer
 
-            console = ConsoleServer(self.config)
+            console = ConsoleServer(self.config, self.auth)
         try:
             self.port = _bind(server, cfg.listen, _credentials(self.config.security))
             if console is not None:
@@ -173,6 +175,31 @@ class SowServer:
         if self.engine is not None:
             self.engine.close()
             self.engine = None
+
+
+def connection_limits(cfg: ServerConfig) -> list[tuple[str, int]]:
+    """gRPC core's channel arguments that bound what connections cost before any call (issue 26:
+    20,000 half-open TCP connections that never started TLS were each held 120 s, until a new
+    admin client could not connect).
+
+    - ``grpc.server_handshake_timeout_ms`` (core's default 120 s): the time a connection has to
+      finish the TLS handshake and send the HTTP/2 preface and SETTINGS; past it core drops it.
+    - ``grpc.max_allowed_incoming_connections`` (core's connection quota; no limit by default):
+      past it a new connection is closed at once, so the process never runs out of descriptors
+      (then nothing, not even the operator, gets in); by default half the open-files limit,
+      leaving the rest to the store, the journal and the console.
+
+    Not used: ``grpc.max_connection_idle_ms`` would also close the idle connections of honest
+    clients between calls, which the handshake timeout and the cap make unnecessary.
+    """
+    cap = cfg.max_connections
+    if not cap:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        cap = max(64, soft // 2) if soft != resource.RLIM_INFINITY else 65_536
+    return [
+        ("grpc.server_handshake_timeout_ms", max(1, int(cfg.handshake_timeout_s * 1000))),
+        ("grpc.max_allowed_incoming_connections", cap),
+    ]
 
 
 async def _abandon(server: grpc.aio.Server, console: ConsoleServer | None) -> None:

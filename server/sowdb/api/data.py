@@ -149,7 +149,7 @@ class DataServicer(Servicer):
                     raise InvalidArgument("a request after the one marked complete", field="complete")
                 if builder is None:
                     access.require_write(req.topic)
-                    builder = self.engine.stages.begin(req.stage_id, req.topic, access.user)
+                    builder = self.engine.stages.begin(req.stage_id, req.topic, access)
                 elif req.stage_id and req.stage_id != builder.stage_id:
                     raise InvalidArgument("a StageWrite call writes one stage", field="stage_id")
                 messages = list(req.messages)

@@ -103,6 +103,11 @@ class ServerConfig:
     verify_budget_s: float = 10.0
     # Prometheus metrics (SPEC §12) on this HOST:PORT, path /metrics; "" = off
     metrics_listen: str = ""
+    # how long a new connection (gRPC and console) may take to finish its TLS / HTTP/2 handshake
+    # before it is dropped: a client that connects and says nothing must not hold a descriptor
+    handshake_timeout_s: float = 10.0
+    # connections the gRPC port holds at once; 0 = half the process's open-files limit
+    max_connections: int = 0
 
     @property
     def frame_bytes(self) -> int:

@@ -175,6 +175,8 @@ class _Reader:
                 "journal_max_bytes",
                 "verify_budget",
                 "metrics_listen",
+                "handshake_timeout",
+                "max_connections",
             },
         )
         listen = self._address(t, entry, "listen", m.DEFAULT_LISTEN)
@@ -200,7 +202,15 @@ class _Reader:
             if value < 0:
                 raise self.fail(entry, f"{key}: 0 (no limit) or more, got {value}")
         metrics_listen = self._address(t, entry, "metrics_listen", "")
+        handshake = self._duration(t, entry, "handshake_timeout", "10s")
+        if handshake < 0.01:
+            raise self.fail(entry, "handshake_timeout: at least 10ms")
+        max_connections = self._get(t, entry, "max_connections", int, 0)
+        if max_connections < 0:
+            raise self.fail(entry, f"max_connections: 0 (half the open-files limit) or more, got {max_connections}")
         return m.ServerConfig(
+            handshake_timeout_s=handshake,
+            max_connections=max_connections,
             metrics_listen=metrics_listen,
             verify_budget_s=self._duration(t, entry, "verify_budget", "10s"),
             journal_max_bytes=max_journal_bytes,

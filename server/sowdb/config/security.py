@@ -24,17 +24,33 @@ from sowdb.config.model import ConfigError, is_regex_topic
 from sowdb.errors import ExpressionError
 from sowdb.expr import compile_filter
 
+QUOTAS: dict[str, int] = {
+    "max_subscriptions": 256,
+    "max_snapshots": 16,
+    "max_staged_bytes": 256 * 1024**2,
+}
+"""What one user may hold at once, unless a role of its says otherwise (issue 26): live
+subscriptions (each costs every publish its evaluation), Spark snapshots (of the server's 256)
+and bytes of staged writes (of the server's 2 GiB) -- so that one user cannot take what the
+others need. An admin role has no quota unless it sets one."""
+
 
 @dataclass(frozen=True)
 class RoleConfig:
     """A named set of rights (``[[role]]``): topic names or regexes to read and to write, a row
-    entitlement ANDed into every read, and whether it administers the server."""
+    entitlement ANDed into every read, whether it administers the server, and the quotas
+    (:data:`QUOTAS`) it sets (name -> limit; a user gets the largest of its roles')."""
 
     name: str
     read: tuple[str, ...] = ()
     write: tuple[str, ...] = ()
     filter: str = ""
     admin: bool = False
+    quotas: tuple[tuple[str, int], ...] = ()
+
+    def quota(self, name: str) -> int | None:
+        """This role's limit of ``name``: set, or the default (None, no limit, for an admin role)."""
+        return dict(self.quotas).get(name, None if self.admin else QUOTAS[name])
 
 
 @dataclass(frozen=True)
@@ -168,7 +184,7 @@ def _role(i: int, t: dict[str, Any], fail: Fail) -> RoleConfig:
     if not isinstance(name, str) or not name.strip():
         raise fail(entry, "name: required, a non-empty string")
     entry = f'{entry} "{name}"'
-    allowed = {"name", "read", "write", "filter", "admin"}
+    allowed = {"name", "read", "write", "filter", "admin", *QUOTAS}
     unknown = sorted(set(t) - allowed)
     if unknown:
         raise fail(entry, f"unknown setting {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
@@ -197,4 +213,8 @@ def _role(i: int, t: dict[str, Any], fail: Fail) -> RoleConfig:
     admin = t.get("admin", False)
     if not isinstance(admin, bool):
         raise fail(entry, "admin: true or false")
-    return RoleConfig(name, lists["read"], lists["write"], flt, admin)
+    quotas = tuple((key, t[key]) for key in QUOTAS if key in t)
+    for key, value in quotas:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise fail(entry, f"{key}: a whole number, 0 or more")
+    return RoleConfig(name, lists["read"], lists["write"], flt, admin, quotas)

@@ -25,6 +25,7 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.config import Sockets
 from hypercorn.utils import wrap_app
 
+from sowdb.auth import Authenticator
 from sowdb.config import Config
 from sowdb.console import http2
 from sowdb.console.gateway import Forwarder, Gateway
@@ -40,8 +41,9 @@ class ConsoleServer:
     """The console's listener: :meth:`bind` (before the store opens, so a port in use is
     refused at once), then :meth:`start` once the gRPC server serves, then :meth:`stop`."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, auth: Authenticator | None = None) -> None:
         self.listen = config.server.http_listen
+        self.auth = auth  # the server's own: calls with no valid token are refused before their body
         self.max_message_bytes = config.server.max_message_bytes
         self._dir = Path(tempfile.mkdtemp(prefix="sowd-console-"))  # mode 0700
         self.grpc_target = f"unix:{self._dir / 'grpc.sock'}"
@@ -51,6 +53,7 @@ class ConsoleServer:
         self._hypercorn = HypercornConfig()
         self._hypercorn.errorlog = logging.getLogger("sowdb.console.http")
         self._hypercorn.graceful_timeout = SHUTDOWN_GRACE_S
+        self._hypercorn.ssl_handshake_timeout = config.server.handshake_timeout_s  # hypercorn's default: 60 s
         security = config.security
         if security is not None and security.tls_cert:
             self.scheme = "https"
@@ -96,7 +99,11 @@ class ConsoleServer:
         assert self._sockets is not None, "bind() first"
         http2.install()
         self._forwarder = Forwarder(self.grpc_target, self.max_message_bytes)
-        app = ConsoleApp(Gateway(self._forwarder, max_message_bytes=self.max_message_bytes))
+        app = ConsoleApp(
+            Gateway(self._forwarder, max_message_bytes=self.max_message_bytes),
+            auth=self.auth,
+            max_body_bytes=self.max_message_bytes,
+        )
         self._task = asyncio.create_task(
             worker_serve(
                 wrap_app(app, self._hypercorn.wsgi_max_body_size, "asgi"),

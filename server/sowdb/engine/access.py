@@ -18,9 +18,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from sowdb.config import RoleConfig, is_regex_topic
+from sowdb.config.security import QUOTAS
 from sowdb.engine.query import request_filter
 from sowdb.engine.records import StoredRecord
-from sowdb.errors import PermissionDenied, PublishError
+from sowdb.errors import PermissionDenied, PublishError, ResourceExhausted
 from sowdb.expr import CompiledFilter, compile_filter
 from sowdb.expr.nodes import Logical
 
@@ -92,6 +93,15 @@ class Access:
         if not self.admin:
             raise PermissionDenied(f"user {self.user!r} may not {what} (it needs an admin role)")
 
+    def quota(self, name: str) -> int | None:
+        """What this caller may hold of ``name`` (a :data:`sowdb.config.security.QUOTAS` key): the
+        largest of its roles' limits; None for no limit (security off, or an admin role's
+        default). A user without roles gets the defaults."""
+        if self.everything:
+            return None
+        limits = [r.quota(name) for r in self.roles] or [QUOTAS[name]]
+        return None if None in limits else max(x for x in limits if x is not None)
+
     def entitlement(self, topic: str) -> CompiledFilter | None:
         """The rows of ``topic`` this caller may see (A-2): None for every row."""
         if self.everything:
@@ -139,6 +149,25 @@ class Access:
 
 EVERYONE = Access(user="", everything=True)
 """The rights of every call when security is off."""
+
+
+def check_quota(access: Access, name: str, held: float, adding: float = 1) -> None:
+    """Refuse what would take ``access``'s user past its quota ``name`` (issue 26: one user must
+    not take what the others need).
+
+    Args:
+        held: what the user holds now (count, or bytes).
+        adding: what the call would add.
+
+    Raises:
+        ResourceExhausted: over the quota; the message names it and what to do.
+    """
+    limit = access.quota(name)
+    if limit is not None and held + adding > limit:
+        raise ResourceExhausted(
+            f"user {access.user!r} holds {held:.0f} of its {name} quota of {limit}; release some (close, "
+            f"commit or abort them) or ask an operator for a role with a larger {name}"
+        )
 
 
 @dataclass

@@ -16,7 +16,6 @@ control), found by a scan that decodes only the topic of each entry.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
@@ -62,10 +61,9 @@ def topic_matcher(topic: str) -> Callable[[bytes], bool] | None:
         return None
     if is_regex_topic(topic):
         rx = compile_topic_pattern(topic)
-        bytes_rx = re.compile(rx.pattern.encode(), rx.flags & ~re.UNICODE)
 
         def search(name: bytes) -> bool:
-            return bytes_rx.search(name) is not None
+            return rx.search(name.decode("utf-8", "replace"))
 
         return search
     check_topic_name(topic)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TypedDict
 
 from sowdb.config import ServerConfig, is_regex_topic
-from sowdb.engine.access import EVERYONE, Access, ViewerAccess, restricted
+from sowdb.engine.access import EVERYONE, Access, ViewerAccess, check_quota, restricted
 from sowdb.engine.bookmarks import Point, parse_bookmark
 from sowdb.engine.clock import Clock
 from sowdb.engine.derived import View
@@ -140,7 +140,7 @@ class Placement:
         if opts.skip_n is not None:
             return self._paged_subscription(opts, query, options, sub_id, owner, access)
         if is_regex_topic(opts.topic):
-            topics = [t for t in self.topics.resolve(opts.topic) if access.can_read(t.name)]
+            topics = self.topics.resolve(opts.topic, access.can_read)
         else:
             check_topic_name(opts.topic)
             access.require_read(opts.topic)
@@ -361,6 +361,13 @@ class Placement:
         sow_keys: Sequence[str] = (),
         access: Access = EVERYONE,
     ) -> Subscription:
+        """A new subscription, not yet placed, counted against its user's ``max_subscriptions``.
+
+        Raises:
+            InvalidArgument: a bad topic, filter or sub_id.
+            ResourceExhausted: the caller holds its ``max_subscriptions`` already (issue 26).
+        """
+        check_quota(access, "max_subscriptions", sum(s.access.user == access.user for s in self.hub.subs.values()))
         options.check()
         if check_name:
             check_topic_name(topic)
@@ -369,7 +376,7 @@ class Placement:
         compiled = request_filter(filter)
         if sub_id and (len(sub_id) > 256 or not sub_id.isprintable()):
             raise InvalidArgument("sub_id must be at most 256 printable characters", field="sub_id")
-        return cls(
+        sub = cls(
             topic,
             compiled,
             options,
@@ -383,6 +390,7 @@ class Placement:
             max_records=self.config.subscriber_queue_records,
             max_bytes=self.config.subscriber_queue_bytes,
         )
+        return sub
 
 
 async def _page_events(

@@ -61,6 +61,6 @@ def readable_topics(topics: Topics, pattern: str, access: Access) -> list[SowTop
         PermissionDenied: a topic name the caller may not read.
     """
     if is_regex_topic(pattern):
-        return [t for t in topics.resolve(pattern) if access.can_read(t.name)]
+        return topics.resolve(pattern, access.can_read)
     access.require_read(pattern)  # first: a name the caller may not read is not looked up (issue 26)
-    return topics.resolve(pattern, access.known)
+    return topics.resolve(pattern, known=access.known)

@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from sowdb.config import is_regex_topic
-from sowdb.engine.access import EVERYONE, Access
+from sowdb.engine.access import EVERYONE, Access, check_quota
 from sowdb.engine.bookmarks import parse_bookmark
 from sowdb.engine.execution import Slicer, batches, scan, stream_batches
 from sowdb.engine.queries import Queries
@@ -126,7 +126,8 @@ class Snapshots:
         Raises:
             InvalidArgument: a bad topic, filter, bookmark or lease.
             FailedPrecondition: not a SOW topic; a bookmark on a topic without history.
-            ResourceExhausted: too many snapshots are held.
+            ResourceExhausted: too many snapshots are held, or the caller holds its
+                ``max_snapshots`` quota (issue 26: one user took all 256 with 24 h leases).
         """
         if not 0 <= lease_s <= MAX_LEASE_S:
             raise InvalidArgument(f"lease_seconds must be between 0 and {MAX_LEASE_S:.0f}", field="lease_seconds")
@@ -136,6 +137,7 @@ class Snapshots:
                 "their leases to end",
                 field="topic",
             )
+        check_quota(owner, "max_snapshots", sum(s.owner.user == owner.user for s in self._held.values()))
         query = PreparedQuery(QueryOptions(topic=topic, filter=filter, bookmark=bookmark))
         topics = self.queries.topics.resolve(topic, known)
         point = parse_bookmark(bookmark) if bookmark.strip() else None

@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from sowdb.engine.access import EVERYONE, Access
+from sowdb.engine.access import EVERYONE, Access, check_quota
 from sowdb.engine.clock import Clock
 from sowdb.engine.execution import CHUNK, Slicer
 from sowdb.engine.messages import MessageLike, check_ttls, decode_batch
@@ -97,11 +97,12 @@ def _check_stage_id(stage_id: str, field: str = "stage_id") -> None:
 class StageBuilder:
     """One StageWrite call: messages added in order, checked as they come."""
 
-    def __init__(self, stages: Stages, key: StageKey, stage: _Stage) -> None:
+    def __init__(self, stages: Stages, key: StageKey, stage: _Stage, access: Access = EVERYONE) -> None:
         self._stages = stages
         self.key = key
         self.stage_id = key[1]
         self._stage = stage
+        self._access = access
 
     @property
     def count(self) -> int:
@@ -116,7 +117,8 @@ class StageBuilder:
 
         Raises:
             PublishError: a message is invalid (nothing of this call's stage is kept).
-            ResourceExhausted: the server holds too many staged bytes.
+            ResourceExhausted: the server holds too many staged bytes, or the caller its
+                ``max_staged_bytes`` quota (issue 26).
         """
         stage = self._stage
         if not messages:
@@ -125,6 +127,11 @@ class StageBuilder:
             check_ttls(ttls, len(messages))
         raws = [m.data for m in messages]
         size = sum(map(len, raws))
+        try:
+            check_quota(self._access, "max_staged_bytes", self._stages.bytes_of(self.key[0]), size)
+        except ResourceExhausted:
+            self._stages.discard(self.key)
+            raise
         if self._stages.staged_bytes + size > MAX_STAGED_BYTES:
             self._stages.discard(self.key)
             raise ResourceExhausted(
@@ -178,8 +185,13 @@ class Stages:
     def __len__(self) -> int:
         return len(self._held)
 
-    def begin(self, stage_id: str, topic: str, owner: str = "") -> StageBuilder:
-        """Start (or restart: a stage id the owner holds already is replaced) a stage for ``topic``.
+    def bytes_of(self, user: str) -> int:
+        """The bytes ``user``'s stages hold."""
+        return sum(stage.bytes for (owner, _), stage in self._held.items() if owner == user)
+
+    def begin(self, stage_id: str, topic: str, access: Access = EVERYONE) -> StageBuilder:
+        """Start (or restart: a stage id the owner holds already is replaced) a stage for ``topic``,
+        owned by ``access``'s user; its bytes count against that user's ``max_staged_bytes`` quota.
 
         Raises:
             InvalidArgument: a bad stage id or topic name.
@@ -189,13 +201,13 @@ class Stages:
         _check_stage_id(stage_id)
         check_topic_name(topic)
         self.topics.check_writable(topic, "stage writes for")
-        key = (owner, stage_id)
+        key = (access.user, stage_id)
         old = self._held.get(key)
         if old is not None and old.committing:
             raise FailedPrecondition(f"stage {stage_id!r} is being committed", field="stage_id")
         self.discard(key)
         stage = self._held[key] = _Stage(topic, self.clock() + self.lease_us)
-        return StageBuilder(self, key, stage)
+        return StageBuilder(self, key, stage, access)
 
     def discard(self, key: StageKey, *, only: _Stage | None = None) -> bool:
         stage = self._held.get(key)

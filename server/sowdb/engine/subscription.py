@@ -15,7 +15,6 @@ duplicate at the seams (S-1, H-3).
 
 from __future__ import annotations
 
-import re
 import secrets
 import time
 from collections import deque
@@ -32,6 +31,7 @@ from sowdb.engine.records import StoredRecord, shaped
 from sowdb.engine.wakeup import Wakeup
 from sowdb.errors import PermissionDenied, ResourceExhausted, SowdbError
 from sowdb.expr import CompiledFilter, Select, get_path
+from sowdb.expr.matching import compile_pattern
 
 DEFAULT_MAX_QUEUE_RECORDS = 100_000
 DEFAULT_MAX_QUEUE_BYTES = 64 * 1024 * 1024
@@ -72,7 +72,7 @@ class Subscription:
         self.access = access  # A-1, A-2: the topics its caller may read, the rows it may see
         self.owner = owner
         self.topic = topic
-        self.regex = re.compile(topic) if is_regex_topic(topic) else None
+        self.regex = compile_pattern(topic) if is_regex_topic(topic) else None
         self.filter = filter
         self.options = options
         self.key_fields = key_fields or {}
@@ -112,12 +112,15 @@ class Subscription:
         by that name: no pattern reaches it."""
         hit = self._topics.get(topic)
         if hit is None:
-            named = (
-                self.regex.search(topic) is not None
-                if self.regex is not None and not topic.startswith("\x00")
-                else topic == self.topic
-            )
-            hit = self._topics[topic] = named and self.access.can_read(topic)
+            # rights first: a pattern is never run against a topic its caller may not read; a
+            # private view is reached by its own name only
+            if not self.access.can_read(topic):
+                named = False
+            elif self.regex is not None and not topic.startswith("\x00"):
+                named = self.regex.search(topic) is not None
+            else:
+                named = topic == self.topic
+            hit = self._topics[topic] = named
         return hit
 
     # --- the writer's side ---------------------------------------------------------------------

@@ -8,7 +8,6 @@ keeps the graph (``downstream``) that the writer's fan-out walks.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,6 +15,7 @@ from sowdb.config import Config, ViewConfig, is_regex_topic
 from sowdb.engine.derived import ConflatedTopic, Derived, View, derived_order
 from sowdb.engine.topic import SowTopic
 from sowdb.errors import FailedPrecondition, InvalidArgument
+from sowdb.expr.matching import Pattern, compile_pattern
 
 MAX_TOPIC_LENGTH = 1024
 
@@ -80,8 +80,19 @@ class Topics:
     def get(self, name: str) -> SowTopic | None:
         return self.sow.get(name)
 
-    def resolve(self, pattern: str, known: Callable[[str], bool] | None = None) -> list[SowTopic]:
+    def resolve(
+        self,
+        pattern: str,
+        readable: Callable[[str], bool] | None = None,
+        known: Callable[[str], bool] | None = None,
+    ) -> list[SowTopic]:
         """The SOW topics a query's topic names (Q-3): a name, or every topic a regex matches.
+
+        Args:
+            pattern: a topic name or regex.
+            readable: for a regex, the topics its caller may read (A-3): only those are matched,
+                so a caller's pattern costs nothing on the topics it cannot see (issue 26).
+            known: for a name, the topics an unknown name's refusal may list (None: all).
 
         Raises:
             InvalidArgument: a bad name or regex.
@@ -89,7 +100,8 @@ class Topics:
         """
         if is_regex_topic(pattern):
             rx = compile_topic_pattern(pattern)
-            return [t for name, t in sorted(self.sow.items()) if rx.search(name)]
+            names = sorted(n for n in self.sow if readable is None or readable(n))
+            return [self.sow[name] for name in names if rx.search(name)]
         return [self.sow_topic(pattern, known)]
 
     def sow_topic(self, name: str, known: Callable[[str], bool] | None = None) -> SowTopic:
@@ -164,16 +176,17 @@ def check_topic_name(name: str) -> None:
         raise InvalidArgument(f"topic must be at most {MAX_TOPIC_LENGTH} characters without NUL", field="topic")
 
 
-def compile_topic_pattern(pattern: str) -> re.Pattern[str]:
-    """A regex topic (Q-3), compiled.
+def compile_topic_pattern(pattern: str) -> Pattern:
+    """A regex topic (Q-3), compiled to run in linear time where it can (:mod:`sowdb.expr.matching`):
+    a client's pattern such as ``((.*)*)*x`` must not freeze the server (issue 26, item 5).
 
     Raises:
         InvalidArgument: not a valid regular expression.
     """
     check_topic_name(pattern)
     try:
-        return re.compile(pattern)
-    except (re.error, RecursionError, OverflowError) as exc:
+        return compile_pattern(pattern)
+    except ValueError as exc:
         raise InvalidArgument(
             f"topic {pattern[:100]!r} is not a valid regular expression: {exc}", field="topic"
         ) from None

@@ -14,13 +14,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
-from functools import lru_cache
-from typing import Any
 
 import regex
 
+from sowdb.expr.matching import compile_pattern as compile_regex
 from sowdb.expr.numeric import NAN, fit, format_number, to_number
-from sowdb.expr.values import REGEX_TIMEOUT_S, Value, is_null, order_key, to_text
+from sowdb.expr.values import Value, is_null, order_key, to_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,36 +95,13 @@ def _replace(s: Value, old: Value, new: Value) -> Value:
     return st.replace(ot, to_text(new) or "") or None
 
 
-@lru_cache(maxsize=256)
-def compile_regex(pattern: str, literal: bool = False) -> Any:
-    """Compile a client's regular expression, refusing ones that cost too much to build.
-
-    Raises:
-        ValueError: the pattern is invalid or too large.
-    """
-    if len(pattern) > 2048:
-        raise ValueError("pattern longer than 2048 characters")
-    if literal:
-        return regex.compile(regex.escape(pattern))
-    for m in regex.finditer(r"\{\s*(\d+)\s*(?:,\s*(\d*)\s*)?\}", pattern):
-        if any(g and int(g) > 1000 for g in m.groups()):
-            raise ValueError("repetition count above 1000")
-    if len(regex.findall(r"\{\s*\d", pattern)) > 1 and regex.search(r"\d{3,}\s*[,}]", pattern):
-        raise ValueError("nested large repetition counts")
-    try:
-        return regex.compile(pattern)
-    except (regex.error, OverflowError, RecursionError) as exc:
-        raise ValueError(str(exc)) from None
-
-
 def _regexp_replace(s: Value, pattern: Value, replacement: Value) -> Value:
     st, pt = to_text(s), to_text(pattern)
     if st is None or pt is None:
         return None
     try:
-        rx = compile_regex(pt)
-        return rx.sub(to_text(replacement) or "", st, timeout=REGEX_TIMEOUT_S) or None
-    except (ValueError, TimeoutError, regex.error, IndexError):
+        return compile_regex(pt).sub(to_text(replacement) or "", st) or None
+    except (ValueError, regex.error, IndexError):
         return None
 
 
