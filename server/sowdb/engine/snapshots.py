@@ -139,7 +139,7 @@ class Snapshots:
             )
         check_quota(owner, "max_snapshots", sum(s.owner.user == owner.user for s in self._held.values()))
         query = PreparedQuery(QueryOptions(topic=topic, filter=filter, bookmark=bookmark))
-        topics = self.queries.topics.resolve(topic, known)
+        topics = self.queries.topics.resolve(topic, known=known)
         point = parse_bookmark(bookmark) if bookmark.strip() else None
         if point is not None and not point.now:
             as_of = self.queries.journal.as_of(topics, point)
