@@ -117,7 +117,7 @@ class Subscription:
             if not self.access.can_read(topic):
                 named = False
             elif self.regex is not None and not topic.startswith("\x00"):
-                named = self.regex.search(topic) is not None
+                named = self.regex.search(topic)
             else:
                 named = topic == self.topic
             hit = self._topics[topic] = named
