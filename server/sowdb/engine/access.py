@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from sowdb.config import RoleConfig, is_regex_topic
-from sowdb.engine.query import request_filter
+from sowdb.engine.filters import request_filter
 from sowdb.engine.records import StoredRecord
 from sowdb.errors import PermissionDenied, PublishError
 from sowdb.expr import CompiledFilter, compile_filter
@@ -160,7 +160,6 @@ class ViewerAccess(Access):
 
     def entitlement(self, topic: str) -> CompiledFilter | None:
         return None if topic == self.view else super().entitlement(topic)
-
 
 
 def combined(op: str, filters: Sequence[CompiledFilter]) -> CompiledFilter:

@@ -9,16 +9,14 @@ journal timestamps non-decreasing in sequence order, so that is found by bisecti
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
 from sowdb.config import ServerConfig
-from sowdb.engine.bookmarks import Point, last_seq_at_or_before
+from sowdb.engine.bookmarks import AsOf, Point, last_seq_at_or_before
 from sowdb.engine.changes import Change
 from sowdb.engine.clock import Clock
-from sowdb.engine.query import AsOf
 from sowdb.engine.replay import replay_changes
-from sowdb.engine.subscription import Subscription
 from sowdb.engine.topic import SowTopic
 from sowdb.engine.topics import Topics
 from sowdb.errors import FailedPrecondition, InvalidArgument, OutOfRange
@@ -128,17 +126,19 @@ class Journal:
             )
         return after
 
-    def replay(self, sub: Subscription) -> AsyncIterator[list[Change]]:
-        """The journal changes a subscription placed with a bookmark must see first."""
-        assert sub.replay_from is not None
-        after, upto = sub.replay_from
+    def replay(
+        self, span: tuple[int, int], wants: Callable[[str], bool], *, track_old: bool
+    ) -> AsyncIterator[list[Change]]:
+        """The journal changes in ``span`` (after, upto] that a subscription placed with a
+        bookmark must see first: ``wants`` picks its topics, ``track_old`` its delta (D-2)."""
+        after, upto = span
         return replay_changes(
             self.store,
-            wants=sub.wants,
+            wants=wants,
             sow_topics=self.topics.sow,
             after=after,
             upto=upto,
-            track_old=sub.options.delta,
+            track_old=track_old,
         )
 
     def trim(self) -> int:

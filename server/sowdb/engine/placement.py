@@ -16,16 +16,17 @@ from typing import TypedDict
 
 from sowdb.config import ServerConfig, is_regex_topic
 from sowdb.engine.access import EVERYONE, Access, ViewerAccess, restricted
-from sowdb.engine.bookmarks import Point, parse_bookmark
+from sowdb.engine.bookmarks import AsOf, Point, parse_bookmark
 from sowdb.engine.clock import Clock
 from sowdb.engine.derived import View
 from sowdb.engine.events import GroupBegin, GroupEnd, QueryEvent, RecordBatch
 from sowdb.engine.execution import batches
+from sowdb.engine.filters import request_filter
 from sowdb.engine.hub import SubscriptionHub
 from sowdb.engine.journal import Journal, Position
 from sowdb.engine.options import DEFAULT_OPTIONS, SubscriptionOptions
 from sowdb.engine.pages import PagedSubscription, PageSets, ResultSet
-from sowdb.engine.query import AsOf, PreparedQuery, QueryOptions, request_filter
+from sowdb.engine.query import PreparedQuery, QueryOptions
 from sowdb.engine.records import StoredRecord, shaped
 from sowdb.engine.subscription import Subscription, subscription_key
 from sowdb.engine.topic import SowTopic

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from sowdb.engine.bookmarks import AsOf
 from sowdb.engine.events import GroupBegin, GroupEnd, QueryEvent, RecordBatch
 from sowdb.engine.execution import Slicer, batches, in_slices, ordered, scan, stream_batches
 from sowdb.engine.records import StoredRecord, shaped
@@ -61,21 +62,6 @@ class QueryOptions:
     grouping: Sequence[str] = ()
     projection: Sequence[str] = ()
     select: str = ""
-
-
-@dataclass(frozen=True)
-class AsOf:
-    """The point a historical query looks at (H-2).
-
-    Attributes:
-        seq: the sequence point (for a timestamp, the last journal entry at or before it).
-        timestamp_us: set for a timestamp bookmark: versions are then chosen by time.
-        gone: topics whose history window no longer reaches the point (they return nothing).
-    """
-
-    seq: int
-    timestamp_us: int | None = None
-    gone: frozenset[str] = frozenset()
 
 
 _FOREVER = 2**63
@@ -244,13 +230,3 @@ def page_key(order: OrderBy | None) -> Callable[[StoredRecord], bytes]:
         return lambda r: r.sow_key.encode() + b"\x00" + r.topic.encode()
     byte_key = order.byte_key
     return lambda r: byte_key(r.data or {}) + r.sow_key.encode() + b"\x00" + r.topic.encode()
-
-
-def request_filter(text: str) -> CompiledFilter | None:
-    """The compiled filter of a request (None when empty), its errors attributed to ``filter``."""
-    if not text.strip():
-        return None
-    try:
-        return compile_filter(text)
-    except ExpressionError as exc:
-        raise exc.for_field("filter") from None

@@ -84,7 +84,7 @@ class SubscriptionStream:
                 yield event
         sub.accept(delivered)
         if sub.replay_from is not None:
-            async for changes in self._journal.replay(sub):
+            async for changes in self._journal.replay(sub.replay_from, sub.wants, track_old=sub.options.delta):
                 sub.evaluate(changes)
                 for deliveries in self._deliveries(sub.drain()):
                     yield deliveries

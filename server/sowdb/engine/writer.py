@@ -23,9 +23,9 @@ from sowdb.engine.clock import Clock
 from sowdb.engine.counters import Counters
 from sowdb.engine.expiry import ExpiryQueue
 from sowdb.engine.fanout import FanOut
+from sowdb.engine.filters import request_filter
 from sowdb.engine.messages import MessageLike, check_ttls, decode_batch, expiries
 from sowdb.engine.producers import Producer, Producers, scoped
-from sowdb.engine.query import request_filter
 from sowdb.engine.records import StoredRecord, decode_document, merge_delta
 from sowdb.engine.topic import SowTopic
 from sowdb.engine.topics import Topics, check_topic_name
