@@ -1,4 +1,4 @@
-"""Columns (:mod:`sowdb.engine.columns`): a query's top-level comparisons evaluated a column at a
+"""Columns (:mod:`sowdb.engine.state.columns`): a query's top-level comparisons evaluated a column at a
 time answer exactly what a scan does, on the engine over a real RocksDB, while publishes,
 deletes and slot reuse go on; the hash index and the columns agree with the scan too.
 
@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from sowdb.config import config_from_dict
 from sowdb.engine import Engine, InMessage
-from sowdb.engine import columns as cols
-from sowdb.engine.columns import Columns
 from sowdb.engine.records import StoredRecord
+from sowdb.engine.state import columns as cols
+from sowdb.engine.state.columns import Columns
 from sowdb.expr import compile_filter
 from sowdb.storage import Store
 from tests.engine.test_key_lookups import literal, query, scan_of

@@ -1,4 +1,4 @@
-"""The point-lookup planner (SPEC §10, :mod:`sowdb.engine.lookups`): a filter that fixes every key
+"""The point-lookup planner (SPEC §10, :mod:`sowdb.engine.state.key_lookups`): a filter that fixes every key
 field is answered by SowKey, with exactly the answer of a scan, on the engine over a real RocksDB.
 
 The scan a planned answer is compared with is the same query with its filter as ``(F) OR FALSE``:

@@ -23,8 +23,8 @@ from sowdb.engine.options import SubscriptionOptions
 from sowdb.engine.placement import Replacement
 from sowdb.engine.query import QueryOptions
 from sowdb.engine.records import StoredRecord
+from sowdb.engine.state.registry import TopicSummary
 from sowdb.engine.streams import SubscriptionStream
-from sowdb.engine.topics import TopicSummary
 
 __all__ = [
     "Clock",

@@ -33,7 +33,6 @@ from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.clock import Clock, system_clock
 from sowdb.engine.counters import Counters
 from sowdb.engine.events import QueryEvent
-from sowdb.engine.expiry import ExpiryQueue
 from sowdb.engine.fanout import FanOut
 from sowdb.engine.hub import SubscriptionHub
 from sowdb.engine.journal import Journal
@@ -53,10 +52,11 @@ from sowdb.engine.recovery import (
 )
 from sowdb.engine.snapshots import Snapshots
 from sowdb.engine.staging import Stages
+from sowdb.engine.state.expiry import ExpiryQueue
+from sowdb.engine.state.registry import Topics, TopicSummary
 from sowdb.engine.stats import Stats, StatsSnapshot
 from sowdb.engine.streams import SubscriptionStream
 from sowdb.engine.subscription import Subscription
-from sowdb.engine.topics import Topics, TopicSummary
 from sowdb.engine.writer import Writer
 from sowdb.errors import FailedPrecondition, InvalidArgument
 from sowdb.storage import Store, StoreUnusable

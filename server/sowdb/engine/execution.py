@@ -18,8 +18,8 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequenc
 from itertools import islice
 from typing import Any
 
-from sowdb.engine.history import version_at
 from sowdb.engine.records import StoredRecord
+from sowdb.engine.state.history import version_at
 from sowdb.expr import CompiledFilter
 
 SLICE_S = 0.001

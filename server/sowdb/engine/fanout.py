@@ -13,7 +13,7 @@ from sowdb.engine.changes import Change
 from sowdb.engine.counters import Counters
 from sowdb.engine.hub import SubscriptionHub
 from sowdb.engine.pages import PageSets
-from sowdb.engine.topics import Topics
+from sowdb.engine.state.registry import Topics
 
 
 class FanOut:

@@ -18,7 +18,6 @@ from sowdb.config import ServerConfig, is_regex_topic
 from sowdb.engine.access import EVERYONE, Access, ViewerAccess, restricted
 from sowdb.engine.bookmarks import AsOf, Point, parse_bookmark
 from sowdb.engine.clock import Clock
-from sowdb.engine.derived import View
 from sowdb.engine.events import GroupBegin, GroupEnd, QueryEvent, RecordBatch
 from sowdb.engine.execution import batches
 from sowdb.engine.filters import request_filter
@@ -28,9 +27,10 @@ from sowdb.engine.options import DEFAULT_OPTIONS, SubscriptionOptions
 from sowdb.engine.pages import PagedSubscription, PageSets, ResultSet
 from sowdb.engine.query import PreparedQuery, QueryOptions
 from sowdb.engine.records import StoredRecord, shaped
+from sowdb.engine.state.derived import View
+from sowdb.engine.state.registry import Topics, check_topic_name, compile_topic_pattern
+from sowdb.engine.state.sow_topic import SowTopic
 from sowdb.engine.subscription import Subscription, subscription_key
-from sowdb.engine.topic import SowTopic
-from sowdb.engine.topics import Topics, check_topic_name, compile_topic_pattern
 from sowdb.errors import FailedPrecondition, InvalidArgument, NotFound
 from sowdb.expr import Aggregation, CompiledFilter, Select
 

@@ -16,8 +16,8 @@ from sowdb.engine.clock import Clock
 from sowdb.engine.events import QueryEvent
 from sowdb.engine.journal import Journal, Position
 from sowdb.engine.query import PreparedQuery, QueryOptions
-from sowdb.engine.topic import SowTopic
-from sowdb.engine.topics import Topics
+from sowdb.engine.state.registry import Topics
+from sowdb.engine.state.sow_topic import SowTopic
 
 
 class Queries:

@@ -16,13 +16,13 @@ from pathlib import Path
 
 from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.counters import Counters, TopicCounters
-from sowdb.engine.derived import View
 from sowdb.engine.hub import SubscriptionHub
 from sowdb.engine.journal import Position
 from sowdb.engine.queries import readable_topics
+from sowdb.engine.state.derived import View
+from sowdb.engine.state.registry import Topics
+from sowdb.engine.state.sow_topic import SowTopic
 from sowdb.engine.subscription import Subscription
-from sowdb.engine.topic import SowTopic
-from sowdb.engine.topics import Topics
 from sowdb.errors import PermissionDenied
 from sowdb.storage import Store
 

@@ -21,14 +21,14 @@ from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.changes import OOF_DELETED, OOF_EXPIRED, Change
 from sowdb.engine.clock import Clock
 from sowdb.engine.counters import Counters
-from sowdb.engine.expiry import ExpiryQueue
 from sowdb.engine.fanout import FanOut
 from sowdb.engine.filters import request_filter
 from sowdb.engine.messages import MessageLike, check_ttls, decode_batch, expiries
 from sowdb.engine.producers import Producer, Producers, scoped
 from sowdb.engine.records import StoredRecord, decode_document, merge_delta
-from sowdb.engine.topic import SowTopic
-from sowdb.engine.topics import Topics, check_topic_name
+from sowdb.engine.state.expiry import ExpiryQueue
+from sowdb.engine.state.registry import Topics, check_topic_name
+from sowdb.engine.state.sow_topic import SowTopic
 from sowdb.errors import InvalidArgument, SowdbError
 from sowdb.storage import Batch, Store
 from sowdb.storage.keys import OP_DELETE, OP_EXPIRE

@@ -22,7 +22,7 @@ import orjson
 from sowdb.config import ConflatedTopicConfig, TopicConfig, ViewConfig
 from sowdb.engine.changes import OOF_DELETED, Change
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.topic import SowTopic
+from sowdb.engine.state.sow_topic import SowTopic
 from sowdb.expr import Aggregation, CompiledFilter, compile_filter, parse_aggregation
 from sowdb.expr.aggregation import Group
 

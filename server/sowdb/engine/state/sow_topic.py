@@ -1,8 +1,8 @@
 """A SOW topic's state in memory: its records by SowKey, its hash indexes and columns, and the
 query planner's choice between them (:meth:`SowTopic.candidates`): a point lookup by SowKey
-(:mod:`sowdb.engine.lookups`) when the filter fixes every key field, else the hash index with
+(:mod:`sowdb.engine.state.key_lookups`) when the filter fixes every key field, else the hash index with
 the fewest candidates, else the columns of the filter's top-level comparisons
-(:mod:`sowdb.engine.columns`) where they are built, else a scan.
+(:mod:`sowdb.engine.state.columns`) where they are built, else a scan.
 
 The in-memory map is what queries scan (decoding JSON per query would cost more than the
 filter itself); RocksDB's ``current`` column family is its durable copy for persistent topics
@@ -15,12 +15,12 @@ from __future__ import annotations
 from operator import attrgetter
 
 from sowdb.config import TopicConfig
-from sowdb.engine import columns as cols
-from sowdb.engine.columns import Columns
-from sowdb.engine.history import TopicHistory
-from sowdb.engine.indexes import HashIndex
-from sowdb.engine.lookups import KeyLookup
 from sowdb.engine.records import KeySpec, StoredRecord
+from sowdb.engine.state import columns as cols
+from sowdb.engine.state.columns import Columns
+from sowdb.engine.state.history import TopicHistory
+from sowdb.engine.state.indexes import HashIndex
+from sowdb.engine.state.key_lookups import KeyLookup
 from sowdb.expr import CompiledFilter
 
 

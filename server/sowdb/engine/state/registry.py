@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sowdb.config import Config, ViewConfig, is_regex_topic
-from sowdb.engine.derived import ConflatedTopic, Derived, View, derived_order
-from sowdb.engine.topic import SowTopic
+from sowdb.engine.state.derived import ConflatedTopic, Derived, View, derived_order
+from sowdb.engine.state.sow_topic import SowTopic
 from sowdb.errors import FailedPrecondition, InvalidArgument
 
 MAX_TOPIC_LENGTH = 1024
@@ -73,7 +73,7 @@ class Topics:
         return [d for d in self.derived.values() if isinstance(d, ConflatedTopic)]
 
     def build_columns(self) -> bool:
-        """A step of building the columns queries wanted (:mod:`sowdb.engine.columns`), one
+        """A step of building the columns queries wanted (:mod:`sowdb.engine.state.columns`), one
         topic's worth; True while more steps remain."""
         return any(topic.build_columns() for topic in self.sow.values())
 
