@@ -188,7 +188,7 @@ async def test_granularity_keeps_one_version_per_interval(tmp_path: Path) -> Non
     assert [(key, op) for key, _, op in kept if key == "2"] == [("2", OP_PUBLISH), ("2", OP_DELETE), ("2", OP_PUBLISH)]
     engine.close()
     # a rebuild from the journal thins the same way
-    from sowdb.engine.recovery import rebuild
+    from sowdb.engine.journal.recovery import rebuild
 
     store = Store(tmp_path)
     rebuild(store, config(tmp_path))
@@ -305,7 +305,7 @@ async def test_a_replay_after_a_crash_thins_history_like_the_writer(tmp_path: Pa
     assert versions == [("1", 5), ("1", 12), ("2", 3), ("2", 13)]
     assert (await sow(engine, "coarse", "20231114T221329Z"))["1"]["v"] == 5
     engine.close()
-    from sowdb.engine.recovery import rebuild
+    from sowdb.engine.journal.recovery import rebuild
 
     store = Store(tmp_path)
     rebuild(store, config(tmp_path))  # the whole journal, thinned in one pass: the same versions
@@ -341,7 +341,7 @@ async def test_journal_ahead_of_current_is_replayed_at_start(tmp_path: Path) -> 
 
 
 async def test_rebuild_recreates_current_and_history_from_the_journal(tmp_path: Path) -> None:
-    from sowdb.engine.recovery import rebuild
+    from sowdb.engine.journal.recovery import rebuild
 
     clock = Clock()
     engine = open_engine(tmp_path, clock)

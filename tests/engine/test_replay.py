@@ -12,8 +12,8 @@ import pytest
 
 from sowdb.config import config_from_dict
 from sowdb.engine import Engine, InMessage, QueryOptions
-from sowdb.engine import replay as replay_module
 from sowdb.engine.events import Completed, Deliveries, Subscribed
+from sowdb.engine.journal import replay as replay_module
 from sowdb.errors import OutOfRange
 from sowdb.storage import Store
 

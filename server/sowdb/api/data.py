@@ -13,7 +13,7 @@ from sowdb.api.servicer import Context, Servicer, authorization_of, error_bounda
 from sowdb.config import is_regex_topic
 from sowdb.engine import StoredRecord
 from sowdb.engine.access import Access
-from sowdb.engine.journal_reads import Entry
+from sowdb.engine.journal.ranges import Entry
 from sowdb.engine.staging import StageBuilder
 from sowdb.errors import InvalidArgument, PermissionDenied
 from sowdb.expr import CompiledFilter

@@ -35,13 +35,8 @@ from sowdb.engine.counters import Counters
 from sowdb.engine.events import QueryEvent
 from sowdb.engine.fanout import FanOut
 from sowdb.engine.hub import SubscriptionHub
-from sowdb.engine.journal import Journal
-from sowdb.engine.journal_reads import JournalReads
-from sowdb.engine.pages import PageSets
-from sowdb.engine.placement import Placement, Replacement, SowAndSubscribeArgs, SubscribeArgs
-from sowdb.engine.queries import Queries
-from sowdb.engine.query import QueryOptions
-from sowdb.engine.recovery import (
+from sowdb.engine.journal.ranges import JournalReads
+from sowdb.engine.journal.recovery import (
     RecoveryReport,
     StoreDamaged,
     check_journal_at_start,
@@ -50,6 +45,11 @@ from sowdb.engine.recovery import (
     rebuild,
     replay_into_store,
 )
+from sowdb.engine.journal.timeline import Journal
+from sowdb.engine.pages import PageSets
+from sowdb.engine.placement import Placement, Replacement, SowAndSubscribeArgs, SubscribeArgs
+from sowdb.engine.queries import Queries
+from sowdb.engine.query import QueryOptions
 from sowdb.engine.snapshots import Snapshots
 from sowdb.engine.staging import Stages
 from sowdb.engine.state.expiry import ExpiryQueue

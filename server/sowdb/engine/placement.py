@@ -22,7 +22,7 @@ from sowdb.engine.events import GroupBegin, GroupEnd, QueryEvent, RecordBatch
 from sowdb.engine.execution import batches
 from sowdb.engine.filters import request_filter
 from sowdb.engine.hub import SubscriptionHub
-from sowdb.engine.journal import Journal, Position
+from sowdb.engine.journal.timeline import Journal, Position
 from sowdb.engine.options import DEFAULT_OPTIONS, SubscriptionOptions
 from sowdb.engine.pages import PagedSubscription, PageSets, ResultSet
 from sowdb.engine.query import PreparedQuery, QueryOptions

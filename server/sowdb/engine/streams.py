@@ -23,7 +23,7 @@ from sowdb.engine.changes import QueuedEvent
 from sowdb.engine.events import Completed, Deliveries, Heartbeat, QueryEvent, RecordBatch, StreamEvent, Subscribed
 from sowdb.engine.execution import RECORD_OVERHEAD
 from sowdb.engine.hub import SubscriptionHub
-from sowdb.engine.journal import Journal, Position
+from sowdb.engine.journal.timeline import Journal, Position
 from sowdb.engine.placement import Placement
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.subscription import Subscription

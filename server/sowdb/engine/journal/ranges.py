@@ -1,7 +1,7 @@
 """Journal range reads for pipelines (SPEC §9: journal export, streaming reads).
 
 A range ``(after, upto]`` of the journal is read back in chunks, yielding to the event loop
-between them (like the replay of :mod:`sowdb.engine.replay`), as the entries themselves: each
+between them (like the replay of :mod:`sowdb.engine.journal.replay`), as the entries themselves: each
 with its bookmark, timestamp, topic, SowKey, operation and data — for a publish, the record
 after the change (the writer merges a delta before journaling, so the entry is the whole
 record); for a delete or an expiration, the record's last state. The storage scan is checked
@@ -25,9 +25,9 @@ import orjson
 from sowdb.config import is_regex_topic
 from sowdb.engine.bookmarks import Point
 from sowdb.engine.filters import request_filter
-from sowdb.engine.journal import Journal, Position
+from sowdb.engine.journal.replay import check_retained
+from sowdb.engine.journal.timeline import Journal, Position
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.replay import check_retained
 from sowdb.engine.state.registry import check_topic_name, compile_topic_pattern
 from sowdb.errors import InvalidArgument
 from sowdb.storage import Store
