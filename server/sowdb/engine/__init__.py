@@ -21,7 +21,7 @@ from sowdb.engine.events import (
 from sowdb.engine.messages import InMessage
 from sowdb.engine.options import SubscriptionOptions
 from sowdb.engine.placement import Replacement
-from sowdb.engine.query import QueryOptions
+from sowdb.engine.read.prepared import QueryOptions
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.state.registry import TopicSummary
 from sowdb.engine.streams import SubscriptionStream

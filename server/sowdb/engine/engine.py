@@ -48,9 +48,9 @@ from sowdb.engine.journal.recovery import (
 from sowdb.engine.journal.timeline import Journal
 from sowdb.engine.pages import PageSets
 from sowdb.engine.placement import Placement, Replacement, SowAndSubscribeArgs, SubscribeArgs
-from sowdb.engine.queries import Queries
-from sowdb.engine.query import QueryOptions
-from sowdb.engine.snapshots import Snapshots
+from sowdb.engine.read.current import Queries
+from sowdb.engine.read.prepared import QueryOptions
+from sowdb.engine.read.snapshots import Snapshots
 from sowdb.engine.staging import Stages
 from sowdb.engine.state.expiry import ExpiryQueue
 from sowdb.engine.state.registry import Topics, TopicSummary

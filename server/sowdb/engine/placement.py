@@ -19,13 +19,13 @@ from sowdb.engine.access import EVERYONE, Access, ViewerAccess, restricted
 from sowdb.engine.bookmarks import AsOf, Point, parse_bookmark
 from sowdb.engine.clock import Clock
 from sowdb.engine.events import GroupBegin, GroupEnd, QueryEvent, RecordBatch
-from sowdb.engine.execution import batches
 from sowdb.engine.filters import request_filter
 from sowdb.engine.hub import SubscriptionHub
 from sowdb.engine.journal.timeline import Journal, Position
 from sowdb.engine.options import DEFAULT_OPTIONS, SubscriptionOptions
 from sowdb.engine.pages import PagedSubscription, PageSets, ResultSet
-from sowdb.engine.query import PreparedQuery, QueryOptions
+from sowdb.engine.read.execution import batches
+from sowdb.engine.read.prepared import PreparedQuery, QueryOptions
 from sowdb.engine.records import StoredRecord, shaped
 from sowdb.engine.state.derived import View
 from sowdb.engine.state.registry import Topics, check_topic_name, compile_topic_pattern

@@ -18,7 +18,7 @@ from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.counters import Counters, TopicCounters
 from sowdb.engine.hub import SubscriptionHub
 from sowdb.engine.journal.timeline import Position
-from sowdb.engine.queries import readable_topics
+from sowdb.engine.read.current import readable_topics
 from sowdb.engine.state.derived import View
 from sowdb.engine.state.registry import Topics
 from sowdb.engine.state.sow_topic import SowTopic

@@ -18,7 +18,7 @@ import orjson
 
 from sowdb.engine.bookmarks import AsOf
 from sowdb.engine.events import GroupBegin, GroupEnd, QueryEvent, RecordBatch
-from sowdb.engine.execution import Slicer, batches, in_slices, ordered, scan, stream_batches
+from sowdb.engine.read.execution import Slicer, batches, in_slices, ordered, scan, stream_batches
 from sowdb.engine.records import StoredRecord, shaped
 from sowdb.engine.state.sow_topic import SowTopic
 from sowdb.errors import ExpressionError, InvalidArgument
@@ -157,7 +157,7 @@ class PreparedQuery:
         entitlements: Sequence[CompiledFilter | None] | None = None,
     ) -> AsyncIterator[QueryEvent]:
         """Scan the snapshot and yield group_begin, record batches, group_end, working in slices
-        (:mod:`sowdb.engine.execution`) so that the event loop is never held for long.
+        (:mod:`sowdb.engine.read.execution`) so that the event loop is never held for long.
 
         With ``as_of``, ``sources`` are version chains and each is walked back to the point.
         Batches hold at most ``batch_size`` records and about ``frame_bytes`` bytes;

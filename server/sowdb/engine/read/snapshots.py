@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from sowdb.config import is_regex_topic
 from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.bookmarks import parse_bookmark
-from sowdb.engine.execution import Slicer, batches, scan, stream_batches
-from sowdb.engine.queries import Queries
-from sowdb.engine.query import PreparedQuery, QueryOptions
+from sowdb.engine.read.current import Queries
+from sowdb.engine.read.execution import Slicer, batches, scan, stream_batches
+from sowdb.engine.read.prepared import PreparedQuery, QueryOptions
 from sowdb.engine.records import StoredRecord
 from sowdb.errors import InvalidArgument, NotFound, PermissionDenied, ResourceExhausted
 from sowdb.expr import CompiledFilter
