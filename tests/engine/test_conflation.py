@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from sowdb.engine.changes import Change
-from sowdb.engine.options import SubscriptionOptions
+from sowdb.engine.live.options import SubscriptionOptions
+from sowdb.engine.live.subscription import Subscription
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.subscription import Subscription
 from sowdb.expr import compile_filter
 
 _seq = iter(range(1, 10_000))

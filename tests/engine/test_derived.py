@@ -13,7 +13,7 @@ import pytest
 
 from sowdb.config import ConfigError, config_from_dict
 from sowdb.engine import Engine, InMessage, QueryOptions, RecordBatch
-from sowdb.engine.options import SubscriptionOptions
+from sowdb.engine.live.options import SubscriptionOptions
 from sowdb.engine.state.derived import View
 from sowdb.errors import FailedPrecondition
 from sowdb.storage import Store

@@ -13,7 +13,7 @@ import pytest
 from sowdb.config import Config, config_from_dict
 from sowdb.engine import Engine, InMessage, QueryOptions, RecordBatch
 from sowdb.engine.bookmarks import Point, parse_bookmark
-from sowdb.engine.options import SubscriptionOptions
+from sowdb.engine.live.options import SubscriptionOptions
 from sowdb.errors import FailedPrecondition, InvalidArgument, OutOfRange
 from sowdb.storage import Store
 from sowdb.storage.keys import OP_DELETE, OP_EXPIRE, OP_PUBLISH, encode_seq

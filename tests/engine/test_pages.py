@@ -13,7 +13,7 @@ import pytest
 
 from sowdb.config import config_from_dict
 from sowdb.engine import Engine, InMessage, QueryOptions, RecordBatch
-from sowdb.engine.options import SubscriptionOptions
+from sowdb.engine.live.options import SubscriptionOptions
 from sowdb.errors import InvalidArgument
 from sowdb.storage import Store
 

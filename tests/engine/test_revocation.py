@@ -14,8 +14,8 @@ import pytest
 from sowdb.config import RoleConfig, config_from_dict
 from sowdb.engine import Engine, InMessage, QueryOptions
 from sowdb.engine.access import Access
-from sowdb.engine.options import SubscriptionOptions
-from sowdb.engine.subscription import Subscription
+from sowdb.engine.live.options import SubscriptionOptions
+from sowdb.engine.live.subscription import Subscription
 from sowdb.errors import PermissionDenied
 from sowdb.storage import Store
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from sowdb.engine.wakeup import Wakeup
+from sowdb.engine.live.wakeup import Wakeup
 
 
 async def test_wakeup_is_raised_waited_on_and_times_out() -> None:

@@ -3,7 +3,7 @@
 Every handler is wrapped by :func:`error_boundary`, the one place where an exception becomes a
 gRPC status (through the table of :mod:`sowdb.api.status`), whether it is raised before the
 first response or in the middle of a stream. What a subscription sends when is the engine's
-(:mod:`sowdb.engine.streams`); here its events are only encoded (:mod:`sowdb.api.wire`).
+(:mod:`sowdb.engine.live.streams`); here its events are only encoded (:mod:`sowdb.api.wire`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from sowdb.api.wire import query_frame, stream_frames
 from sowdb.auth import Authenticator
 from sowdb.engine import Engine, SubscriptionStream
 from sowdb.engine.access import Access
-from sowdb.engine.options import SubscriptionOptions
-from sowdb.engine.placement import SowAndSubscribeArgs
+from sowdb.engine.live.options import SubscriptionOptions
+from sowdb.engine.live.placement import SowAndSubscribeArgs
 from sowdb.errors import SowdbError
 from sowdb_api.v1 import sow_pb2 as pb
 

@@ -18,13 +18,13 @@ from sowdb.engine.events import (
     StreamEvent,
     Subscribed,
 )
+from sowdb.engine.live.options import SubscriptionOptions
+from sowdb.engine.live.placement import Replacement
+from sowdb.engine.live.streams import SubscriptionStream
 from sowdb.engine.messages import InMessage
-from sowdb.engine.options import SubscriptionOptions
-from sowdb.engine.placement import Replacement
 from sowdb.engine.read.prepared import QueryOptions
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.state.registry import TopicSummary
-from sowdb.engine.streams import SubscriptionStream
 
 __all__ = [
     "Clock",

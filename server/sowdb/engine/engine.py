@@ -34,7 +34,6 @@ from sowdb.engine.clock import Clock, system_clock
 from sowdb.engine.counters import Counters
 from sowdb.engine.events import QueryEvent
 from sowdb.engine.fanout import FanOut
-from sowdb.engine.hub import SubscriptionHub
 from sowdb.engine.journal.ranges import JournalReads
 from sowdb.engine.journal.recovery import (
     RecoveryReport,
@@ -46,8 +45,11 @@ from sowdb.engine.journal.recovery import (
     replay_into_store,
 )
 from sowdb.engine.journal.timeline import Journal
-from sowdb.engine.pages import PageSets
-from sowdb.engine.placement import Placement, Replacement, SowAndSubscribeArgs, SubscribeArgs
+from sowdb.engine.live.pages import PageSets
+from sowdb.engine.live.placement import Placement, Replacement, SowAndSubscribeArgs, SubscribeArgs
+from sowdb.engine.live.registry import SubscriptionHub
+from sowdb.engine.live.streams import SubscriptionStream
+from sowdb.engine.live.subscription import Subscription
 from sowdb.engine.read.current import Queries
 from sowdb.engine.read.prepared import QueryOptions
 from sowdb.engine.read.snapshots import Snapshots
@@ -55,8 +57,6 @@ from sowdb.engine.staging import Stages
 from sowdb.engine.state.expiry import ExpiryQueue
 from sowdb.engine.state.registry import Topics, TopicSummary
 from sowdb.engine.stats import Stats, StatsSnapshot
-from sowdb.engine.streams import SubscriptionStream
-from sowdb.engine.subscription import Subscription
 from sowdb.engine.writer import Writer
 from sowdb.errors import FailedPrecondition, InvalidArgument
 from sowdb.storage import Store, StoreUnusable

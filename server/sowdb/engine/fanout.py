@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 from sowdb.engine.changes import Change
 from sowdb.engine.counters import Counters
-from sowdb.engine.hub import SubscriptionHub
-from sowdb.engine.pages import PageSets
+from sowdb.engine.live.pages import PageSets
+from sowdb.engine.live.registry import SubscriptionHub
 from sowdb.engine.state.registry import Topics
 
 

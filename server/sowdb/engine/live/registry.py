@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sowdb.engine.changes import Change
+from sowdb.engine.live.subscription import SlowConsumer, Subscription
 from sowdb.engine.state.indexes import index_terms
-from sowdb.engine.subscription import SlowConsumer, Subscription
 from sowdb.errors import InvalidArgument
 from sowdb.expr.compiled import EqualityConjunct
 

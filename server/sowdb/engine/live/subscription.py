@@ -27,9 +27,9 @@ import orjson
 from sowdb.config import field_path_steps, is_regex_topic
 from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.changes import OOF_MATCH, Change, QueuedEvent
-from sowdb.engine.options import SubscriptionOptions
+from sowdb.engine.live.options import SubscriptionOptions
+from sowdb.engine.live.wakeup import Wakeup
 from sowdb.engine.records import StoredRecord, shaped
-from sowdb.engine.wakeup import Wakeup
 from sowdb.errors import PermissionDenied, ResourceExhausted, SowdbError
 from sowdb.expr import CompiledFilter, Select, get_path
 

@@ -21,12 +21,12 @@ from types import TracebackType
 
 from sowdb.engine.changes import QueuedEvent
 from sowdb.engine.events import Completed, Deliveries, Heartbeat, QueryEvent, RecordBatch, StreamEvent, Subscribed
-from sowdb.engine.hub import SubscriptionHub
 from sowdb.engine.journal.timeline import Journal, Position
-from sowdb.engine.placement import Placement
+from sowdb.engine.live.placement import Placement
+from sowdb.engine.live.registry import SubscriptionHub
+from sowdb.engine.live.subscription import Subscription
 from sowdb.engine.read.execution import RECORD_OVERHEAD
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.subscription import Subscription
 
 FRAME_BUDGET = 2000.0
 """Deliveries per second that all subscribers together aim at."""

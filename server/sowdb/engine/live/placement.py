@@ -4,7 +4,7 @@
 Each is placed in one synchronous step — no await between the query's snapshot, the replay's
 end point and the registration — and the single writer cannot run in between, so the
 subscriber's view of the total order has no gap and no duplicate. What happens after placement
-(sending the query, the replay, going live) is :mod:`sowdb.engine.streams`.
+(sending the query, the replay, going live) is :mod:`sowdb.engine.live.streams`.
 """
 
 from __future__ import annotations
@@ -20,17 +20,17 @@ from sowdb.engine.bookmarks import AsOf, Point, parse_bookmark
 from sowdb.engine.clock import Clock
 from sowdb.engine.events import GroupBegin, GroupEnd, QueryEvent, RecordBatch
 from sowdb.engine.filters import request_filter
-from sowdb.engine.hub import SubscriptionHub
 from sowdb.engine.journal.timeline import Journal, Position
-from sowdb.engine.options import DEFAULT_OPTIONS, SubscriptionOptions
-from sowdb.engine.pages import PagedSubscription, PageSets, ResultSet
+from sowdb.engine.live.options import DEFAULT_OPTIONS, SubscriptionOptions
+from sowdb.engine.live.pages import PagedSubscription, PageSets, ResultSet
+from sowdb.engine.live.registry import SubscriptionHub
+from sowdb.engine.live.subscription import Subscription, subscription_key
 from sowdb.engine.read.execution import batches
 from sowdb.engine.read.prepared import PreparedQuery, QueryOptions
 from sowdb.engine.records import StoredRecord, shaped
 from sowdb.engine.state.derived import View
 from sowdb.engine.state.registry import Topics, check_topic_name, compile_topic_pattern
 from sowdb.engine.state.sow_topic import SowTopic
-from sowdb.engine.subscription import Subscription, subscription_key
 from sowdb.errors import FailedPrecondition, InvalidArgument, NotFound
 from sowdb.expr import Aggregation, CompiledFilter, Select
 

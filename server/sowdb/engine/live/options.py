@@ -1,6 +1,6 @@
 """What a client asks of a subscription (SPEC §4's subscription fields), checked before it is
 placed: a value shared by placement, pages and the protocol layer, apart from the subscription
-that carries it out (:mod:`sowdb.engine.subscription`)."""
+that carries it out (:mod:`sowdb.engine.live.subscription`)."""
 
 from __future__ import annotations
 
