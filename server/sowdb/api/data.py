@@ -14,7 +14,7 @@ from sowdb.config import is_regex_topic
 from sowdb.engine import StoredRecord
 from sowdb.engine.access import Access
 from sowdb.engine.journal.ranges import Entry
-from sowdb.engine.staging import StageBuilder
+from sowdb.engine.write.staging import StageBuilder
 from sowdb.errors import InvalidArgument, PermissionDenied
 from sowdb.expr import CompiledFilter
 from sowdb_api.v1 import data_pb2 as pb

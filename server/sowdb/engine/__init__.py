@@ -21,10 +21,10 @@ from sowdb.engine.events import (
 from sowdb.engine.live.options import SubscriptionOptions
 from sowdb.engine.live.placement import Replacement
 from sowdb.engine.live.streams import SubscriptionStream
-from sowdb.engine.messages import InMessage
 from sowdb.engine.read.prepared import QueryOptions
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.state.registry import TopicSummary
+from sowdb.engine.write.messages import InMessage
 
 __all__ = [
     "Clock",

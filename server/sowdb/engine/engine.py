@@ -33,7 +33,6 @@ from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.clock import Clock, system_clock
 from sowdb.engine.counters import Counters
 from sowdb.engine.events import QueryEvent
-from sowdb.engine.fanout import FanOut
 from sowdb.engine.journal.ranges import JournalReads
 from sowdb.engine.journal.recovery import (
     RecoveryReport,
@@ -53,11 +52,12 @@ from sowdb.engine.live.subscription import Subscription
 from sowdb.engine.read.current import Queries
 from sowdb.engine.read.prepared import QueryOptions
 from sowdb.engine.read.snapshots import Snapshots
-from sowdb.engine.staging import Stages
 from sowdb.engine.state.expiry import ExpiryQueue
 from sowdb.engine.state.registry import Topics, TopicSummary
 from sowdb.engine.stats import Stats, StatsSnapshot
-from sowdb.engine.writer import Writer
+from sowdb.engine.write.fanout import FanOut
+from sowdb.engine.write.staging import Stages
+from sowdb.engine.write.writer import Writer
 from sowdb.errors import FailedPrecondition, InvalidArgument
 from sowdb.storage import Store, StoreUnusable
 

@@ -37,11 +37,11 @@ import orjson
 
 from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.clock import Clock
-from sowdb.engine.messages import MessageLike, check_ttls, decode_batch
-from sowdb.engine.producers import Producer, scoped
 from sowdb.engine.read.execution import CHUNK, Slicer
 from sowdb.engine.state.registry import Topics, check_topic_name
-from sowdb.engine.writer import Writer
+from sowdb.engine.write.messages import MessageLike, check_ttls, decode_batch
+from sowdb.engine.write.producers import Producer, scoped
+from sowdb.engine.write.writer import Writer
 from sowdb.errors import FailedPrecondition, InvalidArgument, NotFound, PublishError, ResourceExhausted
 
 STAGE_LEASE_S = 3600.0

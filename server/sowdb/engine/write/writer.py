@@ -21,14 +21,14 @@ from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.changes import OOF_DELETED, OOF_EXPIRED, Change
 from sowdb.engine.clock import Clock
 from sowdb.engine.counters import Counters
-from sowdb.engine.fanout import FanOut
 from sowdb.engine.filters import request_filter
-from sowdb.engine.messages import MessageLike, check_ttls, decode_batch, expiries
-from sowdb.engine.producers import Producer, Producers, scoped
 from sowdb.engine.records import StoredRecord, decode_document, merge_delta
 from sowdb.engine.state.expiry import ExpiryQueue
 from sowdb.engine.state.registry import Topics, check_topic_name
 from sowdb.engine.state.sow_topic import SowTopic
+from sowdb.engine.write.fanout import FanOut
+from sowdb.engine.write.messages import MessageLike, check_ttls, decode_batch, expiries
+from sowdb.engine.write.producers import Producer, Producers, scoped
 from sowdb.errors import InvalidArgument, SowdbError
 from sowdb.storage import Batch, Store
 from sowdb.storage.keys import OP_DELETE, OP_EXPIRE
@@ -129,7 +129,7 @@ class Writer:
         *,
         access: Access = EVERYONE,
     ) -> tuple[int, int]:
-        """Apply messages decoded and keyed beforehand (staged writes, :mod:`sowdb.engine.staging`)
+        """Apply messages decoded and keyed beforehand (staged writes, :mod:`sowdb.engine.write.staging`)
         as one atomic batch, exactly as :meth:`publish` applies a request; (0, 0) for a duplicate.
         A ``producer`` here is keyed already (:func:`~sowdb.engine.producers.scoped`).
 
