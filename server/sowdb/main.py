@@ -28,7 +28,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from sowdb.auth import hash_token
 from sowdb.config import Config, ConfigError, demo_config, load_config
-from sowdb.engine.journal.recovery import rebuild
+from sowdb.engine import rebuild
 from sowdb.logs import LOG_FORMATS, configure_logging
 from sowdb.operations import AdminCaller, checkpoint, verify
 from sowdb.server import run, with_overrides

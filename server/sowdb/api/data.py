@@ -11,10 +11,8 @@ from sowdb.api import convert
 from sowdb.api.service import Undecodable
 from sowdb.api.servicer import Context, Servicer, authorization_of, error_boundary
 from sowdb.config import is_regex_topic
-from sowdb.engine import StoredRecord
+from sowdb.engine import Entry, StageBuilder, StoredRecord
 from sowdb.engine.access import Access
-from sowdb.engine.journal.ranges import Entry
-from sowdb.engine.write.staging import StageBuilder
 from sowdb.errors import InvalidArgument, PermissionDenied
 from sowdb.expr import CompiledFilter
 from sowdb_api.v1 import data_pb2 as pb

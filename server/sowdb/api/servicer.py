@@ -24,10 +24,8 @@ from sowdb.api.service import Undecodable
 from sowdb.api.status import internal_status, rich_status, status_code
 from sowdb.api.wire import query_frame, stream_frames
 from sowdb.auth import Authenticator
-from sowdb.engine import Engine, SubscriptionStream
+from sowdb.engine import Engine, SowAndSubscribeArgs, SubscriptionOptions, SubscriptionStream
 from sowdb.engine.access import Access
-from sowdb.engine.live.options import SubscriptionOptions
-from sowdb.engine.live.placement import SowAndSubscribeArgs
 from sowdb.errors import SowdbError
 from sowdb_api.v1 import sow_pb2 as pb
 

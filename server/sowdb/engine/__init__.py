@@ -18,19 +18,19 @@ from sowdb.engine.events import (
     StreamEvent,
     Subscribed,
 )
-from sowdb.engine.live.options import SubscriptionOptions
-from sowdb.engine.live.placement import Replacement
-from sowdb.engine.live.streams import SubscriptionStream
-from sowdb.engine.read.prepared import QueryOptions
+from sowdb.engine.journal import Entry, rebuild
+from sowdb.engine.live import Replacement, SowAndSubscribeArgs, SubscriptionOptions, SubscriptionStream
+from sowdb.engine.read import QueryOptions
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.state.registry import TopicSummary
-from sowdb.engine.write.messages import InMessage
+from sowdb.engine.state import TopicSummary
+from sowdb.engine.write import InMessage, StageBuilder
 
 __all__ = [
     "Clock",
     "Completed",
     "Deliveries",
     "Engine",
+    "Entry",
     "GroupBegin",
     "GroupEnd",
     "Heartbeat",
@@ -39,11 +39,14 @@ __all__ = [
     "QueryOptions",
     "RecordBatch",
     "Replacement",
+    "SowAndSubscribeArgs",
+    "StageBuilder",
     "StoredRecord",
     "StreamEvent",
     "Subscribed",
     "SubscriptionOptions",
     "SubscriptionStream",
     "TopicSummary",
+    "rebuild",
     "system_clock",
 ]

@@ -33,8 +33,9 @@ from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.clock import Clock, system_clock
 from sowdb.engine.counters import Counters
 from sowdb.engine.events import QueryEvent
-from sowdb.engine.journal.ranges import JournalReads
-from sowdb.engine.journal.recovery import (
+from sowdb.engine.journal import (
+    Journal,
+    JournalReads,
     RecoveryReport,
     StoreDamaged,
     check_journal_at_start,
@@ -43,21 +44,20 @@ from sowdb.engine.journal.recovery import (
     rebuild,
     replay_into_store,
 )
-from sowdb.engine.journal.timeline import Journal
-from sowdb.engine.live.pages import PageSets
-from sowdb.engine.live.placement import Placement, Replacement, SowAndSubscribeArgs, SubscribeArgs
-from sowdb.engine.live.registry import SubscriptionHub
-from sowdb.engine.live.streams import SubscriptionStream
-from sowdb.engine.live.subscription import Subscription
-from sowdb.engine.read.current import Queries
-from sowdb.engine.read.prepared import QueryOptions
-from sowdb.engine.read.snapshots import Snapshots
-from sowdb.engine.state.expiry import ExpiryQueue
-from sowdb.engine.state.registry import Topics, TopicSummary
+from sowdb.engine.live import (
+    PageSets,
+    Placement,
+    Replacement,
+    SowAndSubscribeArgs,
+    SubscribeArgs,
+    Subscription,
+    SubscriptionHub,
+    SubscriptionStream,
+)
+from sowdb.engine.read import Queries, QueryOptions, Snapshots
+from sowdb.engine.state import ExpiryQueue, Topics, TopicSummary
 from sowdb.engine.stats import Stats, StatsSnapshot
-from sowdb.engine.write.fanout import FanOut
-from sowdb.engine.write.staging import Stages
-from sowdb.engine.write.writer import Writer
+from sowdb.engine.write import FanOut, Stages, Writer
 from sowdb.errors import FailedPrecondition, InvalidArgument
 from sowdb.storage import Store, StoreUnusable
 

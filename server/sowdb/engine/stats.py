@@ -16,13 +16,10 @@ from pathlib import Path
 
 from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.counters import Counters, TopicCounters
-from sowdb.engine.journal.timeline import Position
-from sowdb.engine.live.registry import SubscriptionHub
-from sowdb.engine.live.subscription import Subscription
-from sowdb.engine.read.current import readable_topics
-from sowdb.engine.state.derived import View
-from sowdb.engine.state.registry import Topics
-from sowdb.engine.state.sow_topic import SowTopic
+from sowdb.engine.journal import Position
+from sowdb.engine.live import Subscription, SubscriptionHub
+from sowdb.engine.read import readable_topics
+from sowdb.engine.state import SowTopic, Topics, View
 from sowdb.errors import PermissionDenied
 from sowdb.storage import Store
 

@@ -28,7 +28,7 @@ from sowdb.engine.filters import request_filter
 from sowdb.engine.journal.replay import check_retained
 from sowdb.engine.journal.timeline import Journal, Position
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.state.registry import check_topic_name, compile_topic_pattern
+from sowdb.engine.state import check_topic_name, compile_topic_pattern
 from sowdb.errors import InvalidArgument
 from sowdb.storage import Store
 from sowdb.storage import keys as k

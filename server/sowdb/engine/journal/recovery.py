@@ -23,9 +23,7 @@ import orjson
 from sowdb.config import Config
 from sowdb.engine.bookmarks import last_seq_at_or_before
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.state.expiry import ExpiryQueue
-from sowdb.engine.state.history import Tombstone
-from sowdb.engine.state.sow_topic import SowTopic
+from sowdb.engine.state import ExpiryQueue, SowTopic, Tombstone
 from sowdb.errors import DataLoss
 from sowdb.storage import Store
 from sowdb.storage import keys as k

@@ -17,8 +17,7 @@ from sowdb.engine.bookmarks import AsOf, Point, last_seq_at_or_before
 from sowdb.engine.changes import Change
 from sowdb.engine.clock import Clock
 from sowdb.engine.journal.replay import replay_changes
-from sowdb.engine.state.registry import Topics
-from sowdb.engine.state.sow_topic import SowTopic
+from sowdb.engine.state import SowTopic, Topics
 from sowdb.errors import FailedPrecondition, InvalidArgument, OutOfRange
 from sowdb.storage import Store
 

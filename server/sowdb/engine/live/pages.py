@@ -19,7 +19,7 @@ from sowdb.engine.changes import OOF_MATCH, Change, QueuedEvent
 from sowdb.engine.live.options import SubscriptionOptions
 from sowdb.engine.live.subscription import Subscription
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.state.sow_topic import SowTopic
+from sowdb.engine.state import SowTopic
 from sowdb.expr import CompiledFilter, OrderBy
 
 ResultSetKey = tuple[str, str, str, tuple[str, ...]]

@@ -20,17 +20,14 @@ from sowdb.engine.bookmarks import AsOf, Point, parse_bookmark
 from sowdb.engine.clock import Clock
 from sowdb.engine.events import GroupBegin, GroupEnd, QueryEvent, RecordBatch
 from sowdb.engine.filters import request_filter
-from sowdb.engine.journal.timeline import Journal, Position
+from sowdb.engine.journal import Journal, Position
 from sowdb.engine.live.options import DEFAULT_OPTIONS, SubscriptionOptions
 from sowdb.engine.live.pages import PagedSubscription, PageSets, ResultSet
 from sowdb.engine.live.registry import SubscriptionHub
 from sowdb.engine.live.subscription import Subscription, subscription_key
-from sowdb.engine.read.execution import batches
-from sowdb.engine.read.prepared import PreparedQuery, QueryOptions
+from sowdb.engine.read import PreparedQuery, QueryOptions, batches
 from sowdb.engine.records import StoredRecord, shaped
-from sowdb.engine.state.derived import View
-from sowdb.engine.state.registry import Topics, check_topic_name, compile_topic_pattern
-from sowdb.engine.state.sow_topic import SowTopic
+from sowdb.engine.state import SowTopic, Topics, View, check_topic_name, compile_topic_pattern
 from sowdb.errors import FailedPrecondition, InvalidArgument, NotFound
 from sowdb.expr import Aggregation, CompiledFilter, Select
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from sowdb.engine.changes import Change
 from sowdb.engine.live.subscription import SlowConsumer, Subscription
-from sowdb.engine.state.indexes import index_terms
+from sowdb.engine.state import index_terms
 from sowdb.errors import InvalidArgument
 from sowdb.expr.compiled import EqualityConjunct
 

@@ -21,11 +21,11 @@ from types import TracebackType
 
 from sowdb.engine.changes import QueuedEvent
 from sowdb.engine.events import Completed, Deliveries, Heartbeat, QueryEvent, RecordBatch, StreamEvent, Subscribed
-from sowdb.engine.journal.timeline import Journal, Position
+from sowdb.engine.journal import Journal, Position
 from sowdb.engine.live.placement import Placement
 from sowdb.engine.live.registry import SubscriptionHub
 from sowdb.engine.live.subscription import Subscription
-from sowdb.engine.read.execution import RECORD_OVERHEAD
+from sowdb.engine.read import RECORD_OVERHEAD
 from sowdb.engine.records import StoredRecord
 
 FRAME_BUDGET = 2000.0

@@ -14,10 +14,9 @@ from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.bookmarks import parse_bookmark
 from sowdb.engine.clock import Clock
 from sowdb.engine.events import QueryEvent
-from sowdb.engine.journal.timeline import Journal, Position
+from sowdb.engine.journal import Journal, Position
 from sowdb.engine.read.prepared import PreparedQuery, QueryOptions
-from sowdb.engine.state.registry import Topics
-from sowdb.engine.state.sow_topic import SowTopic
+from sowdb.engine.state import SowTopic, Topics
 
 
 class Queries:

@@ -19,7 +19,7 @@ from itertools import islice
 from typing import Any
 
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.state.history import version_at
+from sowdb.engine.state import version_at
 from sowdb.expr import CompiledFilter
 
 SLICE_S = 0.001

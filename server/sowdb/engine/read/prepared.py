@@ -20,7 +20,7 @@ from sowdb.engine.bookmarks import AsOf
 from sowdb.engine.events import GroupBegin, GroupEnd, QueryEvent, RecordBatch
 from sowdb.engine.read.execution import Slicer, batches, in_slices, ordered, scan, stream_batches
 from sowdb.engine.records import StoredRecord, shaped
-from sowdb.engine.state.sow_topic import SowTopic
+from sowdb.engine.state import SowTopic
 from sowdb.errors import ExpressionError, InvalidArgument
 from sowdb.expr import (
     Aggregation,

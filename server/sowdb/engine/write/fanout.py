@@ -11,9 +11,8 @@ from collections.abc import Sequence
 
 from sowdb.engine.changes import Change
 from sowdb.engine.counters import Counters
-from sowdb.engine.live.pages import PageSets
-from sowdb.engine.live.registry import SubscriptionHub
-from sowdb.engine.state.registry import Topics
+from sowdb.engine.live import PageSets, SubscriptionHub
+from sowdb.engine.state import Topics
 
 
 class FanOut:

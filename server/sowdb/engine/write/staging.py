@@ -37,8 +37,8 @@ import orjson
 
 from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.clock import Clock
-from sowdb.engine.read.execution import CHUNK, Slicer
-from sowdb.engine.state.registry import Topics, check_topic_name
+from sowdb.engine.read import CHUNK, Slicer
+from sowdb.engine.state import Topics, check_topic_name
 from sowdb.engine.write.messages import MessageLike, check_ttls, decode_batch
 from sowdb.engine.write.producers import Producer, scoped
 from sowdb.engine.write.writer import Writer

@@ -23,9 +23,7 @@ from sowdb.engine.clock import Clock
 from sowdb.engine.counters import Counters
 from sowdb.engine.filters import request_filter
 from sowdb.engine.records import StoredRecord, decode_document, merge_delta
-from sowdb.engine.state.expiry import ExpiryQueue
-from sowdb.engine.state.registry import Topics, check_topic_name
-from sowdb.engine.state.sow_topic import SowTopic
+from sowdb.engine.state import ExpiryQueue, SowTopic, Topics, check_topic_name
 from sowdb.engine.write.fanout import FanOut
 from sowdb.engine.write.messages import MessageLike, check_ttls, decode_batch, expiries
 from sowdb.engine.write.producers import Producer, Producers, scoped
