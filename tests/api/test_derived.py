@@ -1,5 +1,5 @@
 """Aggregated subscriptions (Q-8 live) and views (V-1) through the real server (on the engine:
-``tests/engine/test_derived.py``)."""
+``tests/engine/state/test_derived.py``)."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from sowdb.engine.state import columns as cols
 from sowdb.engine.state.columns import Columns
 from sowdb.expr import compile_filter
 from sowdb.storage import Store
-from tests.engine.test_key_lookups import literal, query, scan_of
+from tests.engine.read.test_key_lookups import literal, query, scan_of
 
 TOPICS: dict[str, Any] = {"topic": [{"name": "t", "key": ["/id"], "indexes": ["/s"]}]}
 
