@@ -428,7 +428,7 @@ async def test_transient_history_is_rebuilt_with_its_topic(tmp_path: Path) -> No
 def test_long_recoveries_show_a_progress_bar_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 
-    from sowdb.engine import recovery
+    from sowdb.engine.journal import recovery
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
