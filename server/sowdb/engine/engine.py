@@ -82,7 +82,7 @@ class Engine:
         self.snapshots = Snapshots(self.queries)
         self.journal_reads = JournalReads(store, self.journal, self.writer)
         self.stages = Stages(topics, self.writer, clock)
-        self.figures = Stats(self.counters, topics, self.hub, self.placement.private, store, self.writer, clock)
+        self.figures = Stats(self.counters, topics, self.hub, store, self.writer, clock)
         self.recovery: RecoveryReport | None = None
         # Every change goes to its one owner as it is: the writer's signatures and documents are
         # the engine's (publish: K-1 … K-5, D-1, X-1, J-4; sow_delete: by filter, SowKeys or data).
@@ -181,25 +181,7 @@ class Engine:
         snapshots, stages = self.snapshots.reauthorize(rights), self.stages.reauthorize(rights)
         if snapshots or stages:
             log.info("rights changed: %d snapshots and %d stages ended", snapshots, stages)
-        ended = 0
-        for sub in list(self.hub.subs.values()):
-            old = sub.access
-            if old.everything:
-                continue
-            new = rights(old.user)
-            view = self.placement.private.get(sub.id)  # an aggregated subscription: its view's topic
-            topics = [view.underlying] if view else [name for name in self.topics.sow if sub.wants(name)] or [sub.topic]
-            why = ""
-            if new is None:
-                why = f"user {old.user!r} no longer exists"
-            elif any(not new.can_read(t) for t in topics if not t.startswith("\x00")):
-                why = f"user {old.user!r} may no longer read {sub.topic!r}"
-            elif any(new.entitlement_text(t) != old.entitlement_text(t) for t in topics):
-                why = f"the rows user {old.user!r} may see in {sub.topic!r} changed; subscribe again"
-            if why:
-                sub.revoke(f"rights changed: {why}")
-                ended += 1
-        return ended
+        return self.hub.reauthorize(rights, self.topics.sow)
 
     def stats(self, topic: str = "", *, topics_only: bool = False, access: Access = EVERYONE) -> StatsSnapshot:
         """The operators' figures (SPEC §12) at this point of the total order; see

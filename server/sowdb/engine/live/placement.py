@@ -9,7 +9,6 @@ subscriber's view of the total order has no gap and no duplicate. What happens a
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TypedDict
@@ -23,6 +22,7 @@ from sowdb.engine.filters import request_filter
 from sowdb.engine.journal import Journal, Position
 from sowdb.engine.live.options import DEFAULT_OPTIONS, SubscriptionOptions
 from sowdb.engine.live.pages import PagedSubscription, PageSets, ResultSet
+from sowdb.engine.live.private import private_view_name
 from sowdb.engine.live.registry import SubscriptionHub
 from sowdb.engine.live.subscription import Subscription, subscription_key
 from sowdb.engine.read import PreparedQuery, QueryOptions, batches
@@ -77,7 +77,6 @@ class Placement:
         self.topics, self.hub, self.pages = topics, hub, pages  # what is placed, and where
         self.journal, self.writer, self.clock = journal, writer, clock  # the point it is placed at
         self.config = config
-        self.private: dict[str, View] = {}  # sub_id -> the private view of an aggregated subscription
 
     def subscribe(
         self,
@@ -175,7 +174,7 @@ class Placement:
         underlying = self._followed_topic(opts, "an aggregated", access)
         keys = frozenset(opts.sow_keys) if opts.sow_keys else None
         members = restricted(opts.filter, access.entitlement(opts.topic))
-        view = View(f"\x00aggregate {secrets.token_hex(8)}", opts.topic, aggregation, members, sow_keys=keys)
+        view = View(private_view_name(), opts.topic, aggregation, members, sow_keys=keys)
         view.load(list(underlying.records.values()), self.clock())
         inner = PreparedQuery(replace(opts, topic=view.name, filter="", grouping=(), projection=(), sow_keys=()))
         viewer = ViewerAccess.of(access, view.name)  # its caller's rights, not EVERYONE's
@@ -186,7 +185,7 @@ class Placement:
         events = self._run(inner, inner.snapshot([view.topic]), self.writer.last_seq)
         self.hub.add(sub)
         self.topics.attach(view, public=False)
-        self.private[sub.id] = view
+        self.hub.private[sub.id] = view
         return sub, events
 
     def _run(
@@ -250,7 +249,7 @@ class Placement:
         self.hub.remove(sub)
         if isinstance(sub, PagedSubscription):
             self.pages.release(sub)
-        view = self.private.pop(sub.id, None)
+        view = self.hub.private.pop(sub.id, None)
         if view is not None:
             self.topics.detach(view)
 
@@ -269,7 +268,7 @@ class Placement:
             raise NotFound(f"no live subscription {sub_id!r} on this connection", field="sub_id")
         if sub.held is not None:
             raise FailedPrecondition("the subscription's query is still being sent; replace it after group_end")
-        if sub.id in self.private:
+        if sub.id in self.hub.private:
             raise FailedPrecondition(
                 "an aggregated subscription cannot be replaced; end it and subscribe again", field="sub_id"
             )

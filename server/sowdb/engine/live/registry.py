@@ -1,4 +1,10 @@
-"""The subscription hub: every live subscription, and the writer's fan-out point for them.
+"""The live registry: every live subscription, the private views they follow, and the writer's
+fan-out point for them.
+
+:class:`SubscriptionHub` is the one owner of what is live: placement adds and removes
+subscriptions here (and the private view of an aggregated one, Q-8), a change of rights ends
+the ones that lost them here (:meth:`SubscriptionHub.reauthorize`, A-4), and the operators'
+figures read them here.
 
 The writer calls :meth:`SubscriptionHub.dispatch` after every applied batch, synchronously and
 in bookmark order, so every subscriber sees changes in the instance's one total order (S-3).
@@ -10,13 +16,15 @@ against every subscriber's filter.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sowdb.engine.access import Access
 from sowdb.engine.changes import Change
+from sowdb.engine.live.private import is_private
 from sowdb.engine.live.subscription import SlowConsumer, Subscription
-from sowdb.engine.state import index_terms
+from sowdb.engine.state import View, index_terms
 from sowdb.errors import InvalidArgument
 from sowdb.expr.compiled import EqualityConjunct
 
@@ -66,10 +74,11 @@ class _Literal:
 
 
 class SubscriptionHub:
-    """Every live subscription; the writer's fan-out point."""
+    """Every live subscription and the private views they follow; the writer's fan-out point."""
 
     def __init__(self) -> None:
         self.subs: dict[str, Subscription] = {}
+        self.private: dict[str, View] = {}  # sub_id -> the private view of an aggregated subscription
         self.dropped_slow = 0  # subscriptions cut off as slow consumers (SL-1)
         self._scan: dict[str, Subscription] = {}  # offered every change
         self._indexed: dict[str, tuple[str, tuple[Any, ...]]] = {}  # sub_id -> (group key, literal key)
@@ -90,6 +99,45 @@ class SubscriptionHub:
             self._unplace(sub)
             if isinstance(sub.failure, SlowConsumer):
                 self.dropped_slow += 1
+
+    def follows(self, sub: Subscription) -> Callable[[str], bool]:
+        """Whether the subscription follows a topic; an aggregated one follows its private
+        view's underlying topic."""
+        view = self.private.get(sub.id)
+        if view is not None:
+            return view.underlying.__eq__
+        return sub.wants
+
+    def shown_topic(self, sub: Subscription) -> str:
+        """The topic operators see a subscription follow (an aggregated one's underlying topic)."""
+        view = self.private.get(sub.id)
+        return sub.topic if view is None else view.underlying
+
+    def reauthorize(self, rights: Callable[[str], Access | None], sow_topics: Iterable[str]) -> int:
+        """A-4: end each live subscription whose caller lost the right to it (the user is gone, a
+        topic it follows is no longer readable, its row entitlement changed) with
+        PERMISSION_DENIED; returns how many ended. ``rights`` gives a user's new rights (None for
+        a user that no longer exists); ``sow_topics`` are the topics a pattern may follow."""
+        names = list(sow_topics)
+        ended = 0
+        for sub in list(self.subs.values()):
+            old = sub.access
+            if old.everything:
+                continue
+            new = rights(old.user)
+            view = self.private.get(sub.id)  # an aggregated subscription: its view's topic
+            topics = [view.underlying] if view else [name for name in names if sub.wants(name)] or [sub.topic]
+            why = ""
+            if new is None:
+                why = f"user {old.user!r} no longer exists"
+            elif any(not new.can_read(t) for t in topics if not is_private(t)):
+                why = f"user {old.user!r} may no longer read {sub.topic!r}"
+            elif any(new.entitlement_text(t) != old.entitlement_text(t) for t in topics):
+                why = f"the rows user {old.user!r} may see in {sub.topic!r} changed; subscribe again"
+            if why:
+                sub.revoke(f"rights changed: {why}")
+                ended += 1
+        return ended
 
     def refilter(self, sub: Subscription) -> None:
         """The subscription's filter or options changed (R-1): file it again."""

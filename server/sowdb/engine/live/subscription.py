@@ -28,6 +28,7 @@ from sowdb.config import field_path_steps, is_regex_topic
 from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.changes import OOF_MATCH, Change, QueuedEvent
 from sowdb.engine.live.options import SubscriptionOptions
+from sowdb.engine.live.private import is_private
 from sowdb.engine.live.wakeup import Wakeup
 from sowdb.engine.records import StoredRecord, shaped
 from sowdb.errors import PermissionDenied, ResourceExhausted, SowdbError
@@ -114,7 +115,7 @@ class Subscription:
         if hit is None:
             named = (
                 self.regex.search(topic) is not None
-                if self.regex is not None and not topic.startswith("\x00")
+                if self.regex is not None and not is_private(topic)
                 else topic == self.topic
             )
             hit = self._topics[topic] = named and self.access.can_read(topic)
