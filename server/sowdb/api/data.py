@@ -71,7 +71,7 @@ class DataServicer(Servicer):
     async def OpenSnapshot(
         self, request: pb.OpenSnapshotRequest, context: Context, access: Access
     ) -> pb.OpenSnapshotResponse:
-        info = await self.engine.snapshots.open(
+        info = await self.engine.open_snapshot(
             request.topic,
             filter=request.filter,  # parsed on its own; the entitlement is applied apart (issue 26)
             entitlement=bulk_read(access, request.topic, "a snapshot"),
@@ -92,7 +92,7 @@ class DataServicer(Servicer):
         self, request: pb.ReadSnapshotRequest, context: Context, access: Access
     ) -> AsyncIterator[pb.ReadSnapshotResponse]:
         r = request
-        chunks = self.engine.snapshots.read(r.snapshot_id, r.partition, r.partitions, r.batch_size, user=access.user)
+        chunks = self.engine.read_snapshot(r.snapshot_id, r.partition, r.partitions, r.batch_size, user=access.user)
         async for chunk in chunks:
             yield pb.ReadSnapshotResponse(records=record_columns(chunk))
 
@@ -100,22 +100,21 @@ class DataServicer(Servicer):
     async def CloseSnapshot(
         self, request: pb.CloseSnapshotRequest, context: Context, access: Access
     ) -> pb.CloseSnapshotResponse:
-        return pb.CloseSnapshotResponse(closed=self.engine.snapshots.close(request.snapshot_id, user=access.user))
+        return pb.CloseSnapshotResponse(closed=self.engine.close_snapshot(request.snapshot_id, user=access.user))
 
     @error_boundary
     async def ReadJournal(
         self, request: pb.ReadJournalRequest, context: Context, access: Access
     ) -> AsyncIterator[pb.ReadJournalResponse]:
         _whole_journal(access, request.topic)
-        chunks = self.engine.journal_reads.read(
+        async for chunk in self.engine.read_journal(
             request.from_bookmark,
             request.to_bookmark,
             topic=request.topic,
             operations=list(request.operations),
             filter=request.filter,
             batch_size=request.batch_size,
-        )
-        async for chunk in chunks:
+        ):
             yield pb.ReadJournalResponse(entries=entry_columns(chunk))
 
     @error_boundary
@@ -123,7 +122,7 @@ class DataServicer(Servicer):
         self, request: pb.DescribeJournalRequest, context: Context, access: Access
     ) -> pb.DescribeJournalResponse:
         _whole_journal(access, request.topic)
-        r = await self.engine.journal_reads.describe(request.after_bookmark, request.max_entries, request.topic)
+        r = await self.engine.describe_journal(request.after_bookmark, request.max_entries, request.topic)
         return pb.DescribeJournalResponse(
             trimmed_bookmark=r.trimmed, last_bookmark=r.last, end_bookmark=r.end, entries=r.entries
         )
@@ -147,7 +146,7 @@ class DataServicer(Servicer):
                     raise InvalidArgument("a request after the one marked complete", field="complete")
                 if builder is None:
                     access.require_write(req.topic)
-                    builder = self.engine.stages.begin(req.stage_id, req.topic, access.user)
+                    builder = self.engine.begin_stage(req.stage_id, req.topic, access.user)
                 elif req.stage_id and req.stage_id != builder.stage_id:
                     raise InvalidArgument("a StageWrite call writes one stage", field="stage_id")
                 messages = list(req.messages)
@@ -171,7 +170,7 @@ class DataServicer(Servicer):
     ) -> pb.CommitStagesResponse:
         access.require_write(request.topic)
         producer = (request.producer_id, request.producer_seq) if request.producer_id else None
-        done = await self.engine.stages.commit(request.topic, list(request.stage_ids), producer, access)
+        done = await self.engine.commit_stages(request.topic, list(request.stage_ids), producer, access)
         return pb.CommitStagesResponse(
             first_bookmark=done.first, last_bookmark=done.last, message_count=done.count, duplicate=done.duplicate
         )
@@ -181,7 +180,7 @@ class DataServicer(Servicer):
         self, request: pb.AbortStagesRequest, context: Context, access: Access
     ) -> pb.AbortStagesResponse:
         return pb.AbortStagesResponse(
-            aborted=self.engine.stages.abort(
+            aborted=self.engine.abort_stages(
                 list(request.stage_ids),
                 request.stage_id_prefix,
                 None if access.everything else access.can_write,

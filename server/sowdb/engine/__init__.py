@@ -18,7 +18,7 @@ from sowdb.engine.events import (
     StreamEvent,
     Subscribed,
 )
-from sowdb.engine.journal import Entry, rebuild
+from sowdb.engine.journal import Entry
 from sowdb.engine.live import Replacement, SowAndSubscribeArgs, SubscriptionOptions, SubscriptionStream
 from sowdb.engine.read import QueryOptions
 from sowdb.engine.records import StoredRecord
@@ -47,6 +47,5 @@ __all__ = [
     "SubscriptionOptions",
     "SubscriptionStream",
     "TopicSummary",
-    "rebuild",
     "system_clock",
 ]

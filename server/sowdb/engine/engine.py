@@ -33,17 +33,7 @@ from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.clock import Clock, system_clock
 from sowdb.engine.counters import Counters
 from sowdb.engine.events import QueryEvent
-from sowdb.engine.journal import (
-    Journal,
-    JournalReads,
-    RecoveryReport,
-    StoreDamaged,
-    check_journal_at_start,
-    follow_durability_changes,
-    load_state,
-    rebuild,
-    replay_into_store,
-)
+from sowdb.engine.journal import Journal, JournalReads, RecoveryReport, StoreDamaged, load_state, rebuild, recover
 from sowdb.engine.live import (
     PageSets,
     Placement,
@@ -88,6 +78,17 @@ class Engine:
         # the engine's (publish: K-1 … K-5, D-1, X-1, J-4; sow_delete: by filter, SowKeys or data).
         self.publish = self.writer.publish
         self.sow_delete = self.writer.sow_delete
+        # The data service's calls (SPEC §9) likewise go to their owners as they are.
+        self.open_snapshot = self.snapshots.open
+        self.read_snapshot = self.snapshots.read
+        self.close_snapshot = self.snapshots.close
+        self.read_journal = self.journal_reads.read
+        self.describe_journal = self.journal_reads.describe
+        self.begin_stage = self.stages.begin
+        self.commit_stages = self.stages.commit
+        self.abort_stages = self.stages.abort
+
+    rebuild = staticmethod(rebuild)  # `sowd rebuild`: current and history from the journal (J-2)
 
     @classmethod
     def open(cls, config: Config, store: Store, *, clock: Clock = system_clock) -> Engine:
@@ -103,9 +104,7 @@ class Engine:
             StoreUnusable: the journal is damaged, or ``current`` is and the journal cannot
                 rebuild it; the message says how to recover.
         """
-        check_journal_at_start(store, config.server.verify_budget_s)
-        recovery = replay_into_store(store, config)
-        follow_durability_changes(store, config)
+        recovery = recover(store, config)
         try:
             topics, expiry = _load(config, store, clock)
         except StoreDamaged as exc:
@@ -214,6 +213,37 @@ class Engine:
     @property
     def writable(self) -> bool:
         return self.writer.writable
+
+    def build_columns(self) -> bool:
+        """One step of building the columns queries asked for; whether more steps are due."""
+        return self.topics.build_columns()
+
+    def flush_conflated(self) -> None:
+        """Conflated topics (C-2) whose interval ended publish their refreshed records."""
+        self.writer.flush_conflated()
+
+    def expire_leases(self) -> None:
+        """End the data service's snapshots and stages whose lease ran out (SPEC §9)."""
+        self.snapshots.expire()
+        self.stages.expire()
+
+    def recover_storage(self) -> bool:
+        """Try to reopen a store whose write failed (a full disk); whether it is writable again."""
+        return self.writer.recover_storage()
+
+    def expire_due(self) -> int:
+        """Expire the records whose TTL ended (X-1); returns how many."""
+        return self.writer.expire_due()
+
+    def trim(self) -> bool:
+        """History trimming (H-1) and journal retention; whether history has more to trim."""
+        more = self.writer.trim_history()
+        self.journal.trim()
+        return more
+
+    def next_expiry(self) -> int | None:
+        """When the next record expires (µs since the epoch), if any does."""
+        return self.writer.expiry.next_due()
 
     def close(self) -> None:
         self.store.close()

@@ -9,11 +9,9 @@ from sowdb.engine.journal.ranges import Entry, JournalReads
 from sowdb.engine.journal.recovery import (
     RecoveryReport,
     StoreDamaged,
-    check_journal_at_start,
-    follow_durability_changes,
     load_state,
     rebuild,
-    replay_into_store,
+    recover,
 )
 from sowdb.engine.journal.timeline import Journal, Position
 
@@ -24,9 +22,7 @@ __all__ = [
     "Position",
     "RecoveryReport",
     "StoreDamaged",
-    "check_journal_at_start",
-    "follow_durability_changes",
     "load_state",
     "rebuild",
-    "replay_into_store",
+    "recover",
 ]

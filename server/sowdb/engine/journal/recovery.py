@@ -108,6 +108,16 @@ def check_journal_at_start(store: Store, budget_s: float) -> None:
     log.info("checked the journal: %s in %.2f s", how, time.perf_counter() - started)
 
 
+def recover(store: Store, config: Config) -> RecoveryReport | None:
+    """Start-up before anything is loaded: the journal checked against its checksums (within
+    ``verify_budget``), the store brought level with it (J-2), topics whose durability changed
+    rebuilt; returns what the replay did (None: nothing to replay)."""
+    check_journal_at_start(store, config.server.verify_budget_s)
+    report = replay_into_store(store, config)
+    follow_durability_changes(store, config)
+    return report
+
+
 def replay_into_store(store: Store, config: Config) -> RecoveryReport | None:
     """J-2: replay journal entries newer than ``current``'s or ``history``'s marker.
 
