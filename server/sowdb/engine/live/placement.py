@@ -25,7 +25,7 @@ from sowdb.engine.live.pages import PagedSubscription, PageSets, ResultSet
 from sowdb.engine.live.private import private_view_name
 from sowdb.engine.live.registry import SubscriptionHub
 from sowdb.engine.live.subscription import Subscription, subscription_key
-from sowdb.engine.read import PreparedQuery, QueryOptions, batches
+from sowdb.engine.read import PreparedQuery, QueryOptions, batches, plan_candidates
 from sowdb.engine.records import StoredRecord, shaped
 from sowdb.engine.state import SowTopic, Topics, View, check_topic_name, compile_topic_pattern
 from sowdb.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -291,7 +291,7 @@ class Placement:
         candidates: dict[str, Iterable[StoredRecord]] = {}
         if compiled is not None:
             for t in covered:
-                found = t.candidates(compiled)
+                found = plan_candidates(t, compiled)
                 if found is not None:  # an index or the columns narrow the re-run query
                     candidates[t.name] = found
         sub.replace(compiled, options, {t.name: t.records for t in covered}, candidates)

@@ -7,6 +7,7 @@ sliced execution and the data service's ``Snapshots``. It depends on ``state`` a
 
 from sowdb.engine.read.current import Queries, readable_topics
 from sowdb.engine.read.execution import CHUNK, RECORD_OVERHEAD, Slicer, batches
+from sowdb.engine.read.planner import plan_candidates, plan_heads
 from sowdb.engine.read.prepared import PreparedQuery, QueryOptions
 from sowdb.engine.read.snapshots import Snapshots
 
@@ -19,5 +20,7 @@ __all__ = [
     "Slicer",
     "Snapshots",
     "batches",
+    "plan_candidates",
+    "plan_heads",
     "readable_topics",
 ]

@@ -19,6 +19,7 @@ import orjson
 from sowdb.engine.bookmarks import AsOf
 from sowdb.engine.events import GroupBegin, GroupEnd, QueryEvent, RecordBatch
 from sowdb.engine.read.execution import Slicer, batches, in_slices, ordered, scan, stream_batches
+from sowdb.engine.read.planner import plan_candidates, plan_heads
 from sowdb.engine.records import StoredRecord, shaped
 from sowdb.engine.state import SowTopic
 from sowdb.errors import ExpressionError, InvalidArgument
@@ -125,8 +126,8 @@ class PreparedQuery:
                 records = topic.records
                 out.append([records[k] for k in dict.fromkeys(self.opts.sow_keys) if k in records])
                 continue
-            candidates = topic.candidates(flt) if flt is not None else None
-            out.append(topic.snapshot() if candidates is None else candidates)
+            found = plan_candidates(topic, flt) if flt is not None else None
+            out.append(topic.snapshot() if found is None else found)
         return out
 
     def snapshot_heads(self, topics: Sequence[SowTopic], as_of: AsOf) -> list[list[StoredRecord]]:
@@ -142,8 +143,8 @@ class PreparedQuery:
                 heads = (topic.head(k) for k in dict.fromkeys(self.opts.sow_keys))
                 out.append([h for h in heads if h is not None])
             else:
-                candidates = topic.candidate_heads(flt) if flt is not None else None
-                out.append(topic.heads() if candidates is None else candidates)
+                found = plan_heads(topic, flt) if flt is not None else None
+                out.append(topic.heads() if found is None else found)
         return out
 
     async def run(

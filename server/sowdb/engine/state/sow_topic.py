@@ -1,8 +1,7 @@
-"""A SOW topic's state in memory: its records by SowKey, its hash indexes and columns, and the
-query planner's choice between them (:meth:`SowTopic.candidates`): a point lookup by SowKey
-(:mod:`sowdb.engine.state.key_lookups`) when the filter fixes every key field, else the hash index with
-the fewest candidates, else the columns of the filter's top-level comparisons
-(:mod:`sowdb.engine.state.columns`) where they are built, else a scan.
+"""A SOW topic's state in memory: its records by SowKey, its hash indexes
+(:mod:`sowdb.engine.state.indexes`), its key lookup (:mod:`sowdb.engine.state.key_lookups`), its
+columns (:mod:`sowdb.engine.state.columns`) and its version chains. Which of them a query uses
+is the planner's choice (:mod:`sowdb.engine.read.planner`).
 
 The in-memory map is what queries scan (decoding JSON per query would cost more than the
 filter itself); RocksDB's ``current`` column family is its durable copy for persistent topics
@@ -16,12 +15,10 @@ from operator import attrgetter
 
 from sowdb.config import TopicConfig
 from sowdb.engine.records import KeySpec, StoredRecord
-from sowdb.engine.state import columns as cols
 from sowdb.engine.state.columns import Columns
 from sowdb.engine.state.history import TopicHistory
 from sowdb.engine.state.indexes import HashIndex
 from sowdb.engine.state.key_lookups import KeyLookup
-from sowdb.expr import CompiledFilter
 
 
 class SowTopic:
@@ -119,56 +116,12 @@ class SowTopic:
         if self.lookup is not None:
             self.lookup.observe(chain[-1:])
 
-    def candidates(self, flt: CompiledFilter) -> list[StoredRecord] | None:
-        """The records that may match ``flt``, or None when neither the SowKeys, an index nor
-        the columns narrow them (the query scans every record).
-
-        A filter that fixes every key field is a point lookup; otherwise, with several indexed
-        conjuncts, the index with the fewest candidates is used; otherwise the columns of its
-        comparisons, those that are built (the others are wanted, for the next query).
-        """
-        conjuncts = flt.conjuncts
-        keys = self.lookup.sow_keys(conjuncts) if self.lookup is not None else None
-        if keys is not None:
-            records = self.records
-            return [records[k] for k in keys if k in records]
-        best: dict[str, StoredRecord] | None = None
-        for c in conjuncts:
-            index = self.indexes.get(c.path)
-            if index is not None:
-                found = index.lookup(c.values)
-                if best is None or len(found) < len(best):
-                    best = found
-        if best is not None:
-            return list(best.values())
-        return self._column_candidates(flt) if flt.comparisons else None
-
-    def _column_candidates(self, flt: CompiledFilter) -> list[StoredRecord] | None:
-        count = len(self.records)
-        if self.columns is None:
-            if count < cols.MIN_RECORDS:
-                return None
-            self.columns = Columns(self.records)
-        for term in flt.comparisons:
-            self.columns.want(term)
-        return self.columns.candidates(flt.comparisons, count)
-
     def build_columns(self) -> bool:
         """One step of building the wanted columns (the upkeep's chore); True while more remain."""
         if self.columns is None or not self.columns.building:
             return False
         self.columns.build_step()
         return self.columns.building
-
-    def candidate_heads(self, flt: CompiledFilter) -> list[StoredRecord] | None:
-        """The version chains (newest versions, :meth:`heads`) that may hold a match at a past
-        point, or None when every chain must be walked. Only a point lookup narrows them: the
-        indexes describe the current state, but a key is the same in every version."""
-        keys = self.lookup.sow_keys(flt.conjuncts) if self.lookup is not None else None
-        if keys is None:
-            return None
-        heads = (self.head(k) for k in keys)
-        return [h for h in heads if h is not None]
 
 
 _raw = attrgetter("raw")

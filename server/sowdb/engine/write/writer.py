@@ -22,6 +22,7 @@ from sowdb.engine.changes import OOF_DELETED, OOF_EXPIRED, Change
 from sowdb.engine.clock import Clock
 from sowdb.engine.counters import Counters
 from sowdb.engine.filters import request_filter
+from sowdb.engine.read import plan_candidates
 from sowdb.engine.records import StoredRecord, decode_document, merge_delta
 from sowdb.engine.state import ExpiryQueue, SowTopic, Topics, check_topic_name
 from sowdb.engine.write.fanout import FanOut
@@ -269,7 +270,7 @@ class Writer:
         flt = request_filter(filter)
         if flt is not None:
             access.require_read(topic_name, "delete by filter from")
-            records = topic.candidates(flt)
+            records = plan_candidates(topic, flt)
             if records is None:
                 records = topic.snapshot()
             victims = [r.sow_key for r in records if flt.matches(r.data, r)]
