@@ -28,6 +28,7 @@ from sowdb.config import field_path_steps, is_regex_topic
 from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.changes import OOF_MATCH, Change, QueuedEvent
 from sowdb.engine.live.options import SubscriptionOptions
+from sowdb.engine.live.partial_records import last_seen, merged_delta
 from sowdb.engine.live.private import is_private
 from sowdb.engine.live.wakeup import Wakeup
 from sowdb.engine.records import StoredRecord, shaped
@@ -223,7 +224,7 @@ class Subscription:
             elif focus is not None and key in focus:
                 focus.discard(key)
                 if opts.oof:  # the update that moved it out, unless the caller may not see it (A-2)
-                    self._push(QueuedEvent("oof", new if visible else _last_seen(c), OOF_MATCH))
+                    self._push(QueuedEvent("oof", new if visible else last_seen(c), OOF_MATCH))
             return
         old = c.old
         if old is None:
@@ -341,7 +342,7 @@ class Subscription:
                 ckey = self._conflation_key(rec)
                 earlier = self.pending.get(ckey)
                 if self.options.delta and earlier is not None and earlier.record.sow_key == rec.sow_key:
-                    event = QueuedEvent("publish", _merged_delta(earlier.record, rec))
+                    event = QueuedEvent("publish", merged_delta(earlier.record, rec))
                 self.pending[ckey] = event
                 return
             # a removal: drop the undelivered publish of that record; the oof or delete goes
@@ -393,24 +394,3 @@ class Subscription:
 
 
 _MISSING = object()
-
-
-def _last_seen(c: Change) -> StoredRecord:
-    """What an oof carries when the update that moved a record out may not be shown (A-2): the
-    version the subscriber last saw, or, when that is not at hand (a replay's first change of
-    the record), the record's key alone."""
-    if c.old is not None:
-        return c.old
-    return _key_only(StoredRecord(c.topic, c.sow_key, None, b"", c.bookmark, c.timestamp_us))
-
-
-def _key_only(rec: StoredRecord) -> StoredRecord:
-    """A record's identity without its data: what an oof carries when the caller may not see it."""
-    return StoredRecord(rec.topic, rec.sow_key, {}, b"{}", rec.bookmark, rec.timestamp_us)
-
-
-def _merged_delta(earlier: StoredRecord, later: StoredRecord) -> StoredRecord:
-    """Two deltas of one record as one (C-1 with D-2): every field either changed, at its
-    latest value, so the subscriber misses no change that conflation held back."""
-    data = {**(earlier.data or {}), **(later.data or {})}
-    return StoredRecord(later.topic, later.sow_key, data, orjson.dumps(data), later.bookmark, later.timestamp_us)

@@ -14,7 +14,7 @@ Queries (current and historical), deletes by filter and replaced subscriptions a
 from __future__ import annotations
 
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.state import MIN_COLUMN_RECORDS, Columns, SowTopic
+from sowdb.engine.state import Columns, SowTopic, worth_columns
 from sowdb.expr import CompiledFilter
 
 
@@ -46,7 +46,7 @@ def plan_candidates(topic: SowTopic, flt: CompiledFilter) -> list[StoredRecord] 
 def _column_candidates(topic: SowTopic, flt: CompiledFilter) -> list[StoredRecord] | None:
     count = len(topic.records)
     if topic.columns is None:
-        if count < MIN_COLUMN_RECORDS:
+        if not worth_columns(count):
             return None
         topic.columns = Columns(topic.records)
     for term in flt.comparisons:

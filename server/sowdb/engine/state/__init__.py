@@ -6,8 +6,7 @@ expiry queue and the derived topics (views V-1, conflated topics C-2). It import
 the other subpackages: every other part reads or writes this state.
 """
 
-from sowdb.engine.state.columns import MIN_RECORDS as MIN_COLUMN_RECORDS
-from sowdb.engine.state.columns import Columns
+from sowdb.engine.state.columns import Columns, worth_columns
 from sowdb.engine.state.derived import View
 from sowdb.engine.state.expiry import ExpiryQueue
 from sowdb.engine.state.history import Tombstone, version_at
@@ -16,7 +15,6 @@ from sowdb.engine.state.registry import Topics, TopicSummary, check_topic_name, 
 from sowdb.engine.state.sow_topic import SowTopic
 
 __all__ = [
-    "MIN_COLUMN_RECORDS",
     "Columns",
     "ExpiryQueue",
     "SowTopic",
@@ -28,4 +26,5 @@ __all__ = [
     "compile_topic_pattern",
     "index_terms",
     "version_at",
+    "worth_columns",
 ]

@@ -66,6 +66,12 @@ _BELOW_STRINGS = frozenset(("<", "<=", "!="))
 Mask = npt.NDArray[np.bool_]
 
 
+def worth_columns(count: int) -> bool:
+    """Whether a topic of ``count`` records is worth columns (:data:`MIN_RECORDS`, read at each
+    call so that tests may lower it)."""
+    return count >= MIN_RECORDS
+
+
 class Column:
     """One field path's values for every slot of a topic (see the module's kinds)."""
 

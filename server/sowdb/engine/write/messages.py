@@ -10,7 +10,8 @@ from typing import Any, Protocol
 
 import orjson
 
-from sowdb.engine.records import KeySpec, check_sow_key, decode_document
+from sowdb.engine.records import KeySpec, check_sow_key, decode_document, merge_delta
+from sowdb.engine.state import SowTopic
 from sowdb.errors import InvalidArgument, PublishError, SowdbError
 
 
@@ -124,3 +125,18 @@ def check_ttls(ttls: Sequence[float | None], n: int) -> None:
                 f"expiration must be between 0 and {MAX_TTL_S:.0f} seconds (100 years), got {ttl:.0f}",
                 field=f"messages[{i}].expiration",
             )
+
+
+def merge_deltas(topic: SowTopic, sow_keys: list[str], raws: list[bytes], docs: list[dict[str, Any]]) -> None:
+    """D-1: merge each delta into the key's latest version (an earlier message of the same
+    request included), replacing ``raws`` and ``docs`` in place."""
+    latest: dict[str, dict[str, Any]] = {}
+    for i, key in enumerate(sow_keys):
+        old = latest.get(key)
+        if old is None:
+            rec = topic.records.get(key)
+            old = rec.data if rec is not None else None
+        if old is not None:
+            docs[i] = merge_delta(old, docs[i])
+            raws[i] = orjson.dumps(docs[i])
+        latest[key] = docs[i]

@@ -14,8 +14,6 @@ from collections.abc import Sequence
 from itertools import count, repeat
 from typing import Any
 
-import orjson
-
 from sowdb.config import Config
 from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.changes import OOF_DELETED, OOF_EXPIRED, Change
@@ -23,10 +21,10 @@ from sowdb.engine.clock import Clock
 from sowdb.engine.counters import Counters
 from sowdb.engine.filters import request_filter
 from sowdb.engine.read import plan_candidates
-from sowdb.engine.records import StoredRecord, decode_document, merge_delta
+from sowdb.engine.records import StoredRecord, decode_document
 from sowdb.engine.state import ExpiryQueue, SowTopic, Topics, check_topic_name
 from sowdb.engine.write.fanout import FanOut
-from sowdb.engine.write.messages import MessageLike, check_ttls, decode_batch, expiries
+from sowdb.engine.write.messages import MessageLike, check_ttls, decode_batch, expiries, merge_deltas
 from sowdb.engine.write.producers import Producer, Producers, scoped
 from sowdb.errors import InvalidArgument, SowdbError
 from sowdb.storage import Batch, Store
@@ -114,7 +112,7 @@ class Writer:
         max_bytes = self.max_document_bytes
         docs, sow_keys = decode_batch(topic_name, keys, messages, raws, max_bytes, key_optional=topic is None)
         if delta and topic is not None:
-            self._merge_deltas(topic, sow_keys, raws, docs)
+            merge_deltas(topic, sow_keys, raws, docs)
         return self.publish_decoded(topic_name, sow_keys, docs, raws, ttls, producer, access=access)
 
     def publish_decoded(
@@ -176,21 +174,6 @@ class Writer:
             ]
             self.fan_out(topic_name, changes, now)
         return first, last
-
-    @staticmethod
-    def _merge_deltas(topic: SowTopic, sow_keys: list[str], raws: list[bytes], docs: list[dict[str, Any]]) -> None:
-        """D-1: merge each delta into the key's latest version (an earlier message of the same
-        request included), replacing ``raws`` and ``docs`` in place."""
-        latest: dict[str, dict[str, Any]] = {}
-        for i, key in enumerate(sow_keys):
-            old = latest.get(key)
-            if old is None:
-                rec = topic.records.get(key)
-                old = rec.data if rec is not None else None
-            if old is not None:
-                docs[i] = merge_delta(old, docs[i])
-                raws[i] = orjson.dumps(docs[i])
-            latest[key] = docs[i]
 
     @staticmethod
     def _thin_history(topic: SowTopic, batch: Batch, versions: list[StoredRecord], now: int) -> None:
