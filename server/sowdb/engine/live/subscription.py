@@ -110,8 +110,8 @@ class Subscription:
     def wants(self, topic: str) -> bool:
         """Whether changes to ``topic`` concern it: its name or pattern, and a topic its caller
         may read (A-3: a regex subscription sees only those). A private view (an aggregated
-        subscription's, named ``\x00aggregate …``) concerns only the subscription that follows it
-        by that name: no pattern reaches it."""
+        subscription's, :func:`~sowdb.engine.live.private.is_private`) concerns only the
+        subscription that follows it by that name: no pattern reaches it."""
         hit = self._topics.get(topic)
         if hit is None:
             named = (
