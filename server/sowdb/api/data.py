@@ -1,7 +1,7 @@
 """``sowdb.v1.DataService``: bulk reads and writes for pipelines (SPEC §9), behind the same error
 boundary as the rest of the API. Thin: it converts requests, delegates to the engine's parts
-(:class:`~sowdb.engine.snapshots.Snapshots`, :class:`~sowdb.engine.journal_reads.JournalReads`,
-:class:`~sowdb.engine.staging.Stages`), and encodes records as columns."""
+(:class:`~sowdb.engine.read.snapshots.Snapshots`, :class:`~sowdb.engine.journal.ranges.JournalReads`,
+:class:`~sowdb.engine.write.staging.Stages`), and encodes records as columns."""
 
 from __future__ import annotations
 

@@ -2,16 +2,16 @@
 
 ``Engine.open`` recovers the store (J-2), loads the state into memory and wires the parts:
 
-- :class:`~sowdb.engine.topics.Topics` — the topic registry (SOW and derived topics);
-- :class:`~sowdb.engine.writer.Writer` — every change, the only assigner of bookmarks;
-- :class:`~sowdb.engine.fanout.FanOut` — applied changes to subscribers, pages, derived topics;
+- :class:`~sowdb.engine.state.registry.Topics` — the topic registry (SOW and derived topics);
+- :class:`~sowdb.engine.write.writer.Writer` — every change, the only assigner of bookmarks;
+- :class:`~sowdb.engine.write.fanout.FanOut` — applied changes to subscribers, pages, derived topics;
 - :class:`~sowdb.engine.journal.Journal` — bookmarks resolved to points, replays, retention;
-- :class:`~sowdb.engine.queries.Queries` — SOW queries;
-- :class:`~sowdb.engine.placement.Placement` — placing, replacing and removing subscriptions,
-  whose life after placement is a :class:`~sowdb.engine.streams.SubscriptionStream`;
-- for pipelines (the data service, SPEC §9): :class:`~sowdb.engine.snapshots.Snapshots` (pinned
-  query results read in slices), :class:`~sowdb.engine.journal_reads.JournalReads` (journal
-  ranges), :class:`~sowdb.engine.staging.Stages` (staged writes committed atomically);
+- :class:`~sowdb.engine.read.current.Queries` — SOW queries;
+- :class:`~sowdb.engine.live.placement.Placement` — placing, replacing and removing subscriptions,
+  whose life after placement is a :class:`~sowdb.engine.live.streams.SubscriptionStream`;
+- for pipelines (the data service, SPEC §9): :class:`~sowdb.engine.read.snapshots.Snapshots` (pinned
+  query results read in slices), :class:`~sowdb.engine.journal.ranges.JournalReads` (journal
+  ranges), :class:`~sowdb.engine.write.staging.Stages` (staged writes committed atomically);
 - :class:`~sowdb.engine.stats.Stats` — the operators' figures (SPEC §12), over the
   :class:`~sowdb.engine.counters.Counters` that the writer and the protocol layer keep.
 

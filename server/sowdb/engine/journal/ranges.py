@@ -118,7 +118,7 @@ class JournalReads:
         Raises:
             OutOfRange: ``after`` is older than the retained journal (the oldest bookmark in it);
                 also from the first batch, when retention trimmed past ``after`` between this
-                call and the first read (:func:`~sowdb.engine.replay.check_retained`): a read
+                call and the first read (:func:`~sowdb.engine.journal.replay.check_retained`): a read
                 never silently starts later than it was asked to.
             InvalidArgument: a bad topic, operation, filter or batch size.
         """

@@ -50,7 +50,7 @@ class ResultSet:
         self.pages: list[PagedSubscription] = []
 
     def _sort_key(self, rec: StoredRecord) -> bytes:
-        """The order of :func:`~sowdb.engine.query.page_key` (one topic: no topic suffix)."""
+        """The order of :func:`~sowdb.engine.read.prepared.page_key` (one topic: no topic suffix)."""
         tail = rec.sow_key.encode()
         return self.order.byte_key(rec.data or {}) + tail if self.order is not None else tail
 

@@ -49,7 +49,7 @@ class _EqualityGroup:
     evaluation of ``/qty % 10`` and ten rests per message instead of a hundred filters.
 
     ``literals`` holds one :class:`_Literal` per distinct literal (or IN list) of the group's
-    subscriptions; ``table`` maps each term of a literal (:func:`~sowdb.engine.topic.index_terms`)
+    subscriptions; ``table`` maps each term of a literal (:func:`~sowdb.engine.state.sow_topic.index_terms`)
     to the literals filed under it.
     """
 

@@ -1,6 +1,6 @@
 """SOW queries (Q-1 … Q-9) against the topic registry, current or as of a bookmark (H-2).
 
-A query is prepared (:class:`~sowdb.engine.query.PreparedQuery`: every option checked, the
+A query is prepared (:class:`~sowdb.engine.read.prepared.PreparedQuery`: every option checked, the
 filter compiled) before anything is read; its snapshot is taken in one synchronous step, so it
 sees exactly one sequence point (Q-2).
 """

@@ -1,9 +1,9 @@
 """Pinned snapshots: one query's result held for N parallel readers (SPEC §9, batch reads).
 
 :meth:`Snapshots.open` takes the query's snapshot in one synchronous step, exactly as a SOW
-query does (:class:`~sowdb.engine.query.PreparedQuery`: the current records, or the version
+query does (:class:`~sowdb.engine.read.prepared.PreparedQuery`: the current records, or the version
 chains for a historical bookmark), so it sees one point of the total order whatever publishers
-do meanwhile; the filter then runs in slices (:func:`~sowdb.engine.execution.scan`) so that
+do meanwhile; the filter then runs in slices (:func:`~sowdb.engine.read.execution.scan`) so that
 the event loop is never held for long. The matching versions are kept as a list: references
 to immutable :class:`~sowdb.engine.records.StoredRecord` objects, cheap to hold (8 bytes each,
 plus whatever versions later publishes have replaced).

@@ -7,7 +7,7 @@ bad message fails the job early, naming it; a stage is complete once its stream 
 (:meth:`StageBuilder.seal`). :meth:`Stages.commit` then applies the named stages as ONE batch of
 the single writer: one WriteBatch, contiguous bookmarks, one place in the total order. What can
 be done ahead — decoding each document again, for the in-memory state — is done in slices of
-:data:`~sowdb.engine.execution.SLICE_S` with the event loop free; the apply itself is one
+:data:`~sowdb.engine.read.execution.SLICE_S` with the event loop free; the apply itself is one
 synchronous step (:meth:`Writer.publish_decoded`), because every reader must see all of it or
 none of it. A commit with a producer id and sequence (J-4) that is not above the producer's last
 is a duplicate: nothing is applied and its stages are dropped.

@@ -90,7 +90,7 @@ class Writer:
             ttls: per-message time to live in seconds (None: the topic's default), if any.
             producer: J-4 (producer id, sequence): applied only if the sequence is above the
                 producer's last applied one, which is written in the same WriteBatch. The id is
-                the caller's own on this topic (:func:`~sowdb.engine.producers.scoped`).
+                the caller's own on this topic (:func:`~sowdb.engine.write.producers.scoped`).
 
         Raises:
             PublishError: a message is invalid; it names the message (K-3). Nothing is stored.
@@ -128,7 +128,7 @@ class Writer:
     ) -> tuple[int, int]:
         """Apply messages decoded and keyed beforehand (staged writes, :mod:`sowdb.engine.write.staging`)
         as one atomic batch, exactly as :meth:`publish` applies a request; (0, 0) for a duplicate.
-        A ``producer`` here is keyed already (:func:`~sowdb.engine.producers.scoped`).
+        A ``producer`` here is keyed already (:func:`~sowdb.engine.write.producers.scoped`).
 
         Raises:
             FailedPrecondition: the topic became read-only.
