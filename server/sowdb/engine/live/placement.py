@@ -183,9 +183,8 @@ class Placement:
         )
         sub.hold()
         events = self._run(inner, inner.snapshot([view.topic]), self.writer.last_seq)
-        self.hub.add(sub)
+        self.hub.add(sub, view)
         self.topics.attach(view, public=False)
-        self.hub.private[sub.id] = view
         return sub, events
 
     def _run(
@@ -246,10 +245,9 @@ class Placement:
         return self.pages.get(topic, opts.filter, query.filter, opts.order_by, query.order, sow_keys)
 
     def unsubscribe(self, sub: Subscription) -> None:
-        self.hub.remove(sub)
+        view = self.hub.remove(sub)
         if isinstance(sub, PagedSubscription):
             self.pages.release(sub)
-        view = self.hub.private.pop(sub.id, None)
         if view is not None:
             self.topics.detach(view)
 

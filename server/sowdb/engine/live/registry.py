@@ -87,18 +87,28 @@ class SubscriptionHub:
     def __bool__(self) -> bool:
         return bool(self.subs)
 
-    def add(self, sub: Subscription) -> None:
+    def add(self, sub: Subscription, view: View | None = None) -> None:
+        """Register a live subscription, and the private view it follows if it is aggregated.
+
+        Raises:
+            InvalidArgument: its user has a live subscription of that sub_id already.
+        """
         if sub.id in self.subs:
             raise InvalidArgument(f"sub_id {sub.name!r} is already in use", field="sub_id")
         self.subs[sub.id] = sub
         self._place(sub)
+        if view is not None:
+            self.private[sub.id] = view
 
-    def remove(self, sub: Subscription) -> None:
+    def remove(self, sub: Subscription) -> View | None:
+        """Unregister a subscription; returns the private view it followed, for the caller to
+        detach from the topics."""
         if self.subs.get(sub.id) is sub:
             del self.subs[sub.id]
             self._unplace(sub)
             if isinstance(sub.failure, SlowConsumer):
                 self.dropped_slow += 1
+        return self.private.pop(sub.id, None)
 
     def follows(self, sub: Subscription) -> Callable[[str], bool]:
         """Whether the subscription follows a topic; an aggregated one follows its private
