@@ -25,7 +25,7 @@ from sowdb.engine.live.pages import PagedSubscription, PageSets, ResultSet
 from sowdb.engine.live.private import private_view_name
 from sowdb.engine.live.registry import SubscriptionHub
 from sowdb.engine.live.subscription import Subscription, subscription_key
-from sowdb.engine.read import PreparedQuery, QueryOptions, batches, plan_candidates
+from sowdb.engine.read import PreparedQuery, QueryOptions, batches, pin, plan_candidates
 from sowdb.engine.records import StoredRecord, shaped
 from sowdb.engine.state import SowTopic, Topics, View, check_topic_name, compile_topic_pattern
 from sowdb.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -144,17 +144,14 @@ class Placement:
             found = self.topics.get(opts.topic)
             topics = [found] if found is not None else []
         sub = self._query_subscription(query, options, sub_id, owner, access, track=True)
-        entitlements = None if access.unrestricted else [access.entitlement(t.name) for t in topics]
-        point = parse_bookmark(opts.bookmark) if opts.bookmark.strip() else None
-        if point is not None and not point.now:
+        p = pin(query, topics, access, self.journal, self.writer)
+        if p.as_of is not None:
             # H-3: the state as of the bookmark, the journal after it, then live; the replay
             # must start right after the point, or the state and the replay leave a gap
-            as_of = self.journal.as_of(topics, point)
-            sub.hold((self.journal.replay_start(Point(seq=as_of.seq), whole=True), self.writer.last_seq))
-            events = self._run(query, query.snapshot_heads(topics, as_of), as_of.seq, as_of, entitlements)
+            sub.hold((self.journal.replay_start(Point(seq=p.as_of.seq), whole=True), self.writer.last_seq))
         else:
             sub.hold()
-            events = self._run(query, query.snapshot(topics), self.writer.last_seq, None, entitlements)
+        events = self._run(query, p.sources, p.bookmark, p.as_of, p.entitlements)
         self.hub.add(sub)
         return sub, events
 

@@ -8,15 +8,45 @@ sees exactly one sequence point (Q-2).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from sowdb.config import is_regex_topic
 from sowdb.engine.access import EVERYONE, Access
-from sowdb.engine.bookmarks import parse_bookmark
+from sowdb.engine.bookmarks import AsOf, parse_bookmark
 from sowdb.engine.clock import Clock
 from sowdb.engine.events import QueryEvent
 from sowdb.engine.journal import Journal, Position
 from sowdb.engine.read.prepared import PreparedQuery, QueryOptions
+from sowdb.engine.records import StoredRecord
 from sowdb.engine.state import SowTopic, Topics
+from sowdb.expr import CompiledFilter
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """What a query reads, taken in one synchronous step: the records to scan per topic, the
+    point they are at, the caller's row entitlement per topic (None: unrestricted)."""
+
+    sources: list[list[StoredRecord]]
+    bookmark: int
+    as_of: AsOf | None
+    entitlements: list[CompiledFilter | None] | None
+
+
+def pin(query: PreparedQuery, topics: list[SowTopic], access: Access, journal: Journal, writer: Position) -> Pinned:
+    """The one sequence of every query and query-subscription once its topics are resolved:
+    entitle, resolve the bookmark (H-2, H-3), snapshot (Q-2). Call with no await in between.
+
+    Raises:
+        InvalidArgument, OutOfRange: a bad bookmark, or one older than the retained journal.
+    """
+    opts = query.opts
+    entitlements = None if access.unrestricted else [access.entitlement(t.name) for t in topics]
+    point = parse_bookmark(opts.bookmark) if opts.bookmark.strip() else None
+    if point is not None and not point.now:
+        as_of = journal.as_of(topics, point)
+        return Pinned(query.snapshot_heads(topics, as_of), as_of.seq, as_of, entitlements)
+    return Pinned(query.snapshot(topics), writer.last_seq, None, entitlements)
 
 
 class Queries:
@@ -38,17 +68,14 @@ class Queries:
         """
         query = PreparedQuery(opts)
         topics = readable_topics(self.topics, opts.topic, access)
-        entitlements = None if access.unrestricted else [access.entitlement(t.name) for t in topics]
-        point = parse_bookmark(opts.bookmark) if opts.bookmark.strip() else None
-        if point is not None and not point.now:
-            as_of = self.journal.as_of(topics, point)
-            heads = query.snapshot_heads(topics, as_of)
-            return query.run(
-                heads, as_of.seq, self.clock(), as_of=as_of, frame_bytes=self.frame_bytes, entitlements=entitlements
-            )
-        sources = query.snapshot(topics)
+        p = pin(query, topics, access, self.journal, self.writer)
         return query.run(
-            sources, self.writer.last_seq, self.clock(), frame_bytes=self.frame_bytes, entitlements=entitlements
+            p.sources,
+            p.bookmark,
+            self.clock(),
+            as_of=p.as_of,
+            frame_bytes=self.frame_bytes,
+            entitlements=p.entitlements,
         )
 
 
