@@ -94,8 +94,10 @@ class ResultSet:
 
 
 class PagedSubscription(Subscription):
-    """A subscription that sees only a window of its :class:`ResultSet`."""
+    """A subscription that sees only a window of its :class:`ResultSet`. Changes reach it through
+    its result set (:meth:`refresh`, called by :class:`PageSets`), never by dispatch."""
 
+    dispatched = False
     result_set: ResultSet
     skip = 0
     top = 0
@@ -128,9 +130,6 @@ class PagedSubscription(Subscription):
             return bool(touched)
         boundary = sl[end - 1]
         return any(k <= boundary for k in touched)
-
-    def offer(self, topic: str, changes: Sequence[Change], *, placed: bool = False) -> None:
-        """Changes reach a page through its result set (:meth:`refresh`), not one by one."""
 
     def refresh(self, changed: dict[str, Change] | None = None) -> None:
         """Bring the subscriber's page level with the window: publish what entered or changed,

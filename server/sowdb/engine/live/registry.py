@@ -155,6 +155,8 @@ class SubscriptionHub:
         self._place(sub)
 
     def _place(self, sub: Subscription) -> None:
+        if not sub.dispatched:
+            return
         # Only subscriptions that track nothing may skip a change: one holding records must see
         # every change to them (for oof and replacement).
         conjuncts = sub.filter.equality_conjuncts if sub.filter is not None and sub.focus is None else ()

@@ -53,6 +53,8 @@ class SlowConsumer(ResourceExhausted):
 class Subscription:
     """One live subscription and its outbound queue."""
 
+    dispatched = True  # offered changes by the live registry (a page gets them from its result set)
+
     def __init__(
         self,
         topic: str,
