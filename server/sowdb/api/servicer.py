@@ -114,7 +114,7 @@ async def _guarded(servicer: Servicer, name: str, request: Any, context: Context
 def _call(servicer: Servicer, method: str, context: Context) -> Call:
     """A new call of ``servicer.service``/``method``, counted as started."""
     rpc = f"{servicer.service}/{method}"
-    counters = servicer.engine.counters.rpc(rpc)
+    counters = servicer.engine.rpc_counters(rpc)
     counters.calls += 1
     return Call(rpc, context.peer(), counters)
 
@@ -164,7 +164,7 @@ class SowServicer(Servicer):
         """
         acks: asyncio.Queue[pb.PublishResponse | Exception | None] = asyncio.Queue(PUBLISH_ACKS_AHEAD)
         rpc = f"{self.service}/Publish"
-        refusals = Call(rpc, context.peer(), self.engine.counters.rpc(rpc), access.user)  # a request refused
+        refusals = Call(rpc, context.peer(), self.engine.rpc_counters(rpc), access.user)  # a request refused
         authorization = authorization_of(context)
 
         async def apply_all() -> None:

@@ -87,6 +87,7 @@ class Engine:
         self.begin_stage = self.stages.begin
         self.commit_stages = self.stages.commit
         self.abort_stages = self.stages.abort
+        self.rpc_counters = self.counters.rpc  # the protocol layer notes each RPC's calls (SPEC §12)
 
     rebuild = staticmethod(rebuild)  # `sowd rebuild`: current and history from the journal (J-2)
 
