@@ -59,6 +59,10 @@ async def test_pages_stay_equal_to_the_window_of_a_fresh_query(tmp_path: Path) -
         sub.release()
         subs.append((sub, held, p))
     assert len(engine.pages.result_sets) == 3
+    # in the live registry (added, removed, reauthorized, counted) but never dispatched to: a
+    # page's changes come through its result set
+    assert len(engine.hub.subs) == 4
+    assert engine.hub.stats().placement == {"indexed": 0, "scanned": 0}
     for _ in range(300):
         roll = rnd.random()
         if roll < 0.2:
@@ -80,6 +84,7 @@ async def test_pages_stay_equal_to_the_window_of_a_fresh_query(tmp_path: Path) -
     for sub, _, _ in subs:
         engine.placement.unsubscribe(sub)
     assert engine.pages.result_sets == {}
+    assert not engine.hub.subs
     assert not engine.pages.by_topic
     with pytest.raises(InvalidArgument):
         engine.placement.sow_and_subscribe(
