@@ -1,9 +1,59 @@
-"""The layering of SPEC §1: the engine, filter language, storage and config never import grpc."""
+"""The layering of SPEC §1 and of the engine's subpackages (``server/sowdb/engine/README.md``).
+
+The engine, filter language, storage and config never import grpc. Inside the engine, each
+subpackage is a layer that imports only the layers below it, and only through their
+``__init__`` (the names in its ``__all__``), never their modules; the rest of the server sees
+the engine through ``sowdb.engine`` and its shared root modules only.
+"""
 
 from __future__ import annotations
 
+import ast
+import re
 import subprocess
 import sys
+from pathlib import Path
+
+SERVER = Path(__file__).resolve().parents[1] / "server" / "sowdb"
+ENGINE = SERVER / "engine"
+
+LAYERS: dict[str, set[str]] = {  # subpackage -> the subpackages it may import
+    "state": set(),
+    "journal": {"state"},
+    "read": {"state", "journal"},
+    "live": {"state", "journal", "read"},
+    "write": {"state", "journal", "read", "live"},
+}
+FACADE = {"__init__", "engine", "upkeep", "stats"}  # root modules that compose the subpackages
+
+
+def _imports(path: Path) -> list[tuple[str, list[str]]]:
+    """(module, imported names) of every ``from … import …`` and ``import …`` in ``path``."""
+    out: list[tuple[str, list[str]]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.module, [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            out.extend((a.name, []) for a in node.names)
+    return out
+
+
+def _engine_target(module: str) -> tuple[str, str] | None:
+    """(subpackage or "", module inside it or "") of an import of the engine, else None."""
+    parts = module.split(".")
+    if parts[:2] != ["sowdb", "engine"]:
+        return None
+    if len(parts) > 2 and parts[2] in LAYERS:
+        return parts[2], ".".join(parts[3:])
+    return "", ".".join(parts[2:])
+
+
+def _where(path: Path) -> tuple[str | None, str]:
+    """(subpackage of the engine or "" for its root, None outside the engine; module name)."""
+    rel = path.relative_to(SERVER).parts
+    if rel[0] != "engine":
+        return None, path.stem
+    return (rel[1] if len(rel) > 2 else ""), path.stem
 
 
 def test_engine_storage_and_expr_never_import_grpc() -> None:
@@ -14,3 +64,54 @@ def test_engine_storage_and_expr_never_import_grpc() -> None:
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, f"protocol modules imported below the API layer: {run.stdout}{run.stderr}"
+
+
+def test_each_subpackage_exports_its_public_names() -> None:
+    for name in LAYERS:
+        init = ENGINE / name / "__init__.py"
+        tree = ast.parse(init.read_text())
+        assert ast.get_docstring(tree), f"{init} says what the subpackage owns"
+        assert any(
+            isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in n.targets)
+            for n in tree.body
+        ), f"{init} lists its public names in __all__"
+
+
+def test_subpackages_are_layers_imported_through_their_packages() -> None:
+    exported = {name: set(__import__(f"sowdb.engine.{name}", fromlist=["__all__"]).__all__) for name in LAYERS}
+    bad: list[str] = []
+    for path in sorted(SERVER.rglob("*.py")):
+        here, stem = _where(path)
+        for module, names in _imports(path):
+            target = _engine_target(module)
+            if target is None or target[0] == here:
+                continue
+            pkg, inner = target
+            where = f"{path.relative_to(SERVER)}: {module}"
+            if pkg and inner:
+                bad.append(f"{where} (a module of {pkg}/: import from sowdb.engine.{pkg})")
+            elif pkg and not set(names) <= exported[pkg]:
+                bad.append(f"{where} {sorted(set(names) - exported[pkg])} (not in {pkg}/__init__'s __all__)")
+            elif here is None and pkg:
+                bad.append(f"{where} (outside the engine: import from sowdb.engine, the facade)")
+            elif here and pkg and pkg not in LAYERS[here]:
+                bad.append(f"{where} ({here}/ is below {pkg}/)")
+            elif here and not pkg and inner in FACADE:
+                bad.append(f"{where} (a subpackage imports the facade)")
+            elif here == "" and stem not in FACADE and pkg:
+                bad.append(f"{where} (a shared root module imports a subpackage)")
+    assert not bad, "imports across the engine's layers:\n" + "\n".join(bad)
+
+
+def test_one_owner_knows_the_private_views() -> None:
+    """Aggregated subscriptions' private views are named and recognised in live/private.py only."""
+    checks = re.compile(r'x00aggregate|(topic|name|t)\.startswith\("\\x00"\)')
+    owners = {str(p.relative_to(ENGINE)) for p in ENGINE.rglob("*.py") if checks.search(p.read_text())}
+    assert owners == {"live/private.py"}
+
+
+def test_modules_stay_small() -> None:
+    long = [
+        f"{p.relative_to(SERVER)}: {n}" for p in SERVER.rglob("*.py") if (n := len(p.read_text().splitlines())) > 400
+    ]
+    assert not long, f"modules over 400 lines: {long}"

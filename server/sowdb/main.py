@@ -28,7 +28,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from sowdb.auth import hash_token
 from sowdb.config import Config, ConfigError, config_toml, demo_config, load_config
-from sowdb.engine.recovery import rebuild
+from sowdb.engine import Engine
 from sowdb.logs import LOG_FORMATS, configure_logging
 from sowdb.operations import AdminCaller, checkpoint, verify
 from sowdb.server import run, with_overrides
@@ -143,7 +143,7 @@ def _rebuild(config: Config) -> int:
         print(f"sowd rebuild: {exc}", file=sys.stderr)
         return 1
     try:
-        report = rebuild(store, config)
+        report = Engine.rebuild(store, config)
     finally:
         store.close()
     if report is None:

@@ -1,5 +1,5 @@
 """C-1 conflated subscriptions through the server, with a short interval (the rules themselves:
-``tests/engine/test_conflation.py``)."""
+``tests/engine/live/test_conflation.py``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Aggregated subscriptions (Q-8 live) and views (V-1) through the real server (on the engine:
-``tests/engine/test_derived.py``)."""
+``tests/engine/state/test_derived.py``)."""
 
 from __future__ import annotations
 
@@ -41,15 +41,15 @@ async def test_aggregated_sow_and_subscribe_through_the_server(sowd: Running) ->
         kinds.append(e.kind)
         mirror.apply(e)
     assert {k: r.json() for (_, k), r in mirror.records.items()} == {'["S0"]': {"symbol": "S0", "qty": 16, "n": 3}}
-    assert len(engine.placement.private) == 1
+    assert len(engine.hub.private) == 1
     with pytest.raises(FailedPreconditionError):
         await c.replace_subscription(events[0].sub_id, filter="/qty > 1")
     stream.cancel()
     for _ in range(100):
-        if not engine.placement.private:
+        if not engine.hub.private:
             break
         await asyncio.sleep(0.02)
-    assert engine.placement.private == {}
+    assert engine.hub.private == {}
     assert engine.topics.downstream.get("orders", []) == [
         d for d in engine.topics.derived.values() if d.underlying == "orders"
     ]

@@ -2,7 +2,7 @@
 that names the cause and the data directory, the Publish stream stays open, health is
 NOT_SERVING until writes can succeed again, writes resume once space is back, and nothing
 acknowledged is lost — on a real small filesystem, and with an injected storage fault. The
-engine's roll-back of a write reported failed: ``tests/engine/test_disk_full.py``."""
+engine's roll-back of a write reported failed: ``tests/engine/write/test_disk_full.py``."""
 
 from __future__ import annotations
 

@@ -227,7 +227,7 @@ async def test_a_failure_while_a_sow_streams_is_mapped_through_the_status_table(
     """Item 8 of the correctness issue: an error raised after the first response of a stream
     (here, while the query pages its results) leaves through the same table as any other, not
     as a bare UNKNOWN."""
-    from sowdb.engine import query as query_module
+    from sowdb.engine.read import prepared as query_module
     from sowdb.errors import ResourceExhausted
 
     def refuse(self: Any, *args: Any) -> Any:

@@ -1,5 +1,5 @@
 """Paginated subscriptions (P-1) through the real server: the seed's example, and replacement
-(R-1) (the property test on the engine: ``tests/engine/test_pages.py``)."""
+(R-1) (the property test on the engine: ``tests/engine/live/test_pages.py``)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from sowdb.api.servicer import PUBLISH_TASK_NAME
-from sowdb.engine import columns
+from sowdb.engine.state import columns
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
 from sowdb_client import (

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from sowdb.config import ConfigError
-from sowdb.engine import columns as cols
+from sowdb.engine.state import columns as cols
 from sowdb_api.v1 import data_pb2 as dpb
 from sowdb_api.v1 import data_pb2_grpc
 from sowdb_api.v1 import sow_pb2 as pb

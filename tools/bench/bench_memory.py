@@ -36,7 +36,7 @@ from bench_server import _orders, _rss_mb  # a sibling script, not a package
 from sowdb.api.wire import record_element
 from sowdb.config import config_from_dict
 from sowdb.engine import Engine, InMessage
-from sowdb.engine.topic import SowTopic
+from sowdb.engine.state.sow_topic import SowTopic
 from sowdb.storage import Store
 
 TOPICS = {

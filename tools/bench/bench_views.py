@@ -36,9 +36,9 @@ from bench_server import _orders, _start
 
 from sowdb.config import config_from_dict
 from sowdb.engine import Engine, InMessage, QueryOptions
-from sowdb.engine.derived import View
-from sowdb.engine.options import SubscriptionOptions
-from sowdb.engine.pages import PagedSubscription, ResultSet
+from sowdb.engine.live.options import SubscriptionOptions
+from sowdb.engine.live.pages import PagedSubscription, ResultSet
+from sowdb.engine.state.derived import View
 from sowdb.server import tune_gc
 from sowdb.storage import Store
 from sowdb_client import Client

@@ -1,7 +1,7 @@
 """``sowdb.v1.DataService``: bulk reads and writes for pipelines (SPEC §9), behind the same error
 boundary as the rest of the API. Thin: it converts requests, delegates to the engine's parts
-(:class:`~sowdb.engine.snapshots.Snapshots`, :class:`~sowdb.engine.journal_reads.JournalReads`,
-:class:`~sowdb.engine.staging.Stages`), and encodes records as columns."""
+(:class:`~sowdb.engine.read.snapshots.Snapshots`, :class:`~sowdb.engine.journal.ranges.JournalReads`,
+:class:`~sowdb.engine.write.staging.Stages`), and encodes records as columns."""
 
 from __future__ import annotations
 
@@ -11,10 +11,8 @@ from sowdb.api import convert
 from sowdb.api.service import Undecodable
 from sowdb.api.servicer import Context, Servicer, authorization_of, error_boundary
 from sowdb.config import is_regex_topic
-from sowdb.engine import StoredRecord
+from sowdb.engine import Entry, StageBuilder, StoredRecord
 from sowdb.engine.access import Access
-from sowdb.engine.journal_reads import Entry
-from sowdb.engine.staging import StageBuilder
 from sowdb.errors import InvalidArgument, PermissionDenied
 from sowdb.expr import CompiledFilter
 from sowdb_api.v1 import data_pb2 as pb
@@ -73,7 +71,7 @@ class DataServicer(Servicer):
     async def OpenSnapshot(
         self, request: pb.OpenSnapshotRequest, context: Context, access: Access
     ) -> pb.OpenSnapshotResponse:
-        info = await self.engine.snapshots.open(
+        info = await self.engine.open_snapshot(
             request.topic,
             filter=request.filter,  # parsed on its own; the entitlement is applied apart (issue 26)
             entitlement=bulk_read(access, request.topic, "a snapshot"),
@@ -94,7 +92,7 @@ class DataServicer(Servicer):
         self, request: pb.ReadSnapshotRequest, context: Context, access: Access
     ) -> AsyncIterator[pb.ReadSnapshotResponse]:
         r = request
-        chunks = self.engine.snapshots.read(r.snapshot_id, r.partition, r.partitions, r.batch_size, user=access.user)
+        chunks = self.engine.read_snapshot(r.snapshot_id, r.partition, r.partitions, r.batch_size, user=access.user)
         async for chunk in chunks:
             yield pb.ReadSnapshotResponse(records=record_columns(chunk))
 
@@ -102,22 +100,21 @@ class DataServicer(Servicer):
     async def CloseSnapshot(
         self, request: pb.CloseSnapshotRequest, context: Context, access: Access
     ) -> pb.CloseSnapshotResponse:
-        return pb.CloseSnapshotResponse(closed=self.engine.snapshots.close(request.snapshot_id, user=access.user))
+        return pb.CloseSnapshotResponse(closed=self.engine.close_snapshot(request.snapshot_id, user=access.user))
 
     @error_boundary
     async def ReadJournal(
         self, request: pb.ReadJournalRequest, context: Context, access: Access
     ) -> AsyncIterator[pb.ReadJournalResponse]:
         _whole_journal(access, request.topic)
-        chunks = self.engine.journal_reads.read(
+        async for chunk in self.engine.read_journal(
             request.from_bookmark,
             request.to_bookmark,
             topic=request.topic,
             operations=list(request.operations),
             filter=request.filter,
             batch_size=request.batch_size,
-        )
-        async for chunk in chunks:
+        ):
             yield pb.ReadJournalResponse(entries=entry_columns(chunk))
 
     @error_boundary
@@ -125,7 +122,7 @@ class DataServicer(Servicer):
         self, request: pb.DescribeJournalRequest, context: Context, access: Access
     ) -> pb.DescribeJournalResponse:
         _whole_journal(access, request.topic)
-        r = await self.engine.journal_reads.describe(request.after_bookmark, request.max_entries, request.topic)
+        r = await self.engine.describe_journal(request.after_bookmark, request.max_entries, request.topic)
         return pb.DescribeJournalResponse(
             trimmed_bookmark=r.trimmed, last_bookmark=r.last, end_bookmark=r.end, entries=r.entries
         )
@@ -149,7 +146,7 @@ class DataServicer(Servicer):
                     raise InvalidArgument("a request after the one marked complete", field="complete")
                 if builder is None:
                     access.require_write(req.topic)
-                    builder = self.engine.stages.begin(req.stage_id, req.topic, access)
+                    builder = self.engine.begin_stage(req.stage_id, req.topic, access)
                 elif req.stage_id and req.stage_id != builder.stage_id:
                     raise InvalidArgument("a StageWrite call writes one stage", field="stage_id")
                 messages = list(req.messages)
@@ -173,7 +170,7 @@ class DataServicer(Servicer):
     ) -> pb.CommitStagesResponse:
         access.require_write(request.topic)
         producer = (request.producer_id, request.producer_seq) if request.producer_id else None
-        done = await self.engine.stages.commit(request.topic, list(request.stage_ids), producer, access)
+        done = await self.engine.commit_stages(request.topic, list(request.stage_ids), producer, access)
         return pb.CommitStagesResponse(
             first_bookmark=done.first, last_bookmark=done.last, message_count=done.count, duplicate=done.duplicate
         )
@@ -183,7 +180,7 @@ class DataServicer(Servicer):
         self, request: pb.AbortStagesRequest, context: Context, access: Access
     ) -> pb.AbortStagesResponse:
         return pb.AbortStagesResponse(
-            aborted=self.engine.stages.abort(
+            aborted=self.engine.abort_stages(
                 list(request.stage_ids),
                 request.stage_id_prefix,
                 None if access.everything else access.can_write,

@@ -3,7 +3,7 @@
 Every handler is wrapped by :func:`error_boundary`, the one place where an exception becomes a
 gRPC status (through the table of :mod:`sowdb.api.status`), whether it is raised before the
 first response or in the middle of a stream. What a subscription sends when is the engine's
-(:mod:`sowdb.engine.streams`); here its events are only encoded (:mod:`sowdb.api.wire`).
+(:mod:`sowdb.engine.live.streams`); here its events are only encoded (:mod:`sowdb.api.wire`).
 """
 
 from __future__ import annotations
@@ -24,10 +24,8 @@ from sowdb.api.service import Undecodable
 from sowdb.api.status import internal_status, rich_status, status_code
 from sowdb.api.wire import query_frame, stream_frames
 from sowdb.auth import Authenticator
-from sowdb.engine import Engine, SubscriptionStream
+from sowdb.engine import Engine, SowAndSubscribeArgs, SubscriptionOptions, SubscriptionStream
 from sowdb.engine.access import Access
-from sowdb.engine.options import SubscriptionOptions
-from sowdb.engine.placement import SowAndSubscribeArgs
 from sowdb.errors import SowdbError
 from sowdb_api.v1 import sow_pb2 as pb
 
@@ -116,7 +114,7 @@ async def _guarded(servicer: Servicer, name: str, request: Any, context: Context
 def _call(servicer: Servicer, method: str, context: Context) -> Call:
     """A new call of ``servicer.service``/``method``, counted as started."""
     rpc = f"{servicer.service}/{method}"
-    counters = servicer.engine.counters.rpc(rpc)
+    counters = servicer.engine.rpc_counters(rpc)
     counters.calls += 1
     return Call(rpc, context.peer(), counters)
 
@@ -166,7 +164,7 @@ class SowServicer(Servicer):
         """
         acks: asyncio.Queue[pb.PublishResponse | Exception | None] = asyncio.Queue(PUBLISH_ACKS_AHEAD)
         rpc = f"{self.service}/Publish"
-        refusals = Call(rpc, context.peer(), self.engine.counters.rpc(rpc), access.user)  # a request refused
+        refusals = Call(rpc, context.peer(), self.engine.rpc_counters(rpc), access.user)  # a request refused
         authorization = authorization_of(context)
 
         async def apply_all() -> None:

@@ -18,19 +18,19 @@ from sowdb.engine.events import (
     StreamEvent,
     Subscribed,
 )
-from sowdb.engine.messages import InMessage
-from sowdb.engine.options import SubscriptionOptions
-from sowdb.engine.placement import Replacement
-from sowdb.engine.query import QueryOptions
+from sowdb.engine.journal import Entry
+from sowdb.engine.live import Replacement, SowAndSubscribeArgs, SubscriptionOptions, SubscriptionStream
+from sowdb.engine.read import QueryOptions
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.streams import SubscriptionStream
-from sowdb.engine.topics import TopicSummary
+from sowdb.engine.state import TopicSummary
+from sowdb.engine.write import InMessage, StageBuilder
 
 __all__ = [
     "Clock",
     "Completed",
     "Deliveries",
     "Engine",
+    "Entry",
     "GroupBegin",
     "GroupEnd",
     "Heartbeat",
@@ -39,6 +39,8 @@ __all__ = [
     "QueryOptions",
     "RecordBatch",
     "Replacement",
+    "SowAndSubscribeArgs",
+    "StageBuilder",
     "StoredRecord",
     "StreamEvent",
     "Subscribed",

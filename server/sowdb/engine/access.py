@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from sowdb.config import RoleConfig, is_regex_topic
 from sowdb.config.security import QUOTAS
-from sowdb.engine.query import request_filter
+from sowdb.engine.filters import request_filter
 from sowdb.engine.records import StoredRecord
 from sowdb.errors import PermissionDenied, PublishError, ResourceExhausted
 from sowdb.expr import CompiledFilter, compile_filter

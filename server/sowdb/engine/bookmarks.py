@@ -29,6 +29,21 @@ class Point:
 NOW = Point(now=True)
 
 
+@dataclass(frozen=True)
+class AsOf:
+    """The point a historical query looks at (H-2).
+
+    Attributes:
+        seq: the sequence point (for a timestamp, the last journal entry at or before it).
+        timestamp_us: set for a timestamp bookmark: versions are then chosen by time.
+        gone: topics whose history window no longer reaches the point (they return nothing).
+    """
+
+    seq: int
+    timestamp_us: int | None = None
+    gone: frozenset[str] = frozenset()
+
+
 def parse_bookmark(text: str, *, field: str = "bookmark") -> Point:
     """Parse a client's bookmark.
 

@@ -2,16 +2,16 @@
 
 ``Engine.open`` recovers the store (J-2), loads the state into memory and wires the parts:
 
-- :class:`~sowdb.engine.topics.Topics` — the topic registry (SOW and derived topics);
-- :class:`~sowdb.engine.writer.Writer` — every change, the only assigner of bookmarks;
-- :class:`~sowdb.engine.fanout.FanOut` — applied changes to subscribers, pages, derived topics;
+- :class:`~sowdb.engine.state.registry.Topics` — the topic registry (SOW and derived topics);
+- :class:`~sowdb.engine.write.writer.Writer` — every change, the only assigner of bookmarks;
+- :class:`~sowdb.engine.write.fanout.FanOut` — applied changes to subscribers, pages, derived topics;
 - :class:`~sowdb.engine.journal.Journal` — bookmarks resolved to points, replays, retention;
-- :class:`~sowdb.engine.queries.Queries` — SOW queries;
-- :class:`~sowdb.engine.placement.Placement` — placing, replacing and removing subscriptions,
-  whose life after placement is a :class:`~sowdb.engine.streams.SubscriptionStream`;
-- for pipelines (the data service, SPEC §9): :class:`~sowdb.engine.snapshots.Snapshots` (pinned
-  query results read in slices), :class:`~sowdb.engine.journal_reads.JournalReads` (journal
-  ranges), :class:`~sowdb.engine.staging.Stages` (staged writes committed atomically);
+- :class:`~sowdb.engine.read.current.Queries` — SOW queries;
+- :class:`~sowdb.engine.live.placement.Placement` — placing, replacing and removing subscriptions,
+  whose life after placement is a :class:`~sowdb.engine.live.streams.SubscriptionStream`;
+- for pipelines (the data service, SPEC §9): :class:`~sowdb.engine.read.snapshots.Snapshots` (pinned
+  query results read in slices), :class:`~sowdb.engine.journal.ranges.JournalReads` (journal
+  ranges), :class:`~sowdb.engine.write.staging.Stages` (staged writes committed atomically);
 - :class:`~sowdb.engine.stats.Stats` — the operators' figures (SPEC §12), over the
   :class:`~sowdb.engine.counters.Counters` that the writer and the protocol layer keep.
 
@@ -33,31 +33,21 @@ from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.clock import Clock, system_clock
 from sowdb.engine.counters import Counters
 from sowdb.engine.events import QueryEvent
-from sowdb.engine.expiry import ExpiryQueue
-from sowdb.engine.fanout import FanOut
-from sowdb.engine.hub import SubscriptionHub
-from sowdb.engine.journal import Journal
-from sowdb.engine.journal_reads import JournalReads
-from sowdb.engine.pages import PageSets
-from sowdb.engine.placement import Placement, Replacement, SowAndSubscribeArgs, SubscribeArgs
-from sowdb.engine.queries import Queries
-from sowdb.engine.query import QueryOptions
-from sowdb.engine.recovery import (
-    RecoveryReport,
-    StoreDamaged,
-    check_journal_at_start,
-    follow_durability_changes,
-    load_state,
-    rebuild,
-    replay_into_store,
+from sowdb.engine.journal import Journal, JournalReads, RecoveryReport, StoreDamaged, load_state, rebuild, recover
+from sowdb.engine.live import (
+    PageSets,
+    Placement,
+    Replacement,
+    SowAndSubscribeArgs,
+    SubscribeArgs,
+    Subscription,
+    SubscriptionHub,
+    SubscriptionStream,
 )
-from sowdb.engine.snapshots import Snapshots
-from sowdb.engine.staging import Stages
+from sowdb.engine.read import Queries, QueryOptions, Snapshots
+from sowdb.engine.state import ExpiryQueue, Topics, TopicSummary
 from sowdb.engine.stats import Stats, StatsSnapshot
-from sowdb.engine.streams import SubscriptionStream
-from sowdb.engine.subscription import Subscription
-from sowdb.engine.topics import Topics, TopicSummary
-from sowdb.engine.writer import Writer
+from sowdb.engine.write import FanOut, Stages, Writer
 from sowdb.errors import FailedPrecondition, InvalidArgument
 from sowdb.storage import Store, StoreUnusable
 
@@ -82,12 +72,24 @@ class Engine:
         self.snapshots = Snapshots(self.queries)
         self.journal_reads = JournalReads(store, self.journal, self.writer)
         self.stages = Stages(topics, self.writer, clock)
-        self.figures = Stats(self.counters, topics, self.hub, self.placement.private, store, self.writer, clock)
+        self.figures = Stats(self.counters, topics, self.hub, store, self.writer, clock)
         self.recovery: RecoveryReport | None = None
         # Every change goes to its one owner as it is: the writer's signatures and documents are
         # the engine's (publish: K-1 … K-5, D-1, X-1, J-4; sow_delete: by filter, SowKeys or data).
         self.publish = self.writer.publish
         self.sow_delete = self.writer.sow_delete
+        # The data service's calls (SPEC §9) likewise go to their owners as they are.
+        self.open_snapshot = self.snapshots.open
+        self.read_snapshot = self.snapshots.read
+        self.close_snapshot = self.snapshots.close
+        self.read_journal = self.journal_reads.read
+        self.describe_journal = self.journal_reads.describe
+        self.begin_stage = self.stages.begin
+        self.commit_stages = self.stages.commit
+        self.abort_stages = self.stages.abort
+        self.rpc_counters = self.counters.rpc  # the protocol layer notes each RPC's calls (SPEC §12)
+
+    rebuild = staticmethod(rebuild)  # `sowd rebuild`: current and history from the journal (J-2)
 
     @classmethod
     def open(cls, config: Config, store: Store, *, clock: Clock = system_clock) -> Engine:
@@ -103,9 +105,7 @@ class Engine:
             StoreUnusable: the journal is damaged, or ``current`` is and the journal cannot
                 rebuild it; the message says how to recover.
         """
-        check_journal_at_start(store, config.server.verify_budget_s)
-        recovery = replay_into_store(store, config)
-        follow_durability_changes(store, config)
+        recovery = recover(store, config)
         try:
             topics, expiry = _load(config, store, clock)
         except StoreDamaged as exc:
@@ -181,25 +181,7 @@ class Engine:
         snapshots, stages = self.snapshots.reauthorize(rights), self.stages.reauthorize(rights)
         if snapshots or stages:
             log.info("rights changed: %d snapshots and %d stages ended", snapshots, stages)
-        ended = 0
-        for sub in list(self.hub.subs.values()):
-            old = sub.access
-            if old.everything:
-                continue
-            new = rights(old.user)
-            view = self.placement.private.get(sub.id)  # an aggregated subscription: its view's topic
-            topics = [view.underlying] if view else [name for name in self.topics.sow if sub.wants(name)] or [sub.topic]
-            why = ""
-            if new is None:
-                why = f"user {old.user!r} no longer exists"
-            elif any(not new.can_read(t) for t in topics if not t.startswith("\x00")):
-                why = f"user {old.user!r} may no longer read {sub.topic!r}"
-            elif any(new.entitlement_text(t) != old.entitlement_text(t) for t in topics):
-                why = f"the rows user {old.user!r} may see in {sub.topic!r} changed; subscribe again"
-            if why:
-                sub.revoke(f"rights changed: {why}")
-                ended += 1
-        return ended
+        return self.hub.reauthorize(rights, self.topics.sow)
 
     def stats(self, topic: str = "", *, topics_only: bool = False, access: Access = EVERYONE) -> StatsSnapshot:
         """The operators' figures (SPEC §12) at this point of the total order; see
@@ -232,6 +214,37 @@ class Engine:
     @property
     def writable(self) -> bool:
         return self.writer.writable
+
+    def build_columns(self) -> bool:
+        """One step of building the columns queries asked for; whether more steps are due."""
+        return self.topics.build_columns()
+
+    def flush_conflated(self) -> None:
+        """Conflated topics (C-2) whose interval ended publish their refreshed records."""
+        self.writer.flush_conflated()
+
+    def expire_leases(self) -> None:
+        """End the data service's snapshots and stages whose lease ran out (SPEC §9)."""
+        self.snapshots.expire()
+        self.stages.expire()
+
+    def recover_storage(self) -> bool:
+        """Try to reopen a store whose write failed (a full disk); whether it is writable again."""
+        return self.writer.recover_storage()
+
+    def expire_due(self) -> int:
+        """Expire the records whose TTL ended (X-1); returns how many."""
+        return self.writer.expire_due()
+
+    def trim(self) -> bool:
+        """History trimming (H-1) and journal retention; whether history has more to trim."""
+        more = self.writer.trim_history()
+        self.journal.trim()
+        return more
+
+    def next_expiry(self) -> int | None:
+        """When the next record expires (µs since the epoch), if any does."""
+        return self.writer.expiry.next_due()
 
     def close(self) -> None:
         self.store.close()

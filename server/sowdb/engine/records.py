@@ -24,7 +24,7 @@ class StoredRecord:
         raw: the JSON bytes as stored and sent.
         expiry_us: absolute expiry time in µs since the epoch; 0 = never.
         prev: the version this one replaced, kept while inside the topic's history window.
-        slot: its place in the topic's columns (:mod:`sowdb.engine.columns`), -1 until it has one.
+        slot: its place in the topic's columns (:mod:`sowdb.engine.state.columns`), -1 until it has one.
     """
 
     __slots__ = ("bookmark", "data", "expiry_us", "prev", "raw", "slot", "sow_key", "timestamp_us", "topic", "wire")

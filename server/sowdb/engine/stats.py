@@ -10,19 +10,16 @@ from __future__ import annotations
 import os
 import resource
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.counters import Counters, TopicCounters
-from sowdb.engine.derived import View
-from sowdb.engine.hub import SubscriptionHub
 from sowdb.engine.journal import Position
-from sowdb.engine.queries import readable_topics
-from sowdb.engine.subscription import Subscription
-from sowdb.engine.topic import SowTopic
-from sowdb.engine.topics import Topics
+from sowdb.engine.live import Subscription, SubscriptionHub
+from sowdb.engine.read import readable_topics
+from sowdb.engine.state import SowTopic, Topics
 from sowdb.errors import PermissionDenied
 from sowdb.storage import Store
 
@@ -116,19 +113,13 @@ class Stats:
         counters: Counters,
         topics: Topics,
         hub: SubscriptionHub,
-        private: Mapping[str, View],
         store: Store,
         writer: Position,
         clock: Callable[[], int],
     ) -> None:
-        """Args:
-        private: the private views of aggregated subscriptions, by subscription id (what
-            their subscriptions really follow is the view's underlying topic).
-        """
         self.counters = counters
         self.topics = topics
         self.hub = hub
-        self.private = private
         self.store = store
         self.writer = writer
         self.clock = clock
@@ -150,14 +141,14 @@ class Stats:
             )
         topics = self._topics(topic, access)
         subs = [s for s in self.hub.subs.values() if access.admin or (access.user and s.access.user == access.user)]
-        followed = {id(s): self._follows(s) for s in self.hub.subs.values()}
+        followed = {id(s): self.hub.follows(s) for s in self.hub.subs.values()}
         if topic:
             names = {t.name for t in topics}
             subs = [s for s in subs if any(followed[id(s)](n) for n in names)]
         now_us = self.clock()
         return StatsSnapshot(
             topics=tuple(self._topic(t, [followed[id(s)] for s in self.hub.subs.values()], access) for t in topics),
-            subscriptions=tuple(_subscription(s, self._shown_topic(s)) for s in subs),
+            subscriptions=tuple(_subscription(s, self.hub.shown_topic(s)) for s in subs),
             server=None if topics_only else self._server(),
             bookmark=self.writer.last_seq,
             taken_us=now_us,
@@ -170,18 +161,6 @@ class Stats:
         if access.admin:
             return self.topics.resolve(pattern)
         return readable_topics(self.topics, pattern, access)
-
-    def _follows(self, sub: Subscription) -> Callable[[str], bool]:
-        """Whether the subscription follows a topic; an aggregated one follows its private
-        view's underlying topic."""
-        view = self.private.get(sub.id)
-        if view is not None:
-            return view.underlying.__eq__
-        return sub.wants
-
-    def _shown_topic(self, sub: Subscription) -> str:
-        view = self.private.get(sub.id)
-        return sub.topic if view is None else view.underlying
 
     def _topic(self, topic: SowTopic, follows: list[Callable[[str], bool]], access: Access) -> TopicFigures:
         """A topic's figures; a caller that sees some of its rows only is told none of those that

@@ -27,29 +27,26 @@ BUILD_PAUSE_S = 0.002  # between two steps of a column's build: publishes and qu
 async def run_upkeep(engine: Engine, *, trim_period_s: float = TRIM_PERIOD_S) -> None:
     """Run the chores until cancelled."""
     loop = asyncio.get_running_loop()
-    writer = engine.writer
     next_trim = next_recovery = 0.0
     while True:
         building = False
         try:
-            building = engine.topics.build_columns()
-            writer.flush_conflated()
-            engine.snapshots.expire()  # leases of the data service (SPEC §9)
-            engine.stages.expire()
+            building = engine.build_columns()
+            engine.flush_conflated()
+            engine.expire_leases()  # leases of the data service (SPEC §9)
             now = loop.time()
-            if not writer.writable and now >= next_recovery:
+            if not engine.writable and now >= next_recovery:
                 next_recovery = now + RECOVER_PERIOD_S
-                writer.recover_storage()
-            if writer.writable:
-                writer.expire_due()
+                engine.recover_storage()
+            if engine.writable:
+                engine.expire_due()
                 if now >= next_trim:
-                    more = writer.trim_history()
-                    engine.journal.trim()
+                    more = engine.trim()
                     next_trim = now if more else now + trim_period_s
         except SowdbError as exc:  # the storage failed under a chore; it is retried above
             log.warning("upkeep: %s", exc.message)
         except Exception:
             log.exception("upkeep step failed; retrying")
-        due = writer.expiry.next_due()
+        due = engine.next_expiry()
         wait = MAX_SLEEP_S if due is None else (due - engine.clock()) / 1e6
         await asyncio.sleep(BUILD_PAUSE_S if building else min(max(wait, 0.005), MAX_SLEEP_S))

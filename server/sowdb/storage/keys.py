@@ -29,7 +29,7 @@ the engine needs:
   that lost records from one that is whole; ``producer | 0x00 | user | 0x00 | topic | 0x00 |
   id``: BE u64 of the last sequence an idempotent producer had applied (J-4), written in the
   same WriteBatch as its messages — ``producer | 0x00 | id`` in stores written before producers
-  were scoped, see :mod:`sowdb.engine.producers`).
+  were scoped, see :mod:`sowdb.engine.write.producers`).
 
 Values use fixed big-endian headers followed by the variable parts:
 

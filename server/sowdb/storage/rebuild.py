@@ -1,7 +1,7 @@
 """Bring ``current`` and ``history`` level with the journal (J-2), byte for byte.
 
 This is the storage half of recovery: which topics and from where is the engine's decision
-(:mod:`sowdb.engine.recovery`); turning journal entries into ``current`` and ``history`` values
+(:mod:`sowdb.engine.journal.recovery`); turning journal entries into ``current`` and ``history`` values
 is a matter of layouts, so it lives beside them. The journal key is the big-endian sequence and
 the journal value starts with the big-endian timestamp, op and expiry, so the other families'
 values are sliced from them without decoding a number (see :mod:`sowdb.storage.keys`). Chunks

@@ -1,0 +1,26 @@
+"""Live subscriptions: placed, held, evaluated, paged, streamed, and their one registry.
+
+``SubscriptionHub`` (registry.py) owns every live subscription and dispatches changes to them;
+``Placement`` places, replaces and removes them; ``Subscription`` evaluates each change;
+``pages`` keeps paginated result sets; ``SubscriptionStream`` is a subscription's life as
+engine events. It depends on ``state``, ``journal`` and ``read``.
+"""
+
+from sowdb.engine.live.options import SubscriptionOptions
+from sowdb.engine.live.pages import PageSets
+from sowdb.engine.live.placement import Placement, Replacement, SowAndSubscribeArgs, SubscribeArgs
+from sowdb.engine.live.registry import SubscriptionHub
+from sowdb.engine.live.streams import SubscriptionStream
+from sowdb.engine.live.subscription import Subscription
+
+__all__ = [
+    "PageSets",
+    "Placement",
+    "Replacement",
+    "SowAndSubscribeArgs",
+    "SubscribeArgs",
+    "Subscription",
+    "SubscriptionHub",
+    "SubscriptionOptions",
+    "SubscriptionStream",
+]

@@ -1,0 +1,398 @@
+"""Placing subscriptions: plain, with a query (S-1), with a bookmark (H-3, H-4), aggregated
+(Q-8), paginated (P-1); replacing them (R-1) and removing them.
+
+Each is placed in one synchronous step — no await between the query's snapshot, the replay's
+end point and the registration — and the single writer cannot run in between, so the
+subscriber's view of the total order has no gap and no duplicate. What happens after placement
+(sending the query, the replay, going live) is :mod:`sowdb.engine.live.streams`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import TypedDict
+
+from sowdb.config import ServerConfig, is_regex_topic
+from sowdb.engine.access import EVERYONE, Access, ViewerAccess, check_quota, restricted
+from sowdb.engine.bookmarks import AsOf, Point, parse_bookmark
+from sowdb.engine.clock import Clock
+from sowdb.engine.events import GroupBegin, GroupEnd, QueryEvent, RecordBatch
+from sowdb.engine.filters import request_filter
+from sowdb.engine.journal import Journal, Position
+from sowdb.engine.live.options import DEFAULT_OPTIONS, SubscriptionOptions
+from sowdb.engine.live.pages import PagedSubscription, PageSets, ResultSet
+from sowdb.engine.live.private import private_view_name
+from sowdb.engine.live.registry import SubscriptionHub
+from sowdb.engine.live.subscription import Subscription, subscription_key
+from sowdb.engine.read import PreparedQuery, QueryOptions, batches, pin, plan_candidates
+from sowdb.engine.records import StoredRecord, shaped
+from sowdb.engine.state import SowTopic, Topics, View, check_topic_name, compile_topic_pattern
+from sowdb.errors import FailedPrecondition, InvalidArgument, NotFound
+from sowdb.expr import Aggregation, CompiledFilter, Select
+
+
+class SowAndSubscribeArgs(TypedDict, total=False):
+    """The keyword arguments of :meth:`Placement.sow_and_subscribe` (for those who pass them on)."""
+
+    options: SubscriptionOptions
+    sub_id: str
+    owner: str
+    access: Access
+
+
+class SubscribeArgs(SowAndSubscribeArgs, total=False):
+    """The keyword arguments of :meth:`Placement.subscribe`."""
+
+    filter: str
+    bookmark: str
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """What a ReplaceSubscription asks for (R-1): the new filter and options, and for a live
+    page its definition again (``top_n``, ``skip_n``, ``order_by``)."""
+
+    filter: str = ""
+    options: SubscriptionOptions = DEFAULT_OPTIONS
+    order_by: str = ""
+    top_n: int | None = None
+    skip_n: int | None = None
+
+
+class Placement:
+    """Places, replaces and removes subscriptions; the hub, the page sets and the private views
+    of aggregated subscriptions are kept here in step."""
+
+    def __init__(
+        self,
+        topics: Topics,
+        hub: SubscriptionHub,
+        pages: PageSets,
+        journal: Journal,
+        writer: Position,
+        config: ServerConfig,
+        clock: Clock,
+    ) -> None:
+        self.topics, self.hub, self.pages = topics, hub, pages  # what is placed, and where
+        self.journal, self.writer, self.clock = journal, writer, clock  # the point it is placed at
+        self.config = config
+
+    def subscribe(
+        self,
+        topic: str,
+        *,
+        filter: str = "",
+        options: SubscriptionOptions = DEFAULT_OPTIONS,
+        sub_id: str = "",
+        owner: str = "",
+        bookmark: str = "",
+        access: Access = EVERYONE,
+    ) -> Subscription:
+        """Place a subscription without a query. With a bookmark it is placed held, with
+        ``replay_from`` set: the journal after the bookmark is replayed first (H-4).
+
+        Raises:
+            InvalidArgument: a bad topic pattern, filter, sub_id or bookmark.
+            OutOfRange: the journal no longer reaches back to the bookmark.
+            PermissionDenied: a topic name the caller may not read (a pattern sees only the
+                topics it may read, A-3).
+        """
+        sub = self._new_subscription(topic, filter, options, sub_id, owner, access=access)
+        if not is_regex_topic(topic):
+            access.require_read(topic)
+        if bookmark.strip():
+            kind = self.topics.derived_kind(topic)
+            if kind is not None:
+                raise FailedPrecondition(
+                    f"{topic!r} is a {kind} topic, which keeps no journal to replay; subscribe "
+                    "without a bookmark, or to its underlying topic",
+                    field="bookmark",
+                )
+            sub.hold((self.journal.replay_start(parse_bookmark(bookmark)), self.writer.last_seq))
+        self.hub.add(sub)
+        return sub
+
+    def sow_and_subscribe(
+        self,
+        opts: QueryOptions,
+        *,
+        options: SubscriptionOptions = DEFAULT_OPTIONS,
+        sub_id: str = "",
+        owner: str = "",
+        access: Access = EVERYONE,
+    ) -> tuple[Subscription, AsyncIterator[QueryEvent]]:
+        """Query and subscribe at one point (S-1): the snapshot is taken and the subscription
+        registered in the same synchronous step; changes after that point are held by the
+        subscription until :meth:`Subscription.release` (after the query's group_end).
+
+        A topic without a SOW gives an empty result, then live messages (S-2). Only the topics
+        and rows ``access`` allows are queried and followed (A-1 … A-3).
+        """
+        query = PreparedQuery(opts)
+        if query.aggregation is not None:
+            if opts.skip_n is not None:
+                raise InvalidArgument("a subscription is either aggregated or paginated, not both", field="skip_n")
+            return self._aggregated_subscription(opts, query.aggregation, options, sub_id, owner, access)
+        if opts.skip_n is not None:
+            return self._paged_subscription(opts, query, options, sub_id, owner, access)
+        if is_regex_topic(opts.topic):
+            topics = self.topics.resolve(opts.topic, access.can_read)
+        else:
+            check_topic_name(opts.topic)
+            access.require_read(opts.topic)
+            found = self.topics.get(opts.topic)
+            topics = [found] if found is not None else []
+        sub = self._query_subscription(query, options, sub_id, owner, access, track=True)
+        p = pin(query, topics, access, self.journal, self.writer)
+        if p.as_of is not None:
+            # H-3: the state as of the bookmark, the journal after it, then live; the replay
+            # must start right after the point, or the state and the replay leave a gap
+            sub.hold((self.journal.replay_start(Point(seq=p.as_of.seq), whole=True), self.writer.last_seq))
+        else:
+            sub.hold()
+        events = self._run(query, p.sources, p.bookmark, p.as_of, p.entitlements)
+        self.hub.add(sub)
+        return sub, events
+
+    def _aggregated_subscription(
+        self,
+        opts: QueryOptions,
+        aggregation: Aggregation,
+        options: SubscriptionOptions,
+        sub_id: str,
+        owner: str,
+        access: Access,
+    ) -> tuple[Subscription, AsyncIterator[QueryEvent]]:
+        """Q-8 live: a private view of the topic (grouping, projection, filter) is created from
+        its current state, and the subscription follows that view: each change to a member
+        record updates its group, and an emptied group leaves with an oof ``deleted``. Only
+        the rows its caller may see are members (A-2)."""
+        underlying = self._followed_topic(opts, "an aggregated", access)
+        keys = frozenset(opts.sow_keys) if opts.sow_keys else None
+        members = restricted(opts.filter, access.entitlement(opts.topic))
+        view = View(private_view_name(), opts.topic, aggregation, members, sow_keys=keys)
+        view.load(list(underlying.records.values()), self.clock())
+        inner = PreparedQuery(replace(opts, topic=view.name, filter="", grouping=(), projection=(), sow_keys=()))
+        viewer = ViewerAccess.of(access, view.name)  # its caller's rights (A-4), not EVERYONE's
+        sub = self._new_subscription(
+            view.name, "", options, sub_id, owner, track=True, check_name=False, select=inner.select, access=viewer
+        )
+        sub.hold()
+        events = self._run(inner, inner.snapshot([view.topic]), self.writer.last_seq)
+        self.hub.add(sub, view)
+        self.topics.attach(view, public=False)
+        return sub, events
+
+    def _run(
+        self,
+        query: PreparedQuery,
+        sources: list[list[StoredRecord]],
+        bookmark: int,
+        as_of: AsOf | None = None,
+        entitlements: list[CompiledFilter | None] | None = None,
+    ) -> AsyncIterator[QueryEvent]:
+        frame_bytes = self.config.frame_bytes
+        return query.run(
+            sources, bookmark, self.clock(), as_of=as_of, frame_bytes=frame_bytes, entitlements=entitlements
+        )
+
+    def _paged_subscription(
+        self,
+        opts: QueryOptions,
+        query: PreparedQuery,
+        options: SubscriptionOptions,
+        sub_id: str,
+        owner: str,
+        access: Access,
+    ) -> tuple[Subscription, AsyncIterator[QueryEvent]]:
+        """P-1: the window ``[skip_n, skip_n + top_n)`` of the topic's matching records in
+        ``order_by`` order (SowKey order when none), kept live. The first window is the query's
+        result, taken in the same step that registers the page. The page ranks only the rows its
+        caller may see (A-2): its shared result set is that of the filter ANDed with them."""
+        topic = self._followed_topic(opts, "a paginated", access)
+        entitled = restricted(opts.filter, access.entitlement(opts.topic))
+        ranked = query if entitled == opts.filter else PreparedQuery(replace(opts, filter=entitled))
+        sub = self._query_subscription(query, options, sub_id, owner, access, cls=PagedSubscription)
+        assert isinstance(sub, PagedSubscription) and opts.top_n is not None
+        self.hub.add(sub)  # first: a refused sub_id must not leave a result set behind
+        rs = self._result_set(topic, ranked, sub.sow_keys)
+        window = sub.bind(rs, opts.skip_n or 0, opts.top_n)
+        return sub, _page_events(query, window, len(rs.sorted), self.writer.last_seq, self.config.frame_bytes)
+
+    def _followed_topic(self, opts: QueryOptions, kind: str, access: Access) -> SowTopic:
+        """The one SOW topic an aggregated or paginated subscription follows, in its current
+        state (``kind`` names the subscription in the errors).
+
+        Raises:
+            InvalidArgument: a bookmark, or a topic pattern.
+            FailedPrecondition: not a SOW topic.
+        """
+        if opts.bookmark.strip():
+            raise InvalidArgument(
+                f"{kind} subscription follows the current state; query as of a bookmark with Sow", field="bookmark"
+            )
+        if is_regex_topic(opts.topic):
+            raise InvalidArgument(f"{kind} subscription reads one topic, not a pattern", field="topic")
+        access.require_read(opts.topic)
+        return self.topics.sow_topic(opts.topic, access.known)
+
+    def _result_set(self, topic: SowTopic, query: PreparedQuery, sow_keys: frozenset[str] | None) -> ResultSet:
+        opts = query.opts
+        return self.pages.get(topic, opts.filter, query.filter, opts.order_by, query.order, sow_keys)
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        view = self.hub.remove(sub)
+        if isinstance(sub, PagedSubscription):
+            self.pages.release(sub)
+        if view is not None:
+            self.topics.detach(view)
+
+    def replace_subscription(self, sub_id: str, change: Replacement, *, owner: str, user: str = "") -> int:
+        """R-1: new filter and options for a live subscription; returns the sequence point at
+        which they took effect. Only its user, on the connection that placed it, may replace it:
+        the connection alone proves nothing where many users share one (the console's gateway).
+
+        Raises:
+            NotFound: no such subscription of this user on this connection.
+            FailedPrecondition: its query has not finished yet.
+            InvalidArgument: a bad filter or page (the subscription is unchanged).
+        """
+        sub = self.hub.subs.get(subscription_key(user, sub_id))
+        if sub is None or sub.owner != owner:
+            raise NotFound(f"no live subscription {sub_id!r} on this connection", field="sub_id")
+        if sub.held is not None:
+            raise FailedPrecondition("the subscription's query is still being sent; replace it after group_end")
+        if sub.id in self.hub.private:
+            raise FailedPrecondition(
+                "an aggregated subscription cannot be replaced; end it and subscribe again", field="sub_id"
+            )
+        if isinstance(sub, PagedSubscription):
+            self._replace_page(sub, change)
+            return self.writer.last_seq
+        if change.top_n is not None or change.skip_n is not None or change.order_by.strip():
+            raise InvalidArgument("only a paginated subscription takes top_n, skip_n and order_by", field="top_n")
+        options = change.options
+        options.check()
+        if options.oof and sub.focus is None:
+            raise InvalidArgument(
+                "oof cannot be turned on for this subscription: it was placed without a query, oof or delta, so "
+                "the server does not know which records its subscriber holds; subscribe again with oof",
+                field="options.oof",
+            )
+        compiled = request_filter(change.filter)
+        options = replace(options, deleted_events=sub.options.deleted_events and not options.oof)
+        covered = [t for name, t in sorted(self.topics.sow.items()) if sub.wants(name)]
+        candidates: dict[str, Iterable[StoredRecord]] = {}
+        if compiled is not None:
+            for t in covered:
+                found = plan_candidates(t, compiled)
+                if found is not None:  # an index or the columns narrow the re-run query
+                    candidates[t.name] = found
+        sub.replace(compiled, options, {t.name: t.records for t in covered}, candidates)
+        self.hub.refilter(sub)
+        return self.writer.last_seq
+
+    def _replace_page(self, sub: PagedSubscription, change: Replacement) -> None:
+        """R-1 for a page: the page is defined again (top_n, skip_n, order_by); records now in
+        the window that the subscriber does not hold are delivered, those that left get an oof."""
+        if change.top_n is None:
+            raise InvalidArgument(
+                "a paginated subscription is replaced with its page: give top_n (and skip_n, order_by) again",
+                field="top_n",
+            )
+        change.options.check()
+        request_filter(change.filter)  # its errors name the request's own filter
+        entitled = restricted(change.filter, sub.access.entitlement(sub.topic))
+        page = QueryOptions(sub.topic, entitled, order_by=change.order_by, top_n=change.top_n, skip_n=change.skip_n)
+        query = PreparedQuery(page)
+        topic = self.topics.sow_topic(sub.topic)
+        self.pages.release(sub)
+        rs = self._result_set(topic, query, sub.sow_keys)  # shared, or built now
+        sub.rebind(rs, query.filter, replace(change.options, deleted_events=False), change.skip_n or 0, change.top_n)
+
+    def _query_subscription(
+        self,
+        query: PreparedQuery,
+        options: SubscriptionOptions,
+        sub_id: str,
+        owner: str,
+        access: Access,
+        *,
+        track: bool = False,
+        cls: type[Subscription] = Subscription,
+    ) -> Subscription:
+        """The subscription half of a sow_and_subscribe: the query's topic, filter, select and
+        SowKeys carry over to the live events."""
+        opts = query.opts
+        return self._new_subscription(
+            opts.topic,
+            opts.filter,
+            options,
+            sub_id,
+            owner,
+            track=track,
+            cls=cls,
+            select=query.select,
+            sow_keys=opts.sow_keys,
+            access=access,
+        )
+
+    def _new_subscription(
+        self,
+        topic: str,
+        filter: str,
+        options: SubscriptionOptions,
+        sub_id: str,
+        owner: str,
+        *,
+        track: bool = False,
+        check_name: bool = True,
+        cls: type[Subscription] = Subscription,
+        select: Select | None = None,
+        sow_keys: Sequence[str] = (),
+        access: Access = EVERYONE,
+    ) -> Subscription:
+        """A new subscription, not yet placed, counted against its user's ``max_subscriptions``.
+
+        Raises:
+            InvalidArgument: a bad topic, filter or sub_id.
+            ResourceExhausted: the caller holds its ``max_subscriptions`` already (issue 26).
+        """
+        check_quota(access, "max_subscriptions", sum(s.access.user == access.user for s in self.hub.subs.values()))
+        options.check()
+        if check_name:
+            check_topic_name(topic)
+        if is_regex_topic(topic):
+            compile_topic_pattern(topic)
+        compiled = request_filter(filter)
+        if sub_id and (len(sub_id) > 256 or not sub_id.isprintable()):
+            raise InvalidArgument("sub_id must be at most 256 printable characters", field="sub_id")
+        sub = cls(
+            topic,
+            compiled,
+            options,
+            sub_id=sub_id,
+            owner=owner,
+            key_fields=self.topics.key_fields,
+            track=track,
+            select=select,
+            sow_keys=frozenset(sow_keys) if sow_keys else None,
+            access=access,
+            max_records=self.config.subscriber_queue_records,
+            max_bytes=self.config.subscriber_queue_bytes,
+        )
+        return sub
+
+
+async def _page_events(
+    query: PreparedQuery, window: list[StoredRecord], matched: int, bookmark: int, frame_bytes: int
+) -> AsyncIterator[QueryEvent]:
+    """The query part of a paginated subscription: its first window (shaped by ``select``)."""
+    select = query.select
+    yield GroupBegin(query.opts.query_id, bookmark)
+    for batch in batches(
+        window, query.batch_size, frame_bytes, None if select is None else lambda r: shaped(r, select)
+    ):
+        yield RecordBatch(batch)
+    yield GroupEnd(query.opts.query_id, len(window), matched, matched)

@@ -1,0 +1,136 @@
+"""A subscription's life after placement, as a stream of engine events.
+
+``subscribed``; the query's results while live changes are held (S-1); the journal replay of a
+bookmark and ``completed`` (H-3, H-4); then the release of the held changes and live deliveries
+until the subscriber leaves or falls too far behind (SL-1). The protocol layer only encodes
+these events; every rule about what is sent when lives here.
+
+Deliveries are paced: the transport costs about the same per frame whatever its size (gRPC's
+Python server sends some 15k stream messages a second per core), so busy subscribers must get
+fewer, larger deliveries. All subscribers together aim at :data:`FRAME_BUDGET` deliveries a
+second — a subscriber delivers at most once per ``subscribers / FRAME_BUDGET`` seconds and lets
+events accumulate in between — while a stream that was idle that long delivers at once, so
+sparse traffic keeps its latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from types import TracebackType
+
+from sowdb.engine.changes import QueuedEvent
+from sowdb.engine.events import Completed, Deliveries, Heartbeat, QueryEvent, RecordBatch, StreamEvent, Subscribed
+from sowdb.engine.journal import Journal, Position
+from sowdb.engine.live.placement import Placement
+from sowdb.engine.live.registry import SubscriptionHub
+from sowdb.engine.live.subscription import Subscription
+from sowdb.engine.read import RECORD_OVERHEAD
+from sowdb.engine.records import StoredRecord
+
+FRAME_BUDGET = 2000.0
+"""Deliveries per second that all subscribers together aim at."""
+
+
+class SubscriptionStream:
+    """One placed subscription; ``async with`` it and iterate :meth:`events`. Leaving the
+    ``async with`` (the client went, or a failure) removes the subscription."""
+
+    def __init__(
+        self,
+        sub: Subscription,
+        query: AsyncIterator[QueryEvent] | None,
+        *,
+        placement: Placement,
+        journal: Journal,
+        writer: Position,
+        hub: SubscriptionHub,
+        heartbeat_s: float,
+        frame_bytes: int,
+    ) -> None:
+        self.sub, self._query = sub, query
+        self._placement, self._journal, self._writer, self._hub = placement, journal, writer, hub
+        self._heartbeat_s, self._frame_bytes = heartbeat_s, frame_bytes
+
+    @property
+    def sub_id(self) -> str:
+        return self.sub.name
+
+    async def __aenter__(self) -> SubscriptionStream:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End the subscription (idempotent)."""
+        self._placement.unsubscribe(self.sub)
+
+    async def events(self) -> AsyncGenerator[StreamEvent]:
+        """Everything the subscriber is sent, in order.
+
+        Raises:
+            SlowConsumer: the subscriber fell further behind than its queue allows (SL-1).
+        """
+        sub = self.sub
+        yield Subscribed(sub.name, self._writer.last_seq)
+        delivered: list[StoredRecord] = []
+        if self._query is not None:
+            async for event in self._query:
+                if isinstance(event, RecordBatch) and sub.focus is not None:
+                    delivered.extend(event.records)
+                yield event
+        sub.accept(delivered)
+        if sub.replay_from is not None:
+            async for changes in self._journal.replay(sub.replay_from, sub.wants, track_old=sub.options.delta):
+                sub.evaluate(changes)
+                for deliveries in self._deliveries(sub.drain()):
+                    yield deliveries
+            yield Completed(sub.replay_from[1])
+        sub.release()
+        async for live in self._live():
+            yield live
+
+    async def _live(self) -> AsyncGenerator[Deliveries | Heartbeat]:
+        sub = self.sub
+        heartbeat = self._heartbeat_s
+        period = sub.options.conflation_s  # C-1: flush the conflated publishes this often
+        loop = asyncio.get_running_loop()
+        last_send = last_activity = loop.time()
+        next_flush = last_activity + period
+        while True:
+            timeout = min(heartbeat, max(0.0, next_flush - loop.time())) if period else heartbeat
+            woke = await sub.wakeup.wait(timeout)
+            now = loop.time()
+            if period and now >= next_flush:
+                sub.flush()
+                next_flush = now + period
+                woke = woke or sub.wakeup.is_set()
+            if not woke:
+                if now - last_activity >= heartbeat:
+                    last_activity = now
+                    yield Heartbeat(self._writer.last_seq)
+                continue
+            gap = len(self._hub.subs) / FRAME_BUDGET
+            wait = last_send + gap - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            last_send = last_activity = loop.time()
+            for deliveries in self._deliveries(sub.drain()):
+                yield deliveries
+
+    def _deliveries(self, events: list[QueuedEvent]) -> Iterator[Deliveries]:
+        """Drained events in deliveries of about ``frame_bytes`` bytes each at most (a backlog
+        of large records must not make one response over the transport's limit)."""
+        limit = self._frame_bytes
+        start = used = 0
+        for i, e in enumerate(events):
+            cost = len(e.record.raw) + RECORD_OVERHEAD
+            if used + cost > limit and i > start:
+                yield Deliveries(events[start:i])
+                start, used = i, 0
+            used += cost
+        if start < len(events):
+            yield Deliveries(events[start:] if start else events)

@@ -1,0 +1,65 @@
+"""The query planner: the one place that chooses how a filter's records are found.
+
+In order of preference: a point lookup by SowKey when the filter's top-level conjuncts fix every
+key field (:class:`~sowdb.engine.state.key_lookups.KeyLookup`, which lists every key a literal
+can equal under the filter language's coercions, or declines); else the hash index with the
+fewest candidates (:mod:`sowdb.engine.state.indexes`); else the columns of the filter's
+top-level comparisons where they are built (:mod:`sowdb.engine.state.columns`; asking for them
+makes the upkeep build them for the next query); else a scan (None). Every choice returns a
+superset of the matches: the filter always runs on the candidates.
+
+Queries (current and historical), deletes by filter and replaced subscriptions all ask it.
+"""
+
+from __future__ import annotations
+
+from sowdb.engine.records import StoredRecord
+from sowdb.engine.state import Columns, SowTopic, worth_columns
+from sowdb.expr import CompiledFilter
+
+
+def plan_candidates(topic: SowTopic, flt: CompiledFilter) -> list[StoredRecord] | None:
+    """The records of ``topic`` that may match ``flt``, or None when neither the SowKeys, an
+    index nor the columns narrow them (the query scans every record).
+
+    A filter that fixes every key field is a point lookup; otherwise, with several indexed
+    conjuncts, the index with the fewest candidates is used; otherwise the columns of its
+    comparisons, those that are built (the others are wanted, for the next query).
+    """
+    conjuncts = flt.conjuncts
+    keys = topic.lookup.sow_keys(conjuncts) if topic.lookup is not None else None
+    if keys is not None:
+        records = topic.records
+        return [records[k] for k in keys if k in records]
+    best: dict[str, StoredRecord] | None = None
+    for c in conjuncts:
+        index = topic.indexes.get(c.path)
+        if index is not None:
+            found = index.lookup(c.values)
+            if best is None or len(found) < len(best):
+                best = found
+    if best is not None:
+        return list(best.values())
+    return _column_candidates(topic, flt) if flt.comparisons else None
+
+
+def _column_candidates(topic: SowTopic, flt: CompiledFilter) -> list[StoredRecord] | None:
+    count = len(topic.records)
+    if topic.columns is None:
+        if not worth_columns(count):
+            return None
+        topic.columns = Columns(topic.records)
+    for term in flt.comparisons:
+        topic.columns.want(term)
+    return topic.columns.candidates(flt.comparisons, count)
+
+
+def plan_heads(topic: SowTopic, flt: CompiledFilter) -> list[StoredRecord] | None:
+    """The version chains (newest versions, :meth:`SowTopic.heads`) of ``topic`` that may hold a
+    match at a past point, or None when every chain must be walked. Only a point lookup narrows
+    them: the indexes describe the current state, but a key is the same in every version."""
+    keys = topic.lookup.sow_keys(flt.conjuncts) if topic.lookup is not None else None
+    if keys is None:
+        return None
+    heads = (topic.head(k) for k in keys)
+    return [h for h in heads if h is not None]

@@ -1,0 +1,30 @@
+"""The engine's state in memory: topics and what finds their records.
+
+``SowTopic`` (one topic's records, indexes, key lookups, columns, version chains), ``Topics``
+(the registry: SOW topics of the config, derived topics, name and regex resolution), the
+expiry queue and the derived topics (views V-1, conflated topics C-2). It imports nothing from
+the other subpackages: every other part reads or writes this state.
+"""
+
+from sowdb.engine.state.columns import Columns, worth_columns
+from sowdb.engine.state.derived import View
+from sowdb.engine.state.expiry import ExpiryQueue
+from sowdb.engine.state.history import Tombstone, version_at
+from sowdb.engine.state.indexes import index_terms
+from sowdb.engine.state.registry import Topics, TopicSummary, check_topic_name, compile_topic_pattern
+from sowdb.engine.state.sow_topic import SowTopic
+
+__all__ = [
+    "Columns",
+    "ExpiryQueue",
+    "SowTopic",
+    "Tombstone",
+    "TopicSummary",
+    "Topics",
+    "View",
+    "check_topic_name",
+    "compile_topic_pattern",
+    "index_terms",
+    "version_at",
+    "worth_columns",
+]

@@ -1,0 +1,127 @@
+"""A SOW topic's state in memory: its records by SowKey, its hash indexes
+(:mod:`sowdb.engine.state.indexes`), its key lookup (:mod:`sowdb.engine.state.key_lookups`), its
+columns (:mod:`sowdb.engine.state.columns`) and its version chains. Which of them a query uses
+is the planner's choice (:mod:`sowdb.engine.read.planner`).
+
+The in-memory map is what queries scan (decoding JSON per query would cost more than the
+filter itself); RocksDB's ``current`` column family is its durable copy for persistent topics
+and is loaded back at start. Records are immutable, so ``snapshot()`` is a list of references
+that later publishes cannot change.
+"""
+
+from __future__ import annotations
+
+from operator import attrgetter
+
+from sowdb.config import TopicConfig
+from sowdb.engine.records import KeySpec, StoredRecord
+from sowdb.engine.state.columns import Columns
+from sowdb.engine.state.history import TopicHistory
+from sowdb.engine.state.indexes import HashIndex
+from sowdb.engine.state.key_lookups import KeyLookup
+
+
+class SowTopic:
+    """State of one SOW topic."""
+
+    def __init__(self, config: TopicConfig) -> None:
+        self.config = config
+        self.name = config.name
+        self.persistent = config.durability == "persistent"
+        self.keys = KeySpec(config.key) if config.key else None
+        self.lookup = KeyLookup(self.keys) if self.keys is not None else None
+        self.records: dict[str, StoredRecord] = {}
+        self.stored_bytes = 0  # the size of the records' documents (SPEC §12), kept per batch
+        self.indexes = {path: HashIndex(path) for path in config.indexes}
+        self._index_list = list(self.indexes.values())
+        self.history = TopicHistory(config.history) if config.history is not None else None
+        self.columns: Columns | None = None  # made when a query first wants one
+
+    def put(self, rec: StoredRecord) -> StoredRecord | None:
+        """Insert or replace; returns the previous version."""
+        records = self.records
+        old = records.get(rec.sow_key)
+        records[rec.sow_key] = rec
+        self.stored_bytes += len(rec.raw) - (len(old.raw) if old is not None else 0)
+        if self.lookup is not None:
+            self.lookup.observe((rec,))
+        if self.history is not None:
+            self.history.link(rec, old)
+        for index in self._index_list:
+            index.replace_many((old,), (rec,))
+        if self.columns is not None:
+            self.columns.put_many((old,), (rec,))
+        return old
+
+    def put_many(self, recs: list[StoredRecord]) -> list[StoredRecord | None]:
+        """Insert or replace each record in order; returns the version each one replaced (an
+        earlier record of ``recs`` when a key repeats)."""
+        records = self.records
+        get = records.get
+        olds: list[StoredRecord | None] = []
+        append = olds.append
+        for rec in recs:
+            key = rec.sow_key
+            append(get(key))
+            records[key] = rec
+        self.stored_bytes += sum(map(len, map(_raw, recs))) - sum([len(o.raw) for o in olds if o is not None])
+        if self.lookup is not None:
+            self.lookup.observe(recs)
+        if self.history is not None:
+            link = self.history.link
+            for rec, old in zip(recs, olds, strict=True):
+                link(rec, old)
+        for index in self._index_list:
+            index.replace_many(olds, recs)
+        if self.columns is not None:
+            self.columns.put_many(olds, recs)
+        return olds
+
+    def remove(self, sow_key: str, bookmark: int = 0, timestamp_us: int = 0) -> StoredRecord | None:
+        """Delete (at ``bookmark``, for the history); returns the removed version."""
+        old = self.records.pop(sow_key, None)
+        if old is not None:
+            self.stored_bytes -= len(old.raw)
+            for index in self.indexes.values():
+                index.remove(old)
+            if self.columns is not None:
+                self.columns.remove(old)
+            if self.history is not None:
+                self.history.bury(old, bookmark, timestamp_us)
+        return old
+
+    def head(self, sow_key: str) -> StoredRecord | None:
+        """The newest version of a key: its record, or its tombstone when deleted (history)."""
+        rec = self.records.get(sow_key)
+        if rec is None and self.history is not None:
+            return self.history.tombstones.get(sow_key)
+        return rec
+
+    def heads(self) -> list[StoredRecord]:
+        """Every version chain's newest version, as of now (records, then tombstones)."""
+        out = list(self.records.values())
+        if self.history is not None:
+            out.extend(self.history.tombstones.values())
+        return out
+
+    def snapshot(self) -> list[StoredRecord]:
+        """Every record, as of now."""
+        return list(self.records.values())
+
+    def restore_chain(self, chain: list[StoredRecord]) -> None:
+        """Re-link a key's versions read back at start (:meth:`TopicHistory.restore`); the key
+        of a deleted record, in the history only, counts for the point lookups too."""
+        assert self.history is not None
+        self.history.restore(chain)
+        if self.lookup is not None:
+            self.lookup.observe(chain[-1:])
+
+    def build_columns(self) -> bool:
+        """One step of building the wanted columns (the upkeep's chore); True while more remain."""
+        if self.columns is None or not self.columns.building:
+            return False
+        self.columns.build_step()
+        return self.columns.building
+
+
+_raw = attrgetter("raw")

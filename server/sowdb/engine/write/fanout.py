@@ -1,0 +1,41 @@
+"""Where applied changes go after the writer: subscribers (the hub), live pages (P-1) and the
+topics derived from the changed topic (V-1, C-2), whose own changes go the same way.
+
+All of it runs in the writer's step, synchronously, so everything downstream sees the one total
+order, and a derived change takes the bookmark of the change that caused it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sowdb.engine.changes import Change
+from sowdb.engine.counters import Counters
+from sowdb.engine.live import PageSets, SubscriptionHub
+from sowdb.engine.state import Topics
+
+
+class FanOut:
+    """The writer's one exit for applied changes."""
+
+    def __init__(self, topics: Topics, hub: SubscriptionHub, pages: PageSets, counters: Counters) -> None:
+        self.topics = topics
+        self.hub = hub
+        self.pages = pages
+        self.counters = counters
+
+    def wanted(self, topic: str) -> bool:
+        """Whether anyone follows ``topic``: if not, the writer need not build changes at all."""
+        return bool(self.hub) or topic in self.topics.downstream
+
+    def __call__(self, topic: str, changes: Sequence[Change], now_us: int) -> None:
+        if self.hub:
+            self.hub.dispatch(topic, changes)
+        self.pages.apply(topic, changes)
+        for d in self.topics.downstream.get(topic, ()):
+            out = d.apply(changes, now_us)
+            if out:
+                counted = self.counters.topics.get(d.name)  # a configured one, not an aggregated subscription's
+                if counted is not None:
+                    counted.followed(out)
+                self(d.name, out, now_us)
