@@ -113,11 +113,10 @@ class Subscription:
         """Whether changes to ``topic`` concern it: its name or pattern, and a topic its caller
         may read (A-3: a regex subscription sees only those). A private view (an aggregated
         subscription's, :func:`~sowdb.engine.live.private.is_private`) concerns only the
-        subscription that follows it by that name: no pattern reaches it."""
+        subscription that follows it by that name: no pattern reaches it. Rights come first: a
+        pattern is never run against a topic its caller may not read (issue 26)."""
         hit = self._topics.get(topic)
         if hit is None:
-            # rights first: a pattern is never run against a topic its caller may not read; a
-            # private view is reached by its own name only
             if not self.access.can_read(topic):
                 named = False
             elif self.regex is not None and not is_private(topic):
