@@ -23,7 +23,6 @@ from sowdb.config import model as m
 
 _HEADER = re.compile(r"^\s*\[")
 _SERVER_HEADER = re.compile(r"^\s*\[\s*server\s*\]\s*(#.*)?$")
-_DURATIONS = {"heartbeat_s", "journal_max_age_s", "verify_budget_s"}
 _UNITS = (("d", 86400.0), ("h", 3600.0), ("m", 60.0), ("s", 1.0))
 
 
@@ -58,7 +57,7 @@ def _server_table(server: m.ServerConfig) -> dict[str, Any]:
     table: dict[str, Any] = {}
     for field in dataclasses.fields(server):
         value = getattr(server, field.name)
-        if field.name in _DURATIONS:
+        if field.name.endswith("_s"):  # a duration in seconds: the config's own name has no suffix
             table[field.name.removesuffix("_s")] = duration_text(value)
         else:
             table[field.name] = value
