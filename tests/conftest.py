@@ -10,6 +10,14 @@ or a saved database) and tolerates that one-off start-up cost; every other healt
 
 from __future__ import annotations
 
+import os
+
+# Before anything imports grpc: the suite starts Spark's JVM (subprocess.Popen with a preexec_fn)
+# after in-process servers and clients have run, and grpcio 1.85's fork handlers then kill the
+# forked child before exec (JAVA_GATEWAY_EXITED; grpc/grpc#43055). Nothing in the suite forks a
+# process that goes on using gRPC (multiprocessing uses spawn), so fork support is not needed.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 

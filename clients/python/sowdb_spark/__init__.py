@@ -12,7 +12,15 @@ computes a topic's state as of a bookmark from such an export.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
+
+# grpcio 1.85's fork handlers restart its epoll poller in a child forked by subprocess.Popen with
+# a preexec_fn, which is how PySpark launches its JVM: with a gRPC channel open in the process,
+# the child dies before exec and the session fails with JAVA_GATEWAY_EXITED (grpc/grpc#43055).
+# Spark's driver forks only to exec, so gRPC's fork support is of no use here; read by grpc at
+# import, so this holds where sowdb_spark is imported first (a user's own setting is kept).
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 from sowdb_spark.arrow import JOURNAL_SCHEMA, RECORD_SCHEMA
 from sowdb_spark.rpc import SowdbSparkError
