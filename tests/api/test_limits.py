@@ -118,7 +118,7 @@ def _heavy_queries(target: str, out: Any) -> None:
 def test_a_heavy_query_leaves_room_for_small_ones(tmp_path: Path) -> None:
     """A query that sorts 100k records by four fields, with a costly filter, takes seconds; small
     queries meanwhile are answered at once: their p99 is a small fraction of the heavy query's
-    time (under 1/20, or 50 ms), where a server that did not yield would hold them for the whole of it.
+    time (under 1/5, or 50 ms), where a server that did not yield would hold them for the whole of it.
     A ratio, not a wall-clock bound, so that a loaded machine slows both sides alike."""
     sowd = start_sowd(tmp_path / "data")
     try:
@@ -147,7 +147,7 @@ def test_a_heavy_query_leaves_room_for_small_ones(tmp_path: Path) -> None:
         assert took > 1.0, "the heavy query did not take long enough to tell anything"
         assert len(latencies) > 50
         p99 = statistics.quantiles(latencies, n=100)[98]
-        assert p99 < max(0.050, took / 2 / 20), (
+        assert p99 < max(0.050, took / 2 / 5), (
             f"small queries p99 {p99 * 1000:.1f} ms while a heavy query ran ({took:.1f} s)"
         )
     finally:
