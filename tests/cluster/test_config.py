@@ -4,13 +4,15 @@ the problem, the election's timing derived so that ``loop_wait + 2 * retry_timeo
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sowdb.config import ClusterConfig, ConfigError, config_from_dict, with_cluster_overrides
-from sowdb.main import main
 
 SPEC_EXAMPLE = """
 [cluster]
@@ -73,6 +75,8 @@ def test_node_and_advertise_come_from_the_file_or_the_flags() -> None:
         with_cluster_overrides(config, node="n2", advertise="127.0.0.1")
 
 
-def test_sowd_refuses_cluster_flags_without_a_cluster(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--node", "n1"]) == 2
-    assert "--node and --advertise need a [cluster] section" in capsys.readouterr().err
+def test_sowd_refuses_cluster_flags_without_a_cluster() -> None:
+    sowd = Path(sys.executable).with_name("sowd")
+    done = subprocess.run([sowd, "--node", "n1"], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert "--node and --advertise need a [cluster] section" in done.stderr

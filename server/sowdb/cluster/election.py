@@ -93,7 +93,7 @@ class Election:
         self.cluster = cluster
         self._eligible = eligible
         self._listener = listener
-        self.etcd = etcd or Etcd(cluster.etcd, cluster.retry_timeout_s / 2)
+        self.etcd = etcd or Etcd(cluster.etcd, cluster.retry_timeout_s)
         self._ttl = int(cluster.lease_ttl_s)
         self._key = f"{cluster.prefix}leader".encode()
         self._intent_key = f"{cluster.prefix}switchover".encode()
@@ -106,7 +106,6 @@ class Election:
         self._handing_over = False  # a switchover has fenced this primary
         self._resigned = 0  # an epoch this node stepped down from, whose key it still deletes
         self._lock = asyncio.Lock()  # one round (or switchover step) at a time
-        self._watch_from = 0  # the leader key's mod_revision a follower waits past
         self.rounds = 0  # rounds completed (successfully or not): progress a test can wait on
         self.leader: Leader | None = None
 
@@ -137,11 +136,11 @@ class Election:
         return self._epoch != 0 and not self._handing_over and time.monotonic() < self._deadline
 
     async def run(self) -> None:
-        """The HA loop, until cancelled: one round every ``loop_wait`` (a follower wakes up
-        early when the leader key changes)."""
+        """The HA loop, until cancelled: one round every ``loop_wait``, a follower's every half
+        of it (it polls the leader key: a lapsed key is taken within half a loop)."""
         while True:
             start = time.monotonic()
-            wait = 0.0  # how long a follower may wait for the leader key to change
+            wait = 0.0  # a follower's shorter pause before it reads the leader key again
             async with self._lock:
                 try:
                     wait = await self._round(start)
@@ -150,10 +149,7 @@ class Election:
                     if self._epoch and time.monotonic() >= self._deadline:
                         self._step_down("etcd unreachable until the deadline", at=self._deadline)
                 self.rounds += 1
-            if wait > 0:
-                await self.etcd.wait_change(self._key, self._watch_from, wait)
-            else:
-                await asyncio.sleep(max(0.0, start + self.cluster.loop_wait_s - time.monotonic()))
+            await asyncio.sleep(max(0.0, start + (wait or self.cluster.loop_wait_s) - time.monotonic()))
 
     async def close(self, *, resign: bool = True) -> None:
         """Leave the election (after cancelling :meth:`run`): a primary first stops
@@ -205,7 +201,7 @@ class Election:
             while (found := await self.etcd.get(self._key)) is None or found.create_revision == epoch:
                 if time.monotonic() >= give_up:
                     raise SwitchoverFailed(f"node {to} did not take the key within {within:g}s")
-                await self.etcd.wait_change(self._key, found.mod_revision if found else 0, self.cluster.loop_wait_s)
+                await asyncio.sleep(self.cluster.loop_wait_s / 4)
             return found.create_revision
         finally:
             self._handing_over = False
@@ -222,8 +218,8 @@ class Election:
     # -- one round ------------------------------------------------------------------------
 
     async def _round(self, start: float) -> float:
-        """Refresh the session, then lead or follow. Returns how long a follower may wait for a
-        change of the leader key (0: sleep until the next round)."""
+        """Refresh the session, then lead or follow. Returns a follower's shorter pause before
+        the next round (0: the whole ``loop_wait``)."""
         ttl = await self._session()
         if self._epoch:
             await self._lead(start, ttl)
@@ -278,13 +274,18 @@ class Election:
 
     async def _follow(self, start: float, ttl: int) -> float:
         found = await self.etcd.get(self._key)
+        if found is not None and found.lease == self._lease:
+            # Our own key. Either a create whose answer was lost (etcd applied it, the reply timed
+            # out): it is ours as surely as if the answer had come, so lead at its epoch. Or one
+            # left after a step-down, or while not eligible: free it for the others.
+            if found.create_revision != self._resigned and self._published:
+                self._lead_at(found.create_revision, start, ttl)
+            else:
+                await self.etcd.delete_if(self._key, found.create_revision)
+            return 0.0
         if found is not None:
-            if found.create_revision == self._resigned:  # our own key, left after a step-down
-                await self.etcd.delete_if(self._key, self._resigned)
-                return 0.0
             self._see(found)
-            self._watch_from = found.mod_revision
-            return self.cluster.loop_wait_s
+            return self.cluster.loop_wait_s / 2
         intent = await self.etcd.get(self._intent_key)
         if intent is not None and json.loads(intent.value).get("to") != self.cluster.node:
             return 0.0  # a switchover to another node is under way
@@ -292,17 +293,18 @@ class Election:
             return 0.0
         created, found = await self.etcd.create(self._key, self._record(), self._lease)
         if found is not None and created:
-            self._epoch = found.create_revision
-            self._set_deadline(start + ttl - self.cluster.margin_s)
-            self.leader = Leader(self.cluster.node, self.cluster.advertise, self._epoch)
-            log.info(
-                "cluster %s: node %s is the primary at epoch %d", self.cluster.name, self.cluster.node, self._epoch
-            )
-            self._emit("lead", self._epoch, time.monotonic())
-            return 0.0
-        if found is not None:
+            self._lead_at(found.create_revision, start, ttl)
+        elif found is not None:
             self._see(found)
         return 0.0
+
+    def _lead_at(self, epoch: int, start: float, ttl: int) -> None:
+        """Become the primary at ``epoch``: this round's lease refresh began at ``start``."""
+        self._epoch = epoch
+        self._set_deadline(start + ttl - self.cluster.margin_s)
+        self.leader = Leader(self.cluster.node, self.cluster.advertise, epoch)
+        log.info("cluster %s: node %s is the primary at epoch %d", self.cluster.name, self.cluster.node, epoch)
+        self._emit("lead", epoch, time.monotonic())
 
     def _step_down(self, reason: str, *, at: float) -> None:
         """Stop being the primary: acknowledging stops now (or already stopped at ``at``, the

@@ -57,7 +57,8 @@ class Etcd:
         client, self._client = self._client, None
         if client is not None:
             with contextlib.suppress(TimeoutError, aetcd.ClientError, OSError):
-                await asyncio.wait_for(client.close(), self._timeout)
+                async with asyncio.timeout(self._timeout):
+                    await client.close()
 
     async def grant(self, ttl: int) -> tuple[int, int]:
         """A new lease of ``ttl`` seconds: (its id, the TTL etcd granted, which may be longer)."""
@@ -125,35 +126,47 @@ class Etcd:
         succeeded, _ = await self._call(txn)
         return bool(succeeded)
 
-    async def wait_change(self, key: bytes, after_revision: int, at_most: float) -> None:
-        """Return once ``key`` changes after ``after_revision``, or after ``at_most`` seconds,
-        whichever is first (a follower wakes up when the leader key goes, rather than polling)."""
-        try:
-            client = await self._connected()
-            await asyncio.wait_for(client.watch_once(key, start_revision=after_revision + 1), at_most)
-        except (TimeoutError, aetcd.ClientError, OSError):
-            return
-
     async def _connected(self) -> Any:
         if self._client is None:
             url = self._endpoints[self._next % len(self._endpoints)]
             # a channel of its own (no subchannel shared with another client of this process),
-            # so that closing it really drops this node's connection
-            options = {"grpc.use_local_subchannel_pool": 1}
+            # so that closing it really drops this node's connection; and reconnecting within a
+            # second, not gRPC's default of up to two minutes, which would outlast any lease
+            options = {
+                "grpc.use_local_subchannel_pool": 1,
+                "grpc.initial_reconnect_backoff_ms": 100,
+                "grpc.max_reconnect_backoff_ms": 1000,
+            }
             self._client = aetcd.Client(host=url.hostname, port=url.port, timeout=self._timeout, options=options)
         return self._client
 
     async def _call(self, call: Any) -> Any:
-        """Run one call against the current endpoint within the timeout; on any failure move
-        on to the next endpoint and raise :class:`EtcdUnavailable`."""
+        """Run one call against the current endpoint within the timeout; on a failure raise
+        :class:`EtcdUnavailable`, and move on to the next endpoint if there is another (with
+        one, the channel stays: gRPC reconnects it, and a connection still being set up on a
+        loaded machine is not thrown away at every slow call)."""
         try:
             client = await self._connected()
-            awaitable: Awaitable[Any] = call(client)
-            return await asyncio.wait_for(awaitable, self._timeout)
-        except (TimeoutError, aetcd.ClientError, OSError) as exc:
-            self._next += 1
-            await self.close()
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation
+            # that arrives as the call completes, leaving the election's loop running
+            async with asyncio.timeout(self._timeout):
+                awaitable: Awaitable[Any] = call(client)
+                return await awaitable
+        except (TimeoutError, aetcd.ClientError, OSError, asyncio.CancelledError) as exc:
+            if isinstance(exc, asyncio.CancelledError) and _cancelled_by_caller():
+                raise
+            if len(self._endpoints) > 1:
+                self._next += 1
+                await self.close()
             raise EtcdUnavailable(f"etcd: {type(exc).__name__}: {exc}") from None
+
+
+def _cancelled_by_caller() -> bool:
+    """Whether a CancelledError is this task's own cancellation, rather than gRPC cancelling a
+    call (a closed channel, a call etcd ended), which is one more way for etcd to be unavailable
+    and must never end the election's loop."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _kv(found: Any) -> KeyValue:
