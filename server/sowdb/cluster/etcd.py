@@ -1,0 +1,173 @@
+"""A narrow asyncio interface over etcd (through ``aetcd``): just what the election needs.
+
+Consensus comes from etcd, never from sowdb (SPEC §13): every decision the election makes rests
+on one of etcd's linearizable operations — a key created only if absent, a lease kept alive, a
+delete guarded by the key's ``create_revision``. Every call is bounded by ``timeout`` (the
+election's ``retry_timeout``), so that a partitioned or paused etcd turns into an error the
+election can act on, never into a call that hangs past the leader's deadline (HA-1). On an error
+the next call goes to the next endpoint of the list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import aetcd
+
+log = logging.getLogger("sowdb.cluster")
+T = TypeVar("T")
+
+
+class EtcdUnavailable(Exception):
+    """etcd did not answer within the time allowed (a partition, a paused or a dead etcd)."""
+
+
+@dataclass(frozen=True)
+class KeyValue:
+    """A key as etcd holds it: its value, the revision that created it (an election's epoch)
+    and the lease it lives under."""
+
+    value: bytes
+    create_revision: int
+    mod_revision: int
+    lease: int
+
+
+class Etcd:
+    """One node's connection to etcd (one of the cluster's endpoints at a time)."""
+
+    def __init__(self, endpoints: Sequence[str], timeout: float) -> None:
+        """Args:
+        endpoints: ``http://HOST:PORT`` URLs of the etcd cluster's members.
+        timeout: the longest any call may take, in seconds.
+        """
+        self._endpoints = [urlsplit(e) for e in endpoints]
+        self._next = 0
+        self._timeout = timeout
+        self._client: Any = None
+
+    async def close(self) -> None:
+        """Drop the connection (a later call opens a new one)."""
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(TimeoutError, aetcd.ClientError, OSError):
+                async with asyncio.timeout(self._timeout):
+                    await client.close()
+
+    async def grant(self, ttl: int) -> tuple[int, int]:
+        """A new lease of ``ttl`` seconds: (its id, the TTL etcd granted, which may be longer)."""
+        lease = await self._call(lambda c: c.lease(ttl))
+        return int(lease.id), int(lease.ttl)
+
+    async def refresh(self, lease_id: int) -> int:
+        """Keep a lease alive: the TTL it now has, 0 when it has already lapsed (etcd forgot it)."""
+        reply = await self._call(lambda c: c.refresh_lease(lease_id))
+        return int(reply.TTL) if reply is not None else 0
+
+    async def remaining(self, lease_id: int) -> int:
+        """Whole seconds a lease has left on etcd; -1 when it has lapsed (or never was)."""
+        info = await self._call(lambda c: c.get_lease_info(lease_id, keys=False))
+        return int(info.TTL)
+
+    async def revoke(self, lease_id: int) -> None:
+        """End a lease now, deleting the keys under it (a clean step-down frees the key at once)."""
+        await self._call(lambda c: c.revoke_lease(lease_id))
+
+    async def create(self, key: bytes, value: bytes, lease_id: int) -> tuple[bool, KeyValue | None]:
+        """Create ``key`` under the lease only if it is absent, in one transaction.
+
+        Returns:
+            (True, the new key) when this call created it, its ``create_revision`` being the
+            epoch; (False, the key that is there) when another holds it.
+        """
+
+        async def txn(c: Any) -> tuple[bool, Any]:
+            t = c.transactions
+            return await c.transaction(  # type: ignore[no-any-return]
+                compare=[t.version(key) == 0],
+                success=[t.put(key, value, lease=lease_id), t.get(key)],
+                failure=[t.get(key)],
+            )
+
+        succeeded, responses = await self._call(txn)
+        found = responses[-1]
+        return bool(succeeded), _kv(found[0][1]) if found else None
+
+    async def put(self, key: bytes, value: bytes, lease_id: int) -> None:
+        """Write ``key`` under the lease (a node's own member record)."""
+        await self._call(lambda c: c.put(key, value, lease=lease_id))
+
+    async def get(self, key: bytes) -> KeyValue | None:
+        """A linearizable read of ``key`` (None: absent)."""
+        found = await self._call(lambda c: c.get(key))
+        return _kv(found) if found is not None else None
+
+    async def get_prefix(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
+        """Every (key, value) under a prefix (the members of a cluster)."""
+        found = await self._call(lambda c: c.get_prefix(prefix))
+        return [(bytes(kv.key), bytes(kv.value)) for kv in found]
+
+    async def delete_if(self, key: bytes, create_revision: int) -> bool:
+        """Delete ``key`` only if it is still the one created at ``create_revision`` (a leader
+        hands over its own key, never a successor's). True when this call deleted it."""
+
+        async def txn(c: Any) -> tuple[bool, Any]:
+            t = c.transactions
+            return await c.transaction(  # type: ignore[no-any-return]
+                compare=[t.create(key) == create_revision], success=[t.delete(key)], failure=[]
+            )
+
+        succeeded, _ = await self._call(txn)
+        return bool(succeeded)
+
+    async def _connected(self) -> Any:
+        if self._client is None:
+            url = self._endpoints[self._next % len(self._endpoints)]
+            # a channel of its own (no subchannel shared with another client of this process),
+            # so that closing it really drops this node's connection; and reconnecting within a
+            # second, not gRPC's default of up to two minutes, which would outlast any lease
+            options = {
+                "grpc.use_local_subchannel_pool": 1,
+                "grpc.initial_reconnect_backoff_ms": 100,
+                "grpc.max_reconnect_backoff_ms": 1000,
+            }
+            self._client = aetcd.Client(host=url.hostname, port=url.port, timeout=self._timeout, options=options)
+        return self._client
+
+    async def _call(self, call: Any) -> Any:
+        """Run one call against the current endpoint within the timeout; on a failure raise
+        :class:`EtcdUnavailable`, and move on to the next endpoint if there is another (with
+        one, the channel stays: gRPC reconnects it, and a connection still being set up on a
+        loaded machine is not thrown away at every slow call)."""
+        try:
+            client = await self._connected()
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation
+            # that arrives as the call completes, leaving the election's loop running
+            async with asyncio.timeout(self._timeout):
+                awaitable: Awaitable[Any] = call(client)
+                return await awaitable
+        except (TimeoutError, aetcd.ClientError, OSError, asyncio.CancelledError) as exc:
+            if isinstance(exc, asyncio.CancelledError) and _cancelled_by_caller():
+                raise
+            if len(self._endpoints) > 1:
+                self._next += 1
+                await self.close()
+            raise EtcdUnavailable(f"etcd: {type(exc).__name__}: {exc}") from None
+
+
+def _cancelled_by_caller() -> bool:
+    """Whether a CancelledError is this task's own cancellation, rather than gRPC cancelling a
+    call (a closed channel, a call etcd ended), which is one more way for etcd to be unavailable
+    and must never end the election's loop."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _kv(found: Any) -> KeyValue:
+    return KeyValue(bytes(found.value), int(found.create_revision), int(found.mod_revision), int(found.lease))

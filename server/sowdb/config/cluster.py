@@ -1,0 +1,153 @@
+"""The cluster part of the config (SPEC §13): the ``[cluster]`` table and its timing.
+
+Without ``[cluster]`` a server runs alone, as before (``Config.cluster`` is None). With it, the
+node takes part in the election of HA-1 through etcd. Only ``lease_ttl`` is configured; the
+election's loop period and its etcd call budget are derived from it, Patroni-style, so that the
+one rule that keeps a primary fenced holds by construction: ``loop_wait + 2 * retry_timeout ≤
+ttl`` (a leader whose refresh failed once still gets a second try before its lease can lapse).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+from urllib.parse import urlsplit
+
+from sowdb.config.model import Config, ConfigError, parse_duration, parse_listen
+
+ACK_MODES = ("async", "sync", "sync_strict")
+# etcd refuses (raises to its minimum) a lease shorter than 1.5 times its election timeout; with
+# etcd's defaults (100 ms heartbeat, 1 s election) that rounds to 2 s.
+MIN_LEASE_TTL_S = 2.0
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+Fail = Callable[[str, str], ConfigError]
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """``[cluster]``: which cluster, which node, how to reach it and etcd, and how to acknowledge.
+
+    ``node`` and ``advertise`` may come from ``--node`` / ``--advertise`` instead of the file;
+    :func:`with_cluster_overrides` applies them and insists that both end up set.
+    """
+
+    name: str
+    node: str = ""
+    advertise: str = ""
+    etcd: tuple[str, ...] = ("http://127.0.0.1:2379",)
+    ack: str = "sync"
+    sync_replicas: int = 1
+    lease_ttl_s: float = 5.0
+
+    @property
+    def loop_wait_s(self) -> float:
+        """The election loop's period: a third of the lease (Patroni's 10 s of 30 s)."""
+        return self.lease_ttl_s / 3
+
+    @property
+    def retry_timeout_s(self) -> float:
+        """What one round of etcd calls (retries included) may take: also a third of the lease."""
+        return self.lease_ttl_s / 3
+
+    @property
+    def margin_s(self) -> float:
+        """How long before its lease can lapse a primary stops acknowledging (HA-1): a tenth of
+        the lease covers the drift between this node's monotonic clock and etcd's."""
+        return self.lease_ttl_s / 10
+
+    @property
+    def prefix(self) -> str:
+        """The etcd keys of this cluster live under ``/sowdb/NAME/``."""
+        return f"/sowdb/{self.name}/"
+
+
+def read_cluster(raw: dict[str, Any], fail: Fail) -> ClusterConfig | None:
+    """The ``[cluster]`` table of a config file; None when there is none (a lone server).
+
+    Raises:
+        ConfigError: an invalid entry, named with the problem.
+    """
+    if "cluster" not in raw:
+        return None
+    t = raw["cluster"]
+    entry = "[cluster]"
+    if not isinstance(t, dict):
+        raise fail(entry, "expected a table")
+    allowed = {"name", "node", "advertise", "etcd", "ack", "sync_replicas", "lease_ttl"}
+    unknown = sorted(set(t) - allowed)
+    if unknown:
+        raise fail(entry, f"unknown setting {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
+    name = t.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise fail(entry, f"name: required, letters, digits, '_', '.' or '-' (an etcd key part), got {name!r}")
+    node = t.get("node", "")
+    if not isinstance(node, str) or (node and not _NAME.match(node)):
+        raise fail(entry, f"node: letters, digits, '_', '.' or '-', got {node!r}")
+    advertise = t.get("advertise", "")
+    if not isinstance(advertise, str) or (advertise and not _is_address(advertise)):
+        raise fail(entry, f"advertise: {advertise!r} is not HOST:PORT (what clients and replicas dial)")
+    etcd = t.get("etcd", list(ClusterConfig.etcd))
+    if isinstance(etcd, str):
+        etcd = [etcd]
+    if not isinstance(etcd, list) or not etcd or not all(isinstance(e, str) and _is_etcd_url(e) for e in etcd):
+        raise fail(entry, f"etcd: expected a non-empty list of URLs such as ['http://127.0.0.1:2379'], got {etcd!r}")
+    ack = t.get("ack", "sync")
+    if ack not in ACK_MODES:
+        raise fail(entry, f"ack: {ack!r} is not one of {', '.join(ACK_MODES)}")
+    sync_replicas = t.get("sync_replicas", 1)
+    if not isinstance(sync_replicas, int) or isinstance(sync_replicas, bool) or sync_replicas < 1:
+        raise fail(entry, f"sync_replicas: an integer of at least 1, got {sync_replicas!r}")
+    try:
+        ttl = parse_duration(t.get("lease_ttl", "5s"))
+    except ValueError as exc:
+        raise fail(entry, f"lease_ttl: {exc}") from None
+    if ttl < MIN_LEASE_TTL_S or ttl != int(ttl):
+        raise fail(entry, f"lease_ttl: whole seconds, at least 2s (etcd's shortest lease), got {t['lease_ttl']!r}")
+    cluster = ClusterConfig(name, node, advertise, tuple(etcd), ack, sync_replicas, ttl)
+    if cluster.loop_wait_s + 2 * cluster.retry_timeout_s > ttl + 1e-9:  # holds by construction; kept honest
+        raise fail(entry, "lease_ttl: loop_wait + 2 * retry_timeout must not exceed it")
+    return cluster
+
+
+def with_cluster_overrides(config: Config, *, node: str | None, advertise: str | None) -> Config:
+    """The config with ``--node`` / ``--advertise`` applied.
+
+    Raises:
+        ConfigError: a flag without a ``[cluster]`` section, a bad value, or a cluster whose
+            node or advertised address is set neither in the file nor by a flag.
+    """
+    cluster = config.cluster
+    if cluster is None:
+        if node or advertise:
+            raise ConfigError(f"{config.source}: --node and --advertise need a [cluster] section")
+        return config
+    if node:
+        if not _NAME.match(node):
+            raise ConfigError(f"--node: letters, digits, '_', '.' or '-', got {node!r}")
+        cluster = replace(cluster, node=node)
+    if advertise:
+        if not _is_address(advertise):
+            raise ConfigError(f"--advertise: {advertise!r} is not HOST:PORT")
+        cluster = replace(cluster, advertise=advertise)
+    for key in ("node", "advertise"):
+        if not getattr(cluster, key):
+            raise ConfigError(f"{config.source}: [cluster]: {key}: required (in the file or as --{key})")
+    return replace(config, cluster=cluster)
+
+
+def _is_address(text: str) -> bool:
+    try:
+        return parse_listen(text)[1] != 0
+    except ValueError:
+        return False
+
+
+def _is_etcd_url(text: str) -> bool:
+    try:
+        url = urlsplit(text)
+        return url.scheme == "http" and bool(url.hostname) and url.port is not None and url.path in ("", "/")
+    except ValueError:
+        return False

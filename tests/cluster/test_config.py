@@ -1,0 +1,82 @@
+"""``[cluster]`` (SPEC §13): read exactly as specified, every mistake refused with the entry and
+the problem, the election's timing derived so that ``loop_wait + 2 * retry_timeout <= ttl``."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sowdb.config import ClusterConfig, ConfigError, config_from_dict, with_cluster_overrides
+
+SPEC_EXAMPLE = """
+[cluster]
+name = "desk1"                     # etcd keys under /sowdb/desk1/
+node = "n1"                        # unique in the cluster (or --node)
+advertise = "127.0.0.1:9007"       # what clients and replicas dial (or --advertise)
+etcd = ["http://127.0.0.1:2379"]
+ack = "sync"                       # "async" | "sync" | "sync_strict"
+sync_replicas = 1                  # sync: a publish is acknowledged once this many replicas hold it
+lease_ttl = "5s"
+"""
+
+
+def read(cluster: dict[str, Any]) -> ClusterConfig | None:
+    return config_from_dict({"cluster": cluster}, source="c.toml").cluster
+
+
+def test_the_spec_example_reads_as_written() -> None:
+    cluster = config_from_dict(tomllib.loads(SPEC_EXAMPLE), source="c.toml").cluster
+    assert cluster == ClusterConfig("desk1", "n1", "127.0.0.1:9007", ("http://127.0.0.1:2379",), "sync", 1, 5.0)
+    assert cluster.prefix == "/sowdb/desk1/"
+    assert cluster.loop_wait_s + 2 * cluster.retry_timeout_s <= cluster.lease_ttl_s
+    assert 0 < cluster.margin_s < cluster.retry_timeout_s  # a refresh round ends before the deadline
+
+
+def test_without_a_cluster_section_nothing_changes() -> None:
+    assert config_from_dict({}, source="c.toml").cluster is None
+
+
+@pytest.mark.parametrize(
+    ("table", "problem"),
+    [
+        ({}, "name: required"),
+        ({"name": "a/b"}, "name: required, letters"),
+        ({"name": "d", "ack": "quorum"}, "ack: 'quorum' is not one of async, sync, sync_strict"),
+        ({"name": "d", "sync_replicas": 0}, "sync_replicas: an integer of at least 1"),
+        ({"name": "d", "lease_ttl": "500ms"}, "lease_ttl: whole seconds, at least 2s"),
+        ({"name": "d", "lease_ttl": "2.5s"}, "lease_ttl: whole seconds"),
+        ({"name": "d", "lease_ttl": "soon"}, "lease_ttl: 'soon' is not a duration"),
+        ({"name": "d", "etcd": []}, "etcd: expected a non-empty list of URLs"),
+        ({"name": "d", "etcd": ["127.0.0.1:2379"]}, "etcd: expected a non-empty list of URLs"),
+        ({"name": "d", "advertise": "nowhere"}, "advertise: 'nowhere' is not HOST:PORT"),
+        ({"name": "d", "leader": "n1"}, "unknown setting 'leader'"),
+    ],
+)
+def test_a_bad_cluster_table_is_refused_naming_the_problem(table: dict[str, Any], problem: str) -> None:
+    with pytest.raises(ConfigError, match=r"^c\.toml: \[cluster\]: ") as info:
+        read(table)
+    assert problem in str(info.value)
+
+
+def test_node_and_advertise_come_from_the_file_or_the_flags() -> None:
+    config = config_from_dict({"cluster": {"name": "d"}}, source="c.toml")
+    with pytest.raises(ConfigError, match=re.escape("node: required (in the file or as --node)")):
+        with_cluster_overrides(config, node=None, advertise="127.0.0.1:9007")
+    cluster = with_cluster_overrides(config, node="n2", advertise="127.0.0.1:9008").cluster
+    assert cluster is not None
+    assert (cluster.node, cluster.advertise) == ("n2", "127.0.0.1:9008")
+    with pytest.raises(ConfigError, match=re.escape("--advertise: '127.0.0.1' is not HOST:PORT")):
+        with_cluster_overrides(config, node="n2", advertise="127.0.0.1")
+
+
+def test_sowd_refuses_cluster_flags_without_a_cluster() -> None:
+    sowd = Path(sys.executable).with_name("sowd")
+    done = subprocess.run([sowd, "--node", "n1"], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert "--node and --advertise need a [cluster] section" in done.stderr
