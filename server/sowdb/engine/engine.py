@@ -152,7 +152,6 @@ class Engine:
             placement=self.placement,
             journal=self.journal,
             writer=self.writer,
-            hub=self.hub,
             heartbeat_s=self.config.server.heartbeat_s,
             frame_bytes=self.config.server.frame_bytes,
         )

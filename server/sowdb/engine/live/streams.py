@@ -5,12 +5,16 @@ bookmark and ``completed`` (H-3, H-4); then the release of the held changes and 
 until the subscriber leaves or falls too far behind (SL-1). The protocol layer only encodes
 these events; every rule about what is sent when lives here.
 
-Deliveries are paced: the transport costs about the same per frame whatever its size (gRPC's
-Python server sends some 15k stream messages a second per core), so busy subscribers must get
-fewer, larger deliveries. All subscribers together aim at :data:`FRAME_BUDGET` deliveries a
-second — a subscriber delivers at most once per ``subscribers / FRAME_BUDGET`` seconds and lets
-events accumulate in between — while a stream that was idle that long delivers at once, so
-sparse traffic keeps its latency.
+Deliveries batch themselves: a subscriber whose stream is idle gets a change at once, and
+while a delivery is in flight — the protocol layer has not finished writing it, and the
+transport has not taken it — whatever arrives accumulates in the subscription's queue and goes
+as the next delivery, whole (up to the frame's byte bound). So the batch size is set by how
+fast the transport takes frames, not by a constant: an idle server sends every change in its
+own frame, a busy one sends fewer, larger frames, because each sender gets its turn only once
+the loop has run what was ready before it (every task waits its turn in the loop's FIFO, so no
+subscriber starves another). Before draining a queue that filled while it was writing, a
+sender lets the loop run once more, so that the publishes already received are applied and go
+in the same frame.
 """
 
 from __future__ import annotations
@@ -23,14 +27,9 @@ from sowdb.engine.changes import QueuedEvent
 from sowdb.engine.events import Completed, Deliveries, Heartbeat, QueryEvent, RecordBatch, StreamEvent, Subscribed
 from sowdb.engine.journal import Journal, Position
 from sowdb.engine.live.placement import Placement
-from sowdb.engine.live.registry import SubscriptionHub
 from sowdb.engine.live.subscription import Subscription
 from sowdb.engine.read import RECORD_OVERHEAD
 from sowdb.engine.records import StoredRecord
-
-FRAME_BUDGET = 2000.0
-"""Deliveries per second that all subscribers together aim at."""
-
 
 class SubscriptionStream:
     """One placed subscription; ``async with`` it and iterate :meth:`events`. Leaving the
@@ -44,12 +43,11 @@ class SubscriptionStream:
         placement: Placement,
         journal: Journal,
         writer: Position,
-        hub: SubscriptionHub,
         heartbeat_s: float,
         frame_bytes: int,
     ) -> None:
         self.sub, self._query = sub, query
-        self._placement, self._journal, self._writer, self._hub = placement, journal, writer, hub
+        self._placement, self._journal, self._writer = placement, journal, writer
         self._heartbeat_s, self._frame_bytes = heartbeat_s, frame_bytes
 
     @property
@@ -98,11 +96,17 @@ class SubscriptionStream:
         heartbeat = self._heartbeat_s
         period = sub.options.conflation_s  # C-1: flush the conflated publishes this often
         loop = asyncio.get_running_loop()
-        last_send = last_activity = loop.time()
+        last_activity = loop.time()
         next_flush = last_activity + period
         while True:
             timeout = min(heartbeat, max(0.0, next_flush - loop.time())) if period else heartbeat
-            woke = await sub.wakeup.wait(timeout)
+            if sub.wakeup.is_set():
+                # Changes came while the last delivery was in flight: let the loop apply what it
+                # has already received first, so they go out together (a busy loop batches more).
+                await asyncio.sleep(0)
+                woke = True
+            else:
+                woke = await sub.wakeup.wait(timeout)
             now = loop.time()
             if period and now >= next_flush:
                 sub.flush()
@@ -113,11 +117,7 @@ class SubscriptionStream:
                     last_activity = now
                     yield Heartbeat(self._writer.last_seq)
                 continue
-            gap = len(self._hub.subs) / FRAME_BUDGET
-            wait = last_send + gap - loop.time()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            last_send = last_activity = loop.time()
+            last_activity = now
             for deliveries in self._deliveries(sub.drain()):
                 yield deliveries
 

@@ -1,0 +1,108 @@
+"""Live deliveries batch by the transport, not by a pace (issue 29): an idle subscriber among
+busy ones gets a change on its next turns of the loop, and what arrives while a delivery is in
+flight goes whole as the next one.
+
+Time is counted in turns of the event loop (a ticker task that yields once per turn), never in
+wall-clock time: a pace of any length would show as many turns."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import AsyncExitStack
+
+from sowdb.engine import Deliveries, Engine, SubscriptionStream
+from tests.support import doc, publish
+
+BUSY = 100
+
+
+async def _consume(stream: SubscriptionStream, got: list[int], in_flight: int = 1) -> None:
+    """Read a stream as a transport would: each delivery is "in flight" for ``in_flight`` turns of
+    the loop before the next is asked for; the orderIds delivered are appended to ``got``."""
+    async for event in stream.events():
+        if isinstance(event, Deliveries):
+            got.extend(doc(e.record)["orderId"] for e in event.events)
+            for _ in range(in_flight):
+                await asyncio.sleep(0)
+
+
+async def test_an_idle_subscriber_among_100_busy_ones_gets_a_change_on_its_next_turns(engine: Engine) -> None:
+    """100 subscribers kept busy (a change for them every turn of the loop) and one idle one
+    that has just had a delivery: its next change reaches it within a few turns, not after a
+    pace (the pace it replaced held it for subscribers / 2,000 s: 50 ms, hundreds of turns)."""
+    turn = 0
+    stop = asyncio.Event()
+    busy_got: list[list[int]] = [[] for _ in range(BUSY)]
+    idle_got: list[int] = []
+    delivered_at: list[int] = []
+
+    async def ticker() -> None:
+        nonlocal turn
+        while not stop.is_set():
+            turn += 1
+            publish(engine, "orders", {"orderId": 1_000_000 + turn, "side": "B"})
+            await asyncio.sleep(0)
+
+    async def idle_reader(stream: SubscriptionStream) -> None:
+        async for event in stream.events():
+            if isinstance(event, Deliveries):
+                idle_got.extend(doc(e.record)["orderId"] for e in event.events)
+                delivered_at.append(turn)
+
+    async with AsyncExitStack() as stack:
+        busy = [await stack.enter_async_context(engine.subscribe("orders", filter="/side = 'B'")) for _ in range(BUSY)]
+        idle = await stack.enter_async_context(engine.subscribe("orders", filter="/side = 'S'"))
+        tasks = [asyncio.create_task(_consume(s, got)) for s, got in zip(busy, busy_got, strict=True)]
+        tasks += [asyncio.create_task(idle_reader(idle)), asyncio.create_task(ticker())]
+        try:
+            async with asyncio.timeout(30):
+                while not all(busy_got):  # every busy subscriber is delivering
+                    await asyncio.sleep(0)
+                publish(engine, "orders", {"orderId": 1, "side": "S"})
+                while len(delivered_at) < 1:
+                    await asyncio.sleep(0)
+                published_at = turn
+                publish(engine, "orders", {"orderId": 2, "side": "S"})  # right after a delivery
+                while len(delivered_at) < 2:
+                    await asyncio.sleep(0)
+        finally:
+            stop.set()
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+    assert idle_got == [1, 2]
+    assert delivered_at[1] - published_at <= 3, f"held {delivered_at[1] - published_at} turns"
+    assert all(got == sorted(got) for got in busy_got)  # each in the total order
+
+
+async def test_what_arrives_while_a_delivery_is_in_flight_goes_as_the_next_one(engine: Engine) -> None:
+    """An idle stream sends the first change alone, at once; the changes published while that
+    delivery is in flight go together as the next delivery, in order, whatever their number."""
+    deliveries: list[list[int]] = []
+    in_flight = asyncio.Event()
+    taken = asyncio.Event()
+    async with engine.subscribe("orders") as stream:
+        events = stream.events()
+        await anext(events)  # subscribed
+
+        async def reader() -> None:
+            async for event in events:
+                if isinstance(event, Deliveries):
+                    deliveries.append([doc(e.record)["orderId"] for e in event.events])
+                    in_flight.set()
+                    await taken.wait()  # the transport has not taken it yet
+
+        task = asyncio.create_task(reader())
+        try:
+            publish(engine, "orders", {"orderId": 0})
+            async with asyncio.timeout(10):
+                await in_flight.wait()
+                for i in range(1, 6):
+                    publish(engine, "orders", {"orderId": i})
+                taken.set()
+                while len(deliveries) < 2:
+                    await asyncio.sleep(0)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    assert deliveries == [[0], [1, 2, 3, 4, 5]]
