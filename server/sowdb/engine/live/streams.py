@@ -5,16 +5,11 @@ bookmark and ``completed`` (H-3, H-4); then the release of the held changes and 
 until the subscriber leaves or falls too far behind (SL-1). The protocol layer only encodes
 these events; every rule about what is sent when lives here.
 
-Deliveries batch themselves: a subscriber whose stream is idle gets a change at once, and
-while a delivery is in flight — the protocol layer has not finished writing it, and the
-transport has not taken it — whatever arrives accumulates in the subscription's queue and goes
-as the next delivery, whole (up to the frame's byte bound). So the batch size is set by how
-fast the transport takes frames, not by a constant: an idle server sends every change in its
-own frame, a busy one sends fewer, larger frames, because each sender gets its turn only once
-the loop has run what was ready before it (every task waits its turn in the loop's FIFO, so no
-subscriber starves another). Before draining a queue that filled while it was writing, a
-sender lets the loop run once more, so that the publishes already received are applied and go
-in the same frame.
+Deliveries batch themselves (issue 29): a subscriber whose stream is idle gets a change at once,
+and while a delivery is in flight — the protocol layer has not finished writing it — or waits
+for its turn in the :class:`~sowdb.engine.live.window.DeliveryWindow`, whatever arrives
+accumulates in the subscription's queue and goes whole as the next delivery (up to the frame's
+byte bound). So the batch size is set by how fast the transport takes frames, not by a constant.
 """
 
 from __future__ import annotations
@@ -28,8 +23,10 @@ from sowdb.engine.events import Completed, Deliveries, Heartbeat, QueryEvent, Re
 from sowdb.engine.journal import Journal, Position
 from sowdb.engine.live.placement import Placement
 from sowdb.engine.live.subscription import Subscription
+from sowdb.engine.live.window import DeliveryWindow
 from sowdb.engine.read import RECORD_OVERHEAD
 from sowdb.engine.records import StoredRecord
+
 
 class SubscriptionStream:
     """One placed subscription; ``async with`` it and iterate :meth:`events`. Leaving the
@@ -43,11 +40,13 @@ class SubscriptionStream:
         placement: Placement,
         journal: Journal,
         writer: Position,
+        window: DeliveryWindow,
         heartbeat_s: float,
         frame_bytes: int,
     ) -> None:
         self.sub, self._query = sub, query
         self._placement, self._journal, self._writer = placement, journal, writer
+        self._window = window
         self._heartbeat_s, self._frame_bytes = heartbeat_s, frame_bytes
 
     @property
@@ -100,13 +99,7 @@ class SubscriptionStream:
         next_flush = last_activity + period
         while True:
             timeout = min(heartbeat, max(0.0, next_flush - loop.time())) if period else heartbeat
-            if sub.wakeup.is_set():
-                # Changes came while the last delivery was in flight: let the loop apply what it
-                # has already received first, so they go out together (a busy loop batches more).
-                await asyncio.sleep(0)
-                woke = True
-            else:
-                woke = await sub.wakeup.wait(timeout)
+            woke = await sub.wakeup.wait(timeout)
             now = loop.time()
             if period and now >= next_flush:
                 sub.flush()
@@ -117,9 +110,13 @@ class SubscriptionStream:
                     last_activity = now
                     yield Heartbeat(self._writer.last_seq)
                 continue
-            last_activity = now
-            for deliveries in self._deliveries(sub.drain()):
-                yield deliveries
+            slot = await self._window.acquire()  # what arrives while it waits goes with it
+            try:
+                for deliveries in self._deliveries(sub.drain()):
+                    yield deliveries  # in flight until the protocol layer asks for more
+            finally:
+                slot.release()
+            last_activity = loop.time()
 
     def _deliveries(self, events: list[QueuedEvent]) -> Iterator[Deliveries]:
         """Drained events in deliveries of about ``frame_bytes`` bytes each at most (a backlog
