@@ -2,18 +2,24 @@
 
 A delivery is in flight from the moment its sender hands it to the protocol layer until the
 protocol layer asks for the next event, that is until gRPC has completed the write. The window
-lets :data:`WINDOW` deliveries be in flight at once; a sender that finds it full waits in line
-(first come, first served: no subscriber starves another), and whatever reaches its
-subscription meanwhile goes in the delivery it makes once its turn comes.
+lets :attr:`DeliveryWindow.size` deliveries be in flight at once; a sender that finds it full
+waits in line (first come, first served: no subscriber starves another), and whatever reaches
+its subscription meanwhile goes in the delivery it makes once its turn comes.
 
-So the batch size follows the transport: on an idle server a slot is free and a change goes at
-once, in a frame of its own; on a busy one a write completes only after the event loop has run
-everything queued before it, the line grows, and each subscriber sends fewer, larger frames —
-the loop's work per frame (gRPC's Python layer costs about the same per frame whatever its
-size) stays bounded by the transport's own pace instead of a constant rate. Measured: an
-``await`` on gRPC's write completes once the transport has taken the bytes, long before the
-subscriber reads them (flow-control windows grow to megabytes), so the write's completion is
-the only back-pressure there is, and this is how it is used.
+What sets the batch size is therefore how fast the transport completes writes, and how busy the
+event loop is: a write completes only once the loop gets round to it. The window's size follows
+the loop like a delay-based congestion window: each time a waiting sender is handed a slot, the
+time it took the loop to resume it (one turn of the loop) is measured; a turn longer than
+:data:`LOOP_DELAY_S` shrinks the window by one, a turn under a quarter of it grows the window
+by one, between 1 and :data:`MOST`. On an idle server a slot is free and a change goes at once,
+in a frame of its own; on a busy one the window closes, senders wait longer, and each
+subscriber sends fewer, larger frames (gRPC's Python layer costs about the same per frame
+whatever its size), leaving the loop to the publishes.
+
+Measured (docs/benchmarks.md): an ``await`` on gRPC's write completes once the transport has
+taken the bytes, long before the subscriber reads them (flow-control windows grow to
+megabytes), so a write's completion — and the loop's delay in getting to it — is the only
+back-pressure there is; this is how it is used.
 
 A write that a stalled subscriber blocks (its flow-control window full) would hold its slot for
 ever: after :data:`STALL_S` the slot is given back, the delivery stays in flight, and the
@@ -25,8 +31,11 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-WINDOW = 8
-"""Deliveries in flight at once across all subscribers."""
+MOST = 16
+"""The most deliveries in flight at once across all subscribers (the window's size when idle)."""
+
+LOOP_DELAY_S = 0.001
+"""A turn of the event loop longer than this closes the window by one."""
 
 STALL_S = 0.05
 """A delivery in flight longer than this gives its slot back (a stalled subscriber)."""
@@ -51,10 +60,11 @@ class Slot:
 class DeliveryWindow:
     """The slots of in-flight deliveries, and the senders waiting for one, in order."""
 
-    def __init__(self, size: int = WINDOW, stall_s: float = STALL_S) -> None:
-        self._free = size
-        self._stall_s = stall_s
-        self._waiters: deque[asyncio.Future[None]] = deque()
+    def __init__(self, most: int = MOST, delay_s: float = LOOP_DELAY_S, stall_s: float = STALL_S) -> None:
+        self.size = most
+        self._most, self._delay_s, self._stall_s = most, delay_s, stall_s
+        self._in_flight = 0
+        self._waiters: deque[asyncio.Future[float]] = deque()
 
     @property
     def waiting(self) -> int:
@@ -63,25 +73,37 @@ class DeliveryWindow:
 
     async def acquire(self) -> Slot:
         """A slot: at once while one is free and no one waits, else in turn."""
-        if self._free > 0 and not self._waiters:
-            self._free -= 1
+        if self._in_flight < self.size and not self._waiters:
+            self._in_flight += 1
         else:
-            waiter = asyncio.get_running_loop().create_future()
+            loop = asyncio.get_running_loop()
+            waiter: asyncio.Future[float] = loop.create_future()
             self._waiters.append(waiter)
             try:
-                await waiter  # the slot was handed over by _give_back
+                handed = await waiter  # the loop's time when the slot was handed over
             except asyncio.CancelledError:
                 if waiter.done() and not waiter.cancelled():
                     self._give_back()  # handed a slot, but leaving: pass it on
                 else:
                     self._waiters.remove(waiter)
                 raise
+            self._adapt(loop.time() - handed)
         return Slot(self, self._stall_s)
 
+    def _adapt(self, turn: float) -> None:
+        if turn > self._delay_s:
+            self.size = max(1, self.size - 1)
+        elif turn < self._delay_s / 4 and self.size < self._most:
+            self.size += 1
+            self._hand_over()
+
     def _give_back(self) -> None:
-        while self._waiters:
+        self._in_flight -= 1
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        while self._waiters and self._in_flight < self.size:
             waiter = self._waiters.popleft()
             if not waiter.done():
-                waiter.set_result(None)  # the slot passes to the next in line
-                return
-        self._free += 1
+                self._in_flight += 1
+                waiter.set_result(asyncio.get_running_loop().time())
