@@ -31,11 +31,15 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-MOST = 16
-"""The most deliveries in flight at once across all subscribers (the window's size when idle)."""
+MOST = 4
+"""The most deliveries in flight at once across all subscribers (the window's size when idle):
+enough that 100 subscribers of an idle server get a change within a few write round trips, few
+enough that more than a handful of busy subscribers form a line, whose hand-overs measure the
+loop (measured against 16: with 10 subscribers no one waited, so the window never closed)."""
 
-LOOP_DELAY_S = 0.001
-"""A turn of the event loop longer than this closes the window by one."""
+LOOP_DELAY_S = 0.0003
+"""A hand-over the loop took longer than this to resume closes the window by one (measured
+against 1 ms, which a saturated loop of many short turns never reached)."""
 
 STALL_S = 0.05
 """A delivery in flight longer than this gives its slot back (a stalled subscriber)."""
