@@ -155,7 +155,7 @@ def _lookups(targets: dict[str, str], rounds: int, calls: int) -> dict[str, list
                 continue
             client = clients[mode] = stack.enter_context(Client(target))
             raw = channel.unary_stream(SOW)
-            kinds[f"{mode}-sdk"] = lambda c=client: c.sow("orders", filter=LOOKUP).records
+            kinds[f"{mode}-sdk"] = lambda c=client: c.sow("orders", filter=LOOKUP).records()
             kinds[f"{mode}-raw"] = lambda r=raw: list(r(sow))
         for call in kinds.values():  # connect and warm up
             for _ in range(20):
