@@ -111,9 +111,9 @@ def floor_server(record: bytes = b"") -> Iterator[tuple[Any, str]]:
 
 
 if __name__ == "__main__":
-    with floor_server(b"{}") as (_, target):
+    with floor_server(b"{}") as (served, target):
         print(f"floor listening on {target}", flush=True)
         try:
-            _.join()
+            served.join()
         except KeyboardInterrupt:
             sys.exit(0)
