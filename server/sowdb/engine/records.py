@@ -19,15 +19,24 @@ class StoredRecord:
     publishes replace it in the topic. Also the metadata context of filters (``SOW_KEY()``,
     ``TOPIC_NAME()``, ``BOOKMARK()``, ``LAST_UPDATED()``).
 
+    A version keeps its JSON bytes and decodes them when read (issue 30): the decoded dict and
+    its values cost ~5x the JSON, so keeping one per record made a topic ~10x its data. A
+    decoded dict, and the protocol layer's encoding (``wire``), are kept only while the version
+    is among the last :data:`RECENT` that were decoded or built (:class:`_Recent`): the publish
+    path, the fan-out to subscriptions and a query that reads a record twice (filter, then
+    select or order_by) decode once, and memory stays bounded.
+
     Attributes:
-        data: the decoded JSON object (None for records built only to be sent).
+        data: the decoded JSON object, decoded from ``raw`` on demand (None for records built
+            only to be sent, whose ``raw`` is empty).
         raw: the JSON bytes as stored and sent.
         expiry_us: absolute expiry time in µs since the epoch; 0 = never.
         prev: the version this one replaced, kept while inside the topic's history window.
         slot: its place in the topic's columns (:mod:`sowdb.engine.state.columns`), -1 until it has one.
+        wire: the protocol layer's encoding, while the version is recent (:meth:`keep_wire`).
     """
 
-    __slots__ = ("bookmark", "data", "expiry_us", "prev", "raw", "slot", "sow_key", "timestamp_us", "topic", "wire")
+    __slots__ = ("_data", "bookmark", "expiry_us", "prev", "raw", "slot", "sow_key", "timestamp_us", "topic", "wire")
 
     def __init__(
         self,
@@ -40,11 +49,30 @@ class StoredRecord:
         expiry_us: int = 0,
     ) -> None:
         self.topic, self.sow_key = topic, sow_key  # which record
-        self.data, self.raw = data, raw  # its content, decoded and as stored
+        self._data, self.raw = data, raw  # its content, decoded (while recent) and as stored
         self.bookmark, self.timestamp_us, self.expiry_us = bookmark, timestamp_us, expiry_us  # this version
-        self.wire: bytes | None = None  # the protocol layer's encoding, cached when first sent
+        self.wire: bytes | None = None  # the protocol layer's encoding, while recent
         self.prev: StoredRecord | None = None  # the previous version, for topics with history
         self.slot = -1  # its place in the topic's columns, once it has one
+        if data is not None:
+            _recent.keep(self)
+
+    @property
+    def data(self) -> dict[str, Any] | None:
+        """The decoded JSON object: kept while recent, else decoded from ``raw`` (and kept)."""
+        data = self._data
+        if data is None and self.raw:
+            data = self._data = orjson.loads(self.raw)
+            if self.wire is None:
+                _recent.keep(self)
+        return data
+
+    def keep_wire(self, wire: bytes) -> bytes:
+        """Keep the protocol layer's encoding while the version is recent; returns it."""
+        if self._data is None and self.wire is None:
+            _recent.keep(self)
+        self.wire = wire
+        return wire
 
     @property
     def timestamp(self) -> float:
@@ -53,6 +81,35 @@ class StoredRecord:
 
     def __repr__(self) -> str:
         return f"StoredRecord({self.topic!r}, {self.sow_key!r}, bookmark={self.bookmark}, raw={self.raw!r})"
+
+
+RECENT = 8192
+"""How many versions keep their decoded dict and encoding (~0.7 KB each for the bench's orders)."""
+
+
+class _Recent:
+    """A ring of the last :data:`RECENT` versions that were decoded, built from a decoded
+    document, or encoded: a version leaving it drops its dict and encoding (reading them again
+    decodes or encodes again, with the same result, so the ring changes costs, never answers).
+    A version is in the ring at most once: it enters only while it holds neither."""
+
+    __slots__ = ("pos", "ring")
+
+    def __init__(self) -> None:
+        self.ring: list[StoredRecord | None] = [None] * RECENT
+        self.pos = 0
+
+    def keep(self, rec: StoredRecord) -> None:
+        pos = self.pos
+        gone = self.ring[pos]
+        if gone is not None:
+            gone._data = None
+            gone.wire = None
+        self.ring[pos] = rec
+        self.pos = pos + 1 if pos + 1 < RECENT else 0
+
+
+_recent = _Recent()
 
 
 _EXACT = 2**53  # floats at or beyond this magnitude may stand for several integers

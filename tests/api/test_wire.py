@@ -1,0 +1,46 @@
+"""The hand-written encoding of a record (``sowdb.api.wire.record_element``) is byte for byte
+what protobuf writes, and a version keeps it only while recent (issue 30)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sowdb.api.wire import record_element, varint
+from sowdb.engine import StoredRecord
+from sowdb.engine.records import RECENT
+from sowdb_api.v1 import sow_pb2 as pb
+
+
+def _protobuf(r: StoredRecord) -> bytes:
+    rec = pb.Record(topic=r.topic, sow_key=r.sow_key, bookmark=r.bookmark, data=r.raw)
+    rec.timestamp.seconds, micros = divmod(r.timestamp_us, 1_000_000)
+    rec.timestamp.nanos = micros * 1000
+    body = rec.SerializeToString()
+    return b"\x0a" + varint(len(body)) + body
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    topic=st.text(max_size=300),
+    sow_key=st.text(max_size=20_000),
+    bookmark=st.integers(0, 2**64 - 1),
+    timestamp_us=st.integers(-(2**62), 2**62),
+    raw=st.binary(max_size=20_000),
+)
+def test_record_element_is_protobufs_encoding(
+    topic: str, sow_key: str, bookmark: int, timestamp_us: int, raw: bytes
+) -> None:
+    r = StoredRecord(topic, sow_key, None, raw, bookmark, timestamp_us)
+    assert record_element(r) == _protobuf(r)
+    assert pb.RecordBatch.FromString(record_element(r)).records[0].data == raw
+
+
+def test_a_version_keeps_its_encoding_only_while_recent() -> None:
+    first = StoredRecord("t", "1", None, b'{"a":1}', 1, 1)
+    wire = record_element(first)
+    assert first.wire is wire
+    for i in range(RECENT):
+        record_element(StoredRecord("t", str(i), None, b"{}", 2, 2))
+    assert first.wire is None
+    assert record_element(first) == wire
