@@ -93,11 +93,11 @@ class _Recent:
     decodes or encodes again, with the same result, so the ring changes costs, never answers).
     A version is in the ring at most once: it enters only while it holds neither."""
 
-    __slots__ = ("pos", "ring")
+    __slots__ = ("pos", "ring", "size")
 
-    def __init__(self) -> None:
-        self.ring: list[StoredRecord | None] = [None] * RECENT
-        self.pos = 0
+    def __init__(self, size: int = RECENT) -> None:
+        self.ring: list[StoredRecord | None] = [None] * size
+        self.pos, self.size = 0, size
 
     def keep(self, rec: StoredRecord) -> None:
         pos = self.pos
@@ -106,7 +106,7 @@ class _Recent:
             gone._data = None
             gone.wire = None
         self.ring[pos] = rec
-        self.pos = pos + 1 if pos + 1 < RECENT else 0
+        self.pos = pos + 1 if pos + 1 < self.size else 0
 
 
 _recent = _Recent()
