@@ -88,7 +88,7 @@ def breakdown(topic: SowTopic) -> Sizes:
     recs = list(topic.records.values())
     s = Sizes()
     s.add("StoredRecord objects", recs)
-    held = [r._data for r in recs if r._data is not None]  # the recent versions' (StoredRecord.data)
+    held = [r.kept for r in recs if r.kept is not None]  # the recent versions' (StoredRecord.data)
     s.add("data: the decoded dicts kept (recent versions)", held)
     s.add("data: keys and values inside them", (v for d in held for v in _values(d)))
     s.add("raw: the JSON bytes", (r.raw for r in recs))

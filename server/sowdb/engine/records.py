@@ -29,6 +29,10 @@ class StoredRecord:
     Attributes:
         data: the decoded JSON object, decoded from ``raw`` on demand (None for records built
             only to be sent, whose ``raw`` is empty).
+        kept: the decoded JSON object while the version is recent, else None. A pass that reads
+            each record once (a scan's filter, building a column) reads
+            :func:`document`, which decodes without keeping: through the ring, each record
+            would push out one that is about to be read again.
         raw: the JSON bytes as stored and sent.
         expiry_us: absolute expiry time in µs since the epoch; 0 = never.
         prev: the version this one replaced, kept while inside the topic's history window.
@@ -36,7 +40,7 @@ class StoredRecord:
         wire: the protocol layer's encoding, while the version is recent (:meth:`keep_wire`).
     """
 
-    __slots__ = ("_data", "bookmark", "expiry_us", "prev", "raw", "slot", "sow_key", "timestamp_us", "topic", "wire")
+    __slots__ = ("bookmark", "expiry_us", "kept", "prev", "raw", "slot", "sow_key", "timestamp_us", "topic", "wire")
 
     def __init__(
         self,
@@ -49,7 +53,7 @@ class StoredRecord:
         expiry_us: int = 0,
     ) -> None:
         self.topic, self.sow_key = topic, sow_key  # which record
-        self._data, self.raw = data, raw  # its content, decoded (while recent) and as stored
+        self.kept, self.raw = data, raw  # its content, decoded (while recent) and as stored
         self.bookmark, self.timestamp_us, self.expiry_us = bookmark, timestamp_us, expiry_us  # this version
         self.wire: bytes | None = None  # the protocol layer's encoding, while recent
         self.prev: StoredRecord | None = None  # the previous version, for topics with history
@@ -60,16 +64,16 @@ class StoredRecord:
     @property
     def data(self) -> dict[str, Any] | None:
         """The decoded JSON object: kept while recent, else decoded from ``raw`` (and kept)."""
-        data = self._data
+        data = self.kept
         if data is None and self.raw:
-            data = self._data = orjson.loads(self.raw)
+            data = self.kept = orjson.loads(self.raw)
             if self.wire is None:
                 _recent.keep(self)
         return data
 
     def keep_wire(self, wire: bytes) -> bytes:
         """Keep the protocol layer's encoding while the version is recent; returns it."""
-        if self._data is None and self.wire is None:
+        if self.kept is None and self.wire is None:
             _recent.keep(self)
         self.wire = wire
         return wire
@@ -81,6 +85,12 @@ class StoredRecord:
 
     def __repr__(self) -> str:
         return f"StoredRecord({self.topic!r}, {self.sow_key!r}, bookmark={self.bookmark}, raw={self.raw!r})"
+
+
+def document(rec: StoredRecord) -> dict[str, Any] | None:
+    """``rec.data`` without keeping it (see :attr:`StoredRecord.kept`)."""
+    data = rec.kept
+    return data if data is not None else orjson.loads(rec.raw) if rec.raw else None
 
 
 RECENT = 8192
@@ -103,7 +113,7 @@ class _Recent:
         pos = self.pos
         gone = self.ring[pos]
         if gone is not None:
-            gone._data = None
+            gone.kept = None
             gone.wire = None
         self.ring[pos] = rec
         self.pos = pos + 1 if pos + 1 < self.size else 0

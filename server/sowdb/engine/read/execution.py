@@ -18,6 +18,8 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequenc
 from itertools import islice
 from typing import Any
 
+from orjson import loads
+
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.state import version_at
 from sowdb.expr import CompiledFilter
@@ -78,15 +80,17 @@ async def scan(
             if point is not None:
                 seq, ts = point
                 chunk = [v for v in [version_at(h, seq, ts) for h in chunk] if v is not None]
+            # Each record decoded once and not kept (``r.kept or loads(r.raw)``: records.document
+            # inlined): a scan reads each record once, and most do not match.
             if ent is None:
                 scanned += len(chunk)
-                matched.extend(chunk if match is None else [r for r in chunk if match(r.data, r)])
+                matched.extend(chunk if match is None else [r for r in chunk if match(r.kept or loads(r.raw), r)])
             elif match is None:
                 visible = ent.matches
-                matched.extend([r for r in chunk if visible(r.data, r)])
+                matched.extend([r for r in chunk if visible(r.kept or loads(r.raw), r)])
             else:  # the entitlement only on what the request's filter let through: ~3 % of a range query's
                 visible = ent.matches
-                matched.extend([r for r in chunk if match(r.data, r) and visible(r.data, r)])
+                matched.extend([r for r in chunk if match(d := r.kept or loads(r.raw), r) and visible(d, r)])
             await slicer.pause()
     return matched, scanned
 

@@ -39,7 +39,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from sowdb.engine.records import StoredRecord
+from sowdb.engine.records import StoredRecord, document
 from sowdb.expr import Comparison, get_path
 from sowdb.expr.values import COMPARISON_OPS, compare, parse_number
 
@@ -98,9 +98,10 @@ class Column:
 
     def values(self, recs: Sequence[StoredRecord]) -> list[Any]:
         top, steps = self._top, self.steps
+        docs = [d if d is not None else {} for d in map(document, recs)]  # decoded once, not kept
         if top is not None:
-            return [r.data.get(top) if r.data is not None else None for r in recs]
-        return [get_path(r.data, steps) if r.data is not None else None for r in recs]
+            return [d.get(top) for d in docs]
+        return [get_path(d, steps) for d in docs]
 
     def set(self, slots: list[int], values: list[Any]) -> None:
         """Fill ``slots`` with ``values`` in a few vector writes: a run of ints (the usual
