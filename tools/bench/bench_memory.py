@@ -88,7 +88,8 @@ def breakdown(topic: SowTopic) -> Sizes:
     recs = list(topic.records.values())
     s = Sizes()
     s.add("StoredRecord objects", recs)
-    held = [r.kept for r in recs if r.kept is not None]  # the recent versions' (StoredRecord.data)
+    # the decoded documents held: the recent versions' (StoredRecord.kept); before issue 30, every record's
+    held = [d for d in (r.kept if hasattr(r, "kept") else r.data for r in recs) if d is not None]
     s.add("data: the decoded dicts kept (recent versions)", held)
     s.add("data: keys and values inside them", (v for d in held for v in _values(d)))
     s.add("raw: the JSON bytes", (r.raw for r in recs))
