@@ -101,7 +101,9 @@ class _Recent:
     """A ring of the last :data:`RECENT` versions that were decoded, built from a decoded
     document, or encoded: a version leaving it drops its dict and encoding (reading them again
     decodes or encodes again, with the same result, so the ring changes costs, never answers).
-    A version is in the ring at most once: it enters only while it holds neither."""
+    A version is in the ring at most once: it enters only while it holds neither. Readers take
+    ``kept`` into a local before using it, so a version pushed out by another thread meanwhile
+    (filters also run on the data service's threads) costs a decode, never an answer."""
 
     __slots__ = ("pos", "ring", "size")
 
