@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from sowdb.api.wire import record_element, varint
 from sowdb.engine import StoredRecord
-from sowdb.engine.records import RECENT
+from sowdb.engine.records import RECENT_WIRE
 from sowdb_api.v1 import sow_pb2 as pb
 
 
@@ -40,7 +40,7 @@ def test_a_version_keeps_its_encoding_only_while_recent() -> None:
     first = StoredRecord("t", "1", None, b'{"a":1}', 1, 1)
     wire = record_element(first)
     assert first.wire is wire
-    for i in range(RECENT):
+    for i in range(RECENT_WIRE):
         record_element(StoredRecord("t", str(i), None, b"{}", 2, 2))
     assert first.wire is None
     assert record_element(first) == wire

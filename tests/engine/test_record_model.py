@@ -1,7 +1,7 @@
 """Records decoded on demand (issue 30) answer every read path exactly as records that keep
 their decoded document: the same random publishes, deltas and deletes are run on an engine whose
-recent-versions ring holds one version (every read decodes; :mod:`sowdb.engine.records`) and on
-one whose ring holds them all (the model before issue 30), and every answer is compared —
+recent-versions rings hold one version (every read decodes and encodes; :mod:`sowdb.engine.records`)
+and on one whose rings hold them all (the model before issue 30), and every answer is compared —
 queries current and as of a bookmark, with filters the columns, the index or only a scan serve,
 order_by with top_n, select, aggregation, a view, subscriptions with oof and delta (each
 delivery's document and bytes) — and the current state with a plain model of the documents.
@@ -127,6 +127,7 @@ def test_records_decoded_on_demand_answer_as_records_that_keep_their_documents(
     runs = []
     for size in (1, 1 << 16):
         monkeypatch.setattr(records_module, "_recent", records_module._Recent(size))
+        monkeypatch.setattr(records_module, "_recent_wire", records_module._Recent(size, wire=True))
         with tempfile.TemporaryDirectory() as tmp:
             runs.append(asyncio.run(transcript(Path(tmp), steps)))
     (decoding, state, model), (keeping, kept_state, _) = runs

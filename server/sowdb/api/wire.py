@@ -72,9 +72,31 @@ def _varint(n: int) -> bytes:
 _SMALL_VARINTS = tuple(_varint(i) for i in range(1 << 14))
 
 
+_LOW_14_BITS = tuple(bytes(((i & 0x7F) | 0x80, (i >> 7) | 0x80)) for i in range(1 << 14))
+"""The first two bytes of a varint of 16384 or more, by its low 14 bits."""
+
+
 def varint(n: int) -> bytes:
-    """Protobuf base-128 varint of a non-negative integer (a table lookup below 16384)."""
-    return _SMALL_VARINTS[n] if n < 16384 else _varint(n)
+    """Protobuf base-128 varint of a non-negative integer: table lookups, 14 bits at a time."""
+    if n < 16384:
+        return _SMALL_VARINTS[n]
+    return _LOW_14_BITS[n & 0x3FFF] + varint(n >> 14)
+
+
+_stamps: dict[int, bytes] = {}
+"""Encoded ``Record.timestamp`` fields by µs: the versions of a batch share one time."""
+
+
+def _stamp(ts: int) -> bytes:
+    """``Record.timestamp`` (field 4) for ``ts`` µs since the epoch."""
+    seconds, micros = divmod(ts, 1_000_000)
+    body = b"\x08" + _varint64(seconds) if seconds else b""
+    if micros:
+        body += b"\x10" + varint(micros * 1000)
+    if len(_stamps) >= 4096:
+        _stamps.clear()
+    stamp = _stamps[ts] = b"\x22" + varint(len(body)) + body
+    return stamp
 
 
 def record_element(r: StoredRecord) -> bytes:
@@ -90,18 +112,13 @@ def record_element(r: StoredRecord) -> bytes:
     if wire is None:
         topic = r.topic.encode()
         key = r.sow_key.encode()
-        ts = r.timestamp_us
-        seconds, micros = divmod(ts, 1_000_000)
-        stamp = b"\x08" + _varint64(seconds) if seconds else b""
-        if micros:
-            stamp += b"\x10" + varint(micros * 1000)
         raw = r.raw
         body = b"".join(
             (
                 b"\x0a" + varint(len(topic)) + topic if topic else b"",
                 b"\x12" + varint(len(key)) + key if key else b"",
                 b"\x18" + _varint64(r.bookmark) if r.bookmark else b"",
-                b"\x22" + varint(len(stamp)) + stamp,
+                _stamps.get(r.timestamp_us) or _stamp(r.timestamp_us),
                 b"\x2a" + varint(len(raw)) + raw if raw else b"",
             )
         )

@@ -22,9 +22,10 @@ class StoredRecord:
     A version keeps its JSON bytes and decodes them when read (issue 30): the decoded dict and
     its values cost ~5x the JSON, so keeping one per record made a topic ~10x its data. A
     decoded dict, and the protocol layer's encoding (``wire``), are kept only while the version
-    is among the last :data:`RECENT` that were decoded or built (:class:`_Recent`): the publish
-    path, the fan-out to subscriptions and a query that reads a record twice (filter, then
-    select or order_by) decode once, and memory stays bounded.
+    is among the last :data:`RECENT` that were decoded or built (:data:`RECENT_WIRE` encoded;
+    :class:`_Recent`): the publish path, the fan-out to subscriptions and a query that reads a
+    record twice (filter, then select or order_by) decode once, repeated queries of up to 65536
+    records encode once, and memory stays bounded.
 
     Attributes:
         data: the decoded JSON object, decoded from ``raw`` on demand (None for records built
@@ -67,14 +68,14 @@ class StoredRecord:
         data = self.kept
         if data is None and self.raw:
             data = self.kept = orjson.loads(self.raw)
-            if self.wire is None:
-                _recent.keep(self)
+            _recent.keep(self)
         return data
 
     def keep_wire(self, wire: bytes) -> bytes:
-        """Keep the protocol layer's encoding while the version is recent; returns it."""
-        if self.kept is None and self.wire is None:
-            _recent.keep(self)
+        """Keep the protocol layer's encoding while the version is among the last
+        :data:`RECENT_WIRE` encoded; returns it."""
+        if self.wire is None:
+            _recent_wire.keep(self)
         self.wire = wire
         return wire
 
@@ -97,31 +98,40 @@ RECENT = 8192
 """How many versions keep their decoded dict and encoding (~0.7 KB each for the bench's orders)."""
 
 
+RECENT_WIRE = 65536
+"""How many versions keep their encoding (~180 B each for the bench's orders, 12 MB): the
+results of repeated queries of up to this many records are encoded once, as before issue 30."""
+
+
 class _Recent:
-    """A ring of the last :data:`RECENT` versions that were decoded, built from a decoded
-    document, or encoded: a version leaving it drops its dict and encoding (reading them again
-    decodes or encodes again, with the same result, so the ring changes costs, never answers).
-    A version is in the ring at most once: it enters only while it holds neither. Readers take
-    ``kept`` into a local before using it, so a version pushed out by another thread meanwhile
-    (filters also run on the data service's threads) costs a decode, never an answer."""
+    """A ring of the last ``size`` versions that were decoded or built from a decoded document
+    (``wire``: encoded): a version leaving it drops its dict (its encoding); reading it again
+    decodes (encodes) again, with the same result, so the ring changes costs, never answers.
+    A version is in a ring at most once: it enters only while it holds no dict (encoding).
+    Readers take ``kept`` into a local before using it, so a version pushed out by another
+    thread meanwhile (filters also run on the data service's threads) costs a decode, never an
+    answer."""
 
-    __slots__ = ("pos", "ring", "size")
+    __slots__ = ("pos", "ring", "size", "wire")
 
-    def __init__(self, size: int = RECENT) -> None:
+    def __init__(self, size: int = RECENT, *, wire: bool = False) -> None:
         self.ring: list[StoredRecord | None] = [None] * size
-        self.pos, self.size = 0, size
+        self.pos, self.size, self.wire = 0, size, wire
 
     def keep(self, rec: StoredRecord) -> None:
         pos = self.pos
         gone = self.ring[pos]
         if gone is not None:
-            gone.kept = None
-            gone.wire = None
+            if self.wire:
+                gone.wire = None
+            else:
+                gone.kept = None
         self.ring[pos] = rec
         self.pos = pos + 1 if pos + 1 < self.size else 0
 
 
 _recent = _Recent()
+_recent_wire = _Recent(RECENT_WIRE, wire=True)
 
 
 _EXACT = 2**53  # floats at or beyond this magnitude may stand for several integers
