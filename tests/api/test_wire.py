@@ -3,11 +3,12 @@ what protobuf writes, and a version keeps it only while recent (issue 30)."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sowdb.api.wire import record_element, varint
-from sowdb.engine import StoredRecord
+from sowdb.engine import StoredRecord, records
 from sowdb.engine.records import RECENT_WIRE
 from sowdb_api.v1 import sow_pb2 as pb
 
@@ -44,3 +45,22 @@ def test_a_version_keeps_its_encoding_only_while_recent() -> None:
         record_element(StoredRecord("t", str(i), None, b"{}", 2, 2))
     assert first.wire is None
     assert record_element(first) == wire
+
+
+def test_the_encodings_and_documents_kept_are_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large documents keep fewer: the rings hold at most their budget of bytes, and a version
+    over the budget on its own keeps nothing."""
+    monkeypatch.setattr(records, "_recent_wire", records._Recent(100, 1000, wire=True))
+    monkeypatch.setattr(records, "_recent", records._Recent(100, 1000))
+    versions = [StoredRecord("t", str(i), None, b'{"a":"' + b"x" * 290 + b'"}', i, i) for i in range(10)]
+    for r in versions:
+        record_element(r)
+        assert r.data == {"a": "x" * 290}
+    assert [r.wire is not None for r in versions] == [False] * 7 + [True] * 3
+    assert [r.kept is not None for r in versions] == [False] * 7 + [True] * 3
+    assert records._recent_wire.size == sum(len(r.wire or b"") for r in versions) <= 1000
+    huge = StoredRecord("t", "h", {"a": "x" * 2000}, b'{"a":"' + b"x" * 2000 + b'"}', 1, 1)
+    assert huge.kept is None
+    assert huge.data == {"a": "x" * 2000}
+    assert record_element(huge) == _protobuf(huge)
+    assert huge.wire is None

@@ -126,8 +126,8 @@ def test_records_decoded_on_demand_answer_as_records_that_keep_their_documents(
     monkeypatch.setattr(cols, "WIDE", 1.0)
     runs = []
     for size in (1, 1 << 16):
-        monkeypatch.setattr(records_module, "_recent", records_module._Recent(size))
-        monkeypatch.setattr(records_module, "_recent_wire", records_module._Recent(size, wire=True))
+        monkeypatch.setattr(records_module, "_recent", records_module._Recent(size, 1 << 40))
+        monkeypatch.setattr(records_module, "_recent_wire", records_module._Recent(size, 1 << 40, wire=True))
         with tempfile.TemporaryDirectory() as tmp:
             runs.append(asyncio.run(transcript(Path(tmp), steps)))
     (decoding, state, model), (keeping, kept_state, _) = runs

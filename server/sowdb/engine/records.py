@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 import orjson
@@ -60,7 +61,7 @@ class StoredRecord:
         self.prev: StoredRecord | None = None  # the previous version, for topics with history
         self.slot = -1  # its place in the topic's columns, once it has one
         if data is not None:
-            _recent.keep(self)
+            _recent.keep(self, len(raw))
 
     @property
     def data(self) -> dict[str, Any] | None:
@@ -68,15 +69,17 @@ class StoredRecord:
         data = self.kept
         if data is None and self.raw:
             data = self.kept = orjson.loads(self.raw)
-            _recent.keep(self)
+            _recent.keep(self, len(self.raw))
         return data
 
     def keep_wire(self, wire: bytes) -> bytes:
         """Keep the protocol layer's encoding while the version is among the last
         :data:`RECENT_WIRE` encoded; returns it."""
         if self.wire is None:
-            _recent_wire.keep(self)
-        self.wire = wire
+            self.wire = wire
+            _recent_wire.keep(self, len(wire))
+        else:
+            self.wire = wire
         return wire
 
     @property
@@ -95,43 +98,49 @@ def document(rec: StoredRecord) -> dict[str, Any] | None:
 
 
 RECENT = 8192
-"""How many versions keep their decoded dict and encoding (~0.7 KB each for the bench's orders)."""
-
-
+"""How many versions keep their decoded dict (~0.6 KB each for the bench's orders)."""
+RECENT_BYTES = 4 << 20
+"""… and at most this many bytes of their JSON (a dict is ~5x it): large documents keep fewer."""
 RECENT_WIRE = 65536
 """How many versions keep their encoding (~180 B each for the bench's orders, 12 MB): the
 results of repeated queries of up to this many records are encoded once, as before issue 30."""
+RECENT_WIRE_BYTES = 16 << 20
+"""… and at most this many bytes of encodings."""
 
 
 class _Recent:
-    """A ring of the last ``size`` versions that were decoded or built from a decoded document
-    (``wire``: encoded): a version leaving it drops its dict (its encoding); reading it again
-    decodes (encodes) again, with the same result, so the ring changes costs, never answers.
-    A version is in a ring at most once: it enters only while it holds no dict (encoding).
-    Readers take ``kept`` into a local before using it, so a version pushed out by another
-    thread meanwhile (filters also run on the data service's threads) costs a decode, never an
-    answer."""
+    """The last versions that were decoded or built from a decoded document (``wire``:
+    encoded), at most ``count`` of them and ``budget`` bytes of their JSON (encodings): a
+    version leaving drops its dict (encoding); reading it again decodes (encodes) again, with
+    the same result, so the ring changes costs, never answers. A version is held at most once:
+    it enters only while it holds no dict (encoding), and enters after it took one, so that a
+    version pushed out at once by its own size keeps nothing. Readers take ``kept`` into a
+    local before using it, so a version pushed out by another thread meanwhile (filters also
+    run on the data service's threads) costs a decode, never an answer."""
 
-    __slots__ = ("pos", "ring", "size", "wire")
+    __slots__ = ("budget", "count", "held", "size", "wire")
 
-    def __init__(self, size: int = RECENT, *, wire: bool = False) -> None:
-        self.ring: list[StoredRecord | None] = [None] * size
-        self.pos, self.size, self.wire = 0, size, wire
+    def __init__(self, count: int = RECENT, budget: int = RECENT_BYTES, *, wire: bool = False) -> None:
+        self.held: deque[StoredRecord] = deque()
+        self.count, self.budget, self.wire = count, budget, wire
+        self.size = 0  # bytes of JSON (encodings) held
 
-    def keep(self, rec: StoredRecord) -> None:
-        pos = self.pos
-        gone = self.ring[pos]
-        if gone is not None:
+    def keep(self, rec: StoredRecord, size: int) -> None:
+        held = self.held
+        held.append(rec)
+        self.size += size
+        while len(held) > self.count or self.size > self.budget:
+            gone = held.popleft()
             if self.wire:
+                self.size -= len(gone.wire or b"")
                 gone.wire = None
             else:
+                self.size -= len(gone.raw)
                 gone.kept = None
-        self.ring[pos] = rec
-        self.pos = pos + 1 if pos + 1 < self.size else 0
 
 
 _recent = _Recent()
-_recent_wire = _Recent(RECENT_WIRE, wire=True)
+_recent_wire = _Recent(RECENT_WIRE, RECENT_WIRE_BYTES, wire=True)
 
 
 _EXACT = 2**53  # floats at or beyond this magnitude may stand for several integers
