@@ -23,6 +23,7 @@ RUNS = {
     "bench_history.py": (["--orders", "2000", "--rounds", "1"], ["query then", "recovery", "start-up"]),
     "bench_views.py": (["--orders", "2000", "--updates", "1000"], ["page upkeep", "view upkeep", "view end to end"]),
     "bench_expr.py": (["--messages", "2000", "--rounds", "1", "--compiles", "20"], ["eval", "compile"]),
+    "bench_memory.py": (["--records", "2000"], ["after loading", "after the peer queries", "after a restart"]),
 }
 
 
