@@ -58,6 +58,7 @@ async def scan(
     *,
     point: tuple[int, int] | None = None,
     entitlements: Sequence[CompiledFilter | None] | None = None,
+    keep: bool = False,
 ) -> tuple[list[StoredRecord], int]:
     """The records of ``sources`` that match ``flt``, and how many were looked at.
 
@@ -69,6 +70,8 @@ async def scan(
             chose them (by a key, an index or the columns) from rows the caller may not see, so
             their count would answer questions about those rows (issue 26: a bisection on
             ``/orderId = 20 AND /pin > N`` read a hidden field in ~20 queries).
+        keep: the query reads the matches' documents again (select, order_by, aggregation):
+            each is kept while recent instead of decoded twice (issue 30).
     """
     matched: list[StoredRecord] = []
     scanned = 0
@@ -81,10 +84,16 @@ async def scan(
                 seq, ts = point
                 chunk = [v for v in [version_at(h, seq, ts) for h in chunk] if v is not None]
             # Each record decoded once and not kept (``r.kept or loads(r.raw)``: records.document
-            # inlined): a scan reads each record once, and most do not match.
+            # inlined): a scan reads each record once, and most do not match; with ``keep`` (the
+            # query reads the matches again: select, order_by, aggregation) kept while recent.
             if ent is None:
                 scanned += len(chunk)
-                matched.extend(chunk if match is None else [r for r in chunk if match(r.kept or loads(r.raw), r)])
+                if match is None:
+                    matched.extend(chunk)
+                elif keep:
+                    matched.extend([r for r in chunk if match(r.data, r)])
+                else:
+                    matched.extend([r for r in chunk if match(r.kept or loads(r.raw), r)])
             elif match is None:
                 visible = ent.matches
                 matched.extend([r for r in chunk if visible(r.kept or loads(r.raw), r)])
