@@ -27,6 +27,7 @@ RUNS = {
         ["publish -> receive", "point lookup", "floor-stream"],
     ),
     "bench_expr.py": (["--messages", "2000", "--rounds", "1", "--compiles", "20"], ["eval", "compile"]),
+    "bench_memory.py": (["--records", "2000"], ["after loading", "after the peer queries", "after a restart"]),
 }
 
 

@@ -5,26 +5,32 @@ Loads N orders of ``../shared/bench/make_orders.py`` into an engine in this proc
 RocksDB under a temporary directory, the topic of ``make bench``: ``orders`` keyed by
 ``/orderId``, a ``/symbol`` hash index), 100 per publish as the server applies them, and reports:
 
-1. RSS growth per record, against the JSON bytes of a record;
-2. the Python objects that hold it, per record: the ``StoredRecord``, its decoded ``data`` dict
-   and the values in it, the ``raw`` JSON bytes, the SowKey, the topic's map and the hash index
-   (objects shared between records — interned keys, small ints — counted once);
-3. the protocol layer's cached encoding (``StoredRecord.wire``) once every record was sent;
-4. the top allocation sites (tracemalloc) of loading N more records into a second topic.
+1. RSS growth per record, against the JSON bytes of a record, after loading (and the load
+   rate), after the peer queries of ``peers.py`` ran twice (their columns built between), once
+   every record was sent, and after a restart (a child process opening the same store: the
+   growth and how long ``Engine.open`` took);
+2. the Python objects that hold it, per record, after the restart: the ``StoredRecord``, the
+   decoded ``data`` dicts kept (only the recent versions', issue 30) and the values in them, the
+   ``raw`` JSON bytes, the SowKey, the topic's map and the hash index (objects shared between
+   records — interned keys, small ints — counted once);
+3. the top allocation sites (tracemalloc) of loading N more records into a second topic.
 
 What RSS holds beyond the Python objects is RocksDB's (memtables, block cache) and the
 allocator's free lists.
 
-Usage: ``python tools/bench/bench_memory.py [--records 200000] [--top 12]``.
+Usage: ``python tools/bench/bench_memory.py [--records 200000] [--top 12]`` (``make bench-memory``).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import os
+import subprocess
 import sys
 import tempfile
+import time
 import tracemalloc
 from collections.abc import Iterable
 from pathlib import Path
@@ -33,9 +39,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_server import _orders, _rss_mb  # a sibling script, not a package
 
-from sowdb.api.wire import record_element
+from sowdb.api.wire import record_element, records_frame
 from sowdb.config import config_from_dict
-from sowdb.engine import Engine, InMessage
+from sowdb.engine import Engine, InMessage, QueryOptions, RecordBatch
 from sowdb.engine.state.sow_topic import SowTopic
 from sowdb.storage import Store
 
@@ -82,8 +88,10 @@ def breakdown(topic: SowTopic) -> Sizes:
     recs = list(topic.records.values())
     s = Sizes()
     s.add("StoredRecord objects", recs)
-    s.add("data: the decoded dicts", (r.data for r in recs))
-    s.add("data: keys and values inside them", (v for r in recs for v in _values(r.data)))
+    # the decoded documents held: the recent versions' (StoredRecord.kept); before issue 30, every record's
+    held = [d for d in (r.kept if hasattr(r, "kept") else r.data for r in recs) if d is not None]
+    s.add("data: the decoded dicts kept (recent versions)", held)
+    s.add("data: keys and values inside them", (v for d in held for v in _values(d)))
     s.add("raw: the JSON bytes", (r.raw for r in recs))
     s.add("sow_key strings", (r.sow_key for r in recs))
     s.add("the topic's map of records", [topic.records])
@@ -93,11 +101,60 @@ def breakdown(topic: SowTopic) -> Sizes:
     return s
 
 
+QUERIES = ("/price > 190 AND /side = 'B'", "/symbol = 'SYM42'", "/trader = 't42'", "/orderId = 777")
+"""The peer queries of ``peers.py`` (range, indexed, unindexed, point)."""
+
+
+async def _query(engine: Engine, flt: str) -> int:
+    """Run one query as the server does, encoding what it sends; how many records it sent."""
+    sent = 0
+    async for event in engine.sow(QueryOptions(topic="orders", filter=flt, batch_size=1000)):
+        if isinstance(event, RecordBatch):
+            records_frame(event.records)
+            sent += len(event.records)
+    return sent
+
+
+def _queries(engine: Engine) -> None:
+    """The peer queries, twice (the first asks for columns, built before the second)."""
+    for flt in QUERIES:
+        asyncio.run(_query(engine, flt))
+    while engine.build_columns():
+        pass
+    for flt in QUERIES:
+        asyncio.run(_query(engine, flt))
+
+
+def _growth(rss0: float, n: int, json_bytes: float) -> str:
+    """RSS growth since ``rss0`` (MiB) per record and against the JSON bytes."""
+    gc.collect()
+    per = (_rss_mb(os.getpid()) - rss0) * 2**20 / n
+    return f"{per:,.0f} B/record ({per / json_bytes:.1f}x JSON)"
+
+
+def _restart(data_dir: str) -> None:
+    """The child process of ``--reopen``: RSS growth of opening the store the parent wrote."""
+    gc.collect()
+    rss0 = _rss_mb(os.getpid())
+    started = time.perf_counter()
+    cfg = config_from_dict({**TOPICS, "server": {"data_dir": data_dir}}, source="<bench_memory>")
+    engine = Engine.open(cfg, Store(data_dir))
+    try:
+        gc.collect()
+        n = len(engine.topics.sow["orders"].records)
+        print(f"{(_rss_mb(os.getpid()) - rss0) * 2**20 / n:.0f} {time.perf_counter() - started:.2f}")
+    finally:
+        engine.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--reopen", help=argparse.SUPPRESS)  # the restart's child process
     args = parser.parse_args()
+    if args.reopen:
+        return _restart(args.reopen)
     orders = _orders(args.records)
     n = len(orders)
     json_bytes = sum(map(len, orders)) / n
@@ -107,29 +164,37 @@ def main() -> None:
         try:
             gc.collect()
             rss0 = _rss_mb(os.getpid())
+            started = time.perf_counter()
             for i in range(0, n, 100):
                 engine.publish("orders", [InMessage(raw) for raw in orders[i : i + 100]])
-            gc.collect()
-            rss1 = _rss_mb(os.getpid())
-            grown = (rss1 - rss0) * 2**20
-            print(f"{n:,} orders, {json_bytes:.0f} JSON bytes each")
-            print(f"RSS growth: {grown / n:,.0f} B/record ({grown / n / json_bytes:.1f}x JSON)\n")
+            took = time.perf_counter() - started
+            print(f"{n:,} orders, {json_bytes:.0f} JSON bytes each; loaded at {n / took:,.0f} records/s")
+            growth = _growth(rss0, n, json_bytes)
+            print(f"RSS growth after loading: {growth}")
+            started = time.perf_counter()
+            _queries(engine)
+            took = time.perf_counter() - started
+            growth = _growth(rss0, n, json_bytes)
+            print(f"RSS growth after the peer queries (twice, columns built, {took:.1f} s): {growth}")
             topic = engine.topics.sow["orders"]
+            for r in topic.records.values():
+                record_element(r)
+            print(f"RSS growth once every record was sent: {_growth(rss0, n, json_bytes)}")
+            engine.close()
+            child = subprocess.run(
+                [sys.executable, __file__, "--reopen", tmp], check=True, capture_output=True, text=True
+            ).stdout.split()
+            per, took_s = float(child[0]), float(child[1])
+            print(f"RSS growth after a restart: {per:,.0f} B/record ({per / json_bytes:.1f}x JSON), open {took_s} s")
+            engine = Engine.open(cfg, Store(tmp))
+            topic = engine.topics.sow["orders"]
+            print()
             sizes = breakdown(topic)
             total = sum(sizes.bytes.values())
-            print("Python objects per record (sys.getsizeof, shared objects once):")
+            print("Python objects per record after the restart (sys.getsizeof, shared objects once):")
             for name, b in sorted(sizes.bytes.items(), key=lambda kv: -kv[1]):
                 print(f"  {b / n:7.0f} B  {b / total * 100:4.0f} %  {name}")
-            print(f"  {total / n:7.0f} B  total; RSS growth beyond it: {(grown - total) / n:,.0f} B/record")
-            recs = list(topic.records.values())
-            for r in recs:
-                record_element(r)
-            gc.collect()
-            wire = sum(sys.getsizeof(r.wire) for r in recs)
-            print(
-                f"\nOnce every record was sent: + {wire / n:.0f} B/record of cached encodings (StoredRecord.wire); "
-                f"RSS then {(_rss_mb(os.getpid()) - rss0) * 2**20 / n:,.0f} B/record"
-            )
+            print(f"  {total / n:7.0f} B  total")
             tracemalloc.start()
             before = tracemalloc.take_snapshot()
             for i in range(0, n, 100):

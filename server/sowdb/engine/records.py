@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 import orjson
@@ -19,15 +20,29 @@ class StoredRecord:
     publishes replace it in the topic. Also the metadata context of filters (``SOW_KEY()``,
     ``TOPIC_NAME()``, ``BOOKMARK()``, ``LAST_UPDATED()``).
 
+    A version keeps its JSON bytes and decodes them when read (issue 30): the decoded dict and
+    its values cost ~5x the JSON, so keeping one per record made a topic ~10x its data. A
+    decoded dict, and the protocol layer's encoding (``wire``), are kept only while the version
+    is among the last :data:`RECENT` that were decoded or built (:data:`RECENT_WIRE` encoded;
+    :class:`_Recent`): the publish path, the fan-out to subscriptions and a query that reads a
+    record twice (filter, then select or order_by) decode once, repeated queries of up to 65536
+    records encode once, and memory stays bounded.
+
     Attributes:
-        data: the decoded JSON object (None for records built only to be sent).
+        data: the decoded JSON object, decoded from ``raw`` on demand (None for records built
+            only to be sent, whose ``raw`` is empty).
+        kept: the decoded JSON object while the version is recent, else None. A pass that reads
+            each record once (a scan's filter, building a column) reads
+            :func:`document`, which decodes without keeping: through the ring, each record
+            would push out one that is about to be read again.
         raw: the JSON bytes as stored and sent.
         expiry_us: absolute expiry time in µs since the epoch; 0 = never.
         prev: the version this one replaced, kept while inside the topic's history window.
         slot: its place in the topic's columns (:mod:`sowdb.engine.state.columns`), -1 until it has one.
+        wire: the protocol layer's encoding, while the version is recent (:meth:`keep_wire`).
     """
 
-    __slots__ = ("bookmark", "data", "expiry_us", "prev", "raw", "slot", "sow_key", "timestamp_us", "topic", "wire")
+    __slots__ = ("bookmark", "expiry_us", "kept", "prev", "raw", "slot", "sow_key", "timestamp_us", "topic", "wire")
 
     def __init__(
         self,
@@ -40,11 +55,32 @@ class StoredRecord:
         expiry_us: int = 0,
     ) -> None:
         self.topic, self.sow_key = topic, sow_key  # which record
-        self.data, self.raw = data, raw  # its content, decoded and as stored
+        self.kept, self.raw = data, raw  # its content, decoded (while recent) and as stored
         self.bookmark, self.timestamp_us, self.expiry_us = bookmark, timestamp_us, expiry_us  # this version
-        self.wire: bytes | None = None  # the protocol layer's encoding, cached when first sent
+        self.wire: bytes | None = None  # the protocol layer's encoding, while recent
         self.prev: StoredRecord | None = None  # the previous version, for topics with history
         self.slot = -1  # its place in the topic's columns, once it has one
+        if data is not None:
+            _recent.keep(self, len(raw))
+
+    @property
+    def data(self) -> dict[str, Any] | None:
+        """The decoded JSON object: kept while recent, else decoded from ``raw`` (and kept)."""
+        data = self.kept
+        if data is None and self.raw:
+            data = self.kept = orjson.loads(self.raw)
+            _recent.keep(self, len(self.raw))
+        return data
+
+    def keep_wire(self, wire: bytes) -> bytes:
+        """Keep the protocol layer's encoding while the version is among the last
+        :data:`RECENT_WIRE` encoded; returns it."""
+        if self.wire is None:
+            self.wire = wire
+            _recent_wire.keep(self, len(wire))
+        else:
+            self.wire = wire
+        return wire
 
     @property
     def timestamp(self) -> float:
@@ -53,6 +89,58 @@ class StoredRecord:
 
     def __repr__(self) -> str:
         return f"StoredRecord({self.topic!r}, {self.sow_key!r}, bookmark={self.bookmark}, raw={self.raw!r})"
+
+
+def document(rec: StoredRecord) -> dict[str, Any] | None:
+    """``rec.data`` without keeping it (see :attr:`StoredRecord.kept`)."""
+    data = rec.kept
+    return data if data is not None else orjson.loads(rec.raw) if rec.raw else None
+
+
+RECENT = 8192
+"""How many versions keep their decoded dict (~0.6 KB each for the bench's orders)."""
+RECENT_BYTES = 4 << 20
+"""… and at most this many bytes of their JSON (a dict is ~5x it): large documents keep fewer."""
+RECENT_WIRE = 65536
+"""How many versions keep their encoding (~180 B each for the bench's orders, 12 MB): the
+results of repeated queries of up to this many records are encoded once, as before issue 30."""
+RECENT_WIRE_BYTES = 16 << 20
+"""… and at most this many bytes of encodings."""
+
+
+class _Recent:
+    """The last versions that were decoded or built from a decoded document (``wire``:
+    encoded), at most ``count`` of them and ``budget`` bytes of their JSON (encodings): a
+    version leaving drops its dict (encoding); reading it again decodes (encodes) again, with
+    the same result, so the ring changes costs, never answers. A version is held at most once:
+    it enters only while it holds no dict (encoding), and enters after it took one, so that a
+    version pushed out at once by its own size keeps nothing. Readers take ``kept`` into a
+    local before using it, so a version pushed out by another thread meanwhile (filters also
+    run on the data service's threads) costs a decode, never an answer."""
+
+    __slots__ = ("budget", "count", "held", "size", "wire")
+
+    def __init__(self, count: int = RECENT, budget: int = RECENT_BYTES, *, wire: bool = False) -> None:
+        self.held: deque[StoredRecord] = deque()
+        self.count, self.budget, self.wire = count, budget, wire
+        self.size = 0  # bytes of JSON (encodings) held
+
+    def keep(self, rec: StoredRecord, size: int) -> None:
+        held = self.held
+        held.append(rec)
+        self.size += size
+        while len(held) > self.count or self.size > self.budget:
+            gone = held.popleft()
+            if self.wire:
+                self.size -= len(gone.wire or b"")
+                gone.wire = None
+            else:
+                self.size -= len(gone.raw)
+                gone.kept = None
+
+
+_recent = _Recent()
+_recent_wire = _Recent(RECENT_WIRE, RECENT_WIRE_BYTES, wire=True)
 
 
 _EXACT = 2**53  # floats at or beyond this magnitude may stand for several integers

@@ -232,7 +232,11 @@ def load_state(store: Store, config: Config, topics: dict[str, SowTopic], expiry
             if not topic.persistent:
                 continue
             put = topic.put
+            stamps: dict[int, int] = {}  # one int object for the records of a batch: 32 B a record (issue 30)
             for sow_key, (bookmark, ts, exp, payload) in store.load_records(name):
+                ts = stamps.setdefault(ts, ts)
+                if len(stamps) > 65536:
+                    stamps.clear()
                 rec = StoredRecord(name, sow_key, loads(payload), payload, bookmark, ts, exp)
                 put(rec)
                 if exp:

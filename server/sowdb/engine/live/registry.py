@@ -217,7 +217,7 @@ class SubscriptionHub:
                 new = c.new
                 if new is None:
                     continue
-                value = fn(new.data, new)
+                value = fn(new.kept or new.data, new)  # kept: a fresh version's, a slot read
                 for term in index_terms(value):
                     bucket = table.get(term)
                     if bucket:

@@ -173,7 +173,7 @@ class Subscription:
             new = c.new
             if new is None:
                 self._evaluate(c)  # a removal: a ``deleted`` event, if asked for
-            elif matches is None or matches(new.data, new):
+            elif matches is None or matches(new.kept or new.data, new):  # kept: a fresh version's, a slot read
                 event = c.event
                 if event is None:
                     event = c.event = QueuedEvent("publish", new)

@@ -18,6 +18,8 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequenc
 from itertools import islice
 from typing import Any
 
+from orjson import loads
+
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.state import version_at
 from sowdb.expr import CompiledFilter
@@ -56,6 +58,7 @@ async def scan(
     *,
     point: tuple[int, int] | None = None,
     entitlements: Sequence[CompiledFilter | None] | None = None,
+    keep: bool = False,
 ) -> tuple[list[StoredRecord], int]:
     """The records of ``sources`` that match ``flt``, and how many were looked at.
 
@@ -67,6 +70,8 @@ async def scan(
             chose them (by a key, an index or the columns) from rows the caller may not see, so
             their count would answer questions about those rows (issue 26: a bisection on
             ``/orderId = 20 AND /pin > N`` read a hidden field in ~20 queries).
+        keep: the query reads the matches' documents again (select, order_by, aggregation):
+            each is kept while recent instead of decoded twice (issue 30).
     """
     matched: list[StoredRecord] = []
     scanned = 0
@@ -78,15 +83,23 @@ async def scan(
             if point is not None:
                 seq, ts = point
                 chunk = [v for v in [version_at(h, seq, ts) for h in chunk] if v is not None]
+            # Each record decoded once and not kept (``r.kept or loads(r.raw)``: records.document
+            # inlined): a scan reads each record once, and most do not match; with ``keep`` (the
+            # query reads the matches again: select, order_by, aggregation) kept while recent.
             if ent is None:
                 scanned += len(chunk)
-                matched.extend(chunk if match is None else [r for r in chunk if match(r.data, r)])
+                if match is None:
+                    matched.extend(chunk)
+                elif keep:
+                    matched.extend([r for r in chunk if match(r.data, r)])
+                else:
+                    matched.extend([r for r in chunk if match(r.kept or loads(r.raw), r)])
             elif match is None:
                 visible = ent.matches
-                matched.extend([r for r in chunk if visible(r.data, r)])
+                matched.extend([r for r in chunk if visible(r.kept or loads(r.raw), r)])
             else:  # the entitlement only on what the request's filter let through: ~3 % of a range query's
                 visible = ent.matches
-                matched.extend([r for r in chunk if match(r.data, r) and visible(r.data, r)])
+                matched.extend([r for r in chunk if match(d := r.kept or loads(r.raw), r) and visible(d, r)])
             await slicer.pause()
     return matched, scanned
 

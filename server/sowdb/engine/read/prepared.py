@@ -170,7 +170,10 @@ class PreparedQuery:
         point = None
         if as_of is not None:
             point = (as_of.seq, _FOREVER) if as_of.timestamp_us is None else (_FOREVER, as_of.timestamp_us)
-        matched, scanned = await scan(sources, self.filter, slicer, point=point, entitlements=entitlements)
+        reads_again = self.select is not None or self.order is not None or self.aggregation is not None
+        matched, scanned = await scan(
+            sources, self.filter, slicer, point=point, entitlements=entitlements, keep=reads_again
+        )
         n_matched = len(matched)
         results = await self._aggregate(matched, bookmark, now_us, slicer) if self.aggregation else matched
         top, skip = opts.top_n, opts.skip_n or 0

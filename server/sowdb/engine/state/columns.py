@@ -39,7 +39,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from sowdb.engine.records import StoredRecord
+from sowdb.engine.records import StoredRecord, document
 from sowdb.expr import Comparison, get_path
 from sowdb.expr.values import COMPARISON_OPS, compare, parse_number
 
@@ -97,10 +97,13 @@ class Column:
             self.code = np.concatenate((self.code, np.zeros(extra, np.int32)))
 
     def values(self, recs: Sequence[StoredRecord]) -> list[Any]:
+        return self.values_in(_documents(recs))
+
+    def values_in(self, docs: list[dict[str, Any]]) -> list[Any]:
         top, steps = self._top, self.steps
         if top is not None:
-            return [r.data.get(top) if r.data is not None else None for r in recs]
-        return [get_path(r.data, steps) if r.data is not None else None for r in recs]
+            return [d.get(top) for d in docs]
+        return [get_path(d, steps) for d in docs]
 
     def set(self, slots: list[int], values: list[Any]) -> None:
         """Fill ``slots`` with ``values`` in a few vector writes: a run of ints (the usual
@@ -190,6 +193,11 @@ class Column:
         return table
 
 
+def _documents(recs: Sequence[StoredRecord]) -> list[dict[str, Any]]:
+    """The records' documents, decoded once and not kept (``{}`` for none)."""
+    return [d if d is not None else {} for d in map(document, recs)]
+
+
 class Columns:
     """A topic's slots and columns.
 
@@ -238,19 +246,23 @@ class Columns:
         if slots is None:
             self._number()
             return
-        for col in self.by_path.values():
-            if col.ready:
-                continue
-            start, end = col.filled, min(col.filled + budget, len(slots))
-            chunk = slots[start:end]
-            if None in chunk:
-                at = [i for i in range(start, end) if slots[i] is not None]
-                col.set(at, col.values([r for r in chunk if r is not None]))
-            else:
-                col.set(list(range(start, end)), col.values(chunk))  # type: ignore[arg-type]
-            col.filled = end
-            col.ready = end >= len(slots)
+        building = [col for col in self.by_path.values() if not col.ready]
+        if not building:
             return
+        start = building[0].filled
+        end = min(start + budget, len(slots))
+        chunk = slots[start:end]
+        if None in chunk:
+            at = [i for i in range(start, end) if slots[i] is not None]
+            docs = _documents([r for r in chunk if r is not None])
+        else:
+            at = list(range(start, end))
+            docs = _documents(chunk)  # type: ignore[arg-type]
+        for col in building:  # the columns as far as the first: the chunk decoded once for all
+            if col.filled == start:
+                col.set(at, col.values_in(docs))
+                col.filled = end
+                col.ready = end >= len(slots)
 
     def put_many(self, olds: Sequence[StoredRecord | None], recs: Sequence[StoredRecord]) -> None:
         """Give each new version its predecessor's slot (a new key a free one) and write its

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sowdb.config import field_path_steps
-from sowdb.engine.records import StoredRecord
+from sowdb.engine.records import StoredRecord, document
 from sowdb.expr import get_path
 from sowdb.expr.values import parse_number
 
@@ -54,47 +54,64 @@ class HashIndex:
         self.steps = field_path_steps(path)
         self._top = self.steps[0] if len(self.steps) == 1 and isinstance(self.steps[0], str) else None
         self._map: dict[Any, dict[str, StoredRecord]] = {}
+        self._several: set[str] = set()  # the keys filed under more than one term (see replace_many)
 
     def _value(self, rec: StoredRecord) -> Any:
-        assert rec.data is not None
-        return rec.data.get(self._top) if self._top is not None else get_path(rec.data, self.steps)
+        data = document(rec)
+        assert data is not None
+        return data.get(self._top) if self._top is not None else get_path(data, self.steps)
 
     def replace_many(self, olds: Sequence[StoredRecord | None], recs: Sequence[StoredRecord]) -> None:
         """File each new version ``recs[i]`` in place of ``olds[i]`` (None: a new key).
 
         The publish path: a version whose indexed value did not change (the usual update) only
-        takes its predecessor's place in the bucket, without filing it out and back in.
+        takes its predecessor's place in the bucket, without filing it out and back in. Whether
+        it changed is told without decoding the predecessor (records keep only their JSON, issue
+        30) when the new value has one term: a key filed under one term only (not in
+        ``_several``) and found in that term's bucket held an equal value (or one filed alike).
         """
         top = self._top
         steps = self.steps
         m = self._map
+        several = self._several
         for old, rec in zip(olds, recs, strict=True):
             data = rec.data
             assert data is not None
             value = data.get(top) if top is not None else get_path(data, steps)
-            if old is not None:
-                old_data = old.data
-                assert old_data is not None
-                old_value = old_data.get(top) if top is not None else get_path(old_data, steps)
-                if type(old_value) is not type(value) or old_value != value:
-                    self.remove(old)
+            key = rec.sow_key
             if type(value) is str and value and value[0] not in _NUMERIC_START:  # the common case, inline
                 bucket = m.get(value)
+                if old is not None and (bucket is None or key not in bucket or key in several):
+                    self._file_out(old, value)
+                    bucket = m.get(value)
                 if bucket is None:
-                    m[value] = {rec.sow_key: rec}
+                    m[value] = {key: rec}
                 else:
-                    bucket[rec.sow_key] = rec
+                    bucket[key] = rec
                 continue
-            for term in index_terms(value):
+            if old is not None:
+                self._file_out(old, value)
+            terms = index_terms(value)
+            if len(terms) > 1:
+                several.add(key)
+            for term in terms:
                 bucket = m.get(term)
                 if bucket is None:
-                    m[term] = {rec.sow_key: rec}
+                    m[term] = {key: rec}
                 else:
-                    bucket[rec.sow_key] = rec
+                    bucket[key] = rec
 
-    def remove(self, rec: StoredRecord) -> None:
+    def _file_out(self, old: StoredRecord, value: Any) -> None:
+        """File ``old`` out unless its value is ``value``."""
+        old_value = self._value(old)
+        if type(old_value) is not type(value) or old_value != value:
+            self.remove(old, old_value)
+
+    def remove(self, rec: StoredRecord, value: Any = None) -> None:
+        """File ``rec`` out (its indexed value ``value``, when known)."""
         m = self._map
-        for term in index_terms(self._value(rec)):
+        self._several.discard(rec.sow_key)
+        for term in index_terms(self._value(rec) if value is None else value):
             bucket = m.get(term)
             if bucket is not None:
                 bucket.pop(rec.sow_key, None)
