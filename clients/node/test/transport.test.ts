@@ -174,8 +174,12 @@ describe("a secured sowd (TLS and token users)", { skip: openssl ? false : "open
       { stdio: "ignore" },
     );
     ca = readFileSync(join(dir, "cert.pem"));
-    const hash = createHash("sha256").update("s3cret").digest("hex");
-    writeFileSync(join(dir, "users.toml"), `[[user]]\nname = "ann"\ntoken_sha256 = "${hash}"\nroles = ["fx"]\n`);
+    const hash = (token: string) => createHash("sha256").update(token).digest("hex");
+    writeFileSync(
+      join(dir, "users.toml"),
+      `[[user]]\nname = "ann"\ntoken_sha256 = "${hash("s3cret")}"\nroles = ["fx"]\n` +
+        `[[user]]\nname = "etl"\ntoken_sha256 = "${hash("l0ader")}"\nroles = ["loader"]\n`,
+    );
     const security = `
 [security]
 tls_cert = "${join(dir, "cert.pem")}"
@@ -187,6 +191,10 @@ name = "fx"
 read = ["orders"]
 write = ["orders"]
 filter = "/desk = 'FX'"
+
+[[role]]
+name = "loader"
+write = ["orders"]
 `;
     sowd = await startSowd(TEST_CONFIG + security);
   });
@@ -196,12 +204,16 @@ filter = "/desk = 'FX'"
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  test("with the CA and a token: publish, and read under the row entitlement", async () => {
+  test("with the CA and a token: publish, and read and write under the row entitlement", async () => {
+    const loader = createClient({ address: sowd.address, tls: { ca }, token: "l0ader" });
+    await loader.publish("orders", [{ orderId: 1, desk: "FX" }, { orderId: 2, desk: "EQ" }]);
+    loader.close();
     const client = createClient({ address: sowd.address, tls: { ca }, token: "s3cret" });
-    await client.publish("orders", [{ orderId: 1, desk: "FX" }, { orderId: 2, desk: "EQ" }]);
     const rows = await client.sow("orders").toArray();
     assert.deepEqual(rows.map((r) => r.data), [{ orderId: 1, desk: "FX" }]);
     assert.equal(await code(client.sow("quotes").toArray()), "PERMISSION_DENIED");
+    // a role with a row filter writes only inside its rows (issue 26): not over desk EQ's order 2
+    assert.equal(await code(client.publish("orders", [{ orderId: 2, desk: "FX" }])), "PERMISSION_DENIED");
     client.close();
   });
 
