@@ -1,0 +1,158 @@
+"""Journal shipping (SPEC §13, HA-2): ``ReplicationService.Follow`` on the primary, and the
+follower loop of a replica.
+
+The primary streams its journal from the replica's last bookmark — the data service's range
+reader (:class:`~sowdb.engine.journal.ranges.JournalReads`) — and then each write as it lands:
+it wakes when it acknowledges one (``Node.written``) and looks every ``POLL_S`` for writes that
+are not acknowledged to a client (expirations, staged commits). A frame with no entries is a
+tick. Every frame carries the primary's epoch; a replica refuses a frame of an epoch older than
+one it has seen, and a primary refuses a follower that knows a newer epoch than its own.
+
+The replica applies each frame through :meth:`Writer.apply_replicated` (the primary's
+bookmarks, timestamps and data, never its own) and reports its applied bookmark back on the
+same stream, which is what ``sync`` acknowledgement waits on. Before streaming, the primary
+checks that the replica's last entry is its own entry at that bookmark (timestamp, topic and
+SowKey): a replica whose journal forked (a former primary with writes that never reached its
+successor) is refused with FAILED_PRECONDITION instead of being fed entries that do not continue
+its journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+import grpc
+
+from sowdb.cluster.node import Follower, Node
+from sowdb.errors import SowdbError
+from sowdb.storage.keys import JournalEntry
+from sowdb_api.v1 import replication_pb2 as pb
+from sowdb_api.v1 import replication_pb2_grpc as pb_grpc
+
+log = logging.getLogger("sowdb.cluster")
+
+POLL_S = 0.05
+"""How often an idle Follow stream looks for writes that nobody acknowledged (expirations)."""
+TICK_S = 1.0
+"""An idle primary sends a frame without entries this often: the replica sees it is alive."""
+FRAME_ENTRIES = 2000
+
+
+class ReplicationServicer(pb_grpc.ReplicationServiceServicer):
+    """The primary's side: one Follow stream per replica."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    async def Follow(
+        self, request_iterator: AsyncIterator[pb.FollowRequest], context: grpc.aio.ServicerContext[object, object]
+    ) -> AsyncIterator[pb.FollowResponse]:
+        node, engine = self.node, self.node.engine
+        hello = await anext(aiter(request_iterator), None)
+        if hello is None:
+            return
+        epoch = node.election.epoch
+        if not epoch:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"node {node.cluster.node} is not the primary")
+        if hello.epoch > epoch:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION, f"the follower knows epoch {hello.epoch}, newer than {epoch}"
+            )
+        position = hello.applied_bookmark
+        fork = self._fork(position)
+        if fork:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, fork)
+        follower = Follower(hello.node, hello.advertise, position)
+        await node.report(follower)
+        reports = asyncio.create_task(self._reports(request_iterator, follower))
+        try:
+            idle = 0.0
+            while node.election.epoch == epoch:
+                last = engine.last_seq
+                if last > position:
+                    async for entries in engine.read_journal(position, last, batch_size=FRAME_ENTRIES):
+                        yield pb.FollowResponse(epoch=epoch, entries=[_entry(e) for e in entries], last_bookmark=last)
+                    position, idle = last, 0.0
+                    continue
+                if idle >= TICK_S:
+                    yield pb.FollowResponse(epoch=epoch, last_bookmark=last)
+                    idle = 0.0
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(node.written.wait(), POLL_S)
+                idle += POLL_S
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"node {node.cluster.node} stepped down")
+        except SowdbError as exc:
+            await context.abort(grpc.StatusCode.OUT_OF_RANGE, exc.message)
+        finally:
+            reports.cancel()
+            await node.report(None, follower.node)
+
+    def _fork(self, bookmark: int) -> str:
+        """Why a follower at ``bookmark`` cannot continue from this journal (empty: it can)."""
+        engine = self.node.engine
+        if bookmark > engine.last_seq:
+            return (
+                f"the follower is at bookmark {bookmark}, ahead of this primary's {engine.last_seq}: its journal forked"
+            )
+        return ""
+
+    async def _reports(self, requests: AsyncIterator[pb.FollowRequest], follower: Follower) -> None:
+        async for req in requests:
+            follower.applied = max(follower.applied, req.applied_bookmark)
+            await self.node.report(follower)
+
+
+def _entry(e: JournalEntry) -> pb.ReplicatedEntry:
+    return pb.ReplicatedEntry(
+        bookmark=e.seq,
+        timestamp_us=e.timestamp_us,
+        operation=e.op,
+        expiry_us=e.expiry_us,
+        topic=e.topic,
+        sow_key=e.sow_key,
+        data=e.payload,
+    )
+
+
+async def follow(node: Node, target: str) -> None:
+    """A replica's stream from the primary at ``target``, applying each frame, until it fails
+    (the supervisor starts another)."""
+    writer = node.engine.writer
+    reports: asyncio.Queue[pb.FollowRequest] = asyncio.Queue()
+    await reports.put(
+        pb.FollowRequest(
+            node=node.cluster.node,
+            epoch=node.known_epoch,
+            applied_bookmark=writer.last_seq,
+            advertise=node.cluster.advertise,
+        )
+    )
+
+    async def requests() -> AsyncIterator[pb.FollowRequest]:
+        while True:
+            yield await reports.get()
+
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = pb_grpc.ReplicationServiceStub(channel)
+        try:
+            async for frame in stub.Follow(requests()):
+                if frame.epoch < node.known_epoch:
+                    log.warning("cluster: a frame of epoch %d, older than %d: refused", frame.epoch, node.known_epoch)
+                    return
+                node.known_epoch = frame.epoch
+                node.primary_last = frame.last_bookmark
+                if frame.entries:
+                    entries = [
+                        JournalEntry(e.bookmark, e.timestamp_us, e.operation, e.expiry_us, e.topic, e.sow_key, e.data)
+                        for e in frame.entries
+                    ]
+                    applied = writer.apply_replicated(entries)
+                    await reports.put(pb.FollowRequest(applied_bookmark=applied))
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and "forked" in (exc.details() or ""):
+                node.diverged = exc.details() or "forked"
+            log.info("cluster: following %s ended: %s %s", target, exc.code().name, exc.details())
+            await asyncio.sleep(node.cluster.loop_wait_s / 4)

@@ -1,0 +1,178 @@
+"""A cluster of real processes (SPEC §13): etcd and three ``sowd`` started by the one launcher,
+each with its own data directory and port, advertising the address it bound.
+
+Checked: a write to the primary is on both replicas with the same bookmarks and the same
+journal, entry for entry; a write to a replica is FAILED_PRECONDITION naming the primary (in
+the message and in ErrorInfo's metadata); ``kill -9`` of the primary under ``sync``
+acknowledged load gives a new primary within the lease plus a few seconds, on which every
+acknowledged write is (Jepsen's set check: acknowledged - read is empty); the old primary,
+restarted, is a replica that refuses writes naming the new primary.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from sowdb import testing
+from sowdb.storage import Store
+from sowdb_api.v1 import admin_pb2, admin_pb2_grpc
+from sowdb_client import Client, SowdbError
+from tests.cluster.conftest import EtcdServer
+
+TTL = 2
+
+
+def node_config(tmp_path: Path, etcd: EtcdServer) -> Path:
+    path = tmp_path / "node.toml"
+    path.write_text(
+        f"""
+[[topic]]
+name = "orders"
+key = ["/id"]
+
+[cluster]
+name = "t"
+etcd = ["{etcd.url}"]
+ack = "sync"
+sync_replicas = 1
+lease_ttl = "{TTL}s"
+"""
+    )
+    return path
+
+
+class Cluster:
+    """Three nodes n1..n3 on one etcd."""
+
+    def __init__(self, tmp_path: Path, etcd: EtcdServer) -> None:
+        self.tmp_path = tmp_path
+        self.config = node_config(tmp_path, etcd)
+        self.nodes: dict[str, testing.Sowd] = {}
+
+    def start(self, name: str) -> testing.Sowd:
+        sowd = testing.start(self.tmp_path / name, "--node", name, "--advertise", "127.0.0.1:0", config=self.config)
+        self.nodes[name] = sowd
+        return sowd
+
+    def status(self, name: str) -> list[admin_pb2.ClusterNode]:
+        with grpc.insecure_channel(self.nodes[name].target) as channel:
+            reply = admin_pb2_grpc.AdminServiceStub(channel).ClusterStatus(admin_pb2.ClusterStatusRequest(), timeout=5)
+        return list(reply.nodes)
+
+    def primary(self, among: list[str] | None = None, within: float = 20.0) -> str:
+        """The node that says it is the primary (waiting until one does)."""
+        names = among or list(self.nodes)
+        return str(until(lambda: next((n for n in names if self.own(n).role == "primary"), None), within))
+
+    def own(self, name: str) -> admin_pb2.ClusterNode:
+        try:
+            return self.status(name)[0]
+        except grpc.RpcError:
+            return admin_pb2.ClusterNode(node=name, role="down")
+
+    def stop(self) -> None:
+        for sowd in self.nodes.values():
+            sowd.stop()
+
+
+def until(probe: Callable[[], object], within: float = 20.0) -> object:
+    give_up = time.monotonic() + within
+    while not (found := probe()):
+        if time.monotonic() > give_up:
+            raise AssertionError(f"not reached within {within}s")
+        time.sleep(0.05)
+    return found
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, etcd: EtcdServer) -> Iterator[Cluster]:
+    c = Cluster(tmp_path, etcd)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def journal(data_dir: Path) -> list[tuple[int, int, int, str, str, bytes]]:
+    store = Store(data_dir)
+    try:
+        return [(e.seq, e.timestamp_us, e.op, e.topic, e.sow_key, e.payload) for e in store.iter_journal(0)]
+    finally:
+        store.close()
+
+
+def test_writes_replicate_entry_for_entry_and_replicas_refuse_writes(cluster: Cluster) -> None:
+    for name in ("n1", "n2", "n3"):
+        cluster.start(name)
+    primary = str(cluster.primary())
+    replicas = [n for n in cluster.nodes if n != primary]
+    address = cluster.nodes[primary].target
+    with Client(address) as c:
+        ack = c.publish("orders", [{"id": i, "qty": i} for i in range(50)])
+        assert c.sow_delete("orders", filter="/id = 7") == 1
+    assert ack.last_bookmark == 50
+    for name in replicas:
+        until(lambda: all(cluster.own(n).applied_bookmark == 51 for n in replicas))
+        with Client(cluster.nodes[name].target) as r:
+            assert sorted(x.bookmark for x in r.sow("orders").records()) == sorted(
+                x.bookmark for x in Client(address).sow("orders").records()
+            )
+            with pytest.raises(SowdbError) as refused:
+                r.publish("orders", [{"id": 999}])
+            assert refused.value.code == grpc.StatusCode.FAILED_PRECONDITION
+            assert address in refused.value.message
+            assert refused.value.metadata["primary"] == address
+    rows = cluster.status(primary)
+    assert [r.role for r in rows] == ["primary", "replica", "replica"]
+    assert {r.node for r in rows} == {"n1", "n2", "n3"}
+    cluster.stop()
+    journals = [journal(cluster.tmp_path / name) for name in ("n1", "n2", "n3")]
+    assert len(journals[0]) == 51
+    assert journals[0] == journals[1] == journals[2]
+
+
+def test_kill_9_of_the_primary_under_sync_load_loses_no_acknowledged_write(cluster: Cluster) -> None:
+    for name in ("n1", "n2", "n3"):
+        cluster.start(name)
+    old = str(cluster.primary())
+    survivors = [n for n in cluster.nodes if n != old]
+    acknowledged: list[int] = []
+    stop = threading.Event()
+
+    def load() -> None:
+        with Client(cluster.nodes[old].target) as c:
+            i = 0
+            while not stop.is_set():
+                try:
+                    c.publish("orders", [{"id": i}])
+                except SowdbError:
+                    return  # the primary is gone: what was acknowledged is what counts
+                acknowledged.append(i)
+                i += 1
+
+    writer = threading.Thread(target=load)
+    writer.start()
+    until(lambda: len(acknowledged) >= 100)
+    cluster.nodes[old].kill()
+    killed = time.monotonic()
+    writer.join(timeout=30)
+    stop.set()
+    new = str(cluster.primary(survivors, within=TTL + 10))
+    assert time.monotonic() - killed < TTL + 6
+    with Client(cluster.nodes[new].target) as c:
+        held = {x.json()["id"] for x in c.sow("orders").records()}
+    lost = set(acknowledged) - held
+    assert not lost, f"acknowledged writes lost in the failover: {sorted(lost)}"
+
+    cluster.start(old)  # the old primary comes back: a replica now
+    until(lambda: cluster.own(old).role == "replica" and cluster.own(old).epoch > 0)
+    with Client(cluster.nodes[old].target) as r, pytest.raises(SowdbError) as refused:
+        r.publish("orders", [{"id": -1}])
+    assert refused.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert refused.value.metadata["primary"] == cluster.nodes[new].target
