@@ -11,6 +11,7 @@ restarted, is a replica that refuses writes naming the new primary.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,6 +25,7 @@ from sowdb.storage import Store
 from sowdb_api.v1 import admin_pb2, admin_pb2_grpc
 from sowdb_client import Client, SowdbError
 from tests.cluster.conftest import EtcdServer
+from tests.support import sow
 
 TTL = 2
 
@@ -131,6 +133,15 @@ def test_writes_replicate_entry_for_entry_and_replicas_refuse_writes(cluster: Cl
     rows = cluster.status(primary)
     assert [r.role for r in rows] == ["primary", "replica", "replica"]
     assert {r.node for r in rows} == {"n1", "n2", "n3"}
+    shown = sow("-server", address, "cluster", "-format", "json")  # sow cluster: a node a line
+    assert shown.returncode == 0, shown.stderr
+    lines = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert [(n["node"], n["role"], n["applied_bookmark"], n["lag"]) for n in lines] == [
+        (primary, "primary", 51, 0),
+        *sorted((name, "replica", 51, 0) for name in replicas),
+    ]
+    assert len({n["epoch"] for n in lines}) == 1
+    assert lines[0]["epoch"] > 0
     cluster.stop()
     journals = [journal(cluster.tmp_path / name) for name in ("n1", "n2", "n3")]
     assert len(journals[0]) == 51
@@ -145,23 +156,25 @@ def test_kill_9_of_the_primary_under_sync_load_loses_no_acknowledged_write(clust
     acknowledged: list[int] = []
     stop = threading.Event()
 
-    def load() -> None:
+    def load(start: int) -> None:  # batches of 20 ids from `start`, one request in flight
         with Client(cluster.nodes[old].target) as c:
-            i = 0
+            i = start
             while not stop.is_set():
                 try:
-                    c.publish("orders", [{"id": i}])
+                    c.publish("orders", [{"id": n} for n in range(i, i + 20)])
                 except SowdbError:
                     return  # the primary is gone: what was acknowledged is what counts
-                acknowledged.append(i)
-                i += 1
+                acknowledged.extend(range(i, i + 20))
+                i += 20
 
-    writer = threading.Thread(target=load)
-    writer.start()
-    until(lambda: len(acknowledged) >= 100)
+    writers = [threading.Thread(target=load, args=(w * 1_000_000,)) for w in range(4)]
+    for w in writers:
+        w.start()
+    until(lambda: len(acknowledged) >= 2000)
     cluster.nodes[old].kill()
     killed = time.monotonic()
-    writer.join(timeout=30)
+    for w in writers:
+        w.join(timeout=30)
     stop.set()
     new = str(cluster.primary(survivors, within=TTL + 10))
     assert time.monotonic() - killed < TTL + 6
@@ -176,3 +189,32 @@ def test_kill_9_of_the_primary_under_sync_load_loses_no_acknowledged_write(clust
         r.publish("orders", [{"id": -1}])
     assert refused.value.code == grpc.StatusCode.FAILED_PRECONDITION
     assert refused.value.metadata["primary"] == cluster.nodes[new].target
+
+
+@pytest.mark.parametrize("ack", ["sync", "sync_strict"])
+def test_a_primary_without_replicas_falls_back_to_async_or_refuses_with_sync_strict(
+    tmp_path: Path, etcd: EtcdServer, ack: str
+) -> None:
+    config = node_config(tmp_path, etcd)
+    config.write_text(config.read_text().replace('ack = "sync"', f'ack = "{ack}"'))
+    with testing.start(tmp_path / "n1", "--node", "n1", "--advertise", "127.0.0.1:0", config=config) as sowd:
+        with Client(sowd.target) as c:
+            until(lambda: c.cluster_status()[0].role == "primary")
+            if ack == "sync":
+                assert c.publish("orders", [{"id": 1}]).last_bookmark == 1
+            else:
+                with pytest.raises(SowdbError) as refused:
+                    c.publish("orders", [{"id": 1}])
+                assert refused.value.code == grpc.StatusCode.UNAVAILABLE
+                assert "sync_strict" in refused.value.message
+        status, output = sowd.stop()
+    assert status == 0
+    assert ("acknowledging alone" in output) == (ack == "sync")
+
+
+def test_a_server_without_cluster_has_no_cluster_status(tmp_path: Path) -> None:
+    with testing.start(tmp_path / "alone") as sowd, Client(sowd.target) as c:
+        with pytest.raises(SowdbError) as refused:
+            c.cluster_status()
+        assert refused.value.code == grpc.StatusCode.FAILED_PRECONDITION
+        assert c.publish("orders", [{"orderId": 1, "symbol": "A"}]).last_bookmark == 1
