@@ -22,7 +22,7 @@ import pytest
 
 from sowdb import testing
 from sowdb.storage import Store
-from sowdb_api.v1 import admin_pb2, admin_pb2_grpc
+from sowdb_api.v1 import admin_pb2, admin_pb2_grpc, data_pb2, data_pb2_grpc
 from sowdb_client import Client, SowdbError
 from tests.cluster.conftest import EtcdServer
 from tests.support import sow
@@ -130,6 +130,11 @@ def test_writes_replicate_entry_for_entry_and_replicas_refuse_writes(cluster: Cl
             assert refused.value.code == grpc.StatusCode.FAILED_PRECONDITION
             assert address in refused.value.message
             assert refused.value.metadata["primary"] == address
+            with grpc.insecure_channel(cluster.nodes[name].target) as channel, pytest.raises(grpc.RpcError) as staged:
+                stage = data_pb2.StageWriteRequest(stage_id="s", topic="orders", complete=True)
+                stage.messages.add(data=b'{"id": 998}')
+                data_pb2_grpc.DataServiceStub(channel).StageWrite(iter([stage]), timeout=5)
+            assert staged.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     rows = cluster.status(primary)
     assert [r.role for r in rows] == ["primary", "replica", "replica"]
     assert {r.node for r in rows} == {"n1", "n2", "n3"}

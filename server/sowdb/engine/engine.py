@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from functools import wraps
 from pathlib import Path
-from typing import ParamSpec, TypeVar, Unpack
+from typing import Any, ParamSpec, TypeVar, Unpack
 
 from sowdb.config import Config
 from sowdb.engine.access import EVERYONE, Access
@@ -107,6 +107,14 @@ class Engine:
         self.acknowledge = acknowledge
         self.publish = _checked(check, self.writer.publish)
         self.sow_delete = _checked(check, self.writer.sow_delete)
+        self.begin_stage = _checked(check, self.stages.begin)  # staged writes are writes too
+        commit = self.stages.commit
+
+        async def commit_stages(*args: Any, **kwargs: Any) -> Any:
+            check()
+            return await commit(*args, **kwargs)
+
+        self.commit_stages = commit_stages
 
     def accepts_writes(self) -> bool:
         """Whether a write would be accepted now (always, outside a cluster)."""
