@@ -130,9 +130,9 @@ def test_writes_replicate_entry_for_entry_and_replicas_refuse_writes(cluster: Cl
             assert refused.value.code == grpc.StatusCode.FAILED_PRECONDITION
             assert address in refused.value.message
             assert refused.value.metadata["primary"] == address
+            stage = data_pb2.StageWriteRequest(stage_id="s", topic="orders", complete=True)
+            stage.messages.add(data=b'{"id": 998}')
             with grpc.insecure_channel(cluster.nodes[name].target) as channel, pytest.raises(grpc.RpcError) as staged:
-                stage = data_pb2.StageWriteRequest(stage_id="s", topic="orders", complete=True)
-                stage.messages.add(data=b'{"id": 998}')
                 data_pb2_grpc.DataServiceStub(channel).StageWrite(iter([stage]), timeout=5)
             assert staged.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     rows = cluster.status(primary)
