@@ -30,14 +30,19 @@ from tests.support import sow
 TTL = 2
 
 
-def node_config(tmp_path: Path, etcd: EtcdServer) -> Path:
-    path = tmp_path / "node.toml"
-    path.write_text(
-        f"""
+TOPICS = """
 [[topic]]
 name = "orders"
 key = ["/id"]
+"""
 
+
+def node_config(tmp_path: Path, etcd: EtcdServer) -> Path:
+    (tmp_path / "alone.toml").write_text(TOPICS)  # the same topics without [cluster]
+    path = tmp_path / "node.toml"
+    path.write_text(
+        TOPICS
+        + f"""
 [cluster]
 name = "t"
 etcd = ["{etcd.url}"]
@@ -223,3 +228,21 @@ def test_a_server_without_cluster_has_no_cluster_status(tmp_path: Path) -> None:
             c.cluster_status()
         assert refused.value.code == grpc.StatusCode.FAILED_PRECONDITION
         assert c.publish("orders", [{"orderId": 1, "symbol": "A"}]).last_bookmark == 1
+
+
+def test_a_node_whose_journal_forked_is_not_fed_entries_that_do_not_continue_it(cluster: Cluster) -> None:
+    alone = testing.start(cluster.tmp_path / "n3", config=cluster.config.with_name("alone.toml"))
+    with alone, Client(alone.target) as c:  # n3's journal: 5 entries written outside the cluster
+        c.publish("orders", [{"id": i} for i in range(5)])
+    cluster.start("n1")
+    assert cluster.primary() == "n1"
+    with Client(cluster.nodes["n1"].target) as c:
+        c.publish("orders", [{"id": i} for i in range(10)])
+    cluster.start("n2")
+    cluster.start("n3")
+    until(lambda: cluster.own("n2").applied_bookmark == 10)
+    with Client(cluster.nodes["n1"].target) as c:  # n2 goes on following; n3 never did
+        c.publish("orders", [{"id": 10}])
+    until(lambda: cluster.own("n2").applied_bookmark == 11)
+    until(lambda: "journal forked" in cluster.nodes["n3"].output)  # refused, and it says why
+    assert cluster.own("n3").applied_bookmark == 5

@@ -62,7 +62,7 @@ class ReplicationServicer(pb_grpc.ReplicationServiceServicer):
                 grpc.StatusCode.FAILED_PRECONDITION, f"the follower knows epoch {hello.epoch}, newer than {epoch}"
             )
         position = hello.applied_bookmark
-        fork = self._fork(position)
+        fork = self._fork(position, hello.applied_timestamp_us)
         if fork:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, fork)
         follower = Follower(hello.node, hello.advertise, position)
@@ -90,13 +90,17 @@ class ReplicationServicer(pb_grpc.ReplicationServiceServicer):
             reports.cancel()
             await node.report(None, follower.node)
 
-    def _fork(self, bookmark: int) -> str:
-        """Why a follower at ``bookmark`` cannot continue from this journal (empty: it can)."""
+    def _fork(self, bookmark: int, timestamp_us: int) -> str:
+        """Why a follower whose last entry is (``bookmark``, ``timestamp_us``) cannot continue
+        from this journal (empty: it can)."""
         engine = self.node.engine
         if bookmark > engine.last_seq:
             return (
                 f"the follower is at bookmark {bookmark}, ahead of this primary's {engine.last_seq}: its journal forked"
             )
+        mine = engine.store.journal_entry(bookmark) if bookmark else None
+        if mine is not None and mine.timestamp_us != timestamp_us:
+            return f"the follower's entry at bookmark {bookmark} is not this primary's: its journal forked"
         return ""
 
     async def _reports(self, requests: AsyncIterator[pb.FollowRequest], follower: Follower) -> None:
@@ -122,12 +126,14 @@ async def follow(node: Node, target: str) -> None:
     (the supervisor starts another)."""
     writer = node.engine.writer
     reports: asyncio.Queue[pb.FollowRequest] = asyncio.Queue()
+    last = node.engine.store.journal_entry(writer.last_seq) if writer.last_seq else None
     await reports.put(
         pb.FollowRequest(
             node=node.cluster.node,
             epoch=node.known_epoch,
             applied_bookmark=writer.last_seq,
             advertise=node.cluster.advertise,
+            applied_timestamp_us=last.timestamp_us if last is not None else 0,
         )
     )
 
@@ -153,6 +159,12 @@ async def follow(node: Node, target: str) -> None:
                     await reports.put(pb.FollowRequest(applied_bookmark=applied))
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and "forked" in (exc.details() or ""):
+                if not node.diverged:
+                    log.error(
+                        "cluster: %s refuses this node: %s; it stays a replica that cannot follow",
+                        target,
+                        exc.details(),
+                    )
                 node.diverged = exc.details() or "forked"
             log.info("cluster: following %s ended: %s %s", target, exc.code().name, exc.details())
             await asyncio.sleep(node.cluster.loop_wait_s / 4)

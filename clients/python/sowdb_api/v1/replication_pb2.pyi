@@ -29,6 +29,7 @@ class FollowRequest(_message.Message):
     EPOCH_FIELD_NUMBER: _builtins.int
     APPLIED_BOOKMARK_FIELD_NUMBER: _builtins.int
     ADVERTISE_FIELD_NUMBER: _builtins.int
+    APPLIED_TIMESTAMP_US_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     """The replica's node name (its `[cluster] node`)."""
     epoch: _builtins.int
@@ -37,6 +38,10 @@ class FollowRequest(_message.Message):
     """The last bookmark the replica has applied (durably written)."""
     advertise: _builtins.str
     """The address the replica serves on (its `[cluster] advertise`), for the cluster status."""
+    applied_timestamp_us: _builtins.int
+    """The timestamp of the replica's entry at `applied_bookmark`: the primary refuses a replica
+    whose entry there is not its own (their journals forked) with FAILED_PRECONDITION.
+    """
     def __init__(
         self,
         *,
@@ -44,10 +49,11 @@ class FollowRequest(_message.Message):
         epoch: _builtins.int = ...,
         applied_bookmark: _builtins.int = ...,
         advertise: _builtins.str = ...,
+        applied_timestamp_us: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["advertise", b"advertise", "applied_bookmark", b"applied_bookmark", "epoch", b"epoch", "node", b"node"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["advertise", b"advertise", "applied_bookmark", b"applied_bookmark", "applied_timestamp_us", b"applied_timestamp_us", "epoch", b"epoch", "node", b"node"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

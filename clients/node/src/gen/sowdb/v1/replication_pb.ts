@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sowdb/v1/replication.proto.
  */
 export const file_sowdb_v1_replication: GenFile = /*@__PURE__*/
-  fileDesc("Chpzb3dkYi92MS9yZXBsaWNhdGlvbi5wcm90bxIIc293ZGIudjEiWQoNRm9sbG93UmVxdWVzdBIMCgRub2RlGAEgASgJEg0KBWVwb2NoGAIgASgEEhgKEGFwcGxpZWRfYm9va21hcmsYAyABKAQSEQoJYWR2ZXJ0aXNlGAQgASgJIo0BCg9SZXBsaWNhdGVkRW50cnkSEAoIYm9va21hcmsYASABKAQSFAoMdGltZXN0YW1wX3VzGAIgASgEEhEKCW9wZXJhdGlvbhgDIAEoDRIRCglleHBpcnlfdXMYBCABKAQSDQoFdG9waWMYBSABKAkSDwoHc293X2tleRgGIAEoCRIMCgRkYXRhGAcgASgMImIKDkZvbGxvd1Jlc3BvbnNlEg0KBWVwb2NoGAEgASgEEioKB2VudHJpZXMYAiADKAsyGS5zb3dkYi52MS5SZXBsaWNhdGVkRW50cnkSFQoNbGFzdF9ib29rbWFyaxgDIAEoBDJVChJSZXBsaWNhdGlvblNlcnZpY2USPwoGRm9sbG93Ehcuc293ZGIudjEuRm9sbG93UmVxdWVzdBoYLnNvd2RiLnYxLkZvbGxvd1Jlc3BvbnNlKAEwAWIGcHJvdG8z");
+  fileDesc("Chpzb3dkYi92MS9yZXBsaWNhdGlvbi5wcm90bxIIc293ZGIudjEidwoNRm9sbG93UmVxdWVzdBIMCgRub2RlGAEgASgJEg0KBWVwb2NoGAIgASgEEhgKEGFwcGxpZWRfYm9va21hcmsYAyABKAQSEQoJYWR2ZXJ0aXNlGAQgASgJEhwKFGFwcGxpZWRfdGltZXN0YW1wX3VzGAUgASgEIo0BCg9SZXBsaWNhdGVkRW50cnkSEAoIYm9va21hcmsYASABKAQSFAoMdGltZXN0YW1wX3VzGAIgASgEEhEKCW9wZXJhdGlvbhgDIAEoDRIRCglleHBpcnlfdXMYBCABKAQSDQoFdG9waWMYBSABKAkSDwoHc293X2tleRgGIAEoCRIMCgRkYXRhGAcgASgMImIKDkZvbGxvd1Jlc3BvbnNlEg0KBWVwb2NoGAEgASgEEioKB2VudHJpZXMYAiADKAsyGS5zb3dkYi52MS5SZXBsaWNhdGVkRW50cnkSFQoNbGFzdF9ib29rbWFyaxgDIAEoBDJVChJSZXBsaWNhdGlvblNlcnZpY2USPwoGRm9sbG93Ehcuc293ZGIudjEuRm9sbG93UmVxdWVzdBoYLnNvd2RiLnYxLkZvbGxvd1Jlc3BvbnNlKAEwAWIGcHJvdG8z");
 
 /**
  * What a replica tells the primary.
@@ -47,6 +47,14 @@ export type FollowRequest = Message<"sowdb.v1.FollowRequest"> & {
    * @generated from field: string advertise = 4;
    */
   advertise: string;
+
+  /**
+   * The timestamp of the replica's entry at `applied_bookmark`: the primary refuses a replica
+   * whose entry there is not its own (their journals forked) with FAILED_PRECONDITION.
+   *
+   * @generated from field: uint64 applied_timestamp_us = 5;
+   */
+  appliedTimestampUs: bigint;
 };
 
 /**
