@@ -145,6 +145,8 @@ async def follow(node: Node, target: str) -> None:
         stub = pb_grpc.ReplicationServiceStub(channel)
         try:
             async for frame in stub.Follow(requests()):
+                if node.election.is_leader:
+                    return  # promoted meanwhile: this node writes its own journal now
                 if frame.epoch < node.known_epoch:
                     log.warning("cluster: a frame of epoch %d, older than %d: refused", frame.epoch, node.known_epoch)
                     return
