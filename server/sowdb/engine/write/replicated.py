@@ -4,8 +4,11 @@ The primary's writer assigned every bookmark and timestamp; a replica never assi
 writes each entry with the primary's bookmark, timestamp, expiry and data, one RocksDB
 WriteBatch per run of entries of one topic (the primary writes one topic per batch, so a run is
 one of its batches or several whole ones), then updates memory and hands the changes to its own
-subscribers and derived topics (views are recomputed from the changes, as on the primary), so
-that its journal, ``current`` and ``history`` are the primary's.
+subscribers and derived topics, so that its journal, ``current`` and ``history`` are the
+primary's. Views are recomputed from the changes, handed over once per batch of the primary (a
+batch's entries share topic, kind and timestamp), so each view change is the primary's; two
+batches of one topic in the same microsecond, or a batch split across two frames, fold as one
+or as two, which changes no view's final state, only which intermediate state is published.
 
 What is not replicated here: the producers' sequences (J-4) are not journaled, so a replica
 that is promoted does not know them and a producer's retry after a failover may be applied
@@ -81,22 +84,27 @@ def _apply_run(writer: Writer, topic_name: str, run: list[JournalEntry]) -> None
     batch.commit()
     _advance(writer, run)
     counters = writer.counters.topic(topic_name)
-    for e in run:  # memory and fan-out, entry by entry: a run may mix publishes and removals
-        now = e.timestamp_us
-        if e.op == OP_PUBLISH:
-            rec = StoredRecord(topic_name, e.sow_key, decode_document(e.payload), e.payload, e.seq, now, e.expiry_us)
-            counters.published([e.payload])
-            if rec.expiry_us:
-                writer.expiry.add(rec)
-            old = topic.put_many([rec])[0]
-            if writer.fan_out.wanted(topic_name):
-                writer.fan_out(topic_name, [Change(topic_name, e.sow_key, e.seq, now, old, rec)], now)
-        elif e.sow_key in topic.records:
-            counters.removed(1, expired=e.op == OP_EXPIRE)
-            old = topic.remove(e.sow_key, e.seq, now)
-            reason = OOF_EXPIRED if e.op == OP_EXPIRE else OOF_DELETED
-            # removals go to fan-out always, as the writer's own do (derived topics follow them)
-            writer.fan_out(topic_name, [Change(topic_name, e.sow_key, e.seq, now, old, None, reason)], now)
+    # Memory, then fan-out once per batch of the primary: its entries share the topic, the kind
+    # (publish or removal) and the timestamp, so views fold each batch as the primary's did.
+    for (removal, now), group in groupby(run, key=lambda e: (e.op != OP_PUBLISH, e.timestamp_us)):
+        changes: list[Change] = []
+        for e in group:
+            if not removal:
+                rec = StoredRecord(
+                    topic_name, e.sow_key, decode_document(e.payload), e.payload, e.seq, now, e.expiry_us
+                )
+                counters.published([e.payload])
+                if rec.expiry_us:
+                    writer.expiry.add(rec)
+                changes.append(Change(topic_name, e.sow_key, e.seq, now, topic.put_many([rec])[0], rec))
+            elif e.sow_key in topic.records:
+                counters.removed(1, expired=e.op == OP_EXPIRE)
+                old = topic.remove(e.sow_key, e.seq, now)
+                reason = OOF_EXPIRED if e.op == OP_EXPIRE else OOF_DELETED
+                changes.append(Change(topic_name, e.sow_key, e.seq, now, old, None, reason))
+        # removals go to fan-out always, as the writer's own do (derived topics follow them)
+        if changes and (removal or writer.fan_out.wanted(topic_name)):
+            writer.fan_out(topic_name, changes, now)
 
 
 def _advance(writer: Writer, run: list[JournalEntry]) -> None:
