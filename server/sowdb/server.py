@@ -126,11 +126,12 @@ class SowServer:
         if self.config.cluster is not None:  # SPEC §13: a node of a cluster (sowdb.cluster.node)
             from sowdb.cluster.node import Node
             from sowdb.cluster.replication import ReplicationServicer
-            from sowdb_api.v1 import replication_pb2_grpc
+            from sowdb_api.v1 import replication_pb2
 
             self.node = Node(self.config.cluster, self.engine, self.port)
             admin.cluster = self.node.status
-            replication_pb2_grpc.add_ReplicationServiceServicer_to_server(ReplicationServicer(self.node), server)
+            replication = replication_pb2.DESCRIPTOR.services_by_name["ReplicationService"]
+            add_service(ReplicationServicer(self.node, self.auth), server, replication, replication_pb2)
         add_service(DataServicer(self.engine, self.auth), server, DATA_SERVICE, data_pb2)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         services = (SERVICE_NAME, ADMIN_SERVICE_NAME, DATA_SERVICE_NAME, reflection.SERVICE_NAME, health.SERVICE_NAME)

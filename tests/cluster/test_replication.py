@@ -12,6 +12,7 @@ restarted, is a replica that refuses writes naming the new primary.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,8 +22,9 @@ import grpc
 import pytest
 
 from sowdb import testing
+from sowdb.auth import hash_token
 from sowdb.storage import Store
-from sowdb_api.v1 import admin_pb2, admin_pb2_grpc, data_pb2, data_pb2_grpc
+from sowdb_api.v1 import admin_pb2, admin_pb2_grpc, data_pb2, data_pb2_grpc, replication_pb2, replication_pb2_grpc
 from sowdb_client import Client, SowdbError
 from tests.cluster.conftest import EtcdServer
 from tests.support import sow
@@ -246,3 +248,37 @@ def test_a_node_whose_journal_forked_is_not_fed_entries_that_do_not_continue_it(
     until(lambda: cluster.own("n2").applied_bookmark == 11)
     until(lambda: "journal forked" in cluster.nodes["n3"].output)  # refused, and it says why
     assert cluster.own("n3").applied_bookmark == 5
+
+
+def test_with_security_on_only_an_admin_may_follow(tmp_path: Path, etcd: EtcdServer) -> None:
+    """The journal is every topic's: a follower without an admin's token is refused, and a
+    replica given one (``SOWDB_CLUSTER_TOKEN``) follows."""
+    token = "replication-secret"
+    (tmp_path / "users.toml").write_text(
+        f'[[user]]\nname = "repl"\ntoken_sha256 = "{hash_token(token)}"\nroles = ["ops"]\n'
+    )
+    config = node_config(tmp_path, etcd)
+    security = f"""
+[security]
+users_file = "{tmp_path / "users.toml"}"
+
+[[role]]
+name = "ops"
+read = [".*"]
+write = [".*"]
+admin = true
+"""
+    config.write_text(config.read_text() + security)
+    flags = ("--advertise", "127.0.0.1:0")
+    with testing.start(tmp_path / "n1", "--node", "n1", *flags, config=config) as primary:
+        with Client(primary.target, token=token) as c:
+            until(lambda: c.cluster_status()[0].role == "primary")
+            c.publish("orders", [{"id": 1}])
+        hello = replication_pb2.FollowRequest(node="spy", applied_bookmark=0)
+        with grpc.insecure_channel(primary.target) as channel, pytest.raises(grpc.RpcError) as refused:
+            next(iter(replication_pb2_grpc.ReplicationServiceStub(channel).Follow(iter([hello]), timeout=5)))
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        env = {**os.environ, "SOWDB_CLUSTER_TOKEN": token}
+        replica = testing.start(tmp_path / "n2", "--node", "n2", *flags, config=config, env=env)
+        with replica, Client(replica.target, token=token) as r:
+            until(lambda: r.cluster_status()[0].applied_bookmark == 1)

@@ -22,11 +22,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator
 
 import grpc
 
+from sowdb.api.servicer import Context, Servicer, error_boundary
+from sowdb.auth import Authenticator
 from sowdb.cluster.node import Follower, Node
+from sowdb.engine.access import Access
 from sowdb.errors import SowdbError
 from sowdb.storage.keys import JournalEntry
 from sowdb_api.v1 import replication_pb2 as pb
@@ -41,15 +45,25 @@ TICK_S = 1.0
 FRAME_ENTRIES = 2000
 
 
-class ReplicationServicer(pb_grpc.ReplicationServiceServicer):
-    """The primary's side: one Follow stream per replica."""
+TOKEN_ENV = "SOWDB_CLUSTER_TOKEN"
+"""A replica sends this token (an admin user's) when the primary has security on (A-1)."""
 
-    def __init__(self, node: Node) -> None:
+
+class ReplicationServicer(Servicer):
+    """The primary's side: one Follow stream per replica. Behind the same boundary as every
+    other service: with security on, only an admin may follow (the journal is every topic's)."""
+
+    service = "ReplicationService"
+
+    def __init__(self, node: Node, auth: Authenticator) -> None:
+        super().__init__(node.engine, auth)
         self.node = node
 
+    @error_boundary
     async def Follow(
-        self, request_iterator: AsyncIterator[pb.FollowRequest], context: grpc.aio.ServicerContext[object, object]
+        self, request_iterator: AsyncIterator[pb.FollowRequest], context: Context, access: Access
     ) -> AsyncIterator[pb.FollowResponse]:
+        access.require_admin("follow the journal (replication)")
         node, engine = self.node, self.node.engine
         hello = await anext(aiter(request_iterator), None)
         if hello is None:
@@ -144,7 +158,9 @@ async def follow(node: Node, target: str) -> None:
     async with grpc.aio.insecure_channel(target) as channel:
         stub = pb_grpc.ReplicationServiceStub(channel)
         try:
-            async for frame in stub.Follow(requests()):
+            token = os.environ.get(TOKEN_ENV)
+            metadata = (("authorization", f"Bearer {token}"),) if token else None
+            async for frame in stub.Follow(requests(), metadata=metadata):
                 if node.election.is_leader:
                     return  # promoted meanwhile: this node writes its own journal now
                 if frame.epoch < node.known_epoch:
