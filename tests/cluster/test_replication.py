@@ -99,6 +99,14 @@ def until(probe: Callable[[], object], within: float = 20.0) -> object:
     return found
 
 
+def follow_refusal(target: str, epoch: int = 0) -> tuple[grpc.StatusCode, str]:
+    """How ``target`` refuses a follower that knows ``epoch``."""
+    hello = replication_pb2.FollowRequest(node="other", epoch=epoch)
+    with grpc.insecure_channel(target) as channel, pytest.raises(grpc.RpcError) as refused:
+        next(iter(replication_pb2_grpc.ReplicationServiceStub(channel).Follow(iter([hello]), timeout=5)))
+    return refused.value.code(), refused.value.details() or ""
+
+
 @pytest.fixture
 def cluster(tmp_path: Path, etcd: EtcdServer) -> Iterator[Cluster]:
     c = Cluster(tmp_path, etcd)
@@ -142,6 +150,9 @@ def test_writes_replicate_entry_for_entry_and_replicas_refuse_writes(cluster: Cl
             with grpc.insecure_channel(cluster.nodes[name].target) as channel, pytest.raises(grpc.RpcError) as staged:
                 data_pb2_grpc.DataServiceStub(channel).StageWrite(iter([stage]), timeout=5)
             assert staged.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+            code, message = follow_refusal(cluster.nodes[name].target)  # a replica streams nothing
+            assert code == grpc.StatusCode.FAILED_PRECONDITION
+            assert "is not the primary" in message
     rows = cluster.status(primary)
     assert [r.role for r in rows] == ["primary", "replica", "replica"]
     assert {r.node for r in rows} == {"n1", "n2", "n3"}
@@ -219,6 +230,11 @@ def test_a_primary_without_replicas_falls_back_to_async_or_refuses_with_sync_str
             until(lambda: c.cluster_status()[0].role == "primary")
             if ack == "sync":
                 assert c.publish("orders", [{"id": 1}]).last_bookmark == 1
+                epoch = c.cluster_status()[0].epoch
+                assert follow_refusal(sowd.target, epoch=epoch + 1) == (  # it is the stale one
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"the follower knows epoch {epoch + 1}, newer than {epoch}",
+                )
             else:
                 with pytest.raises(SowdbError) as refused:
                     c.publish("orders", [{"id": 1}])
