@@ -103,6 +103,10 @@ class SowServer:
             await _abandon(server, console)
             raise
         try:
+            if self.config.cluster is not None:  # a fork found before the last stop is cut first
+                from sowdb.cluster.fork import cut_at_fork
+
+                cut_at_fork(store, self.config)
             self.engine = Engine.open(self.config, store, clock=self.clock)
         except BaseException:
             store.close()
@@ -317,7 +321,12 @@ async def run(config: Config) -> None:
     print(
         f"sowd listening on {host}:{port} (data {config.server.data_dir}, config {config.source}){console}", flush=True
     )
-    await stop.wait()
+    waits = [asyncio.ensure_future(stop.wait())]
+    if server.node is not None:  # a cluster node whose journal forked stops, to cut it at start
+        waits.append(asyncio.ensure_future(server.node.restart.wait()))
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for w in waits:
+        w.cancel()
     log.info("shutting down")
     await server.stop()
     print("sowd stopped", flush=True)

@@ -253,22 +253,35 @@ def test_a_server_without_cluster_has_no_cluster_status(tmp_path: Path) -> None:
         assert c.publish("orders", [{"orderId": 1, "symbol": "A"}]).last_bookmark == 1
 
 
-def test_a_node_whose_journal_forked_is_not_fed_entries_that_do_not_continue_it(cluster: Cluster) -> None:
-    alone = testing.start(cluster.tmp_path / "n3", config=cluster.config.with_name("alone.toml"))
-    with alone, Client(alone.target) as c:  # n3's journal: 5 entries written outside the cluster
-        c.publish("orders", [{"id": i} for i in range(5)])
-    cluster.start("n1")
+def test_a_node_whose_journal_forked_cuts_it_at_the_fork_and_follows(cluster: Cluster) -> None:
+    for name in ("n1", "n2", "n3"):
+        cluster.start(name)
     assert cluster.primary() == "n1"
     with Client(cluster.nodes["n1"].target) as c:
         c.publish("orders", [{"id": i} for i in range(10)])
-    cluster.start("n2")
+    until(lambda: all(cluster.own(n).applied_bookmark == 10 for n in ("n2", "n3")))
+    cluster.nodes["n3"].stop()
+    alone = testing.start(cluster.tmp_path / "n3", config=cluster.config.with_name("alone.toml"))
+    with alone, Client(alone.target) as c:  # n3 writes 11..13 on its own: its journal forks after 10
+        c.publish("orders", [{"id": i} for i in range(100, 103)])
+    with Client(cluster.nodes["n1"].target) as c:
+        assert c.publish("orders", [{"id": 10}]).last_bookmark == 11
     cluster.start("n3")
-    until(lambda: cluster.own("n2").applied_bookmark == 10)
-    with Client(cluster.nodes["n1"].target) as c:  # n2 goes on following; n3 never did
-        c.publish("orders", [{"id": 10}])
-    until(lambda: cluster.own("n2").applied_bookmark == 11)
-    until(lambda: "journal forked" in cluster.nodes["n3"].output)  # refused, and it says why
-    assert cluster.own("n3").applied_bookmark == 5
+    status, output = cluster.nodes["n3"].stop(sig=0, timeout=30)  # refused: it finds the fork, stops
+    assert status == 0
+    assert "forked after bookmark 10" in output
+    cluster.start("n3")  # the cut: 11..13 go to the lost-writes file, then it follows
+    until(lambda: cluster.own("n3").applied_bookmark == 11)
+    lost = [json.loads(line) for line in (cluster.tmp_path / "n3" / "lost-writes.jsonl").read_text().splitlines()]
+    assert [(w["bookmark"], json.loads(w["data"])["id"], w["operation"]) for w in lost] == [
+        (11, 100, "publish"),
+        (12, 101, "publish"),
+        (13, 102, "publish"),
+    ]
+    with Client(cluster.nodes["n3"].target) as c:
+        assert sorted(r.json()["id"] for r in c.sow("orders").records()) == list(range(11))
+    cluster.stop()
+    assert journal(cluster.tmp_path / "n3") == journal(cluster.tmp_path / "n1")
 
 
 def test_with_security_on_only_an_admin_may_follow(tmp_path: Path, etcd: EtcdServer) -> None:

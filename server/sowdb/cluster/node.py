@@ -54,6 +54,7 @@ class Node:
         self.known_epoch = 0  # the newest epoch seen (led or followed)
         self.primary_last = 0  # on a replica: the primary's latest bookmark, as its last frame said
         self.diverged = ""  # on a replica: why it cannot follow (its journal forked), if so
+        self.restart = asyncio.Event()  # set when this node must restart (its journal forked)
         self._fell_back = False
         self._tasks: list[asyncio.Task[None]] = []
         self._following: asyncio.Task[None] | None = None

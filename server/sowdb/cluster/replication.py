@@ -24,11 +24,13 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 
 from sowdb.api.servicer import Context, Servicer, error_boundary
 from sowdb.auth import Authenticator
+from sowdb.cluster.fork import LOST_WRITES, mark_fork
 from sowdb.cluster.node import Follower, Node
 from sowdb.engine.access import Access
 from sowdb.errors import SowdbError
@@ -43,6 +45,7 @@ POLL_S = 0.05
 TICK_S = 1.0
 """An idle primary sends a frame without entries this often: the replica sees it is alive."""
 FRAME_ENTRIES = 2000
+Metadata = tuple[tuple[str, str], ...] | None
 
 
 TOKEN_ENV = "SOWDB_CLUSTER_TOKEN"
@@ -79,6 +82,9 @@ class ReplicationServicer(Servicer):
         fork = self._fork(position, hello.applied_timestamp_us)
         if fork:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, fork)
+        if hello.probe:  # a forked replica looking for the fork point: the journals agree here
+            yield pb.FollowResponse(epoch=epoch, last_bookmark=engine.last_seq)
+            return
         follower = Follower(hello.node, hello.advertise, position)
         await node.report(follower)
         reports = asyncio.create_task(self._reports(request_iterator, follower))
@@ -155,11 +161,11 @@ async def follow(node: Node, target: str) -> None:
         while True:
             yield await reports.get()
 
+    token = os.environ.get(TOKEN_ENV)
+    metadata = (("authorization", f"Bearer {token}"),) if token else None
     async with grpc.aio.insecure_channel(target) as channel:
         stub = pb_grpc.ReplicationServiceStub(channel)
         try:
-            token = os.environ.get(TOKEN_ENV)
-            metadata = (("authorization", f"Bearer {token}"),) if token else None
             async for frame in stub.Follow(requests(), metadata=metadata):
                 if node.election.is_leader:
                     return  # promoted meanwhile: this node writes its own journal now
@@ -177,12 +183,55 @@ async def follow(node: Node, target: str) -> None:
                     await reports.put(pb.FollowRequest(applied_bookmark=applied))
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and "forked" in (exc.details() or ""):
-                if not node.diverged:
-                    log.error(
-                        "cluster: %s refuses this node: %s; it stays a replica that cannot follow",
-                        target,
-                        exc.details(),
-                    )
                 node.diverged = exc.details() or "forked"
+                at = await _fork_point(node, stub, metadata)
+                mark_fork(node.engine.config.server.data_dir, at)
+                log.error(
+                    "cluster: %s refuses this node: %s. It forked after bookmark %d: it stops, and at its next start "
+                    "moves the %d entries after that to %s and follows",
+                    target,
+                    exc.details(),
+                    at,
+                    writer.last_seq - at,
+                    LOST_WRITES,
+                )
+                node.restart.set()
+                return
             log.info("cluster: following %s ended: %s %s", target, exc.code().name, exc.details())
             await asyncio.sleep(node.cluster.loop_wait_s / 4)
+
+
+async def _fork_point(node: Node, stub: Any, metadata: Metadata) -> int:
+    """The last bookmark at which this node's journal is the primary's: the journals agree on a
+    prefix, so a binary search with probes finds its end (0: they agree on nothing)."""
+    agree, forked = 0, node.engine.last_seq  # the primary refused this node at its last bookmark
+    while forked - agree > 1:
+        mid = (agree + forked) // 2
+        if await _agrees(node, stub, metadata, mid):
+            agree = mid
+        else:
+            forked = mid
+    return agree
+
+
+async def _agrees(node: Node, stub: Any, metadata: Metadata, bookmark: int) -> bool:
+    entry = node.engine.store.journal_entry(bookmark)
+    probe = pb.FollowRequest(
+        node=node.cluster.node,
+        epoch=node.known_epoch,
+        applied_bookmark=bookmark,
+        applied_timestamp_us=entry.timestamp_us if entry is not None else 0,
+        probe=True,
+    )
+
+    async def one() -> AsyncIterator[pb.FollowRequest]:
+        yield probe
+
+    try:
+        async for _ in stub.Follow(one(), metadata=metadata):
+            pass
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and "forked" in (exc.details() or ""):
+            return False
+        raise
+    return True

@@ -30,6 +30,7 @@ class FollowRequest(_message.Message):
     APPLIED_BOOKMARK_FIELD_NUMBER: _builtins.int
     ADVERTISE_FIELD_NUMBER: _builtins.int
     APPLIED_TIMESTAMP_US_FIELD_NUMBER: _builtins.int
+    PROBE_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     """The replica's node name (its `[cluster] node`)."""
     epoch: _builtins.int
@@ -42,6 +43,11 @@ class FollowRequest(_message.Message):
     """The timestamp of the replica's entry at `applied_bookmark`: the primary refuses a replica
     whose entry there is not its own (their journals forked) with FAILED_PRECONDITION.
     """
+    probe: _builtins.bool
+    """Only ask whether the journals agree at `applied_bookmark`: the primary answers one frame
+    without entries and ends the stream, or refuses as forked. A replica whose journal forked
+    finds the fork point with such probes.
+    """
     def __init__(
         self,
         *,
@@ -50,10 +56,11 @@ class FollowRequest(_message.Message):
         applied_bookmark: _builtins.int = ...,
         advertise: _builtins.str = ...,
         applied_timestamp_us: _builtins.int = ...,
+        probe: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["advertise", b"advertise", "applied_bookmark", b"applied_bookmark", "applied_timestamp_us", b"applied_timestamp_us", "epoch", b"epoch", "node", b"node"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["advertise", b"advertise", "applied_bookmark", b"applied_bookmark", "applied_timestamp_us", b"applied_timestamp_us", "epoch", b"epoch", "node", b"node", "probe", b"probe"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sowdb/v1/replication.proto.
  */
 export const file_sowdb_v1_replication: GenFile = /*@__PURE__*/
-  fileDesc("Chpzb3dkYi92MS9yZXBsaWNhdGlvbi5wcm90bxIIc293ZGIudjEidwoNRm9sbG93UmVxdWVzdBIMCgRub2RlGAEgASgJEg0KBWVwb2NoGAIgASgEEhgKEGFwcGxpZWRfYm9va21hcmsYAyABKAQSEQoJYWR2ZXJ0aXNlGAQgASgJEhwKFGFwcGxpZWRfdGltZXN0YW1wX3VzGAUgASgEIo0BCg9SZXBsaWNhdGVkRW50cnkSEAoIYm9va21hcmsYASABKAQSFAoMdGltZXN0YW1wX3VzGAIgASgEEhEKCW9wZXJhdGlvbhgDIAEoDRIRCglleHBpcnlfdXMYBCABKAQSDQoFdG9waWMYBSABKAkSDwoHc293X2tleRgGIAEoCRIMCgRkYXRhGAcgASgMImIKDkZvbGxvd1Jlc3BvbnNlEg0KBWVwb2NoGAEgASgEEioKB2VudHJpZXMYAiADKAsyGS5zb3dkYi52MS5SZXBsaWNhdGVkRW50cnkSFQoNbGFzdF9ib29rbWFyaxgDIAEoBDJVChJSZXBsaWNhdGlvblNlcnZpY2USPwoGRm9sbG93Ehcuc293ZGIudjEuRm9sbG93UmVxdWVzdBoYLnNvd2RiLnYxLkZvbGxvd1Jlc3BvbnNlKAEwAWIGcHJvdG8z");
+  fileDesc("Chpzb3dkYi92MS9yZXBsaWNhdGlvbi5wcm90bxIIc293ZGIudjEihgEKDUZvbGxvd1JlcXVlc3QSDAoEbm9kZRgBIAEoCRINCgVlcG9jaBgCIAEoBBIYChBhcHBsaWVkX2Jvb2ttYXJrGAMgASgEEhEKCWFkdmVydGlzZRgEIAEoCRIcChRhcHBsaWVkX3RpbWVzdGFtcF91cxgFIAEoBBINCgVwcm9iZRgGIAEoCCKNAQoPUmVwbGljYXRlZEVudHJ5EhAKCGJvb2ttYXJrGAEgASgEEhQKDHRpbWVzdGFtcF91cxgCIAEoBBIRCglvcGVyYXRpb24YAyABKA0SEQoJZXhwaXJ5X3VzGAQgASgEEg0KBXRvcGljGAUgASgJEg8KB3Nvd19rZXkYBiABKAkSDAoEZGF0YRgHIAEoDCJiCg5Gb2xsb3dSZXNwb25zZRINCgVlcG9jaBgBIAEoBBIqCgdlbnRyaWVzGAIgAygLMhkuc293ZGIudjEuUmVwbGljYXRlZEVudHJ5EhUKDWxhc3RfYm9va21hcmsYAyABKAQyVQoSUmVwbGljYXRpb25TZXJ2aWNlEj8KBkZvbGxvdxIXLnNvd2RiLnYxLkZvbGxvd1JlcXVlc3QaGC5zb3dkYi52MS5Gb2xsb3dSZXNwb25zZSgBMAFiBnByb3RvMw");
 
 /**
  * What a replica tells the primary.
@@ -55,6 +55,15 @@ export type FollowRequest = Message<"sowdb.v1.FollowRequest"> & {
    * @generated from field: uint64 applied_timestamp_us = 5;
    */
   appliedTimestampUs: bigint;
+
+  /**
+   * Only ask whether the journals agree at `applied_bookmark`: the primary answers one frame
+   * without entries and ends the stream, or refuses as forked. A replica whose journal forked
+   * finds the fork point with such probes.
+   *
+   * @generated from field: bool probe = 6;
+   */
+  probe: boolean;
 };
 
 /**
