@@ -51,6 +51,19 @@ class FailedPrecondition(SowdbError):
     publish to a view)."""
 
 
+class NotPrimary(FailedPrecondition):
+    """A write sent to a replica of a cluster (SPEC §13): only the primary accepts writes.
+
+    Attributes:
+        primary: the primary's address (its ``[cluster] advertise``; empty while none is known),
+            for the client to send the write to.
+    """
+
+    def __init__(self, message: str, *, primary: str) -> None:
+        super().__init__(message)
+        self.primary = primary
+
+
 class OutOfRange(SowdbError):
     """A bookmark outside the retained history or journal.
 

@@ -37,6 +37,7 @@ from sowdb.storage import Store
 from sowdb_api.v1 import admin_pb2, data_pb2
 
 if TYPE_CHECKING:  # imported when a console is configured: HTTP, Connect and their protobuf runtime
+    from sowdb.cluster.node import Node
     from sowdb.console.server import ConsoleServer
 
 log = logging.getLogger("sowdb.server")
@@ -63,6 +64,7 @@ class SowServer:
         self._health_updates: set[asyncio.Task[None]] = set()
         self.auth = Authenticator(config.security)
         self.metrics: MetricsServer | None = None  # on [server] metrics_listen
+        self.node: Node | None = None  # on [cluster] (SPEC §13)
 
     async def start(self) -> int:
         """Listen, open the store, load state, serve; returns the bound port.
@@ -101,6 +103,10 @@ class SowServer:
             await _abandon(server, console)
             raise
         try:
+            if self.config.cluster is not None:  # a fork found before the last stop is cut first
+                from sowdb.cluster.fork import cut_at_fork
+
+                cut_at_fork(store, self.config)
             self.engine = Engine.open(self.config, store, clock=self.clock)
         except BaseException:
             store.close()
@@ -119,7 +125,17 @@ class SowServer:
         tune_gc()
         logging.getLogger("grpc._cython.cygrpc").addFilter(_CLIENT_GONE)
         add_service(SowServicer(self.engine, self.auth), server)
-        add_service(AdminServicer(self.engine, self.auth), server, ADMIN_SERVICE, admin_pb2)
+        admin = AdminServicer(self.engine, self.auth)
+        add_service(admin, server, ADMIN_SERVICE, admin_pb2)
+        if self.config.cluster is not None:  # SPEC §13: a node of a cluster (sowdb.cluster.node)
+            from sowdb.cluster.node import Node
+            from sowdb.cluster.replication import ReplicationServicer
+            from sowdb_api.v1 import replication_pb2
+
+            self.node = Node(self.config.cluster, self.engine, self.port)
+            admin.cluster = self.node.status
+            replication = replication_pb2.DESCRIPTOR.services_by_name["ReplicationService"]
+            add_service(ReplicationServicer(self.node, self.auth), server, replication, replication_pb2)
         add_service(DataServicer(self.engine, self.auth), server, DATA_SERVICE, data_pb2)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         services = (SERVICE_NAME, ADMIN_SERVICE_NAME, DATA_SERVICE_NAME, reflection.SERVICE_NAME, health.SERVICE_NAME)
@@ -129,6 +145,8 @@ class SowServer:
         if console is not None:
             await console.start()
             self.console = console
+        if self.node is not None:
+            await self.node.start()
         self._upkeep = asyncio.create_task(run_upkeep(self.engine), name="sowdb-upkeep")
         await self._set_health(store.writable)
         store.watch(self._storage_changed)
@@ -165,6 +183,9 @@ class SowServer:
         if self.metrics is not None:
             await self.metrics.stop()
             self.metrics = None
+        if self.node is not None:
+            await self.node.stop()
+            self.node = None
         if self._upkeep is not None:
             self._upkeep.cancel()
             await asyncio.gather(self._upkeep, return_exceptions=True)
@@ -300,7 +321,12 @@ async def run(config: Config) -> None:
     print(
         f"sowd listening on {host}:{port} (data {config.server.data_dir}, config {config.source}){console}", flush=True
     )
-    await stop.wait()
+    waits = [asyncio.ensure_future(stop.wait())]
+    if server.node is not None:  # a cluster node whose journal forked stops, to cut it at start
+        waits.append(asyncio.ensure_future(server.node.restart.wait()))
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for w in waits:
+        w.cancel()
     log.info("shutting down")
     await server.stop()
     print("sowd stopped", flush=True)

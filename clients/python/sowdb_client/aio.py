@@ -159,3 +159,9 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t
             return await self._admin.Stats(
                 admin_pb2.StatsRequest(topic=topic, topics_only=topics_only), timeout=timeout, metadata=self._metadata
             )
+
+    async def cluster_status(self, *, timeout: float | None = None) -> list[admin_pb2.ClusterNode]:
+        """The cluster as this server sees it (see :meth:`Client.cluster_status`)."""
+        with calls.rpc_errors():
+            request = admin_pb2.ClusterStatusRequest()
+            return list((await self._admin.ClusterStatus(request, timeout=timeout, metadata=self._metadata)).nodes)

@@ -204,3 +204,15 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
         with calls.rpc_errors():
             request = admin_pb2.StatsRequest(topic=topic, topics_only=topics_only)
             return self._admin.Stats(request, timeout=timeout, metadata=self._metadata)
+
+    def cluster_status(self, *, timeout: float | None = None) -> list[admin_pb2.ClusterNode]:
+        """The cluster as this server sees it (SPEC §13): itself first, then (on the primary)
+        every replica following it, each with its role, epoch, applied bookmark and lag.
+
+        Raises:
+            FailedPreconditionError: the server runs alone (no ``[cluster]``).
+            PermissionDeniedError: security is on and the user has no admin role.
+        """
+        with calls.rpc_errors():
+            request = admin_pb2.ClusterStatusRequest()
+            return list(self._admin.ClusterStatus(request, timeout=timeout, metadata=self._metadata).nodes)

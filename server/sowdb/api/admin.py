@@ -3,6 +3,7 @@ behind the same error boundary as the rest of the API."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 
 from google.protobuf import timestamp_pb2
@@ -11,6 +12,7 @@ from sowdb.api.convert import KINDS, duration
 from sowdb.api.servicer import Context, Servicer, error_boundary
 from sowdb.engine.access import Access
 from sowdb.engine.stats import ServerFigures, StatsSnapshot
+from sowdb.errors import FailedPrecondition
 from sowdb_api.v1 import admin_pb2 as pb
 
 
@@ -18,6 +20,8 @@ class AdminServicer(Servicer):
     """``sowdb.v1.AdminService`` over an :class:`Engine`."""
 
     service = "AdminService"
+    cluster: Callable[[], list[dict[str, object]]] | None = None
+    """The node's status rows (``sowdb.cluster.node.Node.status``), on a server with ``[cluster]``."""
 
     @error_boundary
     async def Checkpoint(
@@ -29,6 +33,15 @@ class AdminServicer(Servicer):
     @error_boundary
     async def Stats(self, request: pb.StatsRequest, context: Context, access: Access) -> pb.StatsResponse:
         return stats_response(self.engine.stats(request.topic, topics_only=request.topics_only, access=access))
+
+    @error_boundary
+    async def ClusterStatus(
+        self, request: pb.ClusterStatusRequest, context: Context, access: Access
+    ) -> pb.ClusterStatusResponse:
+        access.require_admin("read the cluster's status")
+        if self.cluster is None:
+            raise FailedPrecondition("this server runs alone: its config has no [cluster]")
+        return pb.ClusterStatusResponse(nodes=[pb.ClusterNode(**row) for row in self.cluster()])  # type: ignore[arg-type]
 
 
 def stats_response(snap: StatsSnapshot) -> pb.StatsResponse:

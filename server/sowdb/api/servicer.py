@@ -188,9 +188,21 @@ class SowServicer(Servicer):
             while (ack := await acks.get()) is not None:
                 if isinstance(ack, Exception):
                     raise ack
+                if self.engine.acknowledge is not None and ack.last_bookmark:  # a cluster (SPEC §13)
+                    ack = await self._acknowledged(ack, refusals)
                 yield ack
         finally:
             applying.cancel()
+
+    async def _acknowledged(self, ack: pb.PublishResponse, refusals: Call) -> pb.PublishResponse:
+        """The ack, once the cluster lets it be given (HA-1, HA-3), else an error response."""
+        assert self.engine.acknowledge is not None
+        try:
+            await self.engine.acknowledge(ack.last_bookmark)
+        except SowdbError as exc:
+            refusals.refused(status_code(exc), exc, "")
+            return pb.PublishResponse(correlation_id=ack.correlation_id, error=rich_status(exc))
+        return ack
 
     def _apply(self, req: pb.PublishRequest | Undecodable, access: Access, refusals: Call) -> pb.PublishResponse:
         """One request applied, or refused in an error response (the stream goes on: the
@@ -224,6 +236,8 @@ class SowServicer(Servicer):
         count, bookmark = self.engine.sow_delete(
             request.topic, filter=request.filter, sow_keys=list(request.sow_keys), data=request.data, access=access
         )
+        if self.engine.acknowledge is not None and bookmark:  # a cluster (SPEC §13)
+            await self.engine.acknowledge(bookmark)
         return pb.SowDeleteResponse(deleted_count=count, bookmark=bookmark)
 
     @error_boundary

@@ -72,6 +72,8 @@ def rich_status(exc: errors.SowdbError) -> status_pb2.Status:
         metadata["token"] = _cut(inner.token)
     if isinstance(inner, errors.OutOfRange):
         metadata["oldest_bookmark"] = str(inner.oldest_bookmark)
+    if isinstance(inner, errors.NotPrimary):
+        metadata["primary"] = inner.primary
     details = []
     if exc.field:
         bad = error_details_pb2.BadRequest(

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
+from functools import wraps
 from pathlib import Path
-from typing import Unpack
+from typing import Any, ParamSpec, TypeVar, Unpack
 
 from sowdb.config import Config
 from sowdb.engine.access import EVERYONE, Access
@@ -49,10 +50,14 @@ from sowdb.engine.read import Queries, QueryOptions, Snapshots
 from sowdb.engine.state import ExpiryQueue, Topics, TopicSummary
 from sowdb.engine.stats import Stats, StatsSnapshot
 from sowdb.engine.write import FanOut, Stages, Writer
-from sowdb.errors import FailedPrecondition, InvalidArgument
+from sowdb.errors import FailedPrecondition, InvalidArgument, SowdbError
 from sowdb.storage import Store, StoreUnusable
 
 log = logging.getLogger("sowdb.engine")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+Acknowledge = Callable[[int], Awaitable[None]]
 
 
 class Engine:
@@ -90,6 +95,38 @@ class Engine:
         self.commit_stages = self.stages.commit
         self.abort_stages = self.stages.abort
         self.rpc_counters = self.counters.rpc  # the protocol layer notes each RPC's calls (SPEC §12)
+        self.acknowledge: Acknowledge | None = None
+        """In a cluster (SPEC §13): awaited with a write's last bookmark before it is acknowledged
+        (HA-1 fencing, HA-3 ``sync``); raises ``Unavailable`` when it may not be. None alone."""
+        self._write_check: Callable[[], None] | None = None
+
+    def guard_writes(self, check: Callable[[], None], acknowledge: Acknowledge) -> None:
+        """Make this engine a cluster node's (SPEC §13): ``check`` runs before every publish
+        and delete and refuses them on a replica (``NotPrimary``) or a fenced primary
+        (``Unavailable``); ``acknowledge`` is :attr:`acknowledge`. A replica's own expiry sweep
+        stops too: its expirations come from the primary's journal (HA-2)."""
+        self._write_check = check
+        self.acknowledge = acknowledge
+        self.publish = _checked(check, self.writer.publish)
+        self.sow_delete = _checked(check, self.writer.sow_delete)
+        self.begin_stage = _checked(check, self.stages.begin)  # staged writes are writes too
+        commit = self.stages.commit
+
+        async def commit_stages(*args: Any, **kwargs: Any) -> Any:
+            check()
+            return await commit(*args, **kwargs)
+
+        self.commit_stages = commit_stages
+
+    def accepts_writes(self) -> bool:
+        """Whether a write would be accepted now (always, outside a cluster)."""
+        if self._write_check is None:
+            return True
+        try:
+            self._write_check()
+        except SowdbError:
+            return False
+        return True
 
     rebuild = staticmethod(rebuild)  # `sowd rebuild`: current and history from the journal (J-2)
 
@@ -235,7 +272,10 @@ class Engine:
         return self.writer.recover_storage()
 
     def expire_due(self) -> int:
-        """Expire the records whose TTL ended (X-1); returns how many."""
+        """Expire the records whose TTL ended (X-1); returns how many (none on a replica: its
+        expirations are the primary's, journaled and shipped)."""
+        if not self.accepts_writes():
+            return 0
         return self.writer.expire_due()
 
     def trim(self) -> bool:
@@ -250,6 +290,17 @@ class Engine:
 
     def close(self) -> None:
         self.store.close()
+
+
+def _checked(check: Callable[[], None], call: Callable[P, R]) -> Callable[P, R]:
+    """``call`` behind ``check``, which raises to refuse it."""
+
+    @wraps(call)
+    def checked(*args: P.args, **kwargs: P.kwargs) -> R:
+        check()
+        return call(*args, **kwargs)
+
+    return checked
 
 
 def _load(config: Config, store: Store, clock: Clock) -> tuple[Topics, ExpiryQueue]:

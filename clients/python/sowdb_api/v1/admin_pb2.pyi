@@ -23,6 +23,89 @@ else:
 DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
+class ClusterStatusRequest(_message.Message):
+    """Asks for the cluster's status."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClusterStatusRequest: _TypeAlias = ClusterStatusRequest  # noqa: Y015
+
+@_typing.final
+class ClusterNode(_message.Message):
+    """One node of a cluster."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_FIELD_NUMBER: _builtins.int
+    ADDRESS_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
+    APPLIED_BOOKMARK_FIELD_NUMBER: _builtins.int
+    LAG_FIELD_NUMBER: _builtins.int
+    node: _builtins.str
+    """Its name (`[cluster] node`)."""
+    address: _builtins.str
+    """The address it serves on (`[cluster] advertise`)."""
+    role: _builtins.str
+    """"primary" or "replica"."""
+    epoch: _builtins.int
+    """The epoch it leads at (primary) or follows (replica); 0 while it knows none."""
+    applied_bookmark: _builtins.int
+    """The last bookmark it has applied."""
+    lag: _builtins.int
+    """How many bookmarks it trails the primary by, as the answering node last saw both."""
+    def __init__(
+        self,
+        *,
+        node: _builtins.str = ...,
+        address: _builtins.str = ...,
+        role: _builtins.str = ...,
+        epoch: _builtins.int = ...,
+        applied_bookmark: _builtins.int = ...,
+        lag: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "applied_bookmark", b"applied_bookmark", "epoch", b"epoch", "lag", b"lag", "node", b"node", "role", b"role"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClusterNode: _TypeAlias = ClusterNode  # noqa: Y015
+
+@_typing.final
+class ClusterStatusResponse(_message.Message):
+    """The cluster's status."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___ClusterNode]:
+        """The answering node first, then the others it knows of."""
+
+    def __init__(
+        self,
+        *,
+        nodes: _abc.Iterable[Global___ClusterNode] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["nodes", b"nodes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClusterStatusResponse: _TypeAlias = ClusterStatusResponse  # noqa: Y015
+
+@_typing.final
 class CheckpointRequest(_message.Message):
     """Where to write a checkpoint."""
 

@@ -46,6 +46,11 @@ class AdminServiceStub:
                 request_serializer=sowdb_dot_v1_dot_admin__pb2.StatsRequest.SerializeToString,
                 response_deserializer=sowdb_dot_v1_dot_admin__pb2.StatsResponse.FromString,
                 _registered_method=True)
+        self.ClusterStatus = channel.unary_unary(
+                '/sowdb.v1.AdminService/ClusterStatus',
+                request_serializer=sowdb_dot_v1_dot_admin__pb2.ClusterStatusRequest.SerializeToString,
+                response_deserializer=sowdb_dot_v1_dot_admin__pb2.ClusterStatusResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -77,6 +82,15 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ClusterStatus(self, request, context):
+        """The cluster as this node sees it (SPEC §13): itself, and on the primary every replica that
+        follows it, each with its role, epoch and applied bookmark. A server without `[cluster]`
+        answers FAILED_PRECONDITION.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -89,6 +103,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.Stats,
                     request_deserializer=sowdb_dot_v1_dot_admin__pb2.StatsRequest.FromString,
                     response_serializer=sowdb_dot_v1_dot_admin__pb2.StatsResponse.SerializeToString,
+            ),
+            'ClusterStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClusterStatus,
+                    request_deserializer=sowdb_dot_v1_dot_admin__pb2.ClusterStatusRequest.FromString,
+                    response_serializer=sowdb_dot_v1_dot_admin__pb2.ClusterStatusResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -146,6 +165,33 @@ class AdminService:
             '/sowdb.v1.AdminService/Stats',
             sowdb_dot_v1_dot_admin__pb2.StatsRequest.SerializeToString,
             sowdb_dot_v1_dot_admin__pb2.StatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClusterStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sowdb.v1.AdminService/ClusterStatus',
+            sowdb_dot_v1_dot_admin__pb2.ClusterStatusRequest.SerializeToString,
+            sowdb_dot_v1_dot_admin__pb2.ClusterStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -51,6 +51,11 @@ class AdminServiceStub:
     need an admin role, so a caller without one asks with `topics_only` (else PERMISSION_DENIED)
     and gets the topics' figures and its own subscriptions.
     """
+    ClusterStatus: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ClusterStatusRequest, _admin_pb2.ClusterStatusResponse]
+    """The cluster as this node sees it (SPEC §13): itself, and on the primary every replica that
+    follows it, each with its role, epoch and applied bookmark. A server without `[cluster]`
+    answers FAILED_PRECONDITION.
+    """
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -73,6 +78,11 @@ class AdminServiceAsyncStub(AdminServiceStub):
     may not read is PERMISSION_DENIED); the server-wide figures and other users' subscriptions
     need an admin role, so a caller without one asks with `topics_only` (else PERMISSION_DENIED)
     and gets the topics' figures and its own subscriptions.
+    """
+    ClusterStatus: _aio.UnaryUnaryMultiCallable[_admin_pb2.ClusterStatusRequest, _admin_pb2.ClusterStatusResponse]  # type: ignore[assignment]
+    """The cluster as this node sees it (SPEC §13): itself, and on the primary every replica that
+    follows it, each with its role, epoch and applied bookmark. A server without `[cluster]`
+    answers FAILED_PRECONDITION.
     """
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -105,6 +115,17 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         may not read is PERMISSION_DENIED); the server-wide figures and other users' subscriptions
         need an admin role, so a caller without one asks with `topics_only` (else PERMISSION_DENIED)
         and gets the topics' figures and its own subscriptions.
+        """
+
+    @_abc_1.abstractmethod
+    def ClusterStatus(
+        self,
+        request: _admin_pb2.ClusterStatusRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.ClusterStatusResponse, _abc.Awaitable[_admin_pb2.ClusterStatusResponse]]:
+        """The cluster as this node sees it (SPEC §13): itself, and on the primary every replica that
+        follows it, each with its role, epoch and applied bookmark. A server without `[cluster]`
+        answers FAILED_PRECONDITION.
         """
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -13,6 +13,7 @@
     sow sow_and_subscribe -topic T [query flags] [live flags]
     sow topics            [-format table|json]
     sow stats             [-topic T] [-topicsonly] [-format table|json]
+    sow cluster           [-format table|json]
     live flags: [-oof] [-delta] [-noempties] [-conflation S [-conflationkey K]] [-timeout S]
                 [-count N] [-subid ID] [-format data|full]
 
@@ -35,7 +36,7 @@ from sowdb_client.cli.args import UsageError, check, parser
 from sowdb_client.cli.live import run_sow_and_subscribe, run_subscribe
 from sowdb_client.cli.publish import run_publish
 from sowdb_client.cli.query import run_sow, run_sow_delete, run_topics
-from sowdb_client.cli.stats import run_stats
+from sowdb_client.cli.stats import run_cluster, run_stats
 from sowdb_client.client import Client
 from sowdb_client.errors import SowdbError
 from sowdb_client.types import Tls
@@ -58,6 +59,7 @@ HANDLERS: dict[str, Handler] = {
     "sow_and_subscribe": run_sow_and_subscribe,
     "topics": run_topics,
     "stats": run_stats,
+    "cluster": run_cluster,
 }
 
 

@@ -173,6 +173,13 @@ examples:
 With security on, the server-wide figures and other users' subscriptions need an admin role;
 -topicsonly asks for the figures of the topics the user may read and its own subscriptions.
 """,
+    "cluster": """\
+examples:
+  sow cluster                            # the nodes: role, epoch, applied bookmark, lag
+  sow cluster -format json               # one JSON object a line, a node each
+
+Ask the primary for the whole cluster; a replica answers for itself.
+""",
 }
 
 
@@ -263,6 +270,9 @@ def parser() -> argparse.ArgumentParser:
         help="only the topics' figures and your own subscriptions (what a user without an admin role may see)",
     )
     _flag(p, "format", choices=["table", "json"], default="table", help="table (default) or json: one object")
+
+    p = command("cluster", "the cluster as the server sees it: each node's role, epoch, applied bookmark, lag")
+    _flag(p, "format", choices=["table", "json"], default="table", help="table (default) or json: one object a line")
     return top
 
 

@@ -43,6 +43,20 @@ def run_stats(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
     return 0
 
 
+def run_cluster(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
+    """``sow cluster``: the server's view of its cluster, a node a line (SPEC §13)."""
+    nodes = c.cluster_status()
+    if a.format == "json":
+        for node in nodes:
+            print(json.dumps(plain(node), separators=(",", ":")), file=out)
+        return 0
+    table = Table("node", "address", "role", "epoch", "applied bookmark", "lag", box=None)
+    for n in nodes:
+        table.add_row(n.node, n.address, n.role, str(n.epoch), str(n.applied_bookmark), str(n.lag))
+    Console(file=out, width=None if terminal(out) else 240, highlight=False).print(table)
+    return 0
+
+
 def plain(msg: Message) -> dict[str, Any]:
     """A message as JSON-ready values: every field (zeros too), durations in seconds, times as
     ISO-8601, enums by name, maps as objects, and 64-bit integers as numbers (protobuf's own

@@ -26,9 +26,10 @@ from sowdb.engine.state import ExpiryQueue, SowTopic, Topics, check_topic_name
 from sowdb.engine.write.fanout import FanOut
 from sowdb.engine.write.messages import MessageLike, check_ttls, decode_batch, expiries, merge_deltas
 from sowdb.engine.write.producers import Producer, Producers, scoped
+from sowdb.engine.write.replicated import apply_entries
 from sowdb.errors import InvalidArgument, SowdbError
 from sowdb.storage import Batch, Store
-from sowdb.storage.keys import OP_DELETE, OP_EXPIRE
+from sowdb.storage.keys import OP_DELETE, OP_EXPIRE, JournalEntry
 
 HISTORY_TRIM_BATCH = 50_000
 
@@ -331,6 +332,11 @@ class Writer:
                         self.expiry.add(records[key])
                 raise
         return count
+
+    def apply_replicated(self, entries: Sequence[JournalEntry]) -> int:
+        """A replica writes the primary's journal entries with their bookmarks and timestamps
+        (SPEC §13, HA-2; :mod:`sowdb.engine.write.replicated`); returns the last bookmark."""
+        return apply_entries(self, entries)
 
     @property
     def writable(self) -> bool:

@@ -1,0 +1,73 @@
+"""A node whose journal forked from the primary's comes back (SPEC §13, HA-4).
+
+A former primary may hold entries that never reached its successor; the successor then wrote
+other entries at the same bookmarks. The new primary refuses such a follower
+(:mod:`sowdb.cluster.replication`), and the follower finds the **fork point** — the last
+bookmark at which its entry is the primary's — by probing (the journals agree on a prefix, so a
+binary search over its own bookmarks finds it). It records the point in ``DATA_DIR/fork-at``
+and stops; at its next start, before the engine opens, :func:`cut_at_fork` appends every entry
+after the point to ``DATA_DIR/lost-writes.jsonl`` (one JSON object a line: bookmark, timestamp,
+topic, SowKey, operation, data — never served, there for the operator), removes them from the
+journal, and rebuilds ``current`` and ``history`` from what is left (J-2's rebuild). The node then
+follows from the fork point like any replica. Under ``sync`` none of the lost entries was
+acknowledged; under ``async`` they are the writes HA-3 allows a failover to lose.
+
+The cut happens at a start rather than in the running server because memory, views and
+subscriptions would all have to be unwound; a start rebuilds them from the store anyway.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from sowdb.config import Config
+from sowdb.engine.journal import rebuild
+from sowdb.storage import Store
+from sowdb.storage.keys import OP_DELETE, OP_EXPIRE
+
+log = logging.getLogger("sowdb.cluster")
+
+FORK_FILE = "fork-at"
+LOST_WRITES = "lost-writes.jsonl"
+_OPERATIONS = {OP_DELETE: "delete", OP_EXPIRE: "expire"}
+
+
+def mark_fork(data_dir: str | Path, bookmark: int) -> None:
+    """Record that the journal forked after ``bookmark`` (cut at the next start)."""
+    (Path(data_dir) / FORK_FILE).write_text(f"{bookmark}\n")
+
+
+def cut_at_fork(store: Store, config: Config) -> int:
+    """At start: when a fork was recorded, move the entries after it to the lost-writes file,
+    cut them from the journal and rebuild; returns how many entries were cut."""
+    marker = Path(config.server.data_dir) / FORK_FILE
+    if not marker.exists():
+        return 0
+    upto = int(marker.read_text().strip())
+    lost = list(store.iter_journal(upto))
+    with (Path(config.server.data_dir) / LOST_WRITES).open("a") as out:
+        for e in lost:
+            record = {
+                "bookmark": e.seq,
+                "timestamp_us": e.timestamp_us,
+                "topic": e.topic,
+                "sow_key": e.sow_key,
+                "operation": _OPERATIONS.get(e.op, "publish"),
+                "data": e.payload.decode("utf-8", "replace"),
+            }
+            out.write(json.dumps(record) + "\n")
+    if lost:
+        store.roll_back(upto, {}, set())
+        rebuild(store, config)
+        # a rebuild of a journal cut to nothing replays nothing, and leaves the counts as they were
+        store.write_record_counts({topic: store.count_records(topic) for topic in store.record_counts()})
+    marker.unlink()
+    log.error(
+        "the journal forked after bookmark %d: %d entries that never reached the primary moved to %s",
+        upto,
+        len(lost),
+        LOST_WRITES,
+    )
+    return len(lost)

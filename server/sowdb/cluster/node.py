@@ -1,0 +1,215 @@
+"""One ``sowd`` as a node of a cluster (SPEC §13): its role, and what the role allows.
+
+:class:`Node` runs the election (:mod:`sowdb.cluster.election`) beside the server and owns what
+follows from it: the role (primary or replica), the epoch, the primary's address; the engine's
+write check (a replica refuses writes naming the primary; a primary past its fencing deadline
+refuses them as UNAVAILABLE); the acknowledgement of a write (``async``: the primary's own
+durable write, still inside its deadline; ``sync``: also held by ``sync_replicas`` replicas);
+the replicas that follow this primary and what they report having applied; and, on a replica,
+the follower task that ships the primary's journal (:mod:`sowdb.cluster.replication`).
+
+Eligibility (the election's callback): each node writes its applied bookmark under its lease
+(``/sowdb/NAME/applied/NODE``) every round; a node is eligible only when none of the live nodes
+has applied more, so that the successor of a dead primary is the most advanced replica (under
+``sync`` it holds every acknowledged write, and every other replica's journal is a prefix of its
+own).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, replace
+
+from sowdb.cluster.election import Election, ElectionEvent
+from sowdb.config.cluster import ClusterConfig
+from sowdb.engine import Engine
+from sowdb.errors import NotPrimary, Unavailable
+
+log = logging.getLogger("sowdb.cluster")
+
+
+@dataclass
+class Follower:
+    """A replica following this primary, as its last report says."""
+
+    node: str
+    advertise: str
+    applied: int
+
+
+class Node:
+    """The cluster side of one server: start with :meth:`start` once the engine is open."""
+
+    def __init__(self, cluster: ClusterConfig, engine: Engine, port: int) -> None:
+        host, _, bound = cluster.advertise.rpartition(":")
+        if bound == "0":  # `--advertise HOST:0`: the port the server bound (tests bind port 0)
+            cluster = replace(cluster, advertise=f"{host}:{port}")
+        self.cluster, self.engine = cluster, engine
+        self.election = Election(cluster, eligible=self._eligible, listener=self._changed)
+        self.followers: dict[str, Follower] = {}  # on the primary: who follows, what each applied
+        self.reported = asyncio.Condition()  # a follower reported, came or went
+        self.written = asyncio.Event()  # pulsed when this primary acknowledges a write
+        self.known_epoch = 0  # the newest epoch seen (led or followed)
+        self.primary_last = 0  # on a replica: the primary's latest bookmark, as its last frame said
+        self.diverged = ""  # on a replica: why it cannot follow (its journal forked), if so
+        self.restart = asyncio.Event()  # set when this node must restart (its journal forked)
+        self._fell_back = False
+        self._tasks: list[asyncio.Task[None]] = []
+        self._following: asyncio.Task[None] | None = None
+
+    @property
+    def role(self) -> str:
+        return "primary" if self.election.is_leader else "replica"
+
+    @property
+    def primary(self) -> str:
+        """The primary's address (empty while none is known)."""
+        leader = self.election.leader
+        return leader.advertise if leader is not None else ""
+
+    async def start(self) -> None:
+        self.engine.guard_writes(self.check_write, self.acknowledge)
+        self._tasks.append(asyncio.create_task(self.election.run(), name="sowdb-election"))
+        self._tasks.append(asyncio.create_task(self._supervise(), name="sowdb-replica"))
+
+    async def stop(self) -> None:
+        for task in [*self._tasks, *([self._following] if self._following else [])]:
+            task.cancel()
+        await asyncio.gather(*self._tasks, *([self._following] if self._following else []), return_exceptions=True)
+        await self.election.close()
+
+    # --- writes -------------------------------------------------------------------------------
+
+    def check_write(self) -> None:
+        """Raises unless this node is a primary that may acknowledge now."""
+        if self.election.may_acknowledge():
+            return
+        if self.election.is_leader:
+            raise Unavailable(f"node {self.cluster.node} is a primary past its fencing deadline (HA-1); retry")
+        primary = self.primary
+        if not primary or self.election.leader is None or self.election.leader.node == self.cluster.node:
+            raise Unavailable(f"node {self.cluster.node} is a replica and no primary is known yet; retry")
+        raise NotPrimary(
+            f"node {self.cluster.node} is a replica; write to the primary {self.election.leader.node} at {primary}",
+            primary=primary,
+        )
+
+    async def acknowledge(self, bookmark: int) -> None:
+        """Return once the write that ended at ``bookmark`` may be acknowledged (HA-1, HA-3).
+
+        Raises:
+            Unavailable: this primary was fenced meanwhile, or (``sync_strict``) too few
+                replicas hold the write.
+        """
+        epoch = self.election.epoch
+        self.written.set()
+        self.written.clear()
+        if self.cluster.ack != "async" and not await self._replicated(bookmark):
+            if self.cluster.ack == "sync_strict":
+                raise Unavailable(
+                    f"fewer than {self.cluster.sync_replicas} replicas follow node {self.cluster.node} "
+                    f"(ack = sync_strict): bookmark {bookmark} is written here but not acknowledged"
+                )
+            if not self._fell_back:
+                log.warning(
+                    "cluster %s: fewer than %d replicas follow: acknowledging alone (async) until they do",
+                    self.cluster.name,
+                    self.cluster.sync_replicas,
+                )
+                self._fell_back = True
+        if not self.election.may_acknowledge(epoch):
+            raise Unavailable(f"node {self.cluster.node} stopped being the primary before acknowledging; retry")
+
+    async def _replicated(self, bookmark: int) -> bool:
+        """Wait until ``sync_replicas`` followers hold ``bookmark``; False when fewer follow."""
+        need = self.cluster.sync_replicas
+        async with self.reported:
+            while True:
+                if len(self.followers) < need:
+                    return False
+                if sum(f.applied >= bookmark for f in self.followers.values()) >= need:
+                    self._fell_back = False
+                    return True
+                await self.reported.wait()
+
+    async def report(self, follower: Follower | None, node: str = "") -> None:
+        """A follower's applied bookmark (None: ``node`` stopped following)."""
+        async with self.reported:
+            if follower is None:
+                self.followers.pop(node, None)
+            else:
+                self.followers[follower.node] = follower
+            self.reported.notify_all()
+
+    # --- role ---------------------------------------------------------------------------------
+
+    def _changed(self, event: ElectionEvent) -> None:
+        self.known_epoch = max(self.known_epoch, event.epoch)
+        log.info(
+            "cluster %s: node %s: %s at epoch %d %s",
+            self.cluster.name,
+            event.node,
+            event.kind,
+            event.epoch,
+            event.reason,
+        )
+
+    async def _eligible(self) -> bool:
+        """Publish this node's applied bookmark; eligible when no live node has applied more."""
+        election, mine = self.election, self.engine.last_seq
+        if not election.lease_id:
+            return True  # the first round: no lease to publish under yet (the next round does)
+        prefix = f"{self.cluster.prefix}applied/".encode()
+        await election.etcd.put(prefix + self.cluster.node.encode(), str(mine).encode(), election.lease_id)
+        others = [int(v) for _, v in await election.etcd.get_prefix(prefix)]
+        return not self.diverged and mine >= max(others, default=0)
+
+    async def _supervise(self) -> None:
+        """On a replica, keep a follower task streaming from the current primary."""
+        from sowdb.cluster.replication import follow
+
+        following = ""
+        while True:
+            leader = self.election.leader
+            target = leader.advertise if leader is not None and not self.election.is_leader else ""
+            if leader is not None and leader.node == self.cluster.node:
+                target = ""
+            if target != following or (self._following is not None and self._following.done()):
+                if self._following is not None:
+                    self._following.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await self._following
+                    self._following = None
+                following = target
+                if target:
+                    self._following = asyncio.create_task(follow(self, target), name="sowdb-follow")
+            await asyncio.sleep(self.cluster.loop_wait_s / 4)
+
+    def status(self) -> list[dict[str, object]]:
+        """This node, then the followers it knows (ClusterStatus)."""
+        me = self.engine.last_seq
+        last = me if self.election.is_leader else max(self.primary_last, me)
+        rows: list[dict[str, object]] = [
+            {
+                "node": self.cluster.node,
+                "address": self.cluster.advertise,
+                "role": self.role,
+                "epoch": self.election.epoch or self.known_epoch,
+                "applied_bookmark": me,
+                "lag": last - me,
+            }
+        ]
+        for f in sorted(self.followers.values(), key=lambda f: f.node):
+            rows.append(
+                {
+                    "node": f.node,
+                    "address": f.advertise,
+                    "role": "replica",
+                    "epoch": self.election.epoch,
+                    "applied_bookmark": f.applied,
+                    "lag": max(0, me - f.applied),
+                }
+            )
+        return rows

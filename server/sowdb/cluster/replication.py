@@ -1,0 +1,237 @@
+"""Journal shipping (SPEC §13, HA-2): ``ReplicationService.Follow`` on the primary, and the
+follower loop of a replica.
+
+The primary streams its journal from the replica's last bookmark — the data service's range
+reader (:class:`~sowdb.engine.journal.ranges.JournalReads`) — and then each write as it lands:
+it wakes when it acknowledges one (``Node.written``) and looks every ``POLL_S`` for writes that
+are not acknowledged to a client (expirations, staged commits). A frame with no entries is a
+tick. Every frame carries the primary's epoch; a replica refuses a frame of an epoch older than
+one it has seen, and a primary refuses a follower that knows a newer epoch than its own.
+
+The replica applies each frame through :meth:`Writer.apply_replicated` (the primary's
+bookmarks, timestamps and data, never its own) and reports its applied bookmark back on the
+same stream, which is what ``sync`` acknowledgement waits on. Before streaming, the primary
+checks that the replica's last entry is its own entry at that bookmark (timestamp, topic and
+SowKey): a replica whose journal forked (a former primary with writes that never reached its
+successor) is refused with FAILED_PRECONDITION instead of being fed entries that do not continue
+its journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from sowdb.api.servicer import Context, Servicer, error_boundary
+from sowdb.auth import Authenticator
+from sowdb.cluster.fork import LOST_WRITES, mark_fork
+from sowdb.cluster.node import Follower, Node
+from sowdb.engine.access import Access
+from sowdb.errors import SowdbError
+from sowdb.storage.keys import JournalEntry
+from sowdb_api.v1 import replication_pb2 as pb
+from sowdb_api.v1 import replication_pb2_grpc as pb_grpc
+
+log = logging.getLogger("sowdb.cluster")
+
+POLL_S = 0.05
+"""How often an idle Follow stream looks for writes that nobody acknowledged (expirations)."""
+TICK_S = 1.0
+"""An idle primary sends a frame without entries this often: the replica sees it is alive."""
+FRAME_ENTRIES = 2000
+Metadata = tuple[tuple[str, str], ...] | None
+
+
+TOKEN_ENV = "SOWDB_CLUSTER_TOKEN"
+"""A replica sends this token (an admin user's) when the primary has security on (A-1)."""
+
+
+class ReplicationServicer(Servicer):
+    """The primary's side: one Follow stream per replica. Behind the same boundary as every
+    other service: with security on, only an admin may follow (the journal is every topic's)."""
+
+    service = "ReplicationService"
+
+    def __init__(self, node: Node, auth: Authenticator) -> None:
+        super().__init__(node.engine, auth)
+        self.node = node
+
+    @error_boundary
+    async def Follow(
+        self, request_iterator: AsyncIterator[pb.FollowRequest], context: Context, access: Access
+    ) -> AsyncIterator[pb.FollowResponse]:
+        access.require_admin("follow the journal (replication)")
+        node, engine = self.node, self.node.engine
+        hello = await anext(aiter(request_iterator), None)
+        if hello is None:
+            return
+        epoch = node.election.epoch
+        if not epoch:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"node {node.cluster.node} is not the primary")
+        if hello.epoch > epoch:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION, f"the follower knows epoch {hello.epoch}, newer than {epoch}"
+            )
+        position = hello.applied_bookmark
+        fork = self._fork(position, hello.applied_timestamp_us)
+        if fork:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, fork)
+        if hello.probe:  # a forked replica looking for the fork point: the journals agree here
+            yield pb.FollowResponse(epoch=epoch, last_bookmark=engine.last_seq)
+            return
+        follower = Follower(hello.node, hello.advertise, position)
+        await node.report(follower)
+        reports = asyncio.create_task(self._reports(request_iterator, follower))
+        try:
+            idle = 0.0
+            while node.election.epoch == epoch:
+                last = engine.last_seq
+                if last > position:
+                    async for entries in engine.read_journal(position, last, batch_size=FRAME_ENTRIES):
+                        yield pb.FollowResponse(epoch=epoch, entries=[_entry(e) for e in entries], last_bookmark=last)
+                    position, idle = last, 0.0
+                    continue
+                if idle >= TICK_S:
+                    yield pb.FollowResponse(epoch=epoch, last_bookmark=last)
+                    idle = 0.0
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(node.written.wait(), POLL_S)
+                idle += POLL_S
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"node {node.cluster.node} stepped down")
+        except SowdbError as exc:
+            await context.abort(grpc.StatusCode.OUT_OF_RANGE, exc.message)
+        finally:
+            reports.cancel()
+            await node.report(None, follower.node)
+
+    def _fork(self, bookmark: int, timestamp_us: int) -> str:
+        """Why a follower whose last entry is (``bookmark``, ``timestamp_us``) cannot continue
+        from this journal (empty: it can)."""
+        engine = self.node.engine
+        if bookmark > engine.last_seq:
+            return (
+                f"the follower is at bookmark {bookmark}, ahead of this primary's {engine.last_seq}: its journal forked"
+            )
+        mine = engine.store.journal_entry(bookmark) if bookmark else None
+        if mine is not None and mine.timestamp_us != timestamp_us:
+            return f"the follower's entry at bookmark {bookmark} is not this primary's: its journal forked"
+        return ""
+
+    async def _reports(self, requests: AsyncIterator[pb.FollowRequest], follower: Follower) -> None:
+        async for req in requests:
+            follower.applied = max(follower.applied, req.applied_bookmark)
+            await self.node.report(follower)
+
+
+def _entry(e: JournalEntry) -> pb.ReplicatedEntry:
+    return pb.ReplicatedEntry(
+        bookmark=e.seq,
+        timestamp_us=e.timestamp_us,
+        operation=e.op,
+        expiry_us=e.expiry_us,
+        topic=e.topic,
+        sow_key=e.sow_key,
+        data=e.payload,
+    )
+
+
+async def follow(node: Node, target: str) -> None:
+    """A replica's stream from the primary at ``target``, applying each frame, until it fails
+    (the supervisor starts another)."""
+    writer = node.engine.writer
+    reports: asyncio.Queue[pb.FollowRequest] = asyncio.Queue()
+    last = node.engine.store.journal_entry(writer.last_seq) if writer.last_seq else None
+    await reports.put(
+        pb.FollowRequest(
+            node=node.cluster.node,
+            epoch=node.known_epoch,
+            applied_bookmark=writer.last_seq,
+            advertise=node.cluster.advertise,
+            applied_timestamp_us=last.timestamp_us if last is not None else 0,
+        )
+    )
+
+    async def requests() -> AsyncIterator[pb.FollowRequest]:
+        while True:
+            yield await reports.get()
+
+    token = os.environ.get(TOKEN_ENV)
+    metadata = (("authorization", f"Bearer {token}"),) if token else None
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = pb_grpc.ReplicationServiceStub(channel)
+        try:
+            async for frame in stub.Follow(requests(), metadata=metadata):
+                if node.election.is_leader:
+                    return  # promoted meanwhile: this node writes its own journal now
+                if frame.epoch < node.known_epoch:
+                    log.warning("cluster: a frame of epoch %d, older than %d: refused", frame.epoch, node.known_epoch)
+                    return
+                node.known_epoch = frame.epoch
+                node.primary_last = frame.last_bookmark
+                if frame.entries:
+                    entries = [
+                        JournalEntry(e.bookmark, e.timestamp_us, e.operation, e.expiry_us, e.topic, e.sow_key, e.data)
+                        for e in frame.entries
+                    ]
+                    applied = writer.apply_replicated(entries)
+                    await reports.put(pb.FollowRequest(applied_bookmark=applied))
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and "forked" in (exc.details() or ""):
+                node.diverged = exc.details() or "forked"
+                at = await _fork_point(node, stub, metadata)
+                mark_fork(node.engine.config.server.data_dir, at)
+                log.error(
+                    "cluster: %s refuses this node: %s. It forked after bookmark %d: it stops, and at its next start "
+                    "moves the %d entries after that to %s and follows",
+                    target,
+                    exc.details(),
+                    at,
+                    writer.last_seq - at,
+                    LOST_WRITES,
+                )
+                node.restart.set()
+                return
+            log.info("cluster: following %s ended: %s %s", target, exc.code().name, exc.details())
+            await asyncio.sleep(node.cluster.loop_wait_s / 4)
+
+
+async def _fork_point(node: Node, stub: Any, metadata: Metadata) -> int:
+    """The last bookmark at which this node's journal is the primary's: the journals agree on a
+    prefix, so a binary search with probes finds its end (0: they agree on nothing)."""
+    agree, forked = 0, node.engine.last_seq  # the primary refused this node at its last bookmark
+    while forked - agree > 1:
+        mid = (agree + forked) // 2
+        if await _agrees(node, stub, metadata, mid):
+            agree = mid
+        else:
+            forked = mid
+    return agree
+
+
+async def _agrees(node: Node, stub: Any, metadata: Metadata, bookmark: int) -> bool:
+    entry = node.engine.store.journal_entry(bookmark)
+    probe = pb.FollowRequest(
+        node=node.cluster.node,
+        epoch=node.known_epoch,
+        applied_bookmark=bookmark,
+        applied_timestamp_us=entry.timestamp_us if entry is not None else 0,
+        probe=True,
+    )
+
+    async def one() -> AsyncIterator[pb.FollowRequest]:
+        yield probe
+
+    try:
+        async for _ in stub.Follow(one(), metadata=metadata):
+            pass
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and "forked" in (exc.details() or ""):
+            return False
+        raise
+    return True

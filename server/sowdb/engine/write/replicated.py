@@ -1,0 +1,112 @@
+"""A replica applies the primary's journal entries (SPEC §13, HA-2), entry for entry.
+
+The primary's writer assigned every bookmark and timestamp; a replica never assigns its own. It
+writes each entry with the primary's bookmark, timestamp, expiry and data, one RocksDB
+WriteBatch per run of entries of one topic (the primary writes one topic per batch, so a run is
+one of its batches or several whole ones), then updates memory and hands the changes to its own
+subscribers and derived topics, so that its journal, ``current`` and ``history`` are the
+primary's. Views are recomputed from the changes, handed over once per batch of the primary (a
+batch's entries share topic, kind and timestamp), so each view change is the primary's; two
+batches of one topic in the same microsecond, or a batch split across two frames, fold as one
+or as two, which changes no view's final state, only which intermediate state is published.
+
+What is not replicated here: the producers' sequences (J-4) are not journaled, so a replica
+that is promoted does not know them and a producer's retry after a failover may be applied
+twice. History thinning by granularity (H-1) is not applied to replicated publishes: a
+replica's history keeps every version within the window (the window's trim still applies).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import groupby
+from typing import TYPE_CHECKING
+
+from sowdb.engine.changes import OOF_DELETED, OOF_EXPIRED, Change
+from sowdb.engine.records import StoredRecord, decode_document
+from sowdb.errors import FailedPrecondition
+from sowdb.storage.keys import OP_EXPIRE, OP_PUBLISH, JournalEntry
+
+if TYPE_CHECKING:
+    from sowdb.engine.write.writer import Writer
+
+
+def apply_entries(writer: Writer, entries: Sequence[JournalEntry]) -> int:
+    """Write ``entries`` (bookmark order, continuing the writer's journal) as the primary wrote
+    them; returns the last bookmark applied.
+
+    Raises:
+        FailedPrecondition: the entries do not continue this node's journal (a gap, or a
+            replica ahead of its primary): nothing is applied, the replica must follow anew.
+        StorageFull, StorageFailed: a run could not be written; the earlier runs were.
+    """
+    if not entries:
+        return writer.last_seq
+    for expected, entry in enumerate(entries, writer.last_seq + 1):
+        if entry.seq != expected:
+            raise FailedPrecondition(
+                f"replicated entry {entry.seq} does not continue this node's journal at {expected - 1}"
+            )
+    for topic_name, run in groupby(entries, key=lambda e: e.topic):
+        _apply_run(writer, topic_name, list(run))
+    return writer.last_seq
+
+
+def _apply_run(writer: Writer, topic_name: str, run: list[JournalEntry]) -> None:
+    """One topic's consecutive entries: one WriteBatch, then memory, then fan-out."""
+    topic = writer.topics.get(topic_name)
+    if topic is None:  # K-5: journaled, not stored
+        batch = writer.store.batch(topic_name, current=False, history=False)
+        for e in run:
+            batch.publish(e.seq, e.timestamp_us, e.sow_key, e.payload)
+        batch.commit()
+        _advance(writer, run)
+        writer.counters.unconfigured.published([e.payload for e in run])
+        if writer.fan_out.wanted(topic_name):
+            for e in run:
+                rec = StoredRecord(topic_name, e.sow_key, decode_document(e.payload), e.payload, e.seq, e.timestamp_us)
+                writer.fan_out(
+                    topic_name, [Change(topic_name, e.sow_key, e.seq, e.timestamp_us, None, rec)], e.timestamp_us
+                )
+        return
+    hist = topic.history
+    batch = writer.store.batch(topic_name, current=topic.persistent, history=hist is not None and topic.persistent)
+    keys = dict.fromkeys(topic.records)  # the keys held after the run, for the record count
+    for e in run:
+        if e.op == OP_PUBLISH:
+            batch.publish(e.seq, e.timestamp_us, e.sow_key, e.payload, e.expiry_us)
+            keys[e.sow_key] = None
+        else:
+            batch.remove(e.seq, e.timestamp_us, e.sow_key, e.payload, e.op)
+            keys.pop(e.sow_key, None)
+    if topic.persistent:
+        batch.set_record_count(len(keys))
+    batch.commit()
+    _advance(writer, run)
+    counters = writer.counters.topic(topic_name)
+    # Memory, then fan-out once per batch of the primary: its entries share the topic, the kind
+    # (publish or removal) and the timestamp, so views fold each batch as the primary's did.
+    for (removal, now), group in groupby(run, key=lambda e: (e.op != OP_PUBLISH, e.timestamp_us)):
+        changes: list[Change] = []
+        for e in group:
+            if not removal:
+                rec = StoredRecord(
+                    topic_name, e.sow_key, decode_document(e.payload), e.payload, e.seq, now, e.expiry_us
+                )
+                counters.published([e.payload])
+                if rec.expiry_us:
+                    writer.expiry.add(rec)
+                changes.append(Change(topic_name, e.sow_key, e.seq, now, topic.put_many([rec])[0], rec))
+            elif e.sow_key in topic.records:
+                counters.removed(1, expired=e.op == OP_EXPIRE)
+                old = topic.remove(e.sow_key, e.seq, now)
+                reason = OOF_EXPIRED if e.op == OP_EXPIRE else OOF_DELETED
+                changes.append(Change(topic_name, e.sow_key, e.seq, now, old, None, reason))
+        # removals go to fan-out always, as the writer's own do (derived topics follow them)
+        if changes and (removal or writer.fan_out.wanted(topic_name)):
+            writer.fan_out(topic_name, changes, now)
+
+
+def _advance(writer: Writer, run: list[JournalEntry]) -> None:
+    writer.last_seq = run[-1].seq
+    writer.last_ts = max(writer.last_ts, run[-1].timestamp_us)

@@ -1,0 +1,68 @@
+"""A replica's apply (SPEC §13, HA-2; ``Writer.apply_replicated``): the primary's journal
+entries written with the primary's bookmarks and timestamps, never the replica's own clock, so
+that the replica's journal and state are the primary's, its views recomputed from the changes,
+and an entry that does not continue its journal refused with nothing applied."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sowdb.engine import Engine, InMessage, SubscriptionOptions
+from sowdb.errors import FailedPrecondition
+from sowdb.storage.keys import JournalEntry
+from tests.support import ManualClock, S, open_engine, publish
+
+
+def journal(engine: Engine) -> list[JournalEntry]:
+    return list(engine.store.iter_journal(0))
+
+
+def state(engine: Engine, topic: str) -> list[tuple[Any, ...]]:
+    found = engine.topics.get(topic)
+    assert found is not None
+    return sorted((r.sow_key, r.bookmark, r.timestamp_us, r.expiry_us, r.raw) for r in found.records.values())
+
+
+def view_changes(engine: Engine, subscription: Any) -> list[tuple[str, Any, int]]:
+    return [(e.kind, e.record.data, e.record.bookmark) for e in subscription.drain()]
+
+
+def test_a_replica_writes_the_primarys_entries_and_recomputes_its_views(tmp_path: Path) -> None:
+    primary = open_engine(tmp_path / "p", clock=ManualClock())
+    replica_clock = ManualClock(now=5 * S)  # far behind: the replica must never use it
+    replica = open_engine(tmp_path / "r", clock=replica_clock)
+    options = SubscriptionOptions()
+    views = [e.placement.subscribe("orders_by_symbol", filter="", options=options) for e in (primary, replica)]
+    publish(primary, "orders", {"orderId": 1, "symbol": "A"}, {"orderId": 2, "symbol": "A"})
+    primary.clock.advance(1)  # type: ignore[attr-defined]
+    publish(primary, "orders", {"orderId": 3, "symbol": "B"})
+    primary.sow_delete("orders", sow_keys=[k for k in primary.topics.sow["orders"].records][:1])
+    publish(primary, "book", {"id": 1, "v": 1})
+    publish(primary, "book", {"id": 1, "v": 2})
+    publish(primary, "loose", {"text": "an unconfigured topic: journaled, not stored"})
+    primary.publish("markers", [InMessage(b'{"id": 9}')], ttls=[1.0])
+    primary.clock.advance(2)  # type: ignore[attr-defined]
+    assert primary.expire_due() == 1  # the expiration is journaled, and shipped like any entry
+
+    entries = journal(primary)
+    replica.writer.apply_replicated(entries[:3])  # frames need not follow the primary's batches
+    replica.writer.apply_replicated(entries[3:])
+
+    assert journal(replica) == entries
+    assert replica.last_seq == primary.last_seq
+    for topic in ("orders", "book", "markers"):
+        assert state(replica, topic) == state(primary, topic)
+    assert view_changes(replica, views[1]) == view_changes(primary, views[0])
+    assert replica.topics.sow["book"].head("1") is not None
+
+    with pytest.raises(FailedPrecondition, match="does not continue"):
+        replica.writer.apply_replicated(entries[-1:])  # an entry it holds already: nothing applied
+    assert journal(replica) == entries
+    replica.close()
+    reopened = open_engine(tmp_path / "r", clock=replica_clock)  # the store is whole on its own
+    assert state(reopened, "orders") == state(primary, "orders")
+    reopened.close()
+    primary.close()
