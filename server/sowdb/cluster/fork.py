@@ -23,7 +23,7 @@ import logging
 from pathlib import Path
 
 from sowdb.config import Config
-from sowdb.engine.journal import rebuild
+from sowdb.engine import Engine
 from sowdb.storage import Store
 from sowdb.storage.keys import OP_DELETE, OP_EXPIRE
 
@@ -60,7 +60,7 @@ def cut_at_fork(store: Store, config: Config) -> int:
             out.write(json.dumps(record) + "\n")
     if lost:
         store.roll_back(upto, {}, set())
-        rebuild(store, config)
+        Engine.rebuild(store, config)
         # a rebuild of a journal cut to nothing replays nothing, and leaves the counts as they were
         store.write_record_counts({topic: store.count_records(topic) for topic in store.record_counts()})
     marker.unlink()
