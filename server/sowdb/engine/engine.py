@@ -36,7 +36,6 @@ from sowdb.engine.counters import Counters
 from sowdb.engine.events import QueryEvent
 from sowdb.engine.journal import Journal, JournalReads, RecoveryReport, StoreDamaged, load_state, rebuild, recover
 from sowdb.engine.live import (
-    DeliveryWindow,
     PageSets,
     Placement,
     Replacement,
@@ -67,7 +66,6 @@ class Engine:
         """Wire the parts over loaded state; use :meth:`open`, which recovers and loads first."""
         self.config, self.store, self.clock, self.topics = config, store, clock, topics
         self.hub = SubscriptionHub()
-        self.deliveries = DeliveryWindow()  # live deliveries in flight, across all subscribers
         self.pages = PageSets()
         self.counters = Counters(topics.sow)
         fan_out = FanOut(topics, self.hub, self.pages, self.counters)
@@ -191,7 +189,7 @@ class Engine:
             placement=self.placement,
             journal=self.journal,
             writer=self.writer,
-            window=self.deliveries,
+            hub=self.hub,
             heartbeat_s=self.config.server.heartbeat_s,
             frame_bytes=self.config.server.frame_bytes,
         )

@@ -12,10 +12,8 @@ from sowdb.engine.live.placement import Placement, Replacement, SowAndSubscribeA
 from sowdb.engine.live.registry import SubscriptionHub
 from sowdb.engine.live.streams import SubscriptionStream
 from sowdb.engine.live.subscription import Subscription
-from sowdb.engine.live.window import DeliveryWindow
 
 __all__ = [
-    "DeliveryWindow",
     "PageSets",
     "Placement",
     "Replacement",

@@ -5,11 +5,12 @@ bookmark and ``completed`` (H-3, H-4); then the release of the held changes and 
 until the subscriber leaves or falls too far behind (SL-1). The protocol layer only encodes
 these events; every rule about what is sent when lives here.
 
-Deliveries batch themselves (issue 29): a subscriber whose stream is idle gets a change at once,
-and while a delivery is in flight — the protocol layer has not finished writing it — or waits
-for its turn in the :class:`~sowdb.engine.live.window.DeliveryWindow`, whatever arrives
-accumulates in the subscription's queue and goes whole as the next delivery (up to the frame's
-byte bound). So the batch size is set by how fast the transport takes frames, not by a constant.
+Deliveries are paced: the transport costs about the same per frame whatever its size (gRPC's
+Python server sends some 15k stream messages a second per core), so busy subscribers must get
+fewer, larger deliveries. All subscribers together aim at :data:`FRAME_BUDGET` deliveries a
+second — a subscriber delivers at most once per ``subscribers / FRAME_BUDGET`` seconds and lets
+events accumulate in between — while a stream that was idle that long delivers at once, so
+sparse traffic keeps its latency.
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ from sowdb.engine.changes import QueuedEvent
 from sowdb.engine.events import Completed, Deliveries, Heartbeat, QueryEvent, RecordBatch, StreamEvent, Subscribed
 from sowdb.engine.journal import Journal, Position
 from sowdb.engine.live.placement import Placement
+from sowdb.engine.live.registry import SubscriptionHub
 from sowdb.engine.live.subscription import Subscription
-from sowdb.engine.live.window import DeliveryWindow
 from sowdb.engine.read import RECORD_OVERHEAD
 from sowdb.engine.records import StoredRecord
+
+FRAME_BUDGET = 2000.0
+"""Deliveries per second that all subscribers together aim at."""
 
 
 class SubscriptionStream:
@@ -40,13 +44,12 @@ class SubscriptionStream:
         placement: Placement,
         journal: Journal,
         writer: Position,
-        window: DeliveryWindow,
+        hub: SubscriptionHub,
         heartbeat_s: float,
         frame_bytes: int,
     ) -> None:
         self.sub, self._query = sub, query
-        self._placement, self._journal, self._writer = placement, journal, writer
-        self._window = window
+        self._placement, self._journal, self._writer, self._hub = placement, journal, writer, hub
         self._heartbeat_s, self._frame_bytes = heartbeat_s, frame_bytes
 
     @property
@@ -95,7 +98,7 @@ class SubscriptionStream:
         heartbeat = self._heartbeat_s
         period = sub.options.conflation_s  # C-1: flush the conflated publishes this often
         loop = asyncio.get_running_loop()
-        last_activity = loop.time()
+        last_send = last_activity = loop.time()
         next_flush = last_activity + period
         while True:
             timeout = min(heartbeat, max(0.0, next_flush - loop.time())) if period else heartbeat
@@ -110,13 +113,13 @@ class SubscriptionStream:
                     last_activity = now
                     yield Heartbeat(self._writer.last_seq)
                 continue
-            slot = await self._window.acquire()  # what arrives while it waits goes with it
-            try:
-                for deliveries in self._deliveries(sub.drain()):
-                    yield deliveries  # in flight until the protocol layer asks for more
-            finally:
-                slot.release()
-            last_activity = loop.time()
+            gap = len(self._hub.subs) / FRAME_BUDGET
+            wait = last_send + gap - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            last_send = last_activity = loop.time()
+            for deliveries in self._deliveries(sub.drain()):
+                yield deliveries
 
     def _deliveries(self, events: list[QueuedEvent]) -> Iterator[Deliveries]:
         """Drained events in deliveries of about ``frame_bytes`` bytes each at most (a backlog
