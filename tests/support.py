@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import subprocess
 import sys
 import tomllib
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 import orjson
 
 from sowdb import testing
+from sowdb.auth import hash_token
 from sowdb.config import Config, ServerConfig, config_from_dict
 from sowdb.engine import Engine, InMessage, StoredRecord
 from sowdb.engine.clock import Clock
@@ -214,6 +216,61 @@ def flip_byte(path: Path, at: float = 0.5) -> None:
 
 sowd_command = testing.run
 """Run ``sowd`` (a subcommand such as ``verify``) as a process, to its end."""
+
+
+class Tokens(dict[str, str]):
+    """A token per user name, made on first use (a test may add users of its own)."""
+
+    def __missing__(self, name: str) -> str:
+        token = self[name] = secrets.token_urlsafe(16)
+        return token
+
+
+TOKENS = Tokens()
+"""The token of every user of the secured servers the tests start (:func:`secured_config`)."""
+
+
+def users_toml(users: dict[str, list[str]], tokens: dict[str, str] = TOKENS) -> str:
+    """A users file (``[[user]]`` tables) holding each token's hash only."""
+    return "".join(
+        f"[[user]]\nname = {json.dumps(name)}\ntoken_sha256 = {json.dumps(hash_token(tokens[name]))}\n"
+        f"roles = {json.dumps(roles)}\n\n"
+        for name, roles in users.items()
+    )
+
+
+def secured_config(
+    tmp_path: Path,
+    *,
+    roles: list[dict[str, Any]],
+    users: dict[str, list[str]],
+    topics: dict[str, Any],
+    server: dict[str, Any] | None = None,
+    security: dict[str, Any] | None = None,
+) -> Config:
+    """The config of a secured server in ``tmp_path`` (port 0 on 127.0.0.1): ``topics``, these
+    ``roles``, and ``users`` with their :data:`TOKENS` in a users file."""
+    users_file = tmp_path / "users.toml"
+    users_file.write_text(users_toml(users))
+    raw = {
+        **topics,
+        "server": {"listen": "127.0.0.1:0", "data_dir": str(tmp_path / "data"), "heartbeat": "200ms", **(server or {})},
+        "security": {"users_file": str(users_file), **(security or {})},
+        "role": roles,
+    }
+    return config_from_dict(raw, source=str(tmp_path / "sowd.toml"), base=tmp_path)
+
+
+class Secured:
+    """A started secured server and a client per user (with its :data:`TOKENS` token)."""
+
+    def __init__(self, server: SowServer) -> None:
+        self.server = server
+        self.target = f"127.0.0.1:{server.port}"
+
+    def client(self, user: str | None) -> AsyncClient:
+        """A client with ``user``'s token (None: no token)."""
+        return AsyncClient(self.target, token=TOKENS[user] if user else None)
 
 
 class Certs:

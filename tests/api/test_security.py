@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,6 @@ from typing import Any
 import grpc
 import pytest
 
-from sowdb.auth import hash_token
 from sowdb.config import ConfigError, config_from_dict
 from sowdb.server import SowServer
 from sowdb_client import (
@@ -24,9 +22,9 @@ from sowdb_client import (
     SowdbError,
     UnauthenticatedError,
 )
-from tests.support import acollect, take
+from tests.support import TOKENS, Secured, acollect, take, users_toml
+from tests.support import secured_config as support_secured_config
 
-TOKENS = {name: secrets.token_urlsafe(16) for name in ("trader", "viewer", "root", "gone")}
 ROLES: list[dict[str, Any]] = [
     {
         "name": "fx_trader",
@@ -57,33 +55,11 @@ TOPICS: dict[str, Any] = {
 
 
 def write_users(path: Path, users: dict[str, list[str]]) -> None:
-    path.write_text(
-        "".join(
-            f'[[user]]\nname = "{n}"\ntoken_sha256 = "{hash_token(TOKENS[n])}"\nroles = {roles!r}\n'.replace("'", '"')
-            for n, roles in users.items()
-        )
-    )
+    path.write_text(users_toml(users))
 
 
 def secured_config(tmp_path: Path, users: dict[str, list[str]] = USERS, **security: Any) -> Any:
-    users_file = tmp_path / "users.toml"
-    write_users(users_file, users)
-    raw = {
-        **TOPICS,
-        "server": {"listen": "127.0.0.1:0", "data_dir": str(tmp_path / "data"), "heartbeat": "200ms"},
-        "security": {"users_file": str(users_file), **security},
-        "role": ROLES,
-    }
-    return config_from_dict(raw, source=str(tmp_path / "sowd.toml"), base=tmp_path)
-
-
-class Secured:
-    def __init__(self, server: SowServer) -> None:
-        self.server = server
-        self.target = f"127.0.0.1:{server.port}"
-
-    def client(self, user: str | None) -> AsyncClient:
-        return AsyncClient(self.target, token=TOKENS[user] if user else None)
+    return support_secured_config(tmp_path, roles=ROLES, users=users, topics=TOPICS, security=security)
 
 
 @pytest.fixture

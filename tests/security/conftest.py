@@ -16,18 +16,15 @@ stopped at the end of the test). ``Secured.state()`` is what a denied call must 
 
 from __future__ import annotations
 
-import json
-import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sowdb.auth import hash_token
-from sowdb.config import Config, config_from_dict
+from sowdb.config import Config
 from sowdb.server import SowServer
-from sowdb_client import AsyncClient
+from tests import support
 
 USERS: dict[str, list[str]] = {
     "reader": ["reader"],
@@ -38,15 +35,6 @@ USERS: dict[str, list[str]] = {
 }
 
 
-class _Tokens(dict[str, str]):
-    """A token per user name, made on first use (a test may add users of its own)."""
-
-    def __missing__(self, name: str) -> str:
-        token = self[name] = secrets.token_urlsafe(16)
-        return token
-
-
-TOKENS = _Tokens()
 DESK_A = "/desk = 'A'"
 ROLES: list[dict[str, Any]] = [
     {"name": "reader", "read": ["orders"], "filter": DESK_A},
@@ -67,15 +55,6 @@ DESK_B_ROWS: list[dict[str, Any]] = [
 AUDIT_ROWS: list[dict[str, Any]] = [{"id": 1, "what": "admin only"}]
 
 
-def users_toml(users: dict[str, list[str]], tokens: dict[str, str]) -> str:
-    """A users file (``[[user]]`` tables) holding each token's hash only."""
-    return "".join(
-        f"[[user]]\nname = {json.dumps(name)}\ntoken_sha256 = {json.dumps(hash_token(tokens[name]))}\n"
-        f"roles = {json.dumps(roles)}\n\n"
-        for name, roles in users.items()
-    )
-
-
 def secured_config(
     tmp_path: Path,
     *,
@@ -86,27 +65,11 @@ def secured_config(
     security: dict[str, Any] | None = None,
 ) -> Config:
     """The config of a secured server in ``tmp_path`` (port 0 on 127.0.0.1)."""
-    users_file = tmp_path / "users.toml"
-    users_file.write_text(users_toml(users, TOKENS))
-    raw = {
-        **topics,
-        "server": {"listen": "127.0.0.1:0", "data_dir": str(tmp_path / "data"), "heartbeat": "200ms", **(server or {})},
-        "security": {"users_file": str(users_file), **(security or {})},
-        "role": roles,
-    }
-    return config_from_dict(raw, source=str(tmp_path / "sowd.toml"), base=tmp_path)
+    return support.secured_config(tmp_path, roles=roles, users=users, topics=topics, server=server, security=security)
 
 
-class Secured:
+class Secured(support.Secured):
     """A started secured server and a client per user."""
-
-    def __init__(self, server: SowServer) -> None:
-        self.server = server
-        self.target = f"127.0.0.1:{server.port}"
-
-    def client(self, user: str | None) -> AsyncClient:
-        """A client with ``user``'s token (None: no token)."""
-        return AsyncClient(self.target, token=TOKENS[user] if user else None)
 
     async def state(self) -> list[tuple[str, str, bytes]]:
         """Every record of every topic, as the admin reads it: what a refused call must not change."""

@@ -28,8 +28,8 @@ from sowdb_api.v1 import data_pb2_grpc
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import NotFoundError, ResourceExhaustedError
 from sowdb_client.errors import from_rpc_error
-from tests.security.conftest import DESK_A_ROWS, ROLES, TOKENS, TOPICS, Secured, StartSecured, secured_config
-from tests.support import take
+from tests.security.conftest import DESK_A_ROWS, ROLES, TOPICS, Secured, StartSecured, secured_config
+from tests.support import TOKENS, take
 
 STALL_LIMIT_S = 1.0
 """The longest the loop may go without serving its ticker during an attack; the attacks froze it

@@ -22,8 +22,8 @@ from sowdb_api.v1 import data_pb2_grpc
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import FailedPreconditionError, InvalidArgumentError, PermissionDeniedError, PublishError
 from sowdb_client.errors import from_rpc_error
-from tests.security.conftest import DESK_A_ROWS, DESK_B_ROWS, ROLES, TOKENS, USERS, Secured, secured_config
-from tests.support import take
+from tests.security.conftest import DESK_A_ROWS, DESK_B_ROWS, ROLES, USERS, Secured, secured_config
+from tests.support import TOKENS, take
 
 INJECTIONS = ["1=1) OR (1=1", "TRUE) OR (TRUE", "/desk = 'B') OR (/desk = 'B'"]
 

@@ -25,8 +25,8 @@ from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import InvalidArgumentError, NotFoundError, PublishError
 from sowdb_client.errors import from_rpc_error
 from tests.console.wire import Stream, connect_error, unary
-from tests.security.conftest import TOKENS, Secured, StartSecured
-from tests.support import take
+from tests.security.conftest import Secured, StartSecured
+from tests.support import TOKENS, take
 
 SUBSCRIBE = "/sowdb.v1.SowService/Subscribe"
 REPLACE = "/sowdb.v1.SowService/ReplaceSubscription"
