@@ -89,6 +89,25 @@ def test_print_config_is_the_effective_config_as_toml_and_reads_back(tmp_path: P
     assert tomllib.loads(again.stdout) == printed
 
 
+def test_print_config_shows_the_cluster_flags(tmp_path: Path) -> None:
+    config = tmp_path / "cluster.toml"
+    config.write_text(
+        '[cluster]\nname = "desk"  # the etcd prefix\nnode = "n1"\nadvertise = "127.0.0.1:9007"\n'
+        'etcd = ["http://127.0.0.1:2379"]\n\n[[topic]]\nname = "orders"  # kept\nkey = ["/orderId"]\n'
+    )
+    run = sowd_command("--config", str(config), "--print-config", "--node", "n2", "--advertise", "10.0.0.2:9007")
+    assert run.returncode == 0, run.stderr
+    printed = tomllib.loads(run.stdout)
+    assert printed["cluster"]["node"] == "n2"
+    assert printed["cluster"]["advertise"] == "10.0.0.2:9007"
+    assert printed["cluster"]["name"] == "desk"
+    assert "# kept" in run.stdout  # the file's text, not a rewrite of it
+    again_file = tmp_path / "effective.toml"
+    again_file.write_text(run.stdout)
+    again = sowd_command("--config", str(again_file), "--print-config")
+    assert tomllib.loads(again.stdout) == printed
+
+
 def test_metrics_listen_flag_serves_the_metrics(tmp_path: Path) -> None:
     metrics = f"127.0.0.1:{free_port()}"
     p: Process = start_sowd(tmp_path / "data", "--metrics-listen", metrics)

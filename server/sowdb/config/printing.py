@@ -2,10 +2,11 @@
 
 The ``[server]`` table is written whole from the parsed settings, every default and every flag
 (``--listen``, ``--metrics-listen``, ...) included, because that table is what a person asks
-"where is it listening, where are the metrics?" of. Topics, views, conflated topics and the
-security tables follow as the file (or the built-in demo) has them, comments included: they
-take no flags and no defaults worth spelling out. Should the file be written in a way that
-taking its ``[server]`` table out of the text does not manage, the whole document is written
+"where is it listening, where are the metrics?" of. So is ``[cluster]``, when there is one: it is
+the file's table with ``--node`` and ``--advertise`` applied ("which node am I?"). Topics,
+views, conflated topics and the security tables follow as the file (or the built-in demo) has
+them, comments included: they take no flags and no defaults worth spelling out. Should the file
+be written in a way that taking those two tables out of the text does not manage, the whole document is written
 from its parsed values instead.
 """
 
@@ -22,7 +23,7 @@ import tomli_w
 from sowdb.config import model as m
 
 _HEADER = re.compile(r"^\s*\[")
-_SERVER_HEADER = re.compile(r"^\s*\[\s*server\s*\]\s*(#.*)?$")
+_FLAGGED_HEADER = re.compile(r"^\s*\[\s*(server|cluster)\s*\]\s*(#.*)?$")
 _UNITS = (("d", 86400.0), ("h", 3600.0), ("m", 60.0), ("s", 1.0))
 
 
@@ -31,9 +32,12 @@ def config_toml(config: m.Config) -> str:
     demo = config.source.startswith("<")
     text = m.DEMO_CONFIG_TOML if demo else Path(config.source).read_text(encoding="utf-8")
     raw = tomllib.loads(text)
-    raw["server"] = _server_table(config.server)
+    flagged = {"server": _server_table(config.server)}
+    if config.cluster is not None and isinstance(raw.get("cluster"), dict):
+        flagged["cluster"] = {**raw["cluster"], "node": config.cluster.node, "advertise": config.cluster.advertise}
+    raw.update(flagged)
     title = f"# the effective config of sowd: {config.source}, with the command line's flags applied\n"
-    printed = f"{title}{tomli_w.dumps({'server': raw['server']})}\n{_without_server_table(text).strip()}\n"
+    printed = f"{title}{tomli_w.dumps(flagged)}\n{_without_flagged_tables(text).strip()}\n"
     try:
         if tomllib.loads(printed) == raw:
             return printed
@@ -42,12 +46,12 @@ def config_toml(config: m.Config) -> str:
     return title + tomli_w.dumps(raw)
 
 
-def _without_server_table(text: str) -> str:
+def _without_flagged_tables(text: str) -> str:
     kept: list[str] = []
     skipping = False
     for line in text.splitlines():
         if _HEADER.match(line):
-            skipping = bool(_SERVER_HEADER.match(line))
+            skipping = bool(_FLAGGED_HEADER.match(line))
         if not skipping:
             kept.append(line)
     return "\n".join(kept)
