@@ -6,8 +6,8 @@ The ``[server]`` table is written whole from the parsed settings, every default 
 the file's table with ``--node`` and ``--advertise`` applied ("which node am I?"). Topics,
 views, conflated topics and the security tables follow as the file (or the built-in demo) has
 them, comments included: they take no flags and no defaults worth spelling out. Should the file
-be written in a way that taking those two tables out of the text does not manage, the whole document is written
-from its parsed values instead.
+be written in a way that taking those two tables out of the text does not manage, the whole
+document is written from its parsed values instead.
 """
 
 from __future__ import annotations
