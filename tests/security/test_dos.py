@@ -20,7 +20,8 @@ from typing import Any
 import grpc
 import pytest
 
-from sowdb.config import ConfigError
+from sowdb.config import ConfigError, RoleConfig
+from sowdb.engine.access import MEMO_LIMIT, Access
 from sowdb.expr.matching import compile_pattern
 from sowdb.server import connection_limits
 from sowdb_api.v1 import data_pb2 as dpb
@@ -229,6 +230,18 @@ async def test_one_user_cannot_open_unbounded_subscriptions(start_secured: Start
         assert [e.kind for e in await take(other, 1)] == ["subscribed"]
         for stream in [*streams, other]:
             stream.cancel()
+
+
+def test_made_up_topic_names_do_not_grow_a_users_rights_cache() -> None:
+    reader = RoleConfig(name="reader", read=("orders", "^desk\\."), filter="/qty > 1")
+    access = Access("alice", (reader,))
+    for i in range(3 * MEMO_LIMIT):  # a client asking about ever new names, for the server's life
+        assert not access.can_read(f"nope{i}")
+        assert access.entitlement(f"nope{i}") is None
+    assert len(access._readable) <= MEMO_LIMIT
+    assert len(access._entitlement) <= MEMO_LIMIT
+    assert access.can_read("desk.fx")
+    assert access.entitlement("orders") is not None
 
 
 def test_quotas_are_checked_when_the_config_is_read(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from sowdb.config import RoleConfig, is_regex_topic
 from sowdb.config.security import QUOTAS
@@ -28,6 +29,23 @@ from sowdb.expr.nodes import Logical
 
 def _grants(patterns: tuple[str, ...], topic: str) -> bool:
     return any(re.search(p, topic) if is_regex_topic(p) else p == topic for p in patterns)
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+MEMO_LIMIT = 4096
+"""Per-topic answers an :class:`Access` or a subscription keeps. Past that many it forgets them
+all and starts again: asking about ever new names (made-up topics a client sends, the private
+views of aggregated subscriptions that come and go) must not grow a server-lifetime cache."""
+
+
+def remember(memo: dict[K, V], key: K, value: V) -> V:
+    """``memo[key] = value``, first emptying ``memo`` when it holds :data:`MEMO_LIMIT` answers."""
+    if len(memo) >= MEMO_LIMIT:
+        memo.clear()
+    memo[key] = value
+    return value
 
 
 @dataclass
@@ -55,7 +73,7 @@ class Access:
             return True
         known = self._readable.get(topic)
         if known is None:
-            known = self._readable[topic] = any(_grants(r.read, topic) for r in self.roles)
+            known = remember(self._readable, topic, any(_grants(r.read, topic) for r in self.roles))
         return known
 
     def can_write(self, topic: str) -> bool:
@@ -106,13 +124,12 @@ class Access:
         """The rows of ``topic`` this caller may see (A-2): None for every row."""
         if self.everything:
             return None
-        if topic not in self._entitlement:
-            filters = [r.filter.strip() for r in self.roles if _grants(r.read, topic)]
-            if not filters or "" in filters:
-                self._entitlement[topic] = None
-            else:
-                self._entitlement[topic] = combined("OR", [compile_filter(f) for f in dict.fromkeys(filters)])
-        return self._entitlement[topic]
+        if topic in self._entitlement:
+            return self._entitlement[topic]
+        filters = [r.filter.strip() for r in self.roles if _grants(r.read, topic)]
+        if not filters or "" in filters:
+            return remember(self._entitlement, topic, None)
+        return remember(self._entitlement, topic, combined("OR", [compile_filter(f) for f in dict.fromkeys(filters)]))
 
     def entitlement_text(self, topic: str) -> str:
         """The entitlement as filter text ("" for every row), to compare two sets of rights."""

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from sowdb.config import field_path_steps, is_regex_topic
-from sowdb.engine.access import EVERYONE, Access
+from sowdb.engine.access import EVERYONE, Access, remember
 from sowdb.engine.changes import OOF_MATCH, Change, QueuedEvent
 from sowdb.engine.live.options import SubscriptionOptions
 from sowdb.engine.live.partial_records import last_seen, merged_delta
@@ -123,7 +123,7 @@ class Subscription:
                 named = self.regex.search(topic)
             else:
                 named = topic == self.topic
-            hit = self._topics[topic] = named
+            hit = remember(self._topics, topic, named)
         return hit
 
     # --- the writer's side ---------------------------------------------------------------------
