@@ -32,6 +32,7 @@ from sowdb.api.servicer import Context, Servicer, error_boundary
 from sowdb.auth import Authenticator
 from sowdb.cluster.fork import LOST_WRITES, mark_fork
 from sowdb.cluster.node import Follower, Node
+from sowdb.engine import Engine
 from sowdb.engine.access import Access
 from sowdb.errors import SowdbError
 from sowdb.storage.keys import JournalEntry
@@ -94,7 +95,7 @@ class ReplicationServicer(Servicer):
                 last = engine.last_seq
                 if last > position:
                     async for entries in engine.read_journal(position, last, batch_size=FRAME_ENTRIES):
-                        yield pb.FollowResponse(epoch=epoch, entries=[_entry(e) for e in entries], last_bookmark=last)
+                        yield _frame(engine, epoch, entries, last)
                     position, idle = last, 0.0
                     continue
                 if idle >= TICK_S:
@@ -127,6 +128,17 @@ class ReplicationServicer(Servicer):
         async for req in requests:
             follower.applied = max(follower.applied, req.applied_bookmark)
             await self.node.report(follower)
+
+
+def _frame(engine: Engine, epoch: int, entries: list[JournalEntry], last: int) -> pb.FollowResponse:
+    """A frame of entries, with the producer state (J-4) of the batches that end within them."""
+    producers = engine.store.producer_log(entries[0].seq - 1, entries[-1].seq)
+    return pb.FollowResponse(
+        epoch=epoch,
+        entries=[_entry(e) for e in entries],
+        last_bookmark=last,
+        producers=[pb.ReplicatedProducer(bookmark=b, producer=p, sequence=q) for b, p, q in producers],
+    )
 
 
 def _entry(e: JournalEntry) -> pb.ReplicatedEntry:
@@ -179,7 +191,8 @@ async def follow(node: Node, target: str) -> None:
                         JournalEntry(e.bookmark, e.timestamp_us, e.operation, e.expiry_us, e.topic, e.sow_key, e.data)
                         for e in frame.entries
                     ]
-                    applied = writer.apply_replicated(entries)
+                    producers = [(p.bookmark, p.producer, p.sequence) for p in frame.producers]
+                    applied = writer.apply_replicated(entries, producers)
                     await reports.put(pb.FollowRequest(applied_bookmark=applied))
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and "forked" in (exc.details() or ""):

@@ -115,6 +115,38 @@ class ReplicatedEntry(_message.Message):
 Global___ReplicatedEntry: _TypeAlias = ReplicatedEntry  # noqa: Y015
 
 @_typing.final
+class ReplicatedProducer(_message.Message):
+    """The state of an idempotent producer (J-4) as a batch of the primary wrote it: the replica
+    writes it with the entries up to `bookmark`, so a promoted replica refuses a retry too.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BOOKMARK_FIELD_NUMBER: _builtins.int
+    PRODUCER_FIELD_NUMBER: _builtins.int
+    SEQUENCE_FIELD_NUMBER: _builtins.int
+    bookmark: _builtins.int
+    """The last bookmark of the batch that wrote it."""
+    producer: _builtins.str
+    """The producer's id as the primary keys it (its user and topic, then the id, NUL-separated)."""
+    sequence: _builtins.int
+    """The producer's last applied sequence after that batch."""
+    def __init__(
+        self,
+        *,
+        bookmark: _builtins.int = ...,
+        producer: _builtins.str = ...,
+        sequence: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bookmark", b"bookmark", "producer", b"producer", "sequence", b"sequence"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReplicatedProducer: _TypeAlias = ReplicatedProducer  # noqa: Y015
+
+@_typing.final
 class FollowResponse(_message.Message):
     """What the primary sends: a batch of entries, or (no entries) a tick saying it is alive."""
 
@@ -123,6 +155,7 @@ class FollowResponse(_message.Message):
     EPOCH_FIELD_NUMBER: _builtins.int
     ENTRIES_FIELD_NUMBER: _builtins.int
     LAST_BOOKMARK_FIELD_NUMBER: _builtins.int
+    PRODUCERS_FIELD_NUMBER: _builtins.int
     epoch: _builtins.int
     """The primary's epoch; a replica refuses frames of an epoch older than the one it knows."""
     last_bookmark: _builtins.int
@@ -131,16 +164,21 @@ class FollowResponse(_message.Message):
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicatedEntry]:
         """Entries in bookmark order, continuing from the previous frame's last one."""
 
+    @_builtins.property
+    def producers(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicatedProducer]:
+        """The producer state written by the batches ending within `entries` (J-4)."""
+
     def __init__(
         self,
         *,
         epoch: _builtins.int = ...,
         entries: _abc.Iterable[Global___ReplicatedEntry] | None = ...,
         last_bookmark: _builtins.int = ...,
+        producers: _abc.Iterable[Global___ReplicatedProducer] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "epoch", b"epoch", "last_bookmark", b"last_bookmark"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "epoch", b"epoch", "last_bookmark", b"last_bookmark", "producers", b"producers"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

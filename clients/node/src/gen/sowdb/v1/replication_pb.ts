@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sowdb/v1/replication.proto.
  */
 export const file_sowdb_v1_replication: GenFile = /*@__PURE__*/
-  fileDesc("Chpzb3dkYi92MS9yZXBsaWNhdGlvbi5wcm90bxIIc293ZGIudjEihgEKDUZvbGxvd1JlcXVlc3QSDAoEbm9kZRgBIAEoCRINCgVlcG9jaBgCIAEoBBIYChBhcHBsaWVkX2Jvb2ttYXJrGAMgASgEEhEKCWFkdmVydGlzZRgEIAEoCRIcChRhcHBsaWVkX3RpbWVzdGFtcF91cxgFIAEoBBINCgVwcm9iZRgGIAEoCCKNAQoPUmVwbGljYXRlZEVudHJ5EhAKCGJvb2ttYXJrGAEgASgEEhQKDHRpbWVzdGFtcF91cxgCIAEoBBIRCglvcGVyYXRpb24YAyABKA0SEQoJZXhwaXJ5X3VzGAQgASgEEg0KBXRvcGljGAUgASgJEg8KB3Nvd19rZXkYBiABKAkSDAoEZGF0YRgHIAEoDCJiCg5Gb2xsb3dSZXNwb25zZRINCgVlcG9jaBgBIAEoBBIqCgdlbnRyaWVzGAIgAygLMhkuc293ZGIudjEuUmVwbGljYXRlZEVudHJ5EhUKDWxhc3RfYm9va21hcmsYAyABKAQyVQoSUmVwbGljYXRpb25TZXJ2aWNlEj8KBkZvbGxvdxIXLnNvd2RiLnYxLkZvbGxvd1JlcXVlc3QaGC5zb3dkYi52MS5Gb2xsb3dSZXNwb25zZSgBMAFiBnByb3RvMw");
+  fileDesc("Chpzb3dkYi92MS9yZXBsaWNhdGlvbi5wcm90bxIIc293ZGIudjEihgEKDUZvbGxvd1JlcXVlc3QSDAoEbm9kZRgBIAEoCRINCgVlcG9jaBgCIAEoBBIYChBhcHBsaWVkX2Jvb2ttYXJrGAMgASgEEhEKCWFkdmVydGlzZRgEIAEoCRIcChRhcHBsaWVkX3RpbWVzdGFtcF91cxgFIAEoBBINCgVwcm9iZRgGIAEoCCKNAQoPUmVwbGljYXRlZEVudHJ5EhAKCGJvb2ttYXJrGAEgASgEEhQKDHRpbWVzdGFtcF91cxgCIAEoBBIRCglvcGVyYXRpb24YAyABKA0SEQoJZXhwaXJ5X3VzGAQgASgEEg0KBXRvcGljGAUgASgJEg8KB3Nvd19rZXkYBiABKAkSDAoEZGF0YRgHIAEoDCJKChJSZXBsaWNhdGVkUHJvZHVjZXISEAoIYm9va21hcmsYASABKAQSEAoIcHJvZHVjZXIYAiABKAkSEAoIc2VxdWVuY2UYAyABKAQikwEKDkZvbGxvd1Jlc3BvbnNlEg0KBWVwb2NoGAEgASgEEioKB2VudHJpZXMYAiADKAsyGS5zb3dkYi52MS5SZXBsaWNhdGVkRW50cnkSFQoNbGFzdF9ib29rbWFyaxgDIAEoBBIvCglwcm9kdWNlcnMYBCADKAsyHC5zb3dkYi52MS5SZXBsaWNhdGVkUHJvZHVjZXIyVQoSUmVwbGljYXRpb25TZXJ2aWNlEj8KBkZvbGxvdxIXLnNvd2RiLnYxLkZvbGxvd1JlcXVlc3QaGC5zb3dkYi52MS5Gb2xsb3dSZXNwb25zZSgBMAFiBnByb3RvMw");
 
 /**
  * What a replica tells the primary.
@@ -138,6 +138,42 @@ export const ReplicatedEntrySchema: GenMessage<ReplicatedEntry> = /*@__PURE__*/
   messageDesc(file_sowdb_v1_replication, 1);
 
 /**
+ * The state of an idempotent producer (J-4) as a batch of the primary wrote it: the replica
+ * writes it with the entries up to `bookmark`, so a promoted replica refuses a retry too.
+ *
+ * @generated from message sowdb.v1.ReplicatedProducer
+ */
+export type ReplicatedProducer = Message<"sowdb.v1.ReplicatedProducer"> & {
+  /**
+   * The last bookmark of the batch that wrote it.
+   *
+   * @generated from field: uint64 bookmark = 1;
+   */
+  bookmark: bigint;
+
+  /**
+   * The producer's id as the primary keys it (its user and topic, then the id, NUL-separated).
+   *
+   * @generated from field: string producer = 2;
+   */
+  producer: string;
+
+  /**
+   * The producer's last applied sequence after that batch.
+   *
+   * @generated from field: uint64 sequence = 3;
+   */
+  sequence: bigint;
+};
+
+/**
+ * Describes the message sowdb.v1.ReplicatedProducer.
+ * Use `create(ReplicatedProducerSchema)` to create a new message.
+ */
+export const ReplicatedProducerSchema: GenMessage<ReplicatedProducer> = /*@__PURE__*/
+  messageDesc(file_sowdb_v1_replication, 2);
+
+/**
  * What the primary sends: a batch of entries, or (no entries) a tick saying it is alive.
  *
  * @generated from message sowdb.v1.FollowResponse
@@ -163,6 +199,13 @@ export type FollowResponse = Message<"sowdb.v1.FollowResponse"> & {
    * @generated from field: uint64 last_bookmark = 3;
    */
   lastBookmark: bigint;
+
+  /**
+   * The producer state written by the batches ending within `entries` (J-4).
+   *
+   * @generated from field: repeated sowdb.v1.ReplicatedProducer producers = 4;
+   */
+  producers: ReplicatedProducer[];
 };
 
 /**
@@ -170,7 +213,7 @@ export type FollowResponse = Message<"sowdb.v1.FollowResponse"> & {
  * Use `create(FollowResponseSchema)` to create a new message.
  */
 export const FollowResponseSchema: GenMessage<FollowResponse> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_replication, 2);
+  messageDesc(file_sowdb_v1_replication, 3);
 
 /**
  * The primary's side of replication; replicas call it, clients have no use for it.
