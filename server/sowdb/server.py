@@ -134,6 +134,7 @@ class SowServer:
 
             self.node = Node(self.config.cluster, self.engine, self.port)
             admin.cluster = self.node.status
+            admin.switchover = self.node.switchover
             replication = replication_pb2.DESCRIPTOR.services_by_name["ReplicationService"]
             add_service(ReplicationServicer(self.node, self.auth), server, replication, replication_pb2)
         add_service(DataServicer(self.engine, self.auth), server, DATA_SERVICE, data_pb2)

@@ -22,10 +22,10 @@ import contextlib
 import logging
 from dataclasses import dataclass, replace
 
-from sowdb.cluster.election import Election, ElectionEvent
+from sowdb.cluster.election import Election, ElectionEvent, NotLeader, SwitchoverFailed
 from sowdb.config.cluster import ClusterConfig
 from sowdb.engine import Engine
-from sowdb.errors import NotPrimary, Unavailable
+from sowdb.errors import FailedPrecondition, InvalidArgument, NotPrimary, Unavailable
 
 log = logging.getLogger("sowdb.cluster")
 
@@ -144,6 +144,40 @@ class Node:
             self.reported.notify_all()
 
     # --- role ---------------------------------------------------------------------------------
+
+    async def switchover(self, to: str = "") -> tuple[str, int, int]:
+        """Hand the primary role to the follower ``to`` (empty: the most advanced one) with
+        nothing lost (HA-4, :meth:`Election.switchover`); returns (new primary, its epoch, the
+        epoch this node led at). Waits at most five lease_ttl (at least 10 s).
+
+        Raises:
+            NotPrimary, Unavailable: this node is not the primary.
+            FailedPrecondition: no follower, or ``to`` does not follow this primary.
+            InvalidArgument: ``to`` is this node.
+            Unavailable: the target did not catch up or take the key in time; nothing changed.
+        """
+        if not self.election.is_leader:
+            self.check_write()  # names the primary, if one is known
+            raise Unavailable(f"node {self.cluster.node} is not the primary")
+        if to == self.cluster.node:
+            raise InvalidArgument(f"node {to} is the primary already", field="to")
+        if not to:
+            if not self.followers:
+                raise FailedPrecondition(f"no replica follows the primary {self.cluster.node}: none to hand over to")
+            to = max(self.followers.values(), key=lambda f: (f.applied, f.node)).node
+        elif to not in self.followers:
+            known = ", ".join(sorted(self.followers)) or "none"
+            raise FailedPrecondition(f"node {to} does not follow the primary {self.cluster.node} (followers: {known})")
+        previous = self.election.epoch
+        within = max(10.0, 5.0 * self.cluster.lease_ttl_s)
+        log.info("cluster %s: switchover from %s to %s at epoch %d", self.cluster.name, self.cluster.node, to, previous)
+        try:
+            epoch = await self.election.switchover(to, within)
+        except NotLeader as exc:
+            raise Unavailable(str(exc)) from None
+        except SwitchoverFailed as exc:
+            raise Unavailable(f"switchover to {to} abandoned: {exc}") from None
+        return to, epoch, previous
 
     def _changed(self, event: ElectionEvent) -> None:
         self.known_epoch = max(self.known_epoch, event.epoch)
