@@ -98,6 +98,10 @@ class SowServer:
             if console is not None:
                 console.bind()
                 server.add_insecure_port(console.grpc_target)
+            if self.config.cluster is not None:  # a checkpoint copied before the last stop goes in first
+                from sowdb.cluster.catchup import install_checkpoint
+
+                install_checkpoint(cfg.data_dir)
             store = Store(Path(cfg.data_dir), fsync=cfg.fsync)
         except BaseException:
             await _abandon(server, console)

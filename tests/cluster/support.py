@@ -172,3 +172,13 @@ def journal(data_dir: Path) -> list[tuple[int, int, int, str, str, bytes]]:
         return [(e.seq, e.timestamp_us, e.op, e.topic, e.sow_key, e.payload) for e in store.iter_journal(0)]
     finally:
         store.close()
+
+
+def digest(data_dir: Path) -> tuple[int, list[tuple[str, str, object]], dict[str, int]]:
+    """A stopped node's last bookmark, ``current`` (every record with its bookmark, timestamp,
+    expiry and data) and producer state (J-4): what two nodes that agree hold alike."""
+    store = Store(data_dir)
+    try:
+        return store.last_sequence(), list(store.load_current()), store.producer_seqs()
+    finally:
+        store.close()

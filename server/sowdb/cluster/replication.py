@@ -30,6 +30,7 @@ import grpc
 
 from sowdb.api.servicer import Context, Servicer, error_boundary
 from sowdb.auth import Authenticator
+from sowdb.cluster.catchup import checkpoint_chunks, copy_checkpoint
 from sowdb.cluster.fork import LOST_WRITES, mark_fork
 from sowdb.cluster.node import Follower, Node
 from sowdb.engine import Engine
@@ -110,6 +111,19 @@ class ReplicationServicer(Servicer):
         finally:
             reports.cancel()
             await node.report(None, follower.node)
+
+    @error_boundary
+    async def Checkpoint(
+        self, request: pb.CopyCheckpointRequest, context: Context, access: Access
+    ) -> AsyncIterator[pb.CheckpointChunk]:
+        access.require_admin("copy the store (replication)")
+        if not self.node.election.is_leader:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION, f"node {self.node.cluster.node} is not the primary"
+            )
+        log.info("cluster: node %s copies a checkpoint", request.node)
+        async for chunk in checkpoint_chunks(self.node.engine):
+            yield chunk
 
     def _fork(self, bookmark: int, timestamp_us: int) -> str:
         """Why a follower whose last entry is (``bookmark``, ``timestamp_us``) cannot continue
@@ -210,8 +224,28 @@ async def follow(node: Node, target: str) -> None:
                 )
                 node.restart.set()
                 return
+            if exc.code() == grpc.StatusCode.OUT_OF_RANGE:  # behind the retained journal: copy the store
+                await _copy(node, stub, metadata, exc.details() or "")
+                return
             log.info("cluster: following %s ended: %s %s", target, exc.code().name, exc.details())
             await asyncio.sleep(node.cluster.loop_wait_s / 4)
+
+
+async def _copy(node: Node, stub: Any, metadata: Metadata, why: str) -> None:
+    """Copy the primary's store (:mod:`sowdb.cluster.catchup`), then stop to install it."""
+    log.warning("cluster: the primary no longer holds this node's next entries (%s): copying a checkpoint", why)
+    data_dir = node.engine.config.server.data_dir
+    bookmark = await copy_checkpoint(
+        data_dir, stub.Checkpoint(pb.CopyCheckpointRequest(node=node.cluster.node), metadata=metadata)
+    )
+    node.diverged = f"a checkpoint at bookmark {bookmark} waits to be installed"
+    log.error(
+        "cluster: copied the primary's checkpoint at bookmark %d into %s: this node stops, and at its next start "
+        "installs it and follows from there",
+        bookmark,
+        data_dir,
+    )
+    node.restart.set()
 
 
 async def _fork_point(node: Node, stub: Any, metadata: Metadata) -> int:

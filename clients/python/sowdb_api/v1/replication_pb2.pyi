@@ -20,6 +20,64 @@ else:
 DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
+class CopyCheckpointRequest(_message.Message):
+    """A replica asks for a copy of the primary's store."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_FIELD_NUMBER: _builtins.int
+    node: _builtins.str
+    """The replica's node name (for the primary's log)."""
+    def __init__(
+        self,
+        *,
+        node: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node", b"node"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CopyCheckpointRequest: _TypeAlias = CopyCheckpointRequest  # noqa: Y015
+
+@_typing.final
+class CheckpointChunk(_message.Message):
+    """A piece of one file of the checkpoint, or (`done`) the end of the copy."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILE_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
+    DONE_FIELD_NUMBER: _builtins.int
+    BOOKMARK_FIELD_NUMBER: _builtins.int
+    file: _builtins.str
+    """The file's name in the checkpoint directory (a plain name); its chunks come in order, one
+    file after another; an empty file is one chunk without data.
+    """
+    data: _builtins.bytes
+    """The next bytes of the file."""
+    done: _builtins.bool
+    """The last message: every file was sent."""
+    bookmark: _builtins.int
+    """With `done`: the last bookmark the checkpoint holds."""
+    def __init__(
+        self,
+        *,
+        file: _builtins.str = ...,
+        data: _builtins.bytes = ...,
+        done: _builtins.bool = ...,
+        bookmark: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bookmark", b"bookmark", "data", b"data", "done", b"done", "file", b"file"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CheckpointChunk: _TypeAlias = CheckpointChunk  # noqa: Y015
+
+@_typing.final
 class FollowRequest(_message.Message):
     """What a replica tells the primary."""
 
