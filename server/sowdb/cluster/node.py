@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from dataclasses import dataclass, replace
 
 from sowdb.cluster.election import Election, ElectionEvent, NotLeader, SwitchoverFailed
@@ -37,6 +38,9 @@ class Follower:
     node: str
     advertise: str
     applied: int
+    stalled_at: int = 0
+    """Not counted for ``sync`` since it failed to hold this bookmark within ``lease_ttl`` (0:
+    counted); counted again once it reports holding it."""
 
 
 class Node:
@@ -123,16 +127,41 @@ class Node:
             raise Unavailable(f"node {self.cluster.node} stopped being the primary before acknowledging; retry")
 
     async def _replicated(self, bookmark: int) -> bool:
-        """Wait until ``sync_replicas`` followers hold ``bookmark``; False when fewer follow."""
+        """Wait until ``sync_replicas`` followers hold ``bookmark``; False when fewer follow.
+
+        A follower that stays connected but does not report holding the bookmark within
+        ``lease_ttl`` (paused, stuck applying) is no longer counted (``stalled_at``), so it cannot
+        hold acknowledgements back for ever: the others suffice, or the primary falls back as
+        with too few followers (``sync_strict``: UNAVAILABLE).
+        """
         need = self.cluster.sync_replicas
+        give_up = time.monotonic() + self.cluster.lease_ttl_s
         async with self.reported:
             while True:
-                if len(self.followers) < need:
-                    return False
-                if sum(f.applied >= bookmark for f in self.followers.values()) >= need:
+                counted = [f for f in self.followers.values() if not f.stalled_at]
+                if sum(f.applied >= bookmark for f in counted) >= need:
                     self._fell_back = False
                     return True
-                await self.reported.wait()
+                if len(counted) < need:
+                    return False
+                left = give_up - time.monotonic()
+                if left > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.reported.wait(), left)
+                    continue
+                for f in counted:
+                    if f.applied < bookmark:
+                        f.stalled_at = bookmark
+                        log.warning(
+                            "cluster %s: follower %s has not applied bookmark %d within %gs (it holds %d): "
+                            "not counted for sync acknowledgements until it does",
+                            self.cluster.name,
+                            f.node,
+                            bookmark,
+                            self.cluster.lease_ttl_s,
+                            f.applied,
+                        )
+                self.reported.notify_all()
 
     async def report(self, follower: Follower | None, node: str = "") -> None:
         """A follower's applied bookmark (None: ``node`` stopped following)."""
@@ -140,6 +169,11 @@ class Node:
             if follower is None:
                 self.followers.pop(node, None)
             else:
+                if follower.stalled_at and follower.applied >= follower.stalled_at:
+                    follower.stalled_at = 0
+                    log.info(
+                        "cluster %s: follower %s caught up: counted for sync again", self.cluster.name, follower.node
+                    )
                 self.followers[follower.node] = follower
             self.reported.notify_all()
 
