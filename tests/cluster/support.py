@@ -11,7 +11,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -20,6 +20,7 @@ from sowdb.cluster.election import Election, ElectionEvent, Eligible
 from sowdb.config.cluster import ClusterConfig
 from sowdb.storage import Store
 from sowdb_api.v1 import admin_pb2, admin_pb2_grpc
+from sowdb_client import Client, PublishAck, SowdbError
 
 if TYPE_CHECKING:
     from tests.cluster.conftest import EtcdServer
@@ -182,3 +183,18 @@ def digest(data_dir: Path) -> tuple[int, list[tuple[str, str, object]], dict[str
         return store.last_sequence(), list(store.load_current()), store.producer_seqs()
     finally:
         store.close()
+
+
+def publish_acknowledged(target: str, topic: str, docs: list[dict[str, Any]], **options: Any) -> PublishAck:
+    """Publish until acknowledged: a primary that the loaded test machine delayed past its
+    fencing deadline answers UNAVAILABLE for a while (HA-1), and a request sent again is safe
+    with a J-4 producer id in ``options`` (a duplicate then) or with keyed documents."""
+    give_up = time.monotonic() + 30
+    while True:
+        try:
+            with Client(target) as c:
+                return c.publish(topic, docs, **options)
+        except SowdbError as exc:
+            if exc.code != grpc.StatusCode.UNAVAILABLE or time.monotonic() > give_up:
+                raise
+            time.sleep(0.05)

@@ -5,7 +5,7 @@ acknowledged under ``sync`` is told it is a duplicate, and nothing is applied tw
 from __future__ import annotations
 
 from sowdb_client import Client
-from tests.cluster.support import TTL, Cluster, until
+from tests.cluster.support import TTL, Cluster, publish_acknowledged, until
 
 
 def test_a_producers_retry_after_a_kill_9_failover_is_a_duplicate(cluster: Cluster) -> None:
@@ -14,8 +14,10 @@ def test_a_producers_retry_after_a_kill_9_failover_is_a_duplicate(cluster: Clust
     old = cluster.primary()
     survivors = [n for n in cluster.nodes if n != old]
     orders = [{"id": i} for i in range(30)]
-    with Client(cluster.nodes[old].target) as c:  # three requests, sequences 5, 6, 7; ack = sync
-        ack = c.publish("orders", orders, producer_id="feed", producer_seq=5, batch_size=10)
+    # three requests, sequences 5, 6, 7; ack = sync
+    ack = publish_acknowledged(
+        cluster.nodes[old].target, "orders", orders, producer_id="feed", producer_seq=5, batch_size=10
+    )
     assert (ack.count, ack.duplicates, ack.last_bookmark) == (30, 0, 30)
     cluster.nodes[old].kill()
 

@@ -43,6 +43,8 @@ class Load:
                         c.publish("orders", [{"id": i} for i in ids], producer_id=f"w{w}", producer_seq=seq)
                     break
                 except SowdbError:
+                    if self.stop.is_set():
+                        return  # never acknowledged: not counted
                     time.sleep(0.05)  # refused: look for the primary again
             self.acknowledged.extend(ids)
             seq += 1
