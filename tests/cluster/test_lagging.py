@@ -11,11 +11,14 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import grpc
+import pytest
 
 from sowdb import testing
-from sowdb_client import Client, SowdbError
+from sowdb_client import Client, PublishAck, SowdbError
+from tests.cluster.conftest import EtcdServer
 from tests.cluster.support import TTL, Cluster, publish_acknowledged, until
 
 
@@ -89,3 +92,38 @@ def test_a_lagging_replica_is_not_promoted_while_a_healthy_one_exists(cluster: C
     finally:
         stop.set()
         writer.join(timeout=30)
+
+
+def test_a_producers_retry_is_acknowledged_only_once_the_write_it_repeats_is(tmp_path: Path, etcd: EtcdServer) -> None:
+    """J-4 with ``sync_strict``: a request journaled on the primary but not held by a replica is
+    refused (UNAVAILABLE); its retry, a duplicate, is refused too until the replica holds it,
+    never acknowledged before (a duplicate answered at once would acknowledge a write that a
+    failover may lose)."""
+    cluster = Cluster(tmp_path, etcd)
+    cluster.config.write_text(cluster.config.read_text().replace('ack = "sync"', 'ack = "sync_strict"'))
+    try:
+        cluster.start("n1")
+        assert cluster.primary() == "n1"
+        cluster.start("n2")
+        until(lambda: len(cluster.status("n1")) == 2)
+        with Client(cluster.nodes["n1"].target) as c:
+            with paused(cluster.nodes["n2"]):
+                for _ in range(2):  # the request, then its retry
+                    with pytest.raises(SowdbError) as refused:
+                        c.publish("orders", [{"id": 1}], producer_id="feed", producer_seq=1, timeout=TTL + 8)
+                    assert refused.value.code == grpc.StatusCode.UNAVAILABLE
+            until(lambda: cluster.own("n2").applied_bookmark == 1)
+            retry = until(lambda: _published(c))
+            assert isinstance(retry, PublishAck)
+            assert (retry.duplicates, retry.first_bookmark) == (1, 0)  # applied once, acknowledged now
+    finally:
+        cluster.stop()
+
+
+def _published(c: Client) -> PublishAck | None:
+    try:
+        return c.publish("orders", [{"id": 1}], producer_id="feed", producer_seq=1, timeout=TTL + 8)
+    except SowdbError as exc:
+        if exc.code != grpc.StatusCode.UNAVAILABLE:
+            raise
+        return None
