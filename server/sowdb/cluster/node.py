@@ -177,6 +177,12 @@ class Node:
                 self.followers[follower.node] = follower
             self.reported.notify_all()
 
+    def _holds_all(self, node: str) -> bool:
+        """Whether follower ``node`` reported holding this node's last bookmark (after the
+        switchover's fence nothing more is written here)."""
+        follower = self.followers.get(node)
+        return follower is not None and follower.applied >= self.engine.last_seq
+
     # --- role ---------------------------------------------------------------------------------
 
     async def switchover(self, to: str = "") -> tuple[str, int, int]:
@@ -206,7 +212,7 @@ class Node:
         within = max(10.0, 5.0 * self.cluster.lease_ttl_s)
         log.info("cluster %s: switchover from %s to %s at epoch %d", self.cluster.name, self.cluster.node, to, previous)
         try:
-            epoch = await self.election.switchover(to, within)
+            epoch = await self.election.switchover(to, within, ready=lambda: self._holds_all(to))
         except NotLeader as exc:
             raise Unavailable(str(exc)) from None
         except SwitchoverFailed as exc:
