@@ -35,7 +35,7 @@ from sowdb.cluster.fork import LOST_WRITES, mark_fork
 from sowdb.cluster.node import Follower, Node
 from sowdb.engine import Engine
 from sowdb.engine.access import Access
-from sowdb.errors import SowdbError
+from sowdb.errors import OutOfRange
 from sowdb.storage.keys import JournalEntry
 from sowdb_api.v1 import replication_pb2 as pb
 from sowdb_api.v1 import replication_pb2_grpc as pb_grpc
@@ -106,7 +106,7 @@ class ReplicationServicer(Servicer):
                     await asyncio.wait_for(node.written.wait(), POLL_S)
                 idle += POLL_S
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"node {node.cluster.node} stepped down")
-        except SowdbError as exc:
+        except OutOfRange as exc:  # behind the retained journal: the replica copies a checkpoint
             await context.abort(grpc.StatusCode.OUT_OF_RANGE, exc.message)
         finally:
             reports.cancel()
