@@ -7,6 +7,7 @@
     sowd verify     [--config FILE] [--data-dir DIR]
     sowd repair     [--config FILE] [--data-dir DIR]
     sowd checkpoint DIR [--config FILE] [--data-dir DIR] [--server HOST:PORT]
+    sowd switchover [--config FILE] [--server HOST:PORT] [--to NODE]
     sowd hash-token [TOKEN | --generate]
     sowd --version
 
@@ -14,7 +15,9 @@ With no config it serves the built-in demo config on 127.0.0.1:9007 with data in
 ``rebuild`` recreates ``current`` and ``history`` from the journal (J-2); ``verify`` reads the
 whole store back and checks it; ``repair`` makes a data directory that cannot be opened openable
 again — all three with the server stopped. ``checkpoint`` writes a consistent copy of the store
-while the server runs (through the server, or directly when none is running). A port in use, a
+while the server runs (through the server, or directly when none is running). ``switchover``
+asks a cluster's primary to hand its role to a replica (``--to``, else the most advanced one)
+with nothing lost (SPEC §13, HA-4). A port in use, a
 data directory held by another sowd, or one that cannot be opened as it is, is reported in one
 line, before any recovery or loading.
 """
@@ -31,7 +34,7 @@ from sowdb.auth import hash_token
 from sowdb.config import Config, ConfigError, config_toml, demo_config, load_config, with_cluster_overrides
 from sowdb.engine import Engine
 from sowdb.logs import LOG_FORMATS, configure_logging
-from sowdb.operations import AdminCaller, checkpoint, verify
+from sowdb.operations import AdminCaller, checkpoint, switchover, verify
 from sowdb.server import run, with_overrides
 from sowdb.storage import Store, repair
 
@@ -44,10 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         "command",
         nargs="?",
         default="serve",
-        choices=["serve", "rebuild", "verify", "repair", "checkpoint", "hash-token"],
+        choices=["serve", "rebuild", "verify", "repair", "checkpoint", "switchover", "hash-token"],
         help="serve (the default); rebuild current/history from the journal; verify the store; repair a data "
-        "directory that cannot be opened; checkpoint DIR (a consistent copy, while serving); hash-token "
-        "(the SHA-256 a users file holds for a token)",
+        "directory that cannot be opened; checkpoint DIR (a consistent copy, while serving); switchover (a "
+        "cluster's primary hands its role to a replica); hash-token (the SHA-256 a users file holds for a token)",
     )
     parser.add_argument(
         "directory",
@@ -56,8 +59,13 @@ def main(argv: list[str] | None = None) -> int:
         help="checkpoint: the new directory to write the copy into; hash-token: the token (else read from stdin)",
     )
     parser.add_argument("--generate", action="store_true", help="hash-token: make a new random token, and its hash")
-    parser.add_argument("--server", help="checkpoint: the running sowd to ask (default: the config's listen address)")
-    parser.add_argument("--token", help="checkpoint: an admin user's token (default $SOW_TOKEN)")
+    parser.add_argument(
+        "--server", help="checkpoint, switchover: the running sowd to ask (default: the config's listen address)"
+    )
+    parser.add_argument(
+        "--to", metavar="NODE", help="switchover: the replica to hand over to (default: the most advanced)"
+    )
+    parser.add_argument("--token", help="checkpoint, switchover: an admin user's token (default $SOW_TOKEN)")
     parser.add_argument(
         "--cacert", metavar="FILE", help="checkpoint over TLS: the CA to trust (default: the config's tls_cert)"
     )
@@ -124,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "checkpoint":
         caller = AdminCaller(args.server, args.token, args.cacert, args.cert, args.key)
         return checkpoint(config, args.directory, caller)
+    if args.command == "switchover":
+        return switchover(config, args.to, AdminCaller(args.server, args.token, args.cacert, args.cert, args.key))
     if args.command in ("rebuild", "verify", "repair"):
         return {"rebuild": _rebuild, "verify": verify, "repair": _repair}[args.command](config)
     try:

@@ -1,4 +1,5 @@
-"""``sowd verify`` and ``sowd checkpoint``: the operator's checks and backups of a store.
+"""``sowd verify``, ``sowd checkpoint`` and ``sowd switchover``: the operator's checks and
+backups of a store, and the planned hand-over of a cluster's primary role (SPEC §13, HA-4).
 
 ``verify`` opens the store (the server must be stopped — or verify a checkpoint of a running one)
 and reads all of it back: every block against its checksum, the journal's sequences contiguous,
@@ -58,7 +59,7 @@ def verify(config: Config) -> int:
 
 @dataclass(frozen=True)
 class AdminCaller:
-    """How ``sowd checkpoint`` reaches a running server, secured or not (SPEC §11).
+    """How ``sowd checkpoint`` and ``sowd switchover`` reach a running server, secured or not (SPEC §11).
 
     Attributes:
         server: HOST:PORT (None: the config's listen address).
@@ -136,4 +137,23 @@ def _checkpoint_stopped(config: Config, directory: str) -> int:
     print(
         f"sowd checkpoint: {Path(directory).resolve()}: bookmarks up to {last}, {size:,} bytes (the server is stopped)"
     )
+    return 0
+
+
+def switchover(config: Config, to: str | None, caller: AdminCaller) -> int:
+    """Ask the primary (``--server``, else the config's listen address) to hand its role to
+    ``to`` (None: its most advanced replica); prints the new primary and its epoch."""
+    try:
+        channel = caller.channel(config)
+    except (OSError, ValueError) as exc:
+        print(f"sowd switchover: {exc}", file=sys.stderr)
+        return 2
+    with channel:
+        stub = admin_pb2_grpc.AdminServiceStub(channel)
+        try:
+            resp = stub.Switchover(admin_pb2.SwitchoverRequest(to=to or ""), timeout=600, metadata=caller.metadata())
+        except grpc.RpcError as err:
+            print(f"sowd switchover: {err.code().name}: {err.details()}", file=sys.stderr)
+            return 1
+    print(f"sowd switchover: {resp.primary} is the primary at epoch {resp.epoch} (was epoch {resp.previous_epoch})")
     return 0

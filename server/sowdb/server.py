@@ -98,6 +98,10 @@ class SowServer:
             if console is not None:
                 console.bind()
                 server.add_insecure_port(console.grpc_target)
+            if self.config.cluster is not None:  # a checkpoint copied before the last stop goes in first
+                from sowdb.cluster.catchup import install_checkpoint
+
+                install_checkpoint(cfg.data_dir)
             store = Store(Path(cfg.data_dir), fsync=cfg.fsync)
         except BaseException:
             await _abandon(server, console)
@@ -134,6 +138,7 @@ class SowServer:
 
             self.node = Node(self.config.cluster, self.engine, self.port)
             admin.cluster = self.node.status
+            admin.switchover = self.node.switchover
             replication = replication_pb2.DESCRIPTOR.services_by_name["ReplicationService"]
             add_service(ReplicationServicer(self.node, self.auth), server, replication, replication_pb2)
         add_service(DataServicer(self.engine, self.auth), server, DATA_SERVICE, data_pb2)

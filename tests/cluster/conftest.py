@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cluster.support import Cluster
+
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 
 
@@ -92,3 +94,12 @@ def etcd(tmp_path: Path) -> Iterator[EtcdServer]:
             process.kill()
             process.wait()
         log.close()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, etcd: EtcdServer) -> Iterator[Cluster]:
+    c = Cluster(tmp_path, etcd)
+    try:
+        yield c
+    finally:
+        c.stop()

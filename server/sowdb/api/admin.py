@@ -3,7 +3,7 @@ behind the same error boundary as the rest of the API."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 
 from google.protobuf import timestamp_pb2
@@ -22,6 +22,8 @@ class AdminServicer(Servicer):
     service = "AdminService"
     cluster: Callable[[], list[dict[str, object]]] | None = None
     """The node's status rows (``sowdb.cluster.node.Node.status``), on a server with ``[cluster]``."""
+    switchover: Callable[[str], Awaitable[tuple[str, int, int]]] | None = None
+    """``sowdb.cluster.node.Node.switchover``, on a server with ``[cluster]``."""
 
     @error_boundary
     async def Checkpoint(
@@ -42,6 +44,16 @@ class AdminServicer(Servicer):
         if self.cluster is None:
             raise FailedPrecondition("this server runs alone: its config has no [cluster]")
         return pb.ClusterStatusResponse(nodes=[pb.ClusterNode(**row) for row in self.cluster()])  # type: ignore[arg-type]
+
+    @error_boundary
+    async def Switchover(
+        self, request: pb.SwitchoverRequest, context: Context, access: Access
+    ) -> pb.SwitchoverResponse:
+        access.require_admin("hand the primary role over")
+        if self.switchover is None:
+            raise FailedPrecondition("this server runs alone: its config has no [cluster]")
+        primary, epoch, previous = await self.switchover(request.to.strip())
+        return pb.SwitchoverResponse(primary=primary, epoch=epoch, previous_epoch=previous)
 
 
 def stats_response(snap: StatsSnapshot) -> pb.StatsResponse:

@@ -188,17 +188,19 @@ class SowServicer(Servicer):
             while (ack := await acks.get()) is not None:
                 if isinstance(ack, Exception):
                     raise ack
-                if self.engine.acknowledge is not None and ack.last_bookmark:  # a cluster (SPEC §13)
+                if self.engine.acknowledge is not None and (ack.last_bookmark or ack.duplicate):  # a cluster (§13)
                     ack = await self._acknowledged(ack, refusals)
                 yield ack
         finally:
             applying.cancel()
 
     async def _acknowledged(self, ack: pb.PublishResponse, refusals: Call) -> pb.PublishResponse:
-        """The ack, once the cluster lets it be given (HA-1, HA-3), else an error response."""
+        """The ack, once the cluster lets it be given (HA-1, HA-3), else an error response. A J-4
+        duplicate waits for everything written so far: the request it repeats may be journaled
+        here but not yet held by the replicas, and acknowledging its retry must not say more."""
         assert self.engine.acknowledge is not None
         try:
-            await self.engine.acknowledge(ack.last_bookmark)
+            await self.engine.acknowledge(ack.last_bookmark or self.engine.last_seq)
         except SowdbError as exc:
             refusals.refused(status_code(exc), exc, "")
             return pb.PublishResponse(correlation_id=ack.correlation_id, error=rich_status(exc))

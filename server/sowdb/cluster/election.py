@@ -164,7 +164,7 @@ class Election:
             self._lease = 0
             await self.etcd.close()
 
-    async def switchover(self, to: str, within: float) -> int:
+    async def switchover(self, to: str, within: float, ready: Callable[[], bool] | None = None) -> int:
         """Hand the primary over to node ``to`` with nothing lost (HA-4's ``sowd switchover``).
 
         This primary stops acknowledging first, so that the target can hold every write it
@@ -172,6 +172,11 @@ class Election:
         dies), waits until the target's member record says it is eligible, and only then
         deletes its key, guarded by its epoch; the other nodes stand back while the intent
         names another node.
+
+        Args:
+            ready: also required before the key is given up, asked after the fence: the
+                server's check that the target holds every entry this primary wrote (the
+                member records' applied bookmarks may be a round old).
 
         Returns:
             The new primary's epoch.
@@ -190,7 +195,7 @@ class Election:
         try:
             async with self._lock:
                 await self.etcd.put(self._intent_key, json.dumps({"to": to, "epoch": epoch}).encode(), self._lease)
-            while not await self._member_eligible(to):
+            while not (await self._member_eligible(to) and (ready is None or ready())):
                 if time.monotonic() >= give_up:
                     raise SwitchoverFailed(f"node {to} did not become eligible within {within:g}s")
                 await asyncio.sleep(self.cluster.loop_wait_s / 4)

@@ -20,12 +20,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from dataclasses import dataclass, replace
 
-from sowdb.cluster.election import Election, ElectionEvent
+from sowdb.cluster.election import Election, ElectionEvent, NotLeader, SwitchoverFailed
 from sowdb.config.cluster import ClusterConfig
 from sowdb.engine import Engine
-from sowdb.errors import NotPrimary, Unavailable
+from sowdb.errors import FailedPrecondition, InvalidArgument, NotPrimary, Unavailable
 
 log = logging.getLogger("sowdb.cluster")
 
@@ -37,6 +38,9 @@ class Follower:
     node: str
     advertise: str
     applied: int
+    stalled_at: int = 0
+    """Not counted for ``sync`` since it failed to hold this bookmark within ``lease_ttl`` (0:
+    counted); counted again once it reports holding it."""
 
 
 class Node:
@@ -123,16 +127,41 @@ class Node:
             raise Unavailable(f"node {self.cluster.node} stopped being the primary before acknowledging; retry")
 
     async def _replicated(self, bookmark: int) -> bool:
-        """Wait until ``sync_replicas`` followers hold ``bookmark``; False when fewer follow."""
+        """Wait until ``sync_replicas`` followers hold ``bookmark``; False when fewer follow.
+
+        A follower that stays connected but does not report holding the bookmark within
+        ``lease_ttl`` (paused, stuck applying) is no longer counted (``stalled_at``), so it cannot
+        hold acknowledgements back for ever: the others suffice, or the primary falls back as
+        with too few followers (``sync_strict``: UNAVAILABLE).
+        """
         need = self.cluster.sync_replicas
+        give_up = time.monotonic() + self.cluster.lease_ttl_s
         async with self.reported:
             while True:
-                if len(self.followers) < need:
-                    return False
-                if sum(f.applied >= bookmark for f in self.followers.values()) >= need:
+                counted = [f for f in self.followers.values() if not f.stalled_at]
+                if sum(f.applied >= bookmark for f in counted) >= need:
                     self._fell_back = False
                     return True
-                await self.reported.wait()
+                if len(counted) < need:
+                    return False
+                left = give_up - time.monotonic()
+                if left > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.reported.wait(), left)
+                    continue
+                for f in counted:
+                    if f.applied < bookmark:
+                        f.stalled_at = bookmark
+                        log.warning(
+                            "cluster %s: follower %s has not applied bookmark %d within %gs (it holds %d): "
+                            "not counted for sync acknowledgements until it does",
+                            self.cluster.name,
+                            f.node,
+                            bookmark,
+                            self.cluster.lease_ttl_s,
+                            f.applied,
+                        )
+                self.reported.notify_all()
 
     async def report(self, follower: Follower | None, node: str = "") -> None:
         """A follower's applied bookmark (None: ``node`` stopped following)."""
@@ -140,10 +169,55 @@ class Node:
             if follower is None:
                 self.followers.pop(node, None)
             else:
+                if follower.stalled_at and follower.applied >= follower.stalled_at:
+                    follower.stalled_at = 0
+                    log.info(
+                        "cluster %s: follower %s caught up: counted for sync again", self.cluster.name, follower.node
+                    )
                 self.followers[follower.node] = follower
             self.reported.notify_all()
 
+    def _holds_all(self, node: str) -> bool:
+        """Whether follower ``node`` reported holding this node's last bookmark (after the
+        switchover's fence nothing more is written here)."""
+        follower = self.followers.get(node)
+        return follower is not None and follower.applied >= self.engine.last_seq
+
     # --- role ---------------------------------------------------------------------------------
+
+    async def switchover(self, to: str = "") -> tuple[str, int, int]:
+        """Hand the primary role to the follower ``to`` (empty: the most advanced one) with
+        nothing lost (HA-4, :meth:`Election.switchover`); returns (new primary, its epoch, the
+        epoch this node led at). Waits at most five lease_ttl (at least 10 s).
+
+        Raises:
+            NotPrimary, Unavailable: this node is not the primary.
+            FailedPrecondition: no follower, or ``to`` does not follow this primary.
+            InvalidArgument: ``to`` is this node.
+            Unavailable: the target did not catch up or take the key in time; nothing changed.
+        """
+        if not self.election.is_leader:
+            self.check_write()  # names the primary, if one is known
+            raise Unavailable(f"node {self.cluster.node} is not the primary")
+        if to == self.cluster.node:
+            raise InvalidArgument(f"node {to} is the primary already", field="to")
+        if not to:
+            if not self.followers:
+                raise FailedPrecondition(f"no replica follows the primary {self.cluster.node}: none to hand over to")
+            to = max(self.followers.values(), key=lambda f: (f.applied, f.node)).node
+        elif to not in self.followers:
+            known = ", ".join(sorted(self.followers)) or "none"
+            raise FailedPrecondition(f"node {to} does not follow the primary {self.cluster.node} (followers: {known})")
+        previous = self.election.epoch
+        within = max(10.0, 5.0 * self.cluster.lease_ttl_s)
+        log.info("cluster %s: switchover from %s to %s at epoch %d", self.cluster.name, self.cluster.node, to, previous)
+        try:
+            epoch = await self.election.switchover(to, within, ready=lambda: self._holds_all(to))
+        except NotLeader as exc:
+            raise Unavailable(str(exc)) from None
+        except SwitchoverFailed as exc:
+            raise Unavailable(f"switchover to {to} abandoned: {exc}") from None
+        return to, epoch, previous
 
     def _changed(self, event: ElectionEvent) -> None:
         self.known_epoch = max(self.known_epoch, event.epoch)

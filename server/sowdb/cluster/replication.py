@@ -30,10 +30,12 @@ import grpc
 
 from sowdb.api.servicer import Context, Servicer, error_boundary
 from sowdb.auth import Authenticator
+from sowdb.cluster.catchup import checkpoint_chunks, copy_checkpoint
 from sowdb.cluster.fork import LOST_WRITES, mark_fork
 from sowdb.cluster.node import Follower, Node
+from sowdb.engine import Engine
 from sowdb.engine.access import Access
-from sowdb.errors import SowdbError
+from sowdb.errors import OutOfRange
 from sowdb.storage.keys import JournalEntry
 from sowdb_api.v1 import replication_pb2 as pb
 from sowdb_api.v1 import replication_pb2_grpc as pb_grpc
@@ -94,7 +96,7 @@ class ReplicationServicer(Servicer):
                 last = engine.last_seq
                 if last > position:
                     async for entries in engine.read_journal(position, last, batch_size=FRAME_ENTRIES):
-                        yield pb.FollowResponse(epoch=epoch, entries=[_entry(e) for e in entries], last_bookmark=last)
+                        yield _frame(engine, epoch, entries, last)
                     position, idle = last, 0.0
                     continue
                 if idle >= TICK_S:
@@ -104,11 +106,24 @@ class ReplicationServicer(Servicer):
                     await asyncio.wait_for(node.written.wait(), POLL_S)
                 idle += POLL_S
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"node {node.cluster.node} stepped down")
-        except SowdbError as exc:
+        except OutOfRange as exc:  # behind the retained journal: the replica copies a checkpoint
             await context.abort(grpc.StatusCode.OUT_OF_RANGE, exc.message)
         finally:
             reports.cancel()
             await node.report(None, follower.node)
+
+    @error_boundary
+    async def Checkpoint(
+        self, request: pb.CopyCheckpointRequest, context: Context, access: Access
+    ) -> AsyncIterator[pb.CheckpointChunk]:
+        access.require_admin("copy the store (replication)")
+        if not self.node.election.is_leader:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION, f"node {self.node.cluster.node} is not the primary"
+            )
+        log.info("cluster: node %s copies a checkpoint", request.node)
+        async for chunk in checkpoint_chunks(self.node.engine):
+            yield chunk
 
     def _fork(self, bookmark: int, timestamp_us: int) -> str:
         """Why a follower whose last entry is (``bookmark``, ``timestamp_us``) cannot continue
@@ -127,6 +142,17 @@ class ReplicationServicer(Servicer):
         async for req in requests:
             follower.applied = max(follower.applied, req.applied_bookmark)
             await self.node.report(follower)
+
+
+def _frame(engine: Engine, epoch: int, entries: list[JournalEntry], last: int) -> pb.FollowResponse:
+    """A frame of entries, with the producer state (J-4) of the batches that end within them."""
+    producers = engine.store.producer_log(entries[0].seq - 1, entries[-1].seq)
+    return pb.FollowResponse(
+        epoch=epoch,
+        entries=[_entry(e) for e in entries],
+        last_bookmark=last,
+        producers=[pb.ReplicatedProducer(bookmark=b, producer=p, sequence=q) for b, p, q in producers],
+    )
 
 
 def _entry(e: JournalEntry) -> pb.ReplicatedEntry:
@@ -179,7 +205,8 @@ async def follow(node: Node, target: str) -> None:
                         JournalEntry(e.bookmark, e.timestamp_us, e.operation, e.expiry_us, e.topic, e.sow_key, e.data)
                         for e in frame.entries
                     ]
-                    applied = writer.apply_replicated(entries)
+                    producers = [(p.bookmark, p.producer, p.sequence) for p in frame.producers]
+                    applied = writer.apply_replicated(entries, producers)
                     await reports.put(pb.FollowRequest(applied_bookmark=applied))
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and "forked" in (exc.details() or ""):
@@ -197,8 +224,28 @@ async def follow(node: Node, target: str) -> None:
                 )
                 node.restart.set()
                 return
+            if exc.code() == grpc.StatusCode.OUT_OF_RANGE:  # behind the retained journal: copy the store
+                await _copy(node, stub, metadata, exc.details() or "")
+                return
             log.info("cluster: following %s ended: %s %s", target, exc.code().name, exc.details())
             await asyncio.sleep(node.cluster.loop_wait_s / 4)
+
+
+async def _copy(node: Node, stub: Any, metadata: Metadata, why: str) -> None:
+    """Copy the primary's store (:mod:`sowdb.cluster.catchup`), then stop to install it."""
+    log.warning("cluster: the primary no longer holds this node's next entries (%s): copying a checkpoint", why)
+    data_dir = node.engine.config.server.data_dir
+    bookmark = await copy_checkpoint(
+        data_dir, stub.Checkpoint(pb.CopyCheckpointRequest(node=node.cluster.node), metadata=metadata)
+    )
+    node.diverged = f"a checkpoint at bookmark {bookmark} waits to be installed"
+    log.error(
+        "cluster: copied the primary's checkpoint at bookmark %d into %s: this node stops, and at its next start "
+        "installs it and follows from there",
+        bookmark,
+        data_dir,
+    )
+    node.restart.set()
 
 
 async def _fork_point(node: Node, stub: Any, metadata: Metadata) -> int:

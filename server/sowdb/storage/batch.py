@@ -125,6 +125,11 @@ class Batch:
         if self._history:
             self._wb.delete(self._key_prefix + sow_key.encode() + b"\x00" + _SEQ(seq), self._families.history)
 
+    @property
+    def last(self) -> int:
+        """The last sequence recorded so far (0: none)."""
+        return self._last
+
     def put_meta(self, key: bytes, value: bytes) -> None:
         """A ``meta`` entry written with the changes, in the same WriteBatch."""
         self._wb.put(key, value, self._families.meta)

@@ -29,7 +29,10 @@ the engine needs:
   that lost records from one that is whole; ``producer | 0x00 | user | 0x00 | topic | 0x00 |
   id``: BE u64 of the last sequence an idempotent producer had applied (J-4), written in the
   same WriteBatch as its messages — ``producer | 0x00 | id`` in stores written before producers
-  were scoped, see :mod:`sowdb.engine.write.producers`).
+  were scoped, see :mod:`sowdb.engine.write.producers`; ``producer_at | 0x00 | seq (BE u64)``:
+  ``sequence u64 | scoped producer id``, the producer state a batch ending at ``seq`` wrote, in
+  the same WriteBatch, so that a replica is shipped it with the batch's entries and trimmed
+  with the journal).
 
 Values use fixed big-endian headers followed by the variable parts:
 
@@ -172,6 +175,24 @@ PRODUCER_PREFIX = b"producer\x00"
 def producer_key(producer_id: str) -> bytes:
     """The ``meta`` key of an idempotent producer's last applied sequence (J-4)."""
     return PRODUCER_PREFIX + producer_id.encode()
+
+
+PRODUCER_LOG_PREFIX = b"producer_at\x00"
+
+
+def producer_log_key(seq: int) -> bytes:
+    """The ``meta`` key of the producer state written by the batch that ends at ``seq``."""
+    return PRODUCER_LOG_PREFIX + SEQ.pack(seq)
+
+
+def encode_producer_log(producer_id: str, seq: int) -> bytes:
+    """A ``producer_at`` value: the producer's new sequence, then its scoped id."""
+    return SEQ.pack(seq) + producer_id.encode()
+
+
+def decode_producer_log(key: bytes, value: bytes) -> tuple[int, str, int]:
+    """A ``producer_at`` entry as (bookmark, scoped producer id, sequence)."""
+    return decode_seq(key[len(PRODUCER_LOG_PREFIX) :]), value[SEQ.size :].decode(), decode_seq(value[: SEQ.size])
 
 
 def history_floor_key(topic: str) -> bytes:

@@ -129,6 +129,7 @@ class Store:
         wb = WriteBatch(raw_mode=True)
         wb.delete_range(k.encode_seq(0), k.encode_seq(upto + 1), self.db.handle("journal"))
         wb.put(k.META_JOURNAL_TRIMMED, k.encode_seq(upto), self.db.handle("meta"))
+        wb.delete_range(k.producer_log_key(0), k.producer_log_key(upto + 1), self.db.handle("meta"))
         self.db.write(wb)
         self.db.family("journal").compact_range(k.encode_seq(0), k.encode_seq(upto + 1))
 
@@ -167,6 +168,7 @@ class Store:
         marker = k.encode_seq(upto)
         wb.put(k.APPLIED_MARKER, marker, self.db.handle("current"))
         wb.put(k.APPLIED_MARKER, marker, self.db.handle("history"))
+        self._roll_back_producers(wb, upto)
         self.db.write(wb)
         log.warning(
             "rolled back journal entries %d..%d, written by a request reported as failed", upto + 1, entries[-1].seq
@@ -263,6 +265,31 @@ class Store:
     def producer_seqs(self) -> dict[str, int]:
         """Each idempotent producer's last applied sequence (J-4), as written with its messages."""
         return self._seqs(k.PRODUCER_PREFIX)
+
+    def producer_log(self, after: int, upto: int) -> list[tuple[int, str, int]]:
+        """The producer state written by batches ending in ``(after, upto]``, as (bookmark,
+        scoped producer id, sequence) in bookmark order: what a replica is shipped with them."""
+        end, out = k.producer_log_key(upto + 1), []
+        for key, value in self.db.scan("meta", k.producer_log_key(after + 1), prefix=k.PRODUCER_LOG_PREFIX):
+            if key >= end:
+                break
+            out.append(k.decode_producer_log(key, value))
+        return out
+
+    def _roll_back_producers(self, wb: WriteBatch, upto: int) -> None:
+        """Into ``wb``: remove the producer log after ``upto`` and give each producer it names its
+        sequence as of ``upto`` (its latest earlier log entry; none retained: forgotten)."""
+        cf = self.db.handle("meta")
+        cut = {producer for _, producer, _ in self.producer_log(upto, 2**64 - 2)}
+        if not cut:
+            return
+        wb.delete_range(k.producer_log_key(upto + 1), k.PRODUCER_LOG_PREFIX[:-1] + b"\x01", cf)
+        earlier = {producer: seq for _, producer, seq in self.producer_log(0, upto) if producer in cut}
+        for producer in cut:
+            if producer in earlier:
+                wb.put(k.producer_key(producer), k.encode_seq(earlier[producer]), cf)
+            else:
+                wb.delete(k.producer_key(producer), cf)
 
     def write_producer_seqs(self, seqs: dict[str, int]) -> None:
         """Make the stored producer sequences exactly ``seqs`` (after a roll-back)."""

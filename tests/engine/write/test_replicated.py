@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from sowdb.engine import Engine, InMessage, SubscriptionOptions
@@ -66,3 +67,48 @@ def test_a_replica_writes_the_primarys_entries_and_recomputes_its_views(tmp_path
     assert state(reopened, "orders") == state(primary, "orders")
     reopened.close()
     primary.close()
+
+
+def test_a_replica_holds_the_primarys_producer_state_after_each_frame(tmp_path: Path) -> None:
+    """J-4 across a failover: the producer state a batch wrote comes with its entries, so a
+    promoted replica refuses a producer's retry as the primary would have, after a restart too;
+    a frame that splits a batch carries it with the batch's last entry."""
+    primary = open_engine(tmp_path / "p", clock=ManualClock())
+    replica = open_engine(tmp_path / "r", clock=ManualClock())
+    a, b = [InMessage(orjson.dumps({"orderId": i, "symbol": "A"})) for i in (1, 2)]
+    assert primary.publish("orders", [a, b], producer=("feed", 7)) == (1, 2)
+    publish(primary, "book", {"id": 1, "v": 1})
+    primary.publish("loose", [InMessage(b'{"n": 1}')], producer=("feed", 3))  # another topic, another scope
+    last = primary.last_seq
+    entries = journal(primary)
+    shipped = primary.store.producer_log(0, last)
+    assert [(bookmark, seq) for bookmark, _, seq in shipped] == [(2, 7), (4, 3)]
+
+    replica.writer.apply_replicated(entries[:1], primary.store.producer_log(0, 1))  # half of a batch
+    assert replica.writer.producers.last == {}  # its state comes with the batch's last entry
+    replica.writer.apply_replicated(entries[1:], primary.store.producer_log(1, last))
+    assert replica.writer.producers.last == primary.writer.producers.last
+    assert replica.store.producer_seqs() == primary.store.producer_seqs()
+    assert replica.store.producer_log(0, last) == shipped  # it ships them on in turn when promoted
+    replica.close()
+
+    promoted = open_engine(tmp_path / "r", clock=ManualClock())
+    assert promoted.publish("orders", [a, b], producer=("feed", 7)) == (0, 0)  # the retry: a duplicate
+    assert promoted.publish("orders", [a], producer=("feed", 8)) == (last + 1, last + 1)
+    promoted.close()
+    primary.close()
+
+
+def test_journal_retention_and_a_roll_back_cut_the_producer_log(tmp_path: Path) -> None:
+    """The producer log lives as long as the entries it goes with: retention trims it, and a
+    journal cut back (a fork, a failed write) gives each producer its sequence as of the cut."""
+    engine = open_engine(tmp_path / "e", clock=ManualClock())
+    for seq in (1, 2, 3):
+        engine.publish("orders", [InMessage(orjson.dumps({"orderId": seq, "symbol": "A"}))], producer=("feed", seq))
+    engine.publish("book", [InMessage(b'{"id": 1}')], producer=("other", 1))
+    engine.store.trim_journal(1)
+    assert [b for b, _, _ in engine.store.producer_log(0, 10)] == [2, 3, 4]
+    engine.store.roll_back(2, {}, set())
+    assert [b for b, _, _ in engine.store.producer_log(0, 10)] == [2]
+    assert {k.rsplit("\x00", 1)[1]: v for k, v in engine.store.producer_seqs().items()} == {"feed": 2}
+    engine.close()

@@ -23,6 +23,58 @@ else:
 DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
+class SwitchoverRequest(_message.Message):
+    """Whom to hand the primary role to."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TO_FIELD_NUMBER: _builtins.int
+    to: _builtins.str
+    """The replica's node name; empty: the most advanced replica that follows the primary."""
+    def __init__(
+        self,
+        *,
+        to: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["to", b"to"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SwitchoverRequest: _TypeAlias = SwitchoverRequest  # noqa: Y015
+
+@_typing.final
+class SwitchoverResponse(_message.Message):
+    """A switchover done."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PRIMARY_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
+    PREVIOUS_EPOCH_FIELD_NUMBER: _builtins.int
+    primary: _builtins.str
+    """The new primary's node name."""
+    epoch: _builtins.int
+    """Its epoch (higher than `previous_epoch`)."""
+    previous_epoch: _builtins.int
+    """The epoch the old primary led at."""
+    def __init__(
+        self,
+        *,
+        primary: _builtins.str = ...,
+        epoch: _builtins.int = ...,
+        previous_epoch: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "previous_epoch", b"previous_epoch", "primary", b"primary"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SwitchoverResponse: _TypeAlias = SwitchoverResponse  # noqa: Y015
+
+@_typing.final
 class ClusterStatusRequest(_message.Message):
     """Asks for the cluster's status."""
 

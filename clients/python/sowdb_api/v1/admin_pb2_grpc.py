@@ -51,6 +51,11 @@ class AdminServiceStub:
                 request_serializer=sowdb_dot_v1_dot_admin__pb2.ClusterStatusRequest.SerializeToString,
                 response_deserializer=sowdb_dot_v1_dot_admin__pb2.ClusterStatusResponse.FromString,
                 _registered_method=True)
+        self.Switchover = channel.unary_unary(
+                '/sowdb.v1.AdminService/Switchover',
+                request_serializer=sowdb_dot_v1_dot_admin__pb2.SwitchoverRequest.SerializeToString,
+                response_deserializer=sowdb_dot_v1_dot_admin__pb2.SwitchoverResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -91,6 +96,19 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Switchover(self, request, context):
+        """Hands the primary role over to a replica with nothing lost (SPEC §13, HA-4; `sowd
+        switchover`). Asked of the primary, by an admin. The primary stops acknowledging, waits until
+        the target has applied its last bookmark, then gives up the leader key, which the target takes
+        at a higher epoch; the old primary then follows it. Answers once the target leads.
+        FAILED_PRECONDITION: this node is not the primary (ErrorInfo `primary` names it), no replica
+        follows, or `to` does not follow this primary; UNAVAILABLE: the target did not catch up or
+        take the key in time (nothing changed hands: the primary acknowledges again).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -108,6 +126,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ClusterStatus,
                     request_deserializer=sowdb_dot_v1_dot_admin__pb2.ClusterStatusRequest.FromString,
                     response_serializer=sowdb_dot_v1_dot_admin__pb2.ClusterStatusResponse.SerializeToString,
+            ),
+            'Switchover': grpc.unary_unary_rpc_method_handler(
+                    servicer.Switchover,
+                    request_deserializer=sowdb_dot_v1_dot_admin__pb2.SwitchoverRequest.FromString,
+                    response_serializer=sowdb_dot_v1_dot_admin__pb2.SwitchoverResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -192,6 +215,33 @@ class AdminService:
             '/sowdb.v1.AdminService/ClusterStatus',
             sowdb_dot_v1_dot_admin__pb2.ClusterStatusRequest.SerializeToString,
             sowdb_dot_v1_dot_admin__pb2.ClusterStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Switchover(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sowdb.v1.AdminService/Switchover',
+            sowdb_dot_v1_dot_admin__pb2.SwitchoverRequest.SerializeToString,
+            sowdb_dot_v1_dot_admin__pb2.SwitchoverResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -56,6 +56,15 @@ class AdminServiceStub:
     follows it, each with its role, epoch and applied bookmark. A server without `[cluster]`
     answers FAILED_PRECONDITION.
     """
+    Switchover: _grpc.UnaryUnaryMultiCallable[_admin_pb2.SwitchoverRequest, _admin_pb2.SwitchoverResponse]
+    """Hands the primary role over to a replica with nothing lost (SPEC §13, HA-4; `sowd
+    switchover`). Asked of the primary, by an admin. The primary stops acknowledging, waits until
+    the target has applied its last bookmark, then gives up the leader key, which the target takes
+    at a higher epoch; the old primary then follows it. Answers once the target leads.
+    FAILED_PRECONDITION: this node is not the primary (ErrorInfo `primary` names it), no replica
+    follows, or `to` does not follow this primary; UNAVAILABLE: the target did not catch up or
+    take the key in time (nothing changed hands: the primary acknowledges again).
+    """
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -83,6 +92,15 @@ class AdminServiceAsyncStub(AdminServiceStub):
     """The cluster as this node sees it (SPEC §13): itself, and on the primary every replica that
     follows it, each with its role, epoch and applied bookmark. A server without `[cluster]`
     answers FAILED_PRECONDITION.
+    """
+    Switchover: _aio.UnaryUnaryMultiCallable[_admin_pb2.SwitchoverRequest, _admin_pb2.SwitchoverResponse]  # type: ignore[assignment]
+    """Hands the primary role over to a replica with nothing lost (SPEC §13, HA-4; `sowd
+    switchover`). Asked of the primary, by an admin. The primary stops acknowledging, waits until
+    the target has applied its last bookmark, then gives up the leader key, which the target takes
+    at a higher epoch; the old primary then follows it. Answers once the target leads.
+    FAILED_PRECONDITION: this node is not the primary (ErrorInfo `primary` names it), no replica
+    follows, or `to` does not follow this primary; UNAVAILABLE: the target did not catch up or
+    take the key in time (nothing changed hands: the primary acknowledges again).
     """
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -126,6 +144,21 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         """The cluster as this node sees it (SPEC §13): itself, and on the primary every replica that
         follows it, each with its role, epoch and applied bookmark. A server without `[cluster]`
         answers FAILED_PRECONDITION.
+        """
+
+    @_abc_1.abstractmethod
+    def Switchover(
+        self,
+        request: _admin_pb2.SwitchoverRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.SwitchoverResponse, _abc.Awaitable[_admin_pb2.SwitchoverResponse]]:
+        """Hands the primary role over to a replica with nothing lost (SPEC §13, HA-4; `sowd
+        switchover`). Asked of the primary, by an admin. The primary stops acknowledging, waits until
+        the target has applied its last bookmark, then gives up the leader key, which the target takes
+        at a higher epoch; the old primary then follows it. Answers once the target leads.
+        FAILED_PRECONDITION: this node is not the primary (ErrorInfo `primary` names it), no replica
+        follows, or `to` does not follow this primary; UNAVAILABLE: the target did not catch up or
+        take the key in time (nothing changed hands: the primary acknowledges again).
         """
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

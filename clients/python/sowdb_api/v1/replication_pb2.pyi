@@ -20,6 +20,64 @@ else:
 DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
+class CopyCheckpointRequest(_message.Message):
+    """A replica asks for a copy of the primary's store."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_FIELD_NUMBER: _builtins.int
+    node: _builtins.str
+    """The replica's node name (for the primary's log)."""
+    def __init__(
+        self,
+        *,
+        node: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node", b"node"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CopyCheckpointRequest: _TypeAlias = CopyCheckpointRequest  # noqa: Y015
+
+@_typing.final
+class CheckpointChunk(_message.Message):
+    """A piece of one file of the checkpoint, or (`done`) the end of the copy."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILE_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
+    DONE_FIELD_NUMBER: _builtins.int
+    BOOKMARK_FIELD_NUMBER: _builtins.int
+    file: _builtins.str
+    """The file's name in the checkpoint directory (a plain name); its chunks come in order, one
+    file after another; an empty file is one chunk without data.
+    """
+    data: _builtins.bytes
+    """The next bytes of the file."""
+    done: _builtins.bool
+    """The last message: every file was sent."""
+    bookmark: _builtins.int
+    """With `done`: the last bookmark the checkpoint holds."""
+    def __init__(
+        self,
+        *,
+        file: _builtins.str = ...,
+        data: _builtins.bytes = ...,
+        done: _builtins.bool = ...,
+        bookmark: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bookmark", b"bookmark", "data", b"data", "done", b"done", "file", b"file"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CheckpointChunk: _TypeAlias = CheckpointChunk  # noqa: Y015
+
+@_typing.final
 class FollowRequest(_message.Message):
     """What a replica tells the primary."""
 
@@ -115,6 +173,38 @@ class ReplicatedEntry(_message.Message):
 Global___ReplicatedEntry: _TypeAlias = ReplicatedEntry  # noqa: Y015
 
 @_typing.final
+class ReplicatedProducer(_message.Message):
+    """The state of an idempotent producer (J-4) as a batch of the primary wrote it: the replica
+    writes it with the entries up to `bookmark`, so a promoted replica refuses a retry too.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BOOKMARK_FIELD_NUMBER: _builtins.int
+    PRODUCER_FIELD_NUMBER: _builtins.int
+    SEQUENCE_FIELD_NUMBER: _builtins.int
+    bookmark: _builtins.int
+    """The last bookmark of the batch that wrote it."""
+    producer: _builtins.str
+    """The producer's id as the primary keys it (its user and topic, then the id, NUL-separated)."""
+    sequence: _builtins.int
+    """The producer's last applied sequence after that batch."""
+    def __init__(
+        self,
+        *,
+        bookmark: _builtins.int = ...,
+        producer: _builtins.str = ...,
+        sequence: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bookmark", b"bookmark", "producer", b"producer", "sequence", b"sequence"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReplicatedProducer: _TypeAlias = ReplicatedProducer  # noqa: Y015
+
+@_typing.final
 class FollowResponse(_message.Message):
     """What the primary sends: a batch of entries, or (no entries) a tick saying it is alive."""
 
@@ -123,6 +213,7 @@ class FollowResponse(_message.Message):
     EPOCH_FIELD_NUMBER: _builtins.int
     ENTRIES_FIELD_NUMBER: _builtins.int
     LAST_BOOKMARK_FIELD_NUMBER: _builtins.int
+    PRODUCERS_FIELD_NUMBER: _builtins.int
     epoch: _builtins.int
     """The primary's epoch; a replica refuses frames of an epoch older than the one it knows."""
     last_bookmark: _builtins.int
@@ -131,16 +222,21 @@ class FollowResponse(_message.Message):
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicatedEntry]:
         """Entries in bookmark order, continuing from the previous frame's last one."""
 
+    @_builtins.property
+    def producers(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicatedProducer]:
+        """The producer state written by the batches ending within `entries` (J-4)."""
+
     def __init__(
         self,
         *,
         epoch: _builtins.int = ...,
         entries: _abc.Iterable[Global___ReplicatedEntry] | None = ...,
         last_bookmark: _builtins.int = ...,
+        producers: _abc.Iterable[Global___ReplicatedProducer] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "epoch", b"epoch", "last_bookmark", b"last_bookmark"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "epoch", b"epoch", "last_bookmark", b"last_bookmark", "producers", b"producers"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

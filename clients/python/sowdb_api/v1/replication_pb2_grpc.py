@@ -41,6 +41,11 @@ class ReplicationServiceStub:
                 request_serializer=sowdb_dot_v1_dot_replication__pb2.FollowRequest.SerializeToString,
                 response_deserializer=sowdb_dot_v1_dot_replication__pb2.FollowResponse.FromString,
                 _registered_method=True)
+        self.Checkpoint = channel.unary_stream(
+                '/sowdb.v1.ReplicationService/Checkpoint',
+                request_serializer=sowdb_dot_v1_dot_replication__pb2.CopyCheckpointRequest.SerializeToString,
+                response_deserializer=sowdb_dot_v1_dot_replication__pb2.CheckpointChunk.FromString,
+                _registered_method=True)
 
 
 class ReplicationServiceServicer:
@@ -60,6 +65,16 @@ class ReplicationServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Checkpoint(self, request, context):
+        """A replica that Follow refused with OUT_OF_RANGE (journal retention removed entries it has not
+        applied) copies the primary's store instead: the primary takes a fresh checkpoint (as `sowd
+        checkpoint` does) and streams its files, chunk by chunk, then a last message with `done` and
+        the checkpoint's bookmark. The replica installs the copy and follows from that bookmark.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReplicationServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -67,6 +82,11 @@ def add_ReplicationServiceServicer_to_server(servicer, server):
                     servicer.Follow,
                     request_deserializer=sowdb_dot_v1_dot_replication__pb2.FollowRequest.FromString,
                     response_serializer=sowdb_dot_v1_dot_replication__pb2.FollowResponse.SerializeToString,
+            ),
+            'Checkpoint': grpc.unary_stream_rpc_method_handler(
+                    servicer.Checkpoint,
+                    request_deserializer=sowdb_dot_v1_dot_replication__pb2.CopyCheckpointRequest.FromString,
+                    response_serializer=sowdb_dot_v1_dot_replication__pb2.CheckpointChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -97,6 +117,33 @@ class ReplicationService:
             '/sowdb.v1.ReplicationService/Follow',
             sowdb_dot_v1_dot_replication__pb2.FollowRequest.SerializeToString,
             sowdb_dot_v1_dot_replication__pb2.FollowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Checkpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/sowdb.v1.ReplicationService/Checkpoint',
+            sowdb_dot_v1_dot_replication__pb2.CopyCheckpointRequest.SerializeToString,
+            sowdb_dot_v1_dot_replication__pb2.CheckpointChunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -43,6 +43,12 @@ class ReplicationServiceStub:
     longer) the primary, or that knows an older epoch than the replica, ends the stream with
     FAILED_PRECONDITION; a replica whose bookmark the journal no longer holds gets OUT_OF_RANGE.
     """
+    Checkpoint: _grpc.UnaryStreamMultiCallable[_replication_pb2.CopyCheckpointRequest, _replication_pb2.CheckpointChunk]
+    """A replica that Follow refused with OUT_OF_RANGE (journal retention removed entries it has not
+    applied) copies the primary's store instead: the primary takes a fresh checkpoint (as `sowd
+    checkpoint` does) and streams its files, chunk by chunk, then a last message with `done` and
+    the checkpoint's bookmark. The replica installs the copy and follows from that bookmark.
+    """
 
 @_typing.type_check_only
 class ReplicationServiceAsyncStub(ReplicationServiceStub):
@@ -57,6 +63,12 @@ class ReplicationServiceAsyncStub(ReplicationServiceStub):
     as it is written; every frame carries the primary's epoch. A primary that is not (or no
     longer) the primary, or that knows an older epoch than the replica, ends the stream with
     FAILED_PRECONDITION; a replica whose bookmark the journal no longer holds gets OUT_OF_RANGE.
+    """
+    Checkpoint: _aio.UnaryStreamMultiCallable[_replication_pb2.CopyCheckpointRequest, _replication_pb2.CheckpointChunk]  # type: ignore[assignment]
+    """A replica that Follow refused with OUT_OF_RANGE (journal retention removed entries it has not
+    applied) copies the primary's store instead: the primary takes a fresh checkpoint (as `sowd
+    checkpoint` does) and streams its files, chunk by chunk, then a last message with `done` and
+    the checkpoint's bookmark. The replica installs the copy and follows from that bookmark.
     """
 
 class ReplicationServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -75,6 +87,18 @@ class ReplicationServiceServicer(metaclass=_abc_1.ABCMeta):
         as it is written; every frame carries the primary's epoch. A primary that is not (or no
         longer) the primary, or that knows an older epoch than the replica, ends the stream with
         FAILED_PRECONDITION; a replica whose bookmark the journal no longer holds gets OUT_OF_RANGE.
+        """
+
+    @_abc_1.abstractmethod
+    def Checkpoint(
+        self,
+        request: _replication_pb2.CopyCheckpointRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_replication_pb2.CheckpointChunk], _abc.AsyncIterator[_replication_pb2.CheckpointChunk]]:
+        """A replica that Follow refused with OUT_OF_RANGE (journal retention removed entries it has not
+        applied) copies the primary's store instead: the primary takes a fresh checkpoint (as `sowd
+        checkpoint` does) and streams its files, chunk by chunk, then a last message with `done` and
+        the checkpoint's bookmark. The replica installs the copy and follows from that bookmark.
         """
 
 def add_ReplicationServiceServicer_to_server(servicer: ReplicationServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

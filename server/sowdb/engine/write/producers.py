@@ -19,6 +19,13 @@ no NUL after the prefix, since an id holds none): they belong to the user of a s
 security (``""``) on every topic, and keep de-duplicating its requests as they did; other users
 start afresh.
 
+Replication (SPEC §13): beside the producer's entry, the same WriteBatch writes a ``producer_at``
+entry keyed by the batch's last bookmark (:func:`~sowdb.storage.keys.producer_log_key`). The
+primary ships those with the journal entries they belong to; a replica writes them, and the
+producer's entry, in the WriteBatch of the same entries, so a promoted replica knows every
+producer's last sequence exactly as the primary did after the same bookmark, and a producer's
+retry after a failover is a duplicate there too.
+
 A producer never seen before accepts any sequence (0 included). The table keeps one entry per
 producer ever seen; producers are expected to be few and long-lived (a service, a streaming
 query), not one per request.
@@ -28,7 +35,7 @@ from __future__ import annotations
 
 from sowdb.errors import InvalidArgument
 from sowdb.storage import Batch
-from sowdb.storage.keys import encode_seq, producer_key
+from sowdb.storage.keys import encode_producer_log, encode_seq, producer_key, producer_log_key
 
 Producer = tuple[str, int]
 """(producer id, sequence number): as a request names it, or as :func:`scoped` keys it."""
@@ -81,9 +88,12 @@ class Producers:
             return legacy is not None and seq <= legacy
         return False
 
-    def write(self, batch: Batch, key: str, seq: int) -> None:
-        """Put the producer's new sequence into the batch of its messages."""
+    def write(self, batch: Batch, key: str, seq: int, bookmark: int = 0) -> None:
+        """Put the producer's new sequence into the batch of its messages, and its log entry at
+        the batch's last bookmark (``bookmark`` when given: a replica's batch may hold several
+        of the primary's)."""
         batch.put_meta(producer_key(key), encode_seq(seq))
+        batch.put_meta(producer_log_key(bookmark or batch.last), encode_producer_log(key, seq))
 
     def applied(self, key: str, seq: int) -> None:
         """The batch holding the sequence was written."""

@@ -10,9 +10,13 @@ batch's entries share topic, kind and timestamp), so each view change is the pri
 batches of one topic in the same microsecond, or a batch split across two frames, fold as one
 or as two, which changes no view's final state, only which intermediate state is published.
 
-What is not replicated here: the producers' sequences (J-4) are not journaled, so a replica
-that is promoted does not know them and a producer's retry after a failover may be applied
-twice. History thinning by granularity (H-1) is not applied to replicated publishes: a
+The producers' state (J-4) comes with the entries: the primary's ``producer_at`` log entries
+(see :mod:`sowdb.engine.write.producers`), each keyed by the last bookmark of the batch that
+wrote it. A replica writes each one, and the producer's sequence, in the WriteBatch of the run
+that holds that bookmark, so a promoted replica refuses a producer's retry as the primary would
+have, and a replica that crashes never keeps entries without their producer state or the reverse.
+
+What is not replicated here: history thinning by granularity (H-1) is not applied to replicated publishes: a
 replica's history keeps every version within the window (the window's trim still applies).
 """
 
@@ -29,11 +33,16 @@ from sowdb.storage.keys import OP_EXPIRE, OP_PUBLISH, JournalEntry
 
 if TYPE_CHECKING:
     from sowdb.engine.write.writer import Writer
+    from sowdb.storage import Batch
 
 
-def apply_entries(writer: Writer, entries: Sequence[JournalEntry]) -> int:
+ProducerUpdate = tuple[int, str, int]
+"""(bookmark of the batch's last entry, scoped producer id, sequence): a ``producer_at`` entry."""
+
+
+def apply_entries(writer: Writer, entries: Sequence[JournalEntry], producers: Sequence[ProducerUpdate] = ()) -> int:
     """Write ``entries`` (bookmark order, continuing the writer's journal) as the primary wrote
-    them; returns the last bookmark applied.
+    them, with the ``producers`` state their batches wrote; returns the last bookmark applied.
 
     Raises:
         FailedPrecondition: the entries do not continue this node's journal (a gap, or a
@@ -48,18 +57,20 @@ def apply_entries(writer: Writer, entries: Sequence[JournalEntry]) -> int:
                 f"replicated entry {entry.seq} does not continue this node's journal at {expected - 1}"
             )
     for topic_name, run in groupby(entries, key=lambda e: e.topic):
-        _apply_run(writer, topic_name, list(run))
+        entries_run = list(run)
+        first, last = entries_run[0].seq, entries_run[-1].seq
+        _apply_run(writer, topic_name, entries_run, [p for p in producers if first <= p[0] <= last])
     return writer.last_seq
 
 
-def _apply_run(writer: Writer, topic_name: str, run: list[JournalEntry]) -> None:
+def _apply_run(writer: Writer, topic_name: str, run: list[JournalEntry], producers: list[ProducerUpdate]) -> None:
     """One topic's consecutive entries: one WriteBatch, then memory, then fan-out."""
     topic = writer.topics.get(topic_name)
     if topic is None:  # K-5: journaled, not stored
         batch = writer.store.batch(topic_name, current=False, history=False)
         for e in run:
             batch.publish(e.seq, e.timestamp_us, e.sow_key, e.payload)
-        batch.commit()
+        _commit(writer, batch, producers)
         _advance(writer, run)
         writer.counters.unconfigured.published([e.payload for e in run])
         if writer.fan_out.wanted(topic_name):
@@ -81,7 +92,7 @@ def _apply_run(writer: Writer, topic_name: str, run: list[JournalEntry]) -> None
             keys.pop(e.sow_key, None)
     if topic.persistent:
         batch.set_record_count(len(keys))
-    batch.commit()
+    _commit(writer, batch, producers)
     _advance(writer, run)
     counters = writer.counters.topic(topic_name)
     # Memory, then fan-out once per batch of the primary: its entries share the topic, the kind
@@ -105,6 +116,15 @@ def _apply_run(writer: Writer, topic_name: str, run: list[JournalEntry]) -> None
         # removals go to fan-out always, as the writer's own do (derived topics follow them)
         if changes and (removal or writer.fan_out.wanted(topic_name)):
             writer.fan_out(topic_name, changes, now)
+
+
+def _commit(writer: Writer, batch: Batch, producers: list[ProducerUpdate]) -> None:
+    """Write the run with the producer state of its batches (J-4), in one WriteBatch."""
+    for bookmark, producer, seq in producers:
+        writer.producers.write(batch, producer, seq, bookmark)
+    batch.commit()
+    for _, producer, seq in producers:
+        writer.producers.applied(producer, seq)
 
 
 def _advance(writer: Writer, run: list[JournalEntry]) -> None:

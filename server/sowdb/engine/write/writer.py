@@ -26,7 +26,7 @@ from sowdb.engine.state import ExpiryQueue, SowTopic, Topics, check_topic_name
 from sowdb.engine.write.fanout import FanOut
 from sowdb.engine.write.messages import MessageLike, check_ttls, decode_batch, expiries, merge_deltas
 from sowdb.engine.write.producers import Producer, Producers, scoped
-from sowdb.engine.write.replicated import apply_entries
+from sowdb.engine.write.replicated import ProducerUpdate, apply_entries
 from sowdb.errors import InvalidArgument, SowdbError
 from sowdb.storage import Batch, Store
 from sowdb.storage.keys import OP_DELETE, OP_EXPIRE, JournalEntry
@@ -333,10 +333,11 @@ class Writer:
                 raise
         return count
 
-    def apply_replicated(self, entries: Sequence[JournalEntry]) -> int:
-        """A replica writes the primary's journal entries with their bookmarks and timestamps
-        (SPEC §13, HA-2; :mod:`sowdb.engine.write.replicated`); returns the last bookmark."""
-        return apply_entries(self, entries)
+    def apply_replicated(self, entries: Sequence[JournalEntry], producers: Sequence[ProducerUpdate] = ()) -> int:
+        """A replica writes the primary's journal entries with their bookmarks and timestamps,
+        and the producer state (J-4) their batches wrote (SPEC §13, HA-2;
+        :mod:`sowdb.engine.write.replicated`); returns the last bookmark."""
+        return apply_entries(self, entries, producers)
 
     @property
     def writable(self) -> bool:

@@ -16,7 +16,63 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sowdb/v1/admin.proto.
  */
 export const file_sowdb_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChRzb3dkYi92MS9hZG1pbi5wcm90bxIIc293ZGIudjEiFgoUQ2x1c3RlclN0YXR1c1JlcXVlc3QicAoLQ2x1c3Rlck5vZGUSDAoEbm9kZRgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEgwKBHJvbGUYAyABKAkSDQoFZXBvY2gYBCABKAQSGAoQYXBwbGllZF9ib29rbWFyaxgFIAEoBBILCgNsYWcYBiABKAQiPQoVQ2x1c3RlclN0YXR1c1Jlc3BvbnNlEiQKBW5vZGVzGAEgAygLMhUuc293ZGIudjEuQ2x1c3Rlck5vZGUiJgoRQ2hlY2twb2ludFJlcXVlc3QSEQoJZGlyZWN0b3J5GAEgASgJIk0KEkNoZWNrcG9pbnRSZXNwb25zZRIRCglkaXJlY3RvcnkYASABKAkSEAoIYm9va21hcmsYAiABKAQSEgoKc2l6ZV9ieXRlcxgDIAEoBCIyCgxTdGF0c1JlcXVlc3QSDQoFdG9waWMYASABKAkSEwoLdG9waWNzX29ubHkYAiABKAgizQEKDVN0YXRzUmVzcG9uc2USJAoGdG9waWNzGAEgAygLMhQuc293ZGIudjEuVG9waWNTdGF0cxIyCg1zdWJzY3JpcHRpb25zGAIgAygLMhsuc293ZGIudjEuU3Vic2NyaXB0aW9uU3RhdHMSJQoGc2VydmVyGAMgASgLMhUuc293ZGIudjEuU2VydmVyU3RhdHMSEAoIYm9va21hcmsYBCABKAQSKQoFdGFrZW4YBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIs0BCgpUb3BpY1N0YXRzEgwKBG5hbWUYASABKAkSIQoEa2luZBgCIAEoDjITLnNvd2RiLnYxLlRvcGljS2luZBIPCgdyZWNvcmRzGAMgASgEEhQKDGJ5dGVzX3N0b3JlZBgEIAEoBBIRCglwdWJsaXNoZXMYBSABKAQSFwoPYnl0ZXNfcHVibGlzaGVkGAYgASgEEg8KB2RlbGV0ZXMYByABKAQSEwoLZXhwaXJhdGlvbnMYCCABKAQSFQoNc3Vic2NyaXB0aW9ucxgJIAEoBCKSAgoRU3Vic2NyaXB0aW9uU3RhdHMSDgoGc3ViX2lkGAEgASgJEg0KBXRvcGljGAIgASgJEg4KBmZpbHRlchgDIAEoCRIMCgR1c2VyGAQgASgJEgwKBHBlZXIYBSABKAkSFQoNcXVldWVkX2V2ZW50cxgGIAEoBBIUCgxxdWV1ZWRfYnl0ZXMYByABKAQSGQoRbWF4X3F1ZXVlZF9ldmVudHMYCCABKAQSGAoQbWF4X3F1ZXVlZF9ieXRlcxgJIAEoBBITCgtzZW50X2V2ZW50cxgKIAEoBBITCgtjYXRjaGluZ191cBgLIAEoCBImCgNhZ2UYDCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24i1wIKC1NlcnZlclN0YXRzEikKBnVwdGltZRgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhITCgtjcHVfc2Vjb25kcxgCIAEoARIWCg5yZXNpZGVudF9ieXRlcxgDIAEoBBISCgpkaXNrX2J5dGVzGAQgASgEEicKB2pvdXJuYWwYBSABKAsyFi5zb3dkYi52MS5Kb3VybmFsU3RhdHMSFQoNc3Vic2NyaXB0aW9ucxgGIAEoBBIVCg1xdWV1ZWRfZXZlbnRzGAcgASgEEh0KFXNsb3dfY29uc3VtZXJfY3V0b2ZmcxgIIAEoBBIgCgRycGNzGAkgAygLMhIuc293ZGIudjEuUnBjU3RhdHMSHgoWdW5jb25maWd1cmVkX3B1Ymxpc2hlcxgKIAEoBBIkChx1bmNvbmZpZ3VyZWRfYnl0ZXNfcHVibGlzaGVkGAsgASgEIpQBCgxKb3VybmFsU3RhdHMSDQoFYnl0ZXMYASABKAQSDwoHZW50cmllcxgCIAEoBBIXCg9vbGRlc3RfYm9va21hcmsYAyABKAQSNAoQb2xkZXN0X3RpbWVzdGFtcBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNbGFzdF9ib29rbWFyaxgFIAEoBCKWAQoIUnBjU3RhdHMSCwoDcnBjGAEgASgJEg0KBWNhbGxzGAIgASgEEi4KBmVycm9ycxgDIAMoCzIeLnNvd2RiLnYxLlJwY1N0YXRzLkVycm9yc0VudHJ5Eg8KB3NlY29uZHMYBCABKAEaLQoLRXJyb3JzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgEOgI4ATLjAQoMQWRtaW5TZXJ2aWNlEkcKCkNoZWNrcG9pbnQSGy5zb3dkYi52MS5DaGVja3BvaW50UmVxdWVzdBocLnNvd2RiLnYxLkNoZWNrcG9pbnRSZXNwb25zZRI4CgVTdGF0cxIWLnNvd2RiLnYxLlN0YXRzUmVxdWVzdBoXLnNvd2RiLnYxLlN0YXRzUmVzcG9uc2USUAoNQ2x1c3RlclN0YXR1cxIeLnNvd2RiLnYxLkNsdXN0ZXJTdGF0dXNSZXF1ZXN0Gh8uc293ZGIudjEuQ2x1c3RlclN0YXR1c1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_sowdb_v1_sow]);
+  fileDesc("ChRzb3dkYi92MS9hZG1pbi5wcm90bxIIc293ZGIudjEiHwoRU3dpdGNob3ZlclJlcXVlc3QSCgoCdG8YASABKAkiTAoSU3dpdGNob3ZlclJlc3BvbnNlEg8KB3ByaW1hcnkYASABKAkSDQoFZXBvY2gYAiABKAQSFgoOcHJldmlvdXNfZXBvY2gYAyABKAQiFgoUQ2x1c3RlclN0YXR1c1JlcXVlc3QicAoLQ2x1c3Rlck5vZGUSDAoEbm9kZRgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEgwKBHJvbGUYAyABKAkSDQoFZXBvY2gYBCABKAQSGAoQYXBwbGllZF9ib29rbWFyaxgFIAEoBBILCgNsYWcYBiABKAQiPQoVQ2x1c3RlclN0YXR1c1Jlc3BvbnNlEiQKBW5vZGVzGAEgAygLMhUuc293ZGIudjEuQ2x1c3Rlck5vZGUiJgoRQ2hlY2twb2ludFJlcXVlc3QSEQoJZGlyZWN0b3J5GAEgASgJIk0KEkNoZWNrcG9pbnRSZXNwb25zZRIRCglkaXJlY3RvcnkYASABKAkSEAoIYm9va21hcmsYAiABKAQSEgoKc2l6ZV9ieXRlcxgDIAEoBCIyCgxTdGF0c1JlcXVlc3QSDQoFdG9waWMYASABKAkSEwoLdG9waWNzX29ubHkYAiABKAgizQEKDVN0YXRzUmVzcG9uc2USJAoGdG9waWNzGAEgAygLMhQuc293ZGIudjEuVG9waWNTdGF0cxIyCg1zdWJzY3JpcHRpb25zGAIgAygLMhsuc293ZGIudjEuU3Vic2NyaXB0aW9uU3RhdHMSJQoGc2VydmVyGAMgASgLMhUuc293ZGIudjEuU2VydmVyU3RhdHMSEAoIYm9va21hcmsYBCABKAQSKQoFdGFrZW4YBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIs0BCgpUb3BpY1N0YXRzEgwKBG5hbWUYASABKAkSIQoEa2luZBgCIAEoDjITLnNvd2RiLnYxLlRvcGljS2luZBIPCgdyZWNvcmRzGAMgASgEEhQKDGJ5dGVzX3N0b3JlZBgEIAEoBBIRCglwdWJsaXNoZXMYBSABKAQSFwoPYnl0ZXNfcHVibGlzaGVkGAYgASgEEg8KB2RlbGV0ZXMYByABKAQSEwoLZXhwaXJhdGlvbnMYCCABKAQSFQoNc3Vic2NyaXB0aW9ucxgJIAEoBCKSAgoRU3Vic2NyaXB0aW9uU3RhdHMSDgoGc3ViX2lkGAEgASgJEg0KBXRvcGljGAIgASgJEg4KBmZpbHRlchgDIAEoCRIMCgR1c2VyGAQgASgJEgwKBHBlZXIYBSABKAkSFQoNcXVldWVkX2V2ZW50cxgGIAEoBBIUCgxxdWV1ZWRfYnl0ZXMYByABKAQSGQoRbWF4X3F1ZXVlZF9ldmVudHMYCCABKAQSGAoQbWF4X3F1ZXVlZF9ieXRlcxgJIAEoBBITCgtzZW50X2V2ZW50cxgKIAEoBBITCgtjYXRjaGluZ191cBgLIAEoCBImCgNhZ2UYDCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24i1wIKC1NlcnZlclN0YXRzEikKBnVwdGltZRgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhITCgtjcHVfc2Vjb25kcxgCIAEoARIWCg5yZXNpZGVudF9ieXRlcxgDIAEoBBISCgpkaXNrX2J5dGVzGAQgASgEEicKB2pvdXJuYWwYBSABKAsyFi5zb3dkYi52MS5Kb3VybmFsU3RhdHMSFQoNc3Vic2NyaXB0aW9ucxgGIAEoBBIVCg1xdWV1ZWRfZXZlbnRzGAcgASgEEh0KFXNsb3dfY29uc3VtZXJfY3V0b2ZmcxgIIAEoBBIgCgRycGNzGAkgAygLMhIuc293ZGIudjEuUnBjU3RhdHMSHgoWdW5jb25maWd1cmVkX3B1Ymxpc2hlcxgKIAEoBBIkChx1bmNvbmZpZ3VyZWRfYnl0ZXNfcHVibGlzaGVkGAsgASgEIpQBCgxKb3VybmFsU3RhdHMSDQoFYnl0ZXMYASABKAQSDwoHZW50cmllcxgCIAEoBBIXCg9vbGRlc3RfYm9va21hcmsYAyABKAQSNAoQb2xkZXN0X3RpbWVzdGFtcBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNbGFzdF9ib29rbWFyaxgFIAEoBCKWAQoIUnBjU3RhdHMSCwoDcnBjGAEgASgJEg0KBWNhbGxzGAIgASgEEi4KBmVycm9ycxgDIAMoCzIeLnNvd2RiLnYxLlJwY1N0YXRzLkVycm9yc0VudHJ5Eg8KB3NlY29uZHMYBCABKAEaLQoLRXJyb3JzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgEOgI4ATKsAgoMQWRtaW5TZXJ2aWNlEkcKCkNoZWNrcG9pbnQSGy5zb3dkYi52MS5DaGVja3BvaW50UmVxdWVzdBocLnNvd2RiLnYxLkNoZWNrcG9pbnRSZXNwb25zZRI4CgVTdGF0cxIWLnNvd2RiLnYxLlN0YXRzUmVxdWVzdBoXLnNvd2RiLnYxLlN0YXRzUmVzcG9uc2USUAoNQ2x1c3RlclN0YXR1cxIeLnNvd2RiLnYxLkNsdXN0ZXJTdGF0dXNSZXF1ZXN0Gh8uc293ZGIudjEuQ2x1c3RlclN0YXR1c1Jlc3BvbnNlEkcKClN3aXRjaG92ZXISGy5zb3dkYi52MS5Td2l0Y2hvdmVyUmVxdWVzdBocLnNvd2RiLnYxLlN3aXRjaG92ZXJSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_sowdb_v1_sow]);
+
+/**
+ * Whom to hand the primary role to.
+ *
+ * @generated from message sowdb.v1.SwitchoverRequest
+ */
+export type SwitchoverRequest = Message<"sowdb.v1.SwitchoverRequest"> & {
+  /**
+   * The replica's node name; empty: the most advanced replica that follows the primary.
+   *
+   * @generated from field: string to = 1;
+   */
+  to: string;
+};
+
+/**
+ * Describes the message sowdb.v1.SwitchoverRequest.
+ * Use `create(SwitchoverRequestSchema)` to create a new message.
+ */
+export const SwitchoverRequestSchema: GenMessage<SwitchoverRequest> = /*@__PURE__*/
+  messageDesc(file_sowdb_v1_admin, 0);
+
+/**
+ * A switchover done.
+ *
+ * @generated from message sowdb.v1.SwitchoverResponse
+ */
+export type SwitchoverResponse = Message<"sowdb.v1.SwitchoverResponse"> & {
+  /**
+   * The new primary's node name.
+   *
+   * @generated from field: string primary = 1;
+   */
+  primary: string;
+
+  /**
+   * Its epoch (higher than `previous_epoch`).
+   *
+   * @generated from field: uint64 epoch = 2;
+   */
+  epoch: bigint;
+
+  /**
+   * The epoch the old primary led at.
+   *
+   * @generated from field: uint64 previous_epoch = 3;
+   */
+  previousEpoch: bigint;
+};
+
+/**
+ * Describes the message sowdb.v1.SwitchoverResponse.
+ * Use `create(SwitchoverResponseSchema)` to create a new message.
+ */
+export const SwitchoverResponseSchema: GenMessage<SwitchoverResponse> = /*@__PURE__*/
+  messageDesc(file_sowdb_v1_admin, 1);
 
 /**
  * Asks for the cluster's status.
@@ -31,7 +87,7 @@ export type ClusterStatusRequest = Message<"sowdb.v1.ClusterStatusRequest"> & {
  * Use `create(ClusterStatusRequestSchema)` to create a new message.
  */
 export const ClusterStatusRequestSchema: GenMessage<ClusterStatusRequest> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_admin, 0);
+  messageDesc(file_sowdb_v1_admin, 2);
 
 /**
  * One node of a cluster.
@@ -87,7 +143,7 @@ export type ClusterNode = Message<"sowdb.v1.ClusterNode"> & {
  * Use `create(ClusterNodeSchema)` to create a new message.
  */
 export const ClusterNodeSchema: GenMessage<ClusterNode> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_admin, 1);
+  messageDesc(file_sowdb_v1_admin, 3);
 
 /**
  * The cluster's status.
@@ -108,7 +164,7 @@ export type ClusterStatusResponse = Message<"sowdb.v1.ClusterStatusResponse"> & 
  * Use `create(ClusterStatusResponseSchema)` to create a new message.
  */
 export const ClusterStatusResponseSchema: GenMessage<ClusterStatusResponse> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_admin, 2);
+  messageDesc(file_sowdb_v1_admin, 4);
 
 /**
  * Where to write a checkpoint.
@@ -129,7 +185,7 @@ export type CheckpointRequest = Message<"sowdb.v1.CheckpointRequest"> & {
  * Use `create(CheckpointRequestSchema)` to create a new message.
  */
 export const CheckpointRequestSchema: GenMessage<CheckpointRequest> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_admin, 3);
+  messageDesc(file_sowdb_v1_admin, 5);
 
 /**
  * A checkpoint written.
@@ -164,7 +220,7 @@ export type CheckpointResponse = Message<"sowdb.v1.CheckpointResponse"> & {
  * Use `create(CheckpointResponseSchema)` to create a new message.
  */
 export const CheckpointResponseSchema: GenMessage<CheckpointResponse> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_admin, 4);
+  messageDesc(file_sowdb_v1_admin, 6);
 
 /**
  * Which figures to take.
@@ -194,7 +250,7 @@ export type StatsRequest = Message<"sowdb.v1.StatsRequest"> & {
  * Use `create(StatsRequestSchema)` to create a new message.
  */
 export const StatsRequestSchema: GenMessage<StatsRequest> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_admin, 5);
+  messageDesc(file_sowdb_v1_admin, 7);
 
 /**
  * The figures, all taken in one step of the server (no change lands half-way).
@@ -244,7 +300,7 @@ export type StatsResponse = Message<"sowdb.v1.StatsResponse"> & {
  * Use `create(StatsResponseSchema)` to create a new message.
  */
 export const StatsResponseSchema: GenMessage<StatsResponse> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_admin, 6);
+  messageDesc(file_sowdb_v1_admin, 8);
 
 /**
  * One topic's figures. Counts of changes are since the server started.
@@ -322,7 +378,7 @@ export type TopicStats = Message<"sowdb.v1.TopicStats"> & {
  * Use `create(TopicStatsSchema)` to create a new message.
  */
 export const TopicStatsSchema: GenMessage<TopicStats> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_admin, 7);
+  messageDesc(file_sowdb_v1_admin, 9);
 
 /**
  * One live subscription and its queue (SL-1).
@@ -420,7 +476,7 @@ export type SubscriptionStats = Message<"sowdb.v1.SubscriptionStats"> & {
  * Use `create(SubscriptionStatsSchema)` to create a new message.
  */
 export const SubscriptionStatsSchema: GenMessage<SubscriptionStats> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_admin, 8);
+  messageDesc(file_sowdb_v1_admin, 10);
 
 /**
  * Server-wide figures.
@@ -511,7 +567,7 @@ export type ServerStats = Message<"sowdb.v1.ServerStats"> & {
  * Use `create(ServerStatsSchema)` to create a new message.
  */
 export const ServerStatsSchema: GenMessage<ServerStats> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_admin, 9);
+  messageDesc(file_sowdb_v1_admin, 11);
 
 /**
  * The journal: every change, in bookmark order (retention trims its oldest entries).
@@ -560,7 +616,7 @@ export type JournalStats = Message<"sowdb.v1.JournalStats"> & {
  * Use `create(JournalStatsSchema)` to create a new message.
  */
 export const JournalStatsSchema: GenMessage<JournalStats> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_admin, 10);
+  messageDesc(file_sowdb_v1_admin, 12);
 
 /**
  * Calls of one RPC.
@@ -603,7 +659,7 @@ export type RpcStats = Message<"sowdb.v1.RpcStats"> & {
  * Use `create(RpcStatsSchema)` to create a new message.
  */
 export const RpcStatsSchema: GenMessage<RpcStats> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_admin, 11);
+  messageDesc(file_sowdb_v1_admin, 13);
 
 /**
  * The operations service.
@@ -653,6 +709,22 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof ClusterStatusRequestSchema;
     output: typeof ClusterStatusResponseSchema;
+  },
+  /**
+   * Hands the primary role over to a replica with nothing lost (SPEC §13, HA-4; `sowd
+   * switchover`). Asked of the primary, by an admin. The primary stops acknowledging, waits until
+   * the target has applied its last bookmark, then gives up the leader key, which the target takes
+   * at a higher epoch; the old primary then follows it. Answers once the target leads.
+   * FAILED_PRECONDITION: this node is not the primary (ErrorInfo `primary` names it), no replica
+   * follows, or `to` does not follow this primary; UNAVAILABLE: the target did not catch up or
+   * take the key in time (nothing changed hands: the primary acknowledges again).
+   *
+   * @generated from rpc sowdb.v1.AdminService.Switchover
+   */
+  switchover: {
+    methodKind: "unary";
+    input: typeof SwitchoverRequestSchema;
+    output: typeof SwitchoverResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_sowdb_v1_admin, 0);

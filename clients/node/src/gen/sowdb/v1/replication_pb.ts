@@ -12,7 +12,71 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sowdb/v1/replication.proto.
  */
 export const file_sowdb_v1_replication: GenFile = /*@__PURE__*/
-  fileDesc("Chpzb3dkYi92MS9yZXBsaWNhdGlvbi5wcm90bxIIc293ZGIudjEihgEKDUZvbGxvd1JlcXVlc3QSDAoEbm9kZRgBIAEoCRINCgVlcG9jaBgCIAEoBBIYChBhcHBsaWVkX2Jvb2ttYXJrGAMgASgEEhEKCWFkdmVydGlzZRgEIAEoCRIcChRhcHBsaWVkX3RpbWVzdGFtcF91cxgFIAEoBBINCgVwcm9iZRgGIAEoCCKNAQoPUmVwbGljYXRlZEVudHJ5EhAKCGJvb2ttYXJrGAEgASgEEhQKDHRpbWVzdGFtcF91cxgCIAEoBBIRCglvcGVyYXRpb24YAyABKA0SEQoJZXhwaXJ5X3VzGAQgASgEEg0KBXRvcGljGAUgASgJEg8KB3Nvd19rZXkYBiABKAkSDAoEZGF0YRgHIAEoDCJiCg5Gb2xsb3dSZXNwb25zZRINCgVlcG9jaBgBIAEoBBIqCgdlbnRyaWVzGAIgAygLMhkuc293ZGIudjEuUmVwbGljYXRlZEVudHJ5EhUKDWxhc3RfYm9va21hcmsYAyABKAQyVQoSUmVwbGljYXRpb25TZXJ2aWNlEj8KBkZvbGxvdxIXLnNvd2RiLnYxLkZvbGxvd1JlcXVlc3QaGC5zb3dkYi52MS5Gb2xsb3dSZXNwb25zZSgBMAFiBnByb3RvMw");
+  fileDesc("Chpzb3dkYi92MS9yZXBsaWNhdGlvbi5wcm90bxIIc293ZGIudjEiJQoVQ29weUNoZWNrcG9pbnRSZXF1ZXN0EgwKBG5vZGUYASABKAkiTQoPQ2hlY2twb2ludENodW5rEgwKBGZpbGUYASABKAkSDAoEZGF0YRgCIAEoDBIMCgRkb25lGAMgASgIEhAKCGJvb2ttYXJrGAQgASgEIoYBCg1Gb2xsb3dSZXF1ZXN0EgwKBG5vZGUYASABKAkSDQoFZXBvY2gYAiABKAQSGAoQYXBwbGllZF9ib29rbWFyaxgDIAEoBBIRCglhZHZlcnRpc2UYBCABKAkSHAoUYXBwbGllZF90aW1lc3RhbXBfdXMYBSABKAQSDQoFcHJvYmUYBiABKAgijQEKD1JlcGxpY2F0ZWRFbnRyeRIQCghib29rbWFyaxgBIAEoBBIUCgx0aW1lc3RhbXBfdXMYAiABKAQSEQoJb3BlcmF0aW9uGAMgASgNEhEKCWV4cGlyeV91cxgEIAEoBBINCgV0b3BpYxgFIAEoCRIPCgdzb3dfa2V5GAYgASgJEgwKBGRhdGEYByABKAwiSgoSUmVwbGljYXRlZFByb2R1Y2VyEhAKCGJvb2ttYXJrGAEgASgEEhAKCHByb2R1Y2VyGAIgASgJEhAKCHNlcXVlbmNlGAMgASgEIpMBCg5Gb2xsb3dSZXNwb25zZRINCgVlcG9jaBgBIAEoBBIqCgdlbnRyaWVzGAIgAygLMhkuc293ZGIudjEuUmVwbGljYXRlZEVudHJ5EhUKDWxhc3RfYm9va21hcmsYAyABKAQSLwoJcHJvZHVjZXJzGAQgAygLMhwuc293ZGIudjEuUmVwbGljYXRlZFByb2R1Y2VyMqEBChJSZXBsaWNhdGlvblNlcnZpY2USPwoGRm9sbG93Ehcuc293ZGIudjEuRm9sbG93UmVxdWVzdBoYLnNvd2RiLnYxLkZvbGxvd1Jlc3BvbnNlKAEwARJKCgpDaGVja3BvaW50Eh8uc293ZGIudjEuQ29weUNoZWNrcG9pbnRSZXF1ZXN0Ghkuc293ZGIudjEuQ2hlY2twb2ludENodW5rMAFiBnByb3RvMw");
+
+/**
+ * A replica asks for a copy of the primary's store.
+ *
+ * @generated from message sowdb.v1.CopyCheckpointRequest
+ */
+export type CopyCheckpointRequest = Message<"sowdb.v1.CopyCheckpointRequest"> & {
+  /**
+   * The replica's node name (for the primary's log).
+   *
+   * @generated from field: string node = 1;
+   */
+  node: string;
+};
+
+/**
+ * Describes the message sowdb.v1.CopyCheckpointRequest.
+ * Use `create(CopyCheckpointRequestSchema)` to create a new message.
+ */
+export const CopyCheckpointRequestSchema: GenMessage<CopyCheckpointRequest> = /*@__PURE__*/
+  messageDesc(file_sowdb_v1_replication, 0);
+
+/**
+ * A piece of one file of the checkpoint, or (`done`) the end of the copy.
+ *
+ * @generated from message sowdb.v1.CheckpointChunk
+ */
+export type CheckpointChunk = Message<"sowdb.v1.CheckpointChunk"> & {
+  /**
+   * The file's name in the checkpoint directory (a plain name); its chunks come in order, one
+   * file after another; an empty file is one chunk without data.
+   *
+   * @generated from field: string file = 1;
+   */
+  file: string;
+
+  /**
+   * The next bytes of the file.
+   *
+   * @generated from field: bytes data = 2;
+   */
+  data: Uint8Array;
+
+  /**
+   * The last message: every file was sent.
+   *
+   * @generated from field: bool done = 3;
+   */
+  done: boolean;
+
+  /**
+   * With `done`: the last bookmark the checkpoint holds.
+   *
+   * @generated from field: uint64 bookmark = 4;
+   */
+  bookmark: bigint;
+};
+
+/**
+ * Describes the message sowdb.v1.CheckpointChunk.
+ * Use `create(CheckpointChunkSchema)` to create a new message.
+ */
+export const CheckpointChunkSchema: GenMessage<CheckpointChunk> = /*@__PURE__*/
+  messageDesc(file_sowdb_v1_replication, 1);
 
 /**
  * What a replica tells the primary.
@@ -71,7 +135,7 @@ export type FollowRequest = Message<"sowdb.v1.FollowRequest"> & {
  * Use `create(FollowRequestSchema)` to create a new message.
  */
 export const FollowRequestSchema: GenMessage<FollowRequest> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_replication, 0);
+  messageDesc(file_sowdb_v1_replication, 2);
 
 /**
  * One journal entry as the primary wrote it: the replica writes it with the same bookmark,
@@ -135,7 +199,43 @@ export type ReplicatedEntry = Message<"sowdb.v1.ReplicatedEntry"> & {
  * Use `create(ReplicatedEntrySchema)` to create a new message.
  */
 export const ReplicatedEntrySchema: GenMessage<ReplicatedEntry> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_replication, 1);
+  messageDesc(file_sowdb_v1_replication, 3);
+
+/**
+ * The state of an idempotent producer (J-4) as a batch of the primary wrote it: the replica
+ * writes it with the entries up to `bookmark`, so a promoted replica refuses a retry too.
+ *
+ * @generated from message sowdb.v1.ReplicatedProducer
+ */
+export type ReplicatedProducer = Message<"sowdb.v1.ReplicatedProducer"> & {
+  /**
+   * The last bookmark of the batch that wrote it.
+   *
+   * @generated from field: uint64 bookmark = 1;
+   */
+  bookmark: bigint;
+
+  /**
+   * The producer's id as the primary keys it (its user and topic, then the id, NUL-separated).
+   *
+   * @generated from field: string producer = 2;
+   */
+  producer: string;
+
+  /**
+   * The producer's last applied sequence after that batch.
+   *
+   * @generated from field: uint64 sequence = 3;
+   */
+  sequence: bigint;
+};
+
+/**
+ * Describes the message sowdb.v1.ReplicatedProducer.
+ * Use `create(ReplicatedProducerSchema)` to create a new message.
+ */
+export const ReplicatedProducerSchema: GenMessage<ReplicatedProducer> = /*@__PURE__*/
+  messageDesc(file_sowdb_v1_replication, 4);
 
 /**
  * What the primary sends: a batch of entries, or (no entries) a tick saying it is alive.
@@ -163,6 +263,13 @@ export type FollowResponse = Message<"sowdb.v1.FollowResponse"> & {
    * @generated from field: uint64 last_bookmark = 3;
    */
   lastBookmark: bigint;
+
+  /**
+   * The producer state written by the batches ending within `entries` (J-4).
+   *
+   * @generated from field: repeated sowdb.v1.ReplicatedProducer producers = 4;
+   */
+  producers: ReplicatedProducer[];
 };
 
 /**
@@ -170,7 +277,7 @@ export type FollowResponse = Message<"sowdb.v1.FollowResponse"> & {
  * Use `create(FollowResponseSchema)` to create a new message.
  */
 export const FollowResponseSchema: GenMessage<FollowResponse> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_replication, 2);
+  messageDesc(file_sowdb_v1_replication, 5);
 
 /**
  * The primary's side of replication; replicas call it, clients have no use for it.
@@ -193,6 +300,19 @@ export const ReplicationService: GenService<{
     methodKind: "bidi_streaming";
     input: typeof FollowRequestSchema;
     output: typeof FollowResponseSchema;
+  },
+  /**
+   * A replica that Follow refused with OUT_OF_RANGE (journal retention removed entries it has not
+   * applied) copies the primary's store instead: the primary takes a fresh checkpoint (as `sowd
+   * checkpoint` does) and streams its files, chunk by chunk, then a last message with `done` and
+   * the checkpoint's bookmark. The replica installs the copy and follows from that bookmark.
+   *
+   * @generated from rpc sowdb.v1.ReplicationService.Checkpoint
+   */
+  checkpoint: {
+    methodKind: "server_streaming";
+    input: typeof CopyCheckpointRequestSchema;
+    output: typeof CheckpointChunkSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_sowdb_v1_replication, 0);

@@ -1,0 +1,129 @@
+"""Followers that stop keeping up (SPEC §13, HA-3/HA-4): one that stays connected but stops
+reporting (SIGSTOP keeps its TCP connection open) holds ``sync`` acknowledgements back for at
+most ``lease_ttl``, then is not counted until it catches up; with a healthy replica beside it,
+``sync`` goes on through that one, and when the primary dies the healthy replica, not the
+lagging one, is promoted, holding every acknowledged write."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import grpc
+import pytest
+
+from sowdb import testing
+from sowdb_client import Client, PublishAck, SowdbError
+from tests.cluster.conftest import EtcdServer
+from tests.cluster.support import TTL, Cluster, publish_acknowledged, until
+
+
+@contextmanager
+def paused(sowd: testing.Sowd) -> Iterator[None]:
+    sowd.proc.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        sowd.proc.send_signal(signal.SIGCONT)
+
+
+def test_a_follower_that_stops_reporting_holds_sync_acks_back_for_one_lease_at_most(cluster: Cluster) -> None:
+    cluster.start("n1")
+    assert cluster.primary() == "n1"
+    cluster.start("n2")
+    until(lambda: len(cluster.status("n1")) == 2)
+    primary = cluster.nodes["n1"].target
+    publish_acknowledged(primary, "orders", [{"id": 1}])
+    until(lambda: cluster.own("n2").applied_bookmark == cluster.own("n1").applied_bookmark)
+    with paused(cluster.nodes["n2"]):
+        began = time.monotonic()
+        assert publish_acknowledged(primary, "orders", [{"id": 2}], timeout=TTL + 8).count == 1
+        assert time.monotonic() - began < TTL + 5
+        assert "follower n2 has not applied bookmark" in cluster.nodes["n1"].output
+        began = time.monotonic()
+        assert publish_acknowledged(primary, "orders", [{"id": 3}], timeout=TTL + 8).count == 1
+        assert time.monotonic() - began < TTL  # not waited on again
+    until(lambda: cluster.own("n2").applied_bookmark == cluster.own("n1").applied_bookmark)
+    until(lambda: "follower n2 caught up: counted for sync again" in cluster.nodes["n1"].output)
+
+
+def test_a_lagging_replica_is_not_promoted_while_a_healthy_one_exists(cluster: Cluster) -> None:
+    for name in ("n1", "n2", "n3"):
+        cluster.start(name)
+    assert cluster.primary() == "n1"
+    until(lambda: len(cluster.status("n1")) == 3)
+    acknowledged: list[int] = []
+    stop = threading.Event()
+
+    def load() -> None:
+        with Client(cluster.nodes["n1"].target) as c:
+            i = 0
+            while not stop.is_set():
+                try:
+                    c.publish("orders", [{"id": n} for n in range(i, i + 10)], timeout=30)
+                except SowdbError as exc:
+                    if exc.code == grpc.StatusCode.UNAVAILABLE and not stop.is_set():
+                        continue  # delayed past its deadline by a loaded machine (HA-1): the same ids again
+                    return
+                acknowledged.extend(range(i, i + 10))
+                i += 10
+
+    writer = threading.Thread(target=load)
+    writer.start()
+    try:
+        until(lambda: len(acknowledged) >= 200)
+        with paused(cluster.nodes["n3"]):  # n3 lags: sync goes on through n2
+            lagged = len(acknowledged)
+            until(lambda: len(acknowledged) >= lagged + 500, within=TTL + 20)
+            cluster.nodes["n1"].kill()
+        stop.set()
+        writer.join(timeout=30)
+        new = cluster.primary(["n2", "n3"], within=TTL + 15)
+        assert new == "n2"  # n3 is back but behind: not eligible while n2 is ahead
+        with Client(cluster.nodes["n2"].target) as c:
+            held = {r.json()["id"] for r in c.sow("orders").records()}
+            last = c.publish("orders", [{"id": -1}]).last_bookmark
+        assert not set(acknowledged) - held
+        until(lambda: cluster.own("n3").applied_bookmark == last)  # n3 follows n2 and catches up
+    finally:
+        stop.set()
+        writer.join(timeout=30)
+
+
+def test_a_producers_retry_is_acknowledged_only_once_the_write_it_repeats_is(tmp_path: Path, etcd: EtcdServer) -> None:
+    """J-4 with ``sync_strict``: a request journaled on the primary but not held by a replica is
+    refused (UNAVAILABLE); its retry, a duplicate, is refused too until the replica holds it,
+    never acknowledged before (a duplicate answered at once would acknowledge a write that a
+    failover may lose)."""
+    cluster = Cluster(tmp_path, etcd)
+    cluster.config.write_text(cluster.config.read_text().replace('ack = "sync"', 'ack = "sync_strict"'))
+    try:
+        cluster.start("n1")
+        assert cluster.primary() == "n1"
+        cluster.start("n2")
+        until(lambda: len(cluster.status("n1")) == 2)
+        with Client(cluster.nodes["n1"].target) as c:
+            with paused(cluster.nodes["n2"]):
+                for _ in range(2):  # the request, then its retry
+                    with pytest.raises(SowdbError) as refused:
+                        c.publish("orders", [{"id": 1}], producer_id="feed", producer_seq=1, timeout=TTL + 8)
+                    assert refused.value.code == grpc.StatusCode.UNAVAILABLE
+            until(lambda: cluster.own("n2").applied_bookmark == 1)
+            retry = until(lambda: _published(c))
+            assert isinstance(retry, PublishAck)
+            assert (retry.duplicates, retry.first_bookmark) == (1, 0)  # applied once, acknowledged now
+    finally:
+        cluster.stop()
+
+
+def _published(c: Client) -> PublishAck | None:
+    try:
+        return c.publish("orders", [{"id": 1}], producer_id="feed", producer_seq=1, timeout=TTL + 8)
+    except SowdbError as exc:
+        if exc.code != grpc.StatusCode.UNAVAILABLE:
+            raise
+        return None
