@@ -15,7 +15,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -24,79 +24,11 @@ import pytest
 from sowdb import testing
 from sowdb.auth import hash_token
 from sowdb.storage import Store
-from sowdb_api.v1 import admin_pb2, admin_pb2_grpc, data_pb2, data_pb2_grpc, replication_pb2, replication_pb2_grpc
+from sowdb_api.v1 import data_pb2, data_pb2_grpc, replication_pb2, replication_pb2_grpc
 from sowdb_client import Client, SowdbError
 from tests.cluster.conftest import EtcdServer
+from tests.cluster.processes import TTL, Cluster, node_config, until
 from tests.support import sow
-
-TTL = 2
-
-
-TOPICS = """
-[[topic]]
-name = "orders"
-key = ["/id"]
-"""
-
-
-def node_config(tmp_path: Path, etcd: EtcdServer) -> Path:
-    (tmp_path / "alone.toml").write_text(TOPICS)  # the same topics without [cluster]
-    path = tmp_path / "node.toml"
-    path.write_text(
-        TOPICS
-        + f"""
-[cluster]
-name = "t"
-etcd = ["{etcd.url}"]
-ack = "sync"
-sync_replicas = 1
-lease_ttl = "{TTL}s"
-"""
-    )
-    return path
-
-
-class Cluster:
-    """Three nodes n1..n3 on one etcd."""
-
-    def __init__(self, tmp_path: Path, etcd: EtcdServer) -> None:
-        self.tmp_path = tmp_path
-        self.config = node_config(tmp_path, etcd)
-        self.nodes: dict[str, testing.Sowd] = {}
-
-    def start(self, name: str) -> testing.Sowd:
-        sowd = testing.start(self.tmp_path / name, "--node", name, "--advertise", "127.0.0.1:0", config=self.config)
-        self.nodes[name] = sowd
-        return sowd
-
-    def status(self, name: str) -> list[admin_pb2.ClusterNode]:
-        with grpc.insecure_channel(self.nodes[name].target) as channel:
-            reply = admin_pb2_grpc.AdminServiceStub(channel).ClusterStatus(admin_pb2.ClusterStatusRequest(), timeout=5)
-        return list(reply.nodes)
-
-    def primary(self, among: list[str] | None = None, within: float = 20.0) -> str:
-        """The node that says it is the primary (waiting until one does)."""
-        names = among or list(self.nodes)
-        return str(until(lambda: next((n for n in names if self.own(n).role == "primary"), None), within))
-
-    def own(self, name: str) -> admin_pb2.ClusterNode:
-        try:
-            return self.status(name)[0]
-        except grpc.RpcError:
-            return admin_pb2.ClusterNode(node=name, role="down")
-
-    def stop(self) -> None:
-        for sowd in self.nodes.values():
-            sowd.stop()
-
-
-def until(probe: Callable[[], object], within: float = 20.0) -> object:
-    give_up = time.monotonic() + within
-    while not (found := probe()):
-        if time.monotonic() > give_up:
-            raise AssertionError(f"not reached within {within}s")
-        time.sleep(0.05)
-    return found
 
 
 def follow_refusal(target: str, epoch: int = 0) -> tuple[grpc.StatusCode, str]:
