@@ -1,6 +1,6 @@
 """A real etcd for the cluster's tests (Debian's ``etcd-server``, installed by ``make setup``):
 one member on 127.0.0.1 with free client and peer ports and its data in a temp dir, started
-healthy and stopped (SIGCONT first, should a test have paused it). The launcher itself is
+healthy and stopped (SIGCONT first, should a test have paused it); and a cluster of nodes on it. The launcher itself is
 :func:`tests.cluster.processes.start_etcd`, shared with the failover soak and the benchmark."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.processes import EtcdServer, start_etcd
+from tests.cluster.processes import Cluster, EtcdServer, start_etcd
 
-__all__ = ["EtcdServer", "etcd"]
+__all__ = ["EtcdServer", "cluster", "etcd"]
 
 
 @pytest.fixture
@@ -25,3 +25,13 @@ def etcd(tmp_path: Path) -> Iterator[EtcdServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, etcd: EtcdServer) -> Iterator[Cluster]:
+    """Nodes on ``etcd``, none started yet; all stopped after."""
+    c = Cluster(tmp_path, etcd)
+    try:
+        yield c
+    finally:
+        c.stop()

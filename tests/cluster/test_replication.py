@@ -15,7 +15,6 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -37,15 +36,6 @@ def follow_refusal(target: str, epoch: int = 0) -> tuple[grpc.StatusCode, str]:
     with grpc.insecure_channel(target) as channel, pytest.raises(grpc.RpcError) as refused:
         next(iter(replication_pb2_grpc.ReplicationServiceStub(channel).Follow(iter([hello]), timeout=5)))
     return refused.value.code(), refused.value.details() or ""
-
-
-@pytest.fixture
-def cluster(tmp_path: Path, etcd: EtcdServer) -> Iterator[Cluster]:
-    c = Cluster(tmp_path, etcd)
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 def journal(data_dir: Path) -> list[tuple[int, int, int, str, str, bytes]]:
