@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,16 +209,16 @@ def kill_primary(cluster: Cluster, ledger: Ledger, within: float = 30.0) -> Cycl
 
 
 @contextmanager
-def running_cluster(work: Path, ack: str, ttl: int, server: str = "") -> Iterator[Cluster]:
-    """etcd and three nodes (n1 primary), stopped after."""
+def running_cluster(work: Path, ack: str, ttl: int, nodes: Sequence[str] = NODES) -> Iterator[Cluster]:
+    """etcd and ``nodes`` (the first one primary, every other following it), stopped after."""
     etcd = start_etcd(work)
-    cluster = Cluster(work, etcd, ack=ack, ttl=ttl, server=server)
+    cluster = Cluster(work, etcd, ack=ack, ttl=ttl)
     try:
-        cluster.start("n1")
+        cluster.start(nodes[0])
         cluster.primary()
-        for name in NODES[1:]:
+        for name in nodes[1:]:
             cluster.start(name)
-        until(lambda: len(cluster.status(cluster.primary())) == len(NODES), 30)
+        until(lambda: len(cluster.status(cluster.primary())) == len(nodes), 30)
         yield cluster
     finally:
         cluster.stop()
