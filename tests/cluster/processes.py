@@ -78,7 +78,8 @@ class EtcdServer:
             self.log.close()
 
 
-def _free_ports(n: int) -> list[int]:
+def free_ports(n: int) -> list[int]:
+    """``n`` ports that were free a moment ago (bound to port 0, then closed)."""
     sockets = [socket.socket() for _ in range(n)]
     for s in sockets:
         s.bind(("127.0.0.1", 0))
@@ -98,7 +99,7 @@ def start_etcd(directory: Path, within: float = 30.0) -> EtcdServer:
     if not Path(ETCD).exists():
         raise RuntimeError("etcd is not installed: run `make setup` (it installs Debian's etcd-server)")
     directory.mkdir(parents=True, exist_ok=True)
-    client, peer = _free_ports(2)
+    client, peer = free_ports(2)
     log = (directory / "etcd.log").open("wb")
     process = subprocess.Popen(
         [
