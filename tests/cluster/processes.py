@@ -1,10 +1,9 @@
-"""A cluster of real processes (SPEC §13): one etcd (Debian's ``etcd-server``) and ``sowd`` nodes
-started by the one launcher (:mod:`sowdb.testing`), each with its own data directory and port,
-advertising the address it bound.
-
-Plain code, no pytest: the cluster's tests use it through their fixtures, and the failover soak
-(``tools/soak/failover_soak.py``) and ``make bench-replication`` run the same processes the same
-way, so a cluster is started, asked and checked one way everywhere.
+"""A cluster of real processes (SPEC §13) as plain code, no pytest: one etcd (Debian's
+``etcd-server``), and :class:`Nodes`, the tests' :class:`~tests.cluster.support.Cluster` with
+the ``ack``, ``lease_ttl`` and ``[server]`` lines chosen. The cluster's tests use them through
+their fixtures, and the failover soak (``tools/soak/failover_soak.py``) and ``make
+bench-replication`` run the same processes the same way, so a cluster is started, asked and
+checked one way everywhere.
 """
 
 from __future__ import annotations
@@ -17,7 +16,8 @@ import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -25,19 +25,10 @@ from typing import IO
 import grpc
 
 from sowdb import testing
-from sowdb.storage import Store
 from sowdb_api.v1 import admin_pb2, admin_pb2_grpc
+from tests.cluster.support import TOPICS, TTL, Cluster, digest, journal
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
-
-TTL = 2
-"""``lease_ttl`` of the tests' clusters, in seconds: etcd's shortest lease, so that they stay quick."""
-
-TOPICS = """
-[[topic]]
-name = "orders"
-key = ["/id"]
-"""
 
 
 @dataclass
@@ -125,17 +116,11 @@ def start_etcd(directory: Path, within: float = 30.0) -> EtcdServer:
     return server
 
 
-def node_config(directory: Path, etcd: EtcdServer, ack: str = "sync", ttl: int = TTL, server: str = "") -> Path:
-    """The nodes' config file in ``directory`` (and ``alone.toml``: the same topics without
-    ``[cluster]``); ``server``: lines of a ``[server]`` section."""
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "alone.toml").write_text(TOPICS)
-    path = directory / "node.toml"
+def config_text(etcd: EtcdServer, ack: str = "sync", ttl: int = TTL, server: str = "") -> str:
+    """The nodes' shared config: the tests' topics, ``[cluster]``, and ``server`` as the lines of
+    a ``[server]`` section."""
     section = f"[server]\n{server}\n" if server else ""
-    path.write_text(
-        section
-        + TOPICS
-        + f"""
+    return f"""{section}{TOPICS}
 [cluster]
 name = "t"
 etcd = ["{etcd.url}"]
@@ -143,18 +128,6 @@ ack = "{ack}"
 sync_replicas = 1
 lease_ttl = "{ttl}s"
 """
-    )
-    return path
-
-
-def until(probe: Callable[[], object], within: float = 20.0) -> object:
-    """``probe()``'s first true answer, asked every 50 ms; AssertionError after ``within`` s."""
-    give_up = time.monotonic() + within
-    while not (found := probe()):
-        if time.monotonic() > give_up:
-            raise AssertionError(f"not reached within {within}s")
-        time.sleep(0.05)
-    return found
 
 
 def cluster_status(target: str, timeout: float = 5) -> list[admin_pb2.ClusterNode]:
@@ -166,14 +139,15 @@ def cluster_status(target: str, timeout: float = 5) -> list[admin_pb2.ClusterNod
     return list(reply.nodes)
 
 
-class Cluster:
-    """Nodes n1, n2, ... on one etcd, each in ``directory/NAME``."""
+class Nodes(Cluster):
+    """A :class:`Cluster` whose nodes share the config :func:`config_text` writes, and that each
+    start with more flags if given (``--http-listen``, ``--log-level``)."""
 
     def __init__(self, directory: Path, etcd: EtcdServer, ack: str = "sync", ttl: int = TTL, server: str = "") -> None:
-        self.tmp_path = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        super().__init__(directory, etcd)
         self.ttl = ttl
-        self.config = node_config(directory, etcd, ack, ttl, server)
-        self.nodes: dict[str, testing.Sowd] = {}
+        self.config.write_text(config_text(etcd, ack, ttl, server))
 
     def start(self, name: str, *flags: str) -> testing.Sowd:
         sowd = testing.start(
@@ -182,36 +156,19 @@ class Cluster:
         self.nodes[name] = sowd
         return sowd
 
-    def status(self, name: str) -> list[admin_pb2.ClusterNode]:
-        return cluster_status(self.nodes[name].target)
 
-    def primary(self, among: list[str] | None = None, within: float = 20.0) -> str:
-        """The node that says it is the primary (waiting until one does)."""
-        names = among or list(self.nodes)
-        return str(until(lambda: next((n for n in names if self.own(n).role == "primary"), None), within))
-
-    def own(self, name: str) -> admin_pb2.ClusterNode:
-        try:
-            return self.status(name)[0]
-        except grpc.RpcError:
-            return admin_pb2.ClusterNode(node=name, role="down")
-
-    def stop(self) -> None:
-        for sowd in self.nodes.values():
-            sowd.stop()
-
-
-def digest(data_dir: Path) -> tuple[int, str]:
-    """(last bookmark, SHA-256 of the journal and of ``current``) of a stopped node's store: two
-    nodes that hold the same entries and the same state have the same pair."""
-    store = Store(data_dir)
+@contextmanager
+def nodes(directory: Path, etcd: EtcdServer, ack: str = "sync", ttl: int = TTL, server: str = "") -> Iterator[Nodes]:
+    """:class:`Nodes` (none started yet), every one stopped on leaving."""
+    c = Nodes(directory, etcd, ack, ttl, server)
     try:
-        h = hashlib.sha256()
-        for key, value in store.iter_journal_raw(0):
-            h.update(len(key).to_bytes(4, "big") + key + len(value).to_bytes(4, "big") + value)
-        h.update(b"current")
-        for topic, sow_key, record in store.load_current():
-            h.update(repr((topic, sow_key, record)).encode())
-        return store.last_sequence(), h.hexdigest()
+        yield c
     finally:
-        store.close()
+        c.stop()
+
+
+def fingerprint(data_dir: Path) -> tuple[int, str]:
+    """(last bookmark, SHA-256 of the journal, ``current`` and producer state) of a stopped
+    node: two nodes that hold the same entries and the same state have the same pair."""
+    last, current, producers = digest(data_dir)
+    return last, hashlib.sha256(repr((journal(data_dir), current, sorted(producers.items()))).encode()).hexdigest()

@@ -1,5 +1,6 @@
 """What the cluster's tests share: a node's config, a journal of election events across nodes
-that a test can wait on, and the check that no two nodes' acknowledge windows overlap."""
+that a test can wait on, the check that no two nodes' acknowledge windows overlap, and a
+cluster of real ``sowd`` processes (:class:`Cluster`) with the waits and reads its tests use."""
 
 from __future__ import annotations
 
@@ -9,9 +10,20 @@ import time
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+import grpc
+
+from sowdb import testing
 from sowdb.cluster.election import Election, ElectionEvent, Eligible
 from sowdb.config.cluster import ClusterConfig
+from sowdb.storage import Store
+from sowdb_api.v1 import admin_pb2, admin_pb2_grpc
+from sowdb_client import Client, PublishAck, SowdbError
+
+if TYPE_CHECKING:
+    from tests.cluster.conftest import EtcdServer
 
 TTL = 2  # seconds: etcd's shortest lease, so that the tests stay quick
 
@@ -84,3 +96,105 @@ class Node:
         with suppress(asyncio.CancelledError):
             await self.task
         await self.election.close(resign=resign)
+
+
+# --- a cluster of real processes -------------------------------------------------------------
+
+TOPICS = """
+[[topic]]
+name = "orders"
+key = ["/id"]
+"""
+
+
+def node_config(tmp_path: Path, etcd: EtcdServer) -> Path:
+    (tmp_path / "alone.toml").write_text(TOPICS)  # the same topics without [cluster]
+    path = tmp_path / "node.toml"
+    path.write_text(
+        TOPICS
+        + f"""
+[cluster]
+name = "t"
+etcd = ["{etcd.url}"]
+ack = "sync"
+sync_replicas = 1
+lease_ttl = "{TTL}s"
+"""
+    )
+    return path
+
+
+class Cluster:
+    """Three nodes n1..n3 on one etcd."""
+
+    def __init__(self, tmp_path: Path, etcd: EtcdServer) -> None:
+        self.tmp_path = tmp_path
+        self.config = node_config(tmp_path, etcd)
+        self.nodes: dict[str, testing.Sowd] = {}
+
+    def start(self, name: str) -> testing.Sowd:
+        sowd = testing.start(self.tmp_path / name, "--node", name, "--advertise", "127.0.0.1:0", config=self.config)
+        self.nodes[name] = sowd
+        return sowd
+
+    def status(self, name: str) -> list[admin_pb2.ClusterNode]:
+        with grpc.insecure_channel(self.nodes[name].target) as channel:
+            reply = admin_pb2_grpc.AdminServiceStub(channel).ClusterStatus(admin_pb2.ClusterStatusRequest(), timeout=5)
+        return list(reply.nodes)
+
+    def primary(self, among: list[str] | None = None, within: float = 20.0) -> str:
+        """The node that says it is the primary (waiting until one does)."""
+        names = among or list(self.nodes)
+        return str(until(lambda: next((n for n in names if self.own(n).role == "primary"), None), within))
+
+    def own(self, name: str) -> admin_pb2.ClusterNode:
+        try:
+            return self.status(name)[0]
+        except grpc.RpcError:
+            return admin_pb2.ClusterNode(node=name, role="down")
+
+    def stop(self) -> None:
+        for sowd in self.nodes.values():
+            sowd.stop()
+
+
+def until(probe: Callable[[], object], within: float = 20.0) -> object:
+    give_up = time.monotonic() + within
+    while not (found := probe()):
+        if time.monotonic() > give_up:
+            raise AssertionError(f"not reached within {within}s")
+        time.sleep(0.05)
+    return found
+
+
+def journal(data_dir: Path) -> list[tuple[int, int, int, str, str, bytes]]:
+    store = Store(data_dir)
+    try:
+        return [(e.seq, e.timestamp_us, e.op, e.topic, e.sow_key, e.payload) for e in store.iter_journal(0)]
+    finally:
+        store.close()
+
+
+def digest(data_dir: Path) -> tuple[int, list[tuple[str, str, object]], dict[str, int]]:
+    """A stopped node's last bookmark, ``current`` (every record with its bookmark, timestamp,
+    expiry and data) and producer state (J-4): what two nodes that agree hold alike."""
+    store = Store(data_dir)
+    try:
+        return store.last_sequence(), list(store.load_current()), store.producer_seqs()
+    finally:
+        store.close()
+
+
+def publish_acknowledged(target: str, topic: str, docs: list[dict[str, Any]], **options: Any) -> PublishAck:
+    """Publish until acknowledged: a primary that the loaded test machine delayed past its
+    fencing deadline answers UNAVAILABLE for a while (HA-1), and a request sent again is safe
+    with a J-4 producer id in ``options`` (a duplicate then) or with keyed documents."""
+    give_up = time.monotonic() + 30
+    while True:
+        try:
+            with Client(target) as c:
+                return c.publish(topic, docs, **options)
+        except SowdbError as exc:
+            if exc.code != grpc.StatusCode.UNAVAILABLE or time.monotonic() > give_up:
+                raise
+            time.sleep(0.05)

@@ -18,7 +18,8 @@ from sowdb_client import Client
 from tests.api.test_stats import Samples
 from tests.api.test_stats import scrape as scrape_port
 from tests.cluster.conftest import EtcdServer
-from tests.cluster.processes import Cluster, until
+from tests.cluster.processes import Nodes, nodes
+from tests.cluster.support import until
 from tests.support import sow
 
 
@@ -37,15 +38,12 @@ def role(name: str) -> tuple[str, tuple[tuple[str, str], ...]]:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path, etcd: EtcdServer) -> Iterator[Cluster]:
-    c = Cluster(tmp_path, etcd, server='metrics_listen = "127.0.0.1:0"')
-    try:
+def cluster(tmp_path: Path, etcd: EtcdServer) -> Iterator[Nodes]:
+    with nodes(tmp_path, etcd, server='metrics_listen = "127.0.0.1:0"') as c:
         yield c
-    finally:
-        c.stop()
 
 
-def test_metrics_and_sow_stats_show_each_nodes_role_epoch_bookmark_and_lag(cluster: Cluster) -> None:
+def test_metrics_and_sow_stats_show_each_nodes_role_epoch_bookmark_and_lag(cluster: Nodes) -> None:
     n1 = cluster.start("n1")
     assert cluster.primary() == "n1"
     with Client(n1.target) as c:  # no replica yet: `sync` falls back to acknowledging alone, counted
@@ -92,7 +90,7 @@ def test_metrics_and_sow_stats_show_each_nodes_role_epoch_bookmark_and_lag(clust
     )
 
 
-def test_a_server_alone_has_role_none_and_its_stats_unchanged(cluster: Cluster) -> None:
+def test_a_server_alone_has_role_none_and_its_stats_unchanged(cluster: Nodes) -> None:
     alone = cluster.config.with_name("alone.toml")
     alone.write_text('[server]\nmetrics_listen = "127.0.0.1:0"\n' + alone.read_text())
     with testing.start(cluster.tmp_path / "alone", config=alone) as sowd:

@@ -22,11 +22,10 @@ import pytest
 
 from sowdb import testing
 from sowdb.auth import hash_token
-from sowdb.storage import Store
 from sowdb_api.v1 import data_pb2, data_pb2_grpc, replication_pb2, replication_pb2_grpc
 from sowdb_client import Client, SowdbError
 from tests.cluster.conftest import EtcdServer
-from tests.cluster.processes import TTL, Cluster, node_config, until
+from tests.cluster.support import TTL, Cluster, journal, node_config, until
 from tests.support import sow
 
 
@@ -36,14 +35,6 @@ def follow_refusal(target: str, epoch: int = 0) -> tuple[grpc.StatusCode, str]:
     with grpc.insecure_channel(target) as channel, pytest.raises(grpc.RpcError) as refused:
         next(iter(replication_pb2_grpc.ReplicationServiceStub(channel).Follow(iter([hello]), timeout=5)))
     return refused.value.code(), refused.value.details() or ""
-
-
-def journal(data_dir: Path) -> list[tuple[int, int, int, str, str, bytes]]:
-    store = Store(data_dir)
-    try:
-        return [(e.seq, e.timestamp_us, e.op, e.topic, e.sow_key, e.payload) for e in store.iter_journal(0)]
-    finally:
-        store.close()
 
 
 def test_writes_replicate_entry_for_entry_and_replicas_refuse_writes(cluster: Cluster) -> None:

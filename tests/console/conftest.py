@@ -13,7 +13,7 @@ from playwright.async_api import Browser, Page, async_playwright
 
 from sowdb.auth import hash_token
 from sowdb.config import config_from_dict
-from tests.cluster.conftest import cluster, etcd  # noqa: F401  (etcd and nodes, for the console of a cluster)
+from tests.cluster.conftest import etcd  # noqa: F401  (a real etcd, for the console of a cluster)
 from tests.support import Running, make_config, running
 
 CHROMIUM = "/usr/bin/chromium"

@@ -4,14 +4,26 @@ replicas); a server alone shows no cluster table. Real processes: etcd and two `
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 from playwright.async_api import Page, expect
 
 from sowdb import testing
 from sowdb_client import Client
-from tests.cluster.processes import Cluster, until
+from tests.cluster.conftest import EtcdServer
+from tests.cluster.processes import Nodes, nodes
+from tests.cluster.support import until
 from tests.console.conftest import WAIT_MS, screenshot
 
 HTTP = ("--http-listen", "127.0.0.1:0")
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, etcd: EtcdServer) -> Iterator[Nodes]:
+    with nodes(tmp_path, etcd) as c:
+        yield c
 
 
 def console_url(sowd: testing.Sowd) -> str:
@@ -19,7 +31,7 @@ def console_url(sowd: testing.Sowd) -> str:
     return sowd.banner.split("console ")[1].split()[0]
 
 
-async def test_the_console_shows_each_nodes_role_epoch_bookmark_and_lag(cluster: Cluster, page: Page) -> None:
+async def test_the_console_shows_each_nodes_role_epoch_bookmark_and_lag(cluster: Nodes, page: Page) -> None:
     n1 = cluster.start("n1", *HTTP)
     assert cluster.primary() == "n1"
     n2 = cluster.start("n2", *HTTP)
@@ -49,7 +61,7 @@ async def test_the_console_shows_each_nodes_role_epoch_bookmark_and_lag(cluster:
     await expect(page.locator("#cluster tbody tr td[data-field='role']")).to_have_text(["replica"], timeout=WAIT_MS)
 
 
-async def test_a_server_alone_shows_no_cluster_table(cluster: Cluster, page: Page) -> None:
+async def test_a_server_alone_shows_no_cluster_table(cluster: Nodes, page: Page) -> None:
     with testing.start(cluster.tmp_path / "alone", *HTTP, config=cluster.config.with_name("alone.toml")) as sowd:
         await page.goto(console_url(sowd))
         await expect(page.locator("#topics tr[data-topic='orders']")).to_be_visible(timeout=WAIT_MS)

@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the soak's cycle
 from alternating import Figures, alternate, print_medians  # sibling scripts, not a package
 from bench_subscriptions import _SPAWN, _fanout_filter, _publish_fast, _subscriber
 
-from tests.cluster.processes import TOPICS
+from tests.cluster.support import TOPICS
 from tools.soak.failover_soak import Ledger, Load, kill_primary, running_cluster
 
 BATCH = 100

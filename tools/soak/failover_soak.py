@@ -43,7 +43,8 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the cluster's processes, as its tests start them
 from sowdb_api.v1 import sow_pb2, sow_pb2_grpc
-from tests.cluster.processes import Cluster, cluster_status, digest, start_etcd, until
+from tests.cluster.processes import Nodes, cluster_status, fingerprint, start_etcd
+from tests.cluster.support import until
 
 NODES = ("n1", "n2", "n3")
 BATCH = 10
@@ -84,7 +85,7 @@ class Ledger:
 class Primary:
     """Finds the primary through ClusterStatus: the node whose own row says ``primary``."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Nodes) -> None:
         self.cluster = cluster
 
     def find(self) -> tuple[str, str] | None:
@@ -100,7 +101,7 @@ class Primary:
 class Load:
     """Writer threads publishing new ids to whichever node is the primary, until stopped."""
 
-    def __init__(self, cluster: Cluster, ledger: Ledger, writers: int = 2) -> None:
+    def __init__(self, cluster: Nodes, ledger: Ledger, writers: int = 2) -> None:
         self.primary = Primary(cluster)
         self.ledger = ledger
         self.stop = threading.Event()
@@ -155,7 +156,7 @@ def read_ids(target: str) -> set[int]:
         return {int(json.loads(r.data)["id"]) for f in frames if f.HasField("records") for r in f.records.records}
 
 
-def following(cluster: Cluster, name: str, bookmark: int) -> bool:
+def following(cluster: Nodes, name: str, bookmark: int) -> bool:
     """``name`` follows the primary and has applied ``bookmark`` (a node with a forked journal
     is refused as a follower, so its own bookmark is not enough)."""
     with suppress(grpc.RpcError, AssertionError):
@@ -164,7 +165,7 @@ def following(cluster: Cluster, name: str, bookmark: int) -> bool:
     return False
 
 
-def restart(cluster: Cluster, name: str, within: float = 60.0) -> None:
+def restart(cluster: Nodes, name: str, within: float = 60.0) -> None:
     """Start ``name`` again until it follows and has applied what the primary had at its start:
     a node whose journal forked stops to cut it (HA-4), and is started again."""
     for _ in range(RESTART_TRIES):
@@ -177,7 +178,7 @@ def restart(cluster: Cluster, name: str, within: float = 60.0) -> None:
     raise RuntimeError(f"node {name} did not rejoin after {RESTART_TRIES} starts:\n{cluster.nodes[name].output}")
 
 
-def caught_up(cluster: Cluster, within: float = 60.0) -> int:
+def caught_up(cluster: Nodes, within: float = 60.0) -> int:
     """With the load stopped: wait until every node has applied the primary's last bookmark;
     that bookmark."""
     last = cluster.own(cluster.primary(within=within)).applied_bookmark
@@ -195,7 +196,7 @@ class Cycle:
     unexpected: int = 0
 
 
-def kill_primary(cluster: Cluster, ledger: Ledger, within: float = 30.0) -> Cycle:
+def kill_primary(cluster: Nodes, ledger: Ledger, within: float = 30.0) -> Cycle:
     """SIGKILL the primary under load; once its successor acknowledges, start it again."""
     start = ledger.count()
     until(lambda: ledger.count() >= start + 20, within)  # the load runs on this primary
@@ -209,10 +210,10 @@ def kill_primary(cluster: Cluster, ledger: Ledger, within: float = 30.0) -> Cycl
 
 
 @contextmanager
-def running_cluster(work: Path, ack: str, ttl: int, nodes: Sequence[str] = NODES) -> Iterator[Cluster]:
+def running_cluster(work: Path, ack: str, ttl: int, nodes: Sequence[str] = NODES) -> Iterator[Nodes]:
     """etcd and ``nodes`` (the first one primary, every other following it), stopped after."""
     etcd = start_etcd(work)
-    cluster = Cluster(work, etcd, ack=ack, ttl=ttl)
+    cluster = Nodes(work, etcd, ack=ack, ttl=ttl)
     try:
         cluster.start(nodes[0])
         cluster.primary()
@@ -249,7 +250,7 @@ def run(cycles: int, work: Path, ack: str = "sync", ttl: int = 2, report: bool =
         last = caught_up(cluster)
         read = read_ids(cluster.nodes[cluster.primary()].target)
         cluster.stop()
-        digests = {name: digest(work / name) for name in NODES}
+        digests = {name: fingerprint(work / name) for name in NODES}
     lost = set(ledger.acknowledged) - read
     unexpected = read - set(ledger.attempted)
     for i in lost:
