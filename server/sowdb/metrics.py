@@ -8,7 +8,10 @@ thread of its own; the snapshot itself is taken on the event loop (the engine is
 thread-safe), in one step, so a scrape sees one point of the total order. With TLS on the gRPC
 port (SPEC §11), ``/metrics`` is served over TLS with the same certificate (and asks for client
 certificates when ``client_ca`` is set). The process's CPU and memory come from
-prometheus_client's own process collector (``process_*``).
+prometheus_client's own process collector (``process_*``). On a node of a cluster (SPEC §13) the
+``sowdb_cluster_*`` families say its role, epoch, applied bookmark, the replication lag (each
+follower's on a primary, its own on a replica) and how often ``sync`` fell back to acknowledging
+alone, from the same rows ``ClusterStatus`` answers; a server alone has role ``none``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import logging
 import socket
 import ssl
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import accumulate
 from operator import attrgetter
 from typing import Any
@@ -47,14 +51,54 @@ SCRAPE_TIMEOUT_S = 10.0
 """How long a scrape waits for the event loop to take the snapshot (a busy loop answers late)."""
 
 
-class EngineCollector(Collector):
-    """The engine's figures as metric families, taken fresh at each scrape by ``take``."""
+ROLES = ("primary", "replica", "none")
+"""The values of ``sowdb_cluster_role``'s ``role`` label (``none``: a server alone)."""
 
-    def __init__(self, take: Callable[[], StatsSnapshot]) -> None:
+
+@dataclass(frozen=True)
+class ClusterFigures:
+    """A node's place in its cluster, as the metrics show it.
+
+    Attributes:
+        role: ``primary`` or ``replica``.
+        epoch: the epoch it leads or follows (0 while none is known).
+        applied: its last applied bookmark.
+        lag: bookmarks behind, by node: every follower's on a primary, its own on a replica.
+        sync_fallbacks: times ``ack = "sync"`` fell back to acknowledging alone.
+    """
+
+    role: str
+    epoch: int
+    applied: int
+    lag: Mapping[str, int]
+    sync_fallbacks: int
+
+    @classmethod
+    def of(cls, rows: Sequence[Mapping[str, object]], sync_fallbacks: int) -> ClusterFigures:
+        """From ``ClusterStatus``'s rows (the node first, then the followers a primary knows), so
+        that the metrics and ``sow cluster`` can never disagree."""
+        me, *followers = rows
+        lag = {str(f["node"]): _int(f["lag"]) for f in followers} if me["role"] == "primary" else {}
+        if me["role"] != "primary":
+            lag[str(me["node"])] = _int(me["lag"])
+        return cls(str(me["role"]), _int(me["epoch"]), _int(me["applied_bookmark"]), lag, sync_fallbacks)
+
+
+def _int(value: object) -> int:
+    assert isinstance(value, int)
+    return value
+
+
+class EngineCollector(Collector):
+    """The engine's figures as metric families, taken fresh at each scrape by ``take`` (with the
+    node's cluster figures, None for a server alone)."""
+
+    def __init__(self, take: Callable[[], tuple[StatsSnapshot, ClusterFigures | None]]) -> None:
         self.take = take
 
     def collect(self) -> Iterator[Metric]:
-        snap = self.take()
+        snap, cluster = self.take()
+        yield from _cluster_families(cluster)
         yield from _topic_families(snap)
         yield from _subscription_families(snap)
         if snap.server is not None:
@@ -99,6 +143,30 @@ def _families(table: str) -> list[tuple[type[GaugeMetricFamily | CounterMetricFa
     """The rows of one of the tables above: (family class, name, figure getter, help)."""
     rows = (line.split(None, 3) for line in table.strip().splitlines())
     return [(_KIND[kind], name, attrgetter(figure), doc) for kind, name, figure, doc in rows]
+
+
+def _cluster_families(cluster: ClusterFigures | None) -> Iterator[Metric]:
+    role = GaugeMetricFamily("sowdb_cluster_role", "1 for the node's role in its cluster (SPEC 13)", labels=["role"])
+    for name in ROLES:
+        role.add_metric([name], float(name == (cluster.role if cluster is not None else "none")))
+    yield role
+    if cluster is None:
+        return
+    yield GaugeMetricFamily("sowdb_cluster_epoch", "The epoch the node leads or follows", value=cluster.epoch)
+    yield GaugeMetricFamily("sowdb_cluster_applied_bookmark", "The node's last applied bookmark", value=cluster.applied)
+    lag = GaugeMetricFamily(
+        "sowdb_cluster_replication_lag_bookmarks",
+        "Bookmarks a replica is behind its primary: each follower on a primary, its own on a replica",
+        labels=["node"],
+    )
+    for node, behind in sorted(cluster.lag.items()):
+        lag.add_metric([node], behind)
+    yield lag
+    yield CounterMetricFamily(
+        "sowdb_cluster_sync_fallbacks",
+        'Times ack = "sync" fell back to acknowledging alone',
+        value=cluster.sync_fallbacks,
+    )
 
 
 def _topic_families(snap: StatsSnapshot) -> Iterator[Metric]:
@@ -200,10 +268,11 @@ def serve_metrics(
     snapshot: Callable[[], StatsSnapshot],
     security: SecurityConfig | None = None,
     allowed: Callable[[str | None], bool] | None = None,
+    cluster: Callable[[], ClusterFigures | None] = lambda: None,
 ) -> MetricsServer:
-    """Serve the metrics on ``listen``; ``snapshot`` is called on this event loop at each scrape.
-    With ``allowed``, a scrape's ``Authorization`` header must satisfy it (``[security]
-    metrics_user``); it is called on the HTTP thread.
+    """Serve the metrics on ``listen``; ``snapshot`` and ``cluster`` are called on this event
+    loop at each scrape. With ``allowed``, a scrape's ``Authorization`` header must satisfy it
+    (``[security] metrics_user``); it is called on the HTTP thread.
 
     Raises:
         OSError: the address cannot be bound, in one line.
@@ -211,10 +280,10 @@ def serve_metrics(
     host, port = parse_listen(listen)
     loop = asyncio.get_running_loop()
 
-    async def on_loop() -> StatsSnapshot:
-        return snapshot()
+    async def on_loop() -> tuple[StatsSnapshot, ClusterFigures | None]:
+        return snapshot(), cluster()
 
-    def take() -> StatsSnapshot:  # on the HTTP thread
+    def take() -> tuple[StatsSnapshot, ClusterFigures | None]:  # on the HTTP thread
         return asyncio.run_coroutine_threadsafe(on_loop(), loop).result(SCRAPE_TIMEOUT_S)
 
     registry = CollectorRegistry(auto_describe=False)

@@ -32,7 +32,7 @@ from sowdb.auth import Authenticator
 from sowdb.config import Config, ConfigError, SecurityConfig, ServerConfig, load_config, parse_listen
 from sowdb.engine import Clock, Engine, system_clock
 from sowdb.engine.upkeep import run_upkeep
-from sowdb.metrics import MetricsServer, serve_metrics
+from sowdb.metrics import ClusterFigures, MetricsServer, serve_metrics
 from sowdb.storage import Store
 from sowdb_api.v1 import admin_pb2, data_pb2
 
@@ -119,7 +119,11 @@ class SowServer:
         if cfg.metrics_listen:
             try:
                 self.metrics = serve_metrics(
-                    cfg.metrics_listen, self.engine.stats, self.config.security, self.auth.metrics_guard()
+                    cfg.metrics_listen,
+                    self.engine.stats,
+                    self.config.security,
+                    self.auth.metrics_guard(),
+                    cluster=self._cluster_figures,
                 )
             except BaseException:
                 self.engine.close()
@@ -163,6 +167,12 @@ class SowServer:
         status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
         for name in ("", SERVICE_NAME):
             await self._health.set(name, status)
+
+    def _cluster_figures(self) -> ClusterFigures | None:
+        """The node's figures for ``/metrics`` (None: a server alone, or a node not started yet)."""
+        if self.node is None:
+            return None
+        return ClusterFigures.of(self.node.status(), self.node.sync_fallbacks)
 
     def _storage_changed(self, writable: bool) -> None:
         task = asyncio.get_running_loop().create_task(self._set_health(writable))

@@ -9,10 +9,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Browser, async_playwright
+from playwright.async_api import Browser, Page, async_playwright
 
 from sowdb.auth import hash_token
 from sowdb.config import config_from_dict
+from tests.cluster.conftest import etcd  # noqa: F401  (a real etcd, for the console of a cluster)
 from tests.support import Running, make_config, running
 
 CHROMIUM = "/usr/bin/chromium"
@@ -28,6 +29,9 @@ CHROMIUM_ARGS = [
 ]
 ARTIFACTS = Path(os.environ.get("SOWDB_TEST_ARTIFACTS", Path(__file__).parents[2] / "test-artifacts")) / "console"
 """Where the browser tests save their screenshots (printed at the end of the run)."""
+
+WAIT_MS = 10_000
+"""How long the browser tests wait for the page to show a state."""
 
 TOKEN = "console-reader-token"
 """The token of the ``secured`` server's one user, who may read ``orders`` and nothing else."""
@@ -75,3 +79,19 @@ async def browser(chromium: str) -> AsyncIterator[Browser]:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if ARTIFACTS.is_dir() and any(ARTIFACTS.iterdir()):
         terminalreporter.write_line(f"console screenshots: {ARTIFACTS}")
+
+
+@pytest.fixture
+async def page(browser: Browser) -> AsyncIterator[Page]:
+    context = await browser.new_context(viewport={"width": 1100, "height": 560})
+    page = await context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    yield page
+    await context.close()
+    assert not errors, f"the page threw: {errors}"
+
+
+async def screenshot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=ARTIFACTS / f"{name}.png", full_page=True)

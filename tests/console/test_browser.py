@@ -5,32 +5,12 @@ the token box (SPEC §11). Each test leaves a screenshot under ``test-artifacts/
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Page, expect
 
 from sowdb_client import SowdbError
-from tests.console.conftest import ARTIFACTS, TOKEN
+from tests.console.conftest import TOKEN, WAIT_MS, screenshot
 from tests.support import Running
-
-WAIT_MS = 10_000
-
-
-@pytest.fixture
-async def page(browser: Browser) -> AsyncIterator[Page]:
-    context = await browser.new_context(viewport={"width": 1100, "height": 560})
-    page = await context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    yield page
-    await context.close()
-    assert not errors, f"the page threw: {errors}"
-
-
-async def screenshot(page: Page, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    await page.screenshot(path=ARTIFACTS / f"{name}.png", full_page=True)
 
 
 async def test_the_grid_follows_a_page_as_the_world_changes(console: Running, page: Page) -> None:

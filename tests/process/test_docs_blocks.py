@@ -4,7 +4,8 @@ repository cites (K-3, Q-7, A-2, HA-3, ...) is stated in docs/rules.md.
 
 The manual's pages run in their own tests: the tour, "Securing sowdb" and "Operations" in
 ``test_readme_tour.py``, the tour's Python mirror and the Spark page's write in
-``test_first_hour.py``, docs/connect.md and docs/spark-cluster.md in theirs, docs/node.md's
+``test_first_hour.py``, docs/connect.md and docs/spark-cluster.md in theirs, docs/cluster.md and
+README's "Running a cluster" in ``test_cluster_docs.py``, docs/node.md's
 example in the Node SDK's ``example.test.ts``, and the blocks that ran nowhere before (the tour's
 Python SDK, the sample config, the filter engine's example) in ``test_docs_pages.py``.
 """

@@ -1,13 +1,15 @@
 /**
  * The topics page: every topic the caller may read (ListTopics, A-3) with its definition and
  * its figures since the server started (Stats with `topics_only`, which any caller may ask for
- * the topics it may read), asked for again every {@link REFRESH_MS} while the page is shown.
+ * the topics it may read), asked for again every {@link REFRESH_MS} while the page is shown;
+ * on a node of a cluster, above them, each node's role and lag (./cluster.ts).
  */
 import type { Duration } from "@bufbuild/protobuf/wkt";
 import { toSowdbError } from "../src/errors.ts";
 import { Durability, type TopicInfo, TopicKind } from "../src/gen/sowdb/v1/sow_pb.ts";
 import type { TopicStats } from "../src/gen/sowdb/v1/admin_pb.ts";
 import { durationMs } from "../src/types.ts";
+import { showCluster } from "./cluster.ts";
 import { el, gridLink, show } from "./dom.ts";
 import { admin, authHeaders, sow } from "./rpc.ts";
 
@@ -102,6 +104,7 @@ export class TopicsPage {
         admin.stats({ topicsOnly: true }, options).catch(() => undefined),
       ]);
       const figures = new Map((stats?.topics ?? []).map((s) => [s.name, s]));
+      showCluster(stats?.cluster ?? []);
       const body = document.querySelector("#topics tbody")!;
       body.replaceChildren(...res.topics.map((t) => row(t, figures.get(t.name))));
       this.onNames(res.topics.map((t) => t.name));

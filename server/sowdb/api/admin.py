@@ -34,7 +34,10 @@ class AdminServicer(Servicer):
 
     @error_boundary
     async def Stats(self, request: pb.StatsRequest, context: Context, access: Access) -> pb.StatsResponse:
-        return stats_response(self.engine.stats(request.topic, topics_only=request.topics_only, access=access))
+        resp = stats_response(self.engine.stats(request.topic, topics_only=request.topics_only, access=access))
+        if self.cluster is not None and access.admin:  # the node's role and lag (SPEC §13)
+            resp.cluster.extend(_cluster_nodes(self.cluster()))
+        return resp
 
     @error_boundary
     async def ClusterStatus(
@@ -43,7 +46,11 @@ class AdminServicer(Servicer):
         access.require_admin("read the cluster's status")
         if self.cluster is None:
             raise FailedPrecondition("this server runs alone: its config has no [cluster]")
-        return pb.ClusterStatusResponse(nodes=[pb.ClusterNode(**row) for row in self.cluster()])  # type: ignore[arg-type]
+        return pb.ClusterStatusResponse(nodes=_cluster_nodes(self.cluster()))
+
+
+def _cluster_nodes(rows: list[dict[str, object]]) -> list[pb.ClusterNode]:
+    return [pb.ClusterNode(**row) for row in rows]  # type: ignore[arg-type]
 
     @error_boundary
     async def Switchover(

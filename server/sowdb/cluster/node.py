@@ -60,6 +60,7 @@ class Node:
         self.diverged = ""  # on a replica: why it cannot follow (its journal forked), if so
         self.restart = asyncio.Event()  # set when this node must restart (its journal forked)
         self._fell_back = False
+        self.sync_fallbacks = 0  # times `sync` fell back to acknowledging alone (the metrics count them)
         self._tasks: list[asyncio.Task[None]] = []
         self._following: asyncio.Task[None] | None = None
 
@@ -123,6 +124,7 @@ class Node:
                     self.cluster.sync_replicas,
                 )
                 self._fell_back = True
+                self.sync_fallbacks += 1
         if not self.election.may_acknowledge(epoch):
             raise Unavailable(f"node {self.cluster.node} stopped being the primary before acknowledging; retry")
 

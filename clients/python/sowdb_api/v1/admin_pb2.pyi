@@ -250,6 +250,7 @@ class StatsResponse(_message.Message):
     SERVER_FIELD_NUMBER: _builtins.int
     BOOKMARK_FIELD_NUMBER: _builtins.int
     TAKEN_FIELD_NUMBER: _builtins.int
+    CLUSTER_FIELD_NUMBER: _builtins.int
     bookmark: _builtins.int
     """The bookmark of the latest change when the figures were taken."""
     @_builtins.property
@@ -270,6 +271,13 @@ class StatsResponse(_message.Message):
     def taken(self) -> _timestamp_pb2.Timestamp:
         """When the figures were taken."""
 
+    @_builtins.property
+    def cluster(self) -> _containers.RepeatedCompositeFieldContainer[Global___ClusterNode]:
+        """On a node of a cluster (SPEC §13), for a caller with an admin role: the cluster as
+        ClusterStatus answers it (this node first, then on a primary each follower), with topics_only
+        too; empty on a server alone.
+        """
+
     def __init__(
         self,
         *,
@@ -278,10 +286,11 @@ class StatsResponse(_message.Message):
         server: Global___ServerStats | None = ...,
         bookmark: _builtins.int = ...,
         taken: _timestamp_pb2.Timestamp | None = ...,
+        cluster: _abc.Iterable[Global___ClusterNode] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["server", b"server", "taken", b"taken"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bookmark", b"bookmark", "server", b"server", "subscriptions", b"subscriptions", "taken", b"taken", "topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bookmark", b"bookmark", "cluster", b"cluster", "server", b"server", "subscriptions", b"subscriptions", "taken", b"taken", "topics", b"topics"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

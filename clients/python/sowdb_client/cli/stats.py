@@ -3,7 +3,11 @@
 Tables: the topics, the live subscriptions with their queues, the server (uptime, CPU, memory,
 disk, journal, subscribers), and the calls per RPC with their errors by code. ``-format json``
 prints the whole StatsResponse as one JSON object a line, numbers as numbers, durations in
-seconds and times as ISO-8601, for scripts.
+seconds and times as ISO-8601, for scripts. On a node of a cluster (SPEC §13) a header line says
+its role, epoch, applied bookmark and lag (a primary: each follower's lag too), and the JSON
+object has a ``cluster`` key with ``sow cluster``'s rows (both from the Stats answer's
+``cluster``: no second call, so a server alone logs no refusal); a server alone prints what it
+always did.
 """
 
 from __future__ import annotations
@@ -28,11 +32,17 @@ from sowdb_client.client import Client
 
 def run_stats(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
     resp = c.stats(a.topic, topics_only=a.topicsonly)
+    cluster = list(resp.cluster)
     if a.format == "json":
-        print(json.dumps(plain(resp), separators=(",", ":")), file=out)
+        figures = plain(resp)
+        if not cluster:  # a server alone: the object it always printed
+            del figures["cluster"]
+        print(json.dumps(figures, separators=(",", ":")), file=out)
         return 0
     # not a terminal: wide enough never to wrap a row
     console = Console(file=out, width=None if terminal(out) else 240, highlight=False)
+    if cluster:
+        console.print(cluster_line(cluster), markup=False)
     console.print(_topics(resp))
     if resp.subscriptions:
         console.print(_subscriptions(resp))
@@ -55,6 +65,15 @@ def run_cluster(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
         table.add_row(n.node, n.address, n.role, str(n.epoch), str(n.applied_bookmark), str(n.lag))
     Console(file=out, width=None if terminal(out) else 240, highlight=False).print(table)
     return 0
+
+
+def cluster_line(nodes: list[pb.ClusterNode]) -> str:
+    """``node n1: primary, epoch 7, applied bookmark 51, lag 0; followers: n2 lag 0, n3 lag 2``."""
+    me, *followers = nodes
+    line = f"node {me.node}: {me.role}, epoch {me.epoch}, applied bookmark {me.applied_bookmark}, lag {me.lag}"
+    if me.role == "primary":
+        line += "; followers: " + (", ".join(f"{f.node} lag {f.lag}" for f in followers) or "none")
+    return line
 
 
 def plain(msg: Message) -> dict[str, Any]:

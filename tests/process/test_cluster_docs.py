@@ -1,0 +1,61 @@
+"""Docs truth for clusters: docs/cluster.md's "Running a cluster" and README.md's section of the
+same name run as written: etcd and three ``sowd`` started, ``sow cluster``, a publish to the
+primary and a write refused by a replica, README's two commands, a kill -9 of the primary and its
+successor, the old primary back as a replica with every write, and the stop.
+
+The blocks run with bash from an empty directory, the virtual environment's ``bin`` first on the
+PATH. The only change made to their text: the fixed ports they name (etcd's 2379 and 2380, the
+nodes' 9001 to 9003) become free ones, since other servers may run on this machine. Whatever
+the blocks started is killed at the end, should a block have failed before its stop.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from contextlib import suppress
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.processes import free_ports
+from tests.doc_pages import blocks, run_block
+
+pytestmark = pytest.mark.readme
+
+PORTS = (2379, 2380, 9001, 9002, 9003)
+
+
+def test_running_a_cluster_runs_as_written(tmp_path: Path) -> None:
+    start, look, failover, stop = blocks("cluster.md", "Running a cluster")
+    (readme,) = blocks("README.md", "Running a cluster")
+    ports = dict(zip(PORTS, free_ports(len(PORTS)), strict=True))
+
+    def run(block: str) -> str:
+        for fixed, free in ports.items():
+            block = block.replace(f"127.0.0.1:{fixed}", f"127.0.0.1:{free}")
+        done = run_block(block, f"127.0.0.1:{ports[9001]}", cwd=tmp_path)
+        assert done.returncode == 0, f"{block}\n{done.stdout}\n{done.stderr}"
+        assert "Traceback" not in done.stderr, done.stderr
+        return done.stdout + done.stderr
+
+    try:
+        run(start)
+        shown = run(look)
+        n1 = f"127.0.0.1:{ports[9001]}"
+        assert f"n1    {n1}  primary" in shown
+        assert shown.count("replica") >= 2
+        assert "published 1 message" in shown
+        assert f"write to the primary n1 at {n1}" in shown
+        assert "node n1: primary, epoch " in shown
+        assert ", applied bookmark 1, lag 0; followers: n2 lag 0, n3 lag 0" in shown
+        assert "published 1 message" in run(readme)
+        shown = run(failover)
+        assert "primary" in shown
+        assert '"orderId":1' in shown.replace(" ", "")
+        assert '"orderId":3' in shown.replace(" ", "")
+        run(stop)
+    finally:
+        for pid_file in (tmp_path / "cluster").glob("*.pid"):
+            with suppress(ValueError, ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
