@@ -48,10 +48,6 @@ class AdminServicer(Servicer):
             raise FailedPrecondition("this server runs alone: its config has no [cluster]")
         return pb.ClusterStatusResponse(nodes=_cluster_nodes(self.cluster()))
 
-
-def _cluster_nodes(rows: list[dict[str, object]]) -> list[pb.ClusterNode]:
-    return [pb.ClusterNode(**row) for row in rows]  # type: ignore[arg-type]
-
     @error_boundary
     async def Switchover(
         self, request: pb.SwitchoverRequest, context: Context, access: Access
@@ -101,3 +97,7 @@ def _server(f: ServerFigures) -> pb.ServerStats:
 
 def _timestamp(us: int) -> timestamp_pb2.Timestamp:
     return timestamp_pb2.Timestamp(seconds=us // 1_000_000, nanos=(us % 1_000_000) * 1000)
+
+
+def _cluster_nodes(rows: list[dict[str, object]]) -> list[pb.ClusterNode]:
+    return [pb.ClusterNode(**row) for row in rows]  # type: ignore[arg-type]
