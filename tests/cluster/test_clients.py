@@ -13,6 +13,7 @@ keepalives); ``read_from="any"`` spreads reads.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import signal
 import threading
@@ -22,11 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from sowdb import testing
 from sowdb_client import AsyncClient, Client, SowdbError
 from tests.cluster.conftest import EtcdServer
 from tests.cluster.faultproxy import fault_proxy
-from tests.cluster.test_replication import TOPICS, TTL, Cluster, journal, until
+from tests.cluster.test_replication import TTL, Cluster, journal, until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -161,7 +161,7 @@ def test_a_subscription_resumes_on_the_new_primary_with_no_gap_and_no_duplicate(
     assert not errors, errors
     assert not reader.is_alive()
     bookmarks = [b for b, _ in delivered]
-    assert all(a < b for a, b in zip(bookmarks, bookmarks[1:], strict=False)), "a bookmark went back or came twice"
+    assert all(a < b for a, b in itertools.pairwise(bookmarks)), "a bookmark went back or came twice"
     assert set(acknowledged) <= {i for _, i in delivered}, "an acknowledged write was not delivered"
     new = str(three.primary([n for n in three.nodes if n != old]))
     three.stop()
@@ -210,7 +210,6 @@ def test_a_subscription_on_a_blackholed_node_moves_to_another(tmp_path: Path, et
 
 
 def test_read_from_any_spreads_reads_and_a_bad_list_is_refused(three: Cluster) -> None:
-    primary = str(three.primary())
     servers = primary_last(three)
     with Client(servers) as c:
         c.publish("orders", [{"id": 1}])
@@ -223,4 +222,3 @@ def test_read_from_any_spreads_reads_and_a_bad_list_is_refused(three: Cluster) -
     with Client("127.0.0.1:1,127.0.0.1:2", failover_timeout=1) as c, pytest.raises(SowdbError) as refused:
         c.publish("orders", [{"id": 1}])
     assert "failover_timeout" in refused.value.message
-

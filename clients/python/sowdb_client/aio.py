@@ -203,7 +203,7 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t
             if progressed:
                 failover.succeeded()
             if error is not None:
-                await asyncio.sleep(failover.failed(resume.address, error))
+                await asyncio.sleep(failover.failed(resume.address, resume.judged(error)))
             conn = await self._reach(failover, probe=error is not None)
             resume.address = conn.address
             return conn.stub.Subscribe(resume.resumed_request(), timeout=timeout, metadata=self._metadata)

@@ -48,6 +48,7 @@ def channel_options(
         options += [
             ("grpc.keepalive_time_ms", ms),
             ("grpc.keepalive_timeout_ms", ms),
+            ("grpc.http2.ping_timeout_ms", ms),  # what this gRPC waits on a ping's answer for (default 1 min)
             ("grpc.keepalive_permit_without_calls", 1),  # an idle subscription is watched too
             ("grpc.http2.max_pings_without_data", 0),
         ]

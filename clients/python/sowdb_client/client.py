@@ -223,7 +223,7 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
             if progressed:
                 failover.succeeded()
             if error is not None:
-                time.sleep(failover.failed(resume.address, error))
+                time.sleep(failover.failed(resume.address, resume.judged(error)))
             conn = self._reach(failover, probe=error is not None)
             resume.address = conn.address
             return conn.stub.Subscribe(resume.resumed_request(), timeout=timeout, metadata=self._metadata)

@@ -333,6 +333,14 @@ class Resume:
         again.sub_id = ""  # the server names it: the old one may live on where it was
         return again
 
+    def judged(self, exc: SowdbError) -> SowdbError:
+        """A resumed stream's failure as the failover sees it: refused because its node has not
+        applied the resume point yet (the bookmark "is after the latest"), it is a server to
+        try again, not the caller's error."""
+        if self._resumed and exc.code == grpc.StatusCode.INVALID_ARGUMENT and exc.field == "bookmark":
+            return UnavailableError(grpc.StatusCode.UNAVAILABLE, f"{self.address} is behind: {exc.message}")
+        return exc
+
     def admit(self, event: Event) -> Event | None:
         """The event to deliver (perhaps trimmed), or None to skip it.
 
