@@ -27,6 +27,7 @@ from sowdb_client import AsyncClient, Client, SowdbError
 from tests.cluster.conftest import EtcdServer
 from tests.cluster.faultproxy import fault_proxy
 from tests.cluster.test_replication import TTL, Cluster, journal, until
+from tests.support import sow
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -222,3 +223,20 @@ def test_read_from_any_spreads_reads_and_a_bad_list_is_refused(three: Cluster) -
     with Client("127.0.0.1:1,127.0.0.1:2", failover_timeout=1) as c, pytest.raises(SowdbError) as refused:
         c.publish("orders", [{"id": 1}])
     assert "failover_timeout" in refused.value.message
+
+
+def test_the_cli_takes_a_server_list_in_server_and_in_sow_server(
+    three: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    servers = ",".join(primary_last(three))
+    published = sow("-server", servers, "publish", "-topic", "orders", stdin='{"id": 1}\n{"id": 2}\n')
+    assert published.returncode == 0, published.stderr  # to the primary, found through a replica
+    monkeypatch.setenv("SOW_SERVER", servers)
+    shown = sow("sow", "-topic", "orders")
+    assert shown.returncode == 0, shown.stderr
+    assert sorted(json.loads(line)["id"] for line in shown.stdout.splitlines()) == [1, 2]
+    followed = sow("subscribe", "-topic", "orders", "-bookmark", "0", "-count", "2")
+    assert [json.loads(line)["id"] for line in followed.stdout.splitlines()] == [1, 2], followed.stderr
+    refused = sow("-server", "h1,h2:99999", "ping")
+    assert refused.returncode == 2
+    assert "h2:99999" in refused.stderr

@@ -237,6 +237,14 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t
                 finally:
                     call.cancel()
 
+    async def find_primary(self) -> str:
+        """The address of the primary among this client's servers (see :meth:`Client.find_primary`)."""
+
+        async def address(c: Connection[grpc.aio.Channel]) -> str:
+            return c.address
+
+        return await self._call(address, write=True)
+
     async def ping(self, *, timeout: float = 5.0) -> float:
         """Round-trip time in seconds of a health check (see :meth:`Client.ping`)."""
         start = time.perf_counter()

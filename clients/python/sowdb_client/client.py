@@ -257,6 +257,16 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
                 finally:
                     call.cancel()
 
+    def find_primary(self) -> str:
+        """The address of the primary among this client's servers (SPEC §13), waiting up to
+        ``failover_timeout`` for one; with a single server, that server. For tools that hand
+        one address on (the Spark sources plan on the driver and read and write there).
+
+        Raises:
+            UnavailableError: no server of the list is the primary within ``failover_timeout``.
+        """
+        return self._call(lambda c: c.address, write=True)
+
     def ping(self, *, timeout: float = 5.0) -> float:
         """Round-trip time in seconds of a health check.
 
