@@ -16,6 +16,8 @@ import asyncio
 import itertools
 import json
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +29,7 @@ from sowdb_client import AsyncClient, Client, SowdbError
 from tests.cluster.conftest import EtcdServer
 from tests.cluster.faultproxy import fault_proxy
 from tests.cluster.test_replication import TTL, Cluster, journal, until
+from tests.doc_pages import blocks, run_block
 from tests.support import sow
 
 pytestmark = pytest.mark.timeout(120)
@@ -172,6 +175,29 @@ def test_a_subscription_resumes_on_the_new_primary_with_no_gap_and_no_duplicate(
     assert {e for e in final if e[0] >= first} <= set(delivered), "a gap: in the journal, never delivered"
 
 
+def test_an_asyncio_subscription_moves_on_when_its_node_dies(three: Cluster) -> None:
+    primary = str(three.primary())
+    replica = next(n for n in three.nodes if n != primary)
+    servers = [three.nodes[n].target for n in sorted(three.nodes, key=lambda n: n != replica)]  # the replica first
+
+    async def follow() -> list[int]:
+        seen: list[int] = []
+        async with AsyncClient(servers, read_from="any") as c:
+            with Client(three.nodes[primary].target) as w:
+                async for event in c.subscribe("orders"):
+                    if event.kind == "subscribed":
+                        w.publish("orders", [{"id": 1}])
+                    seen.extend(r.json()["id"] for r in event.records)
+                    if seen == [1]:
+                        three.nodes[replica].kill()  # the node of the subscription
+                        w.publish("orders", [{"id": 2}])
+                    if 2 in seen:
+                        return seen
+        return seen
+
+    assert asyncio.run(asyncio.wait_for(follow(), 60)) == [1, 2]
+
+
 def test_a_subscription_on_a_blackholed_node_moves_to_another(tmp_path: Path, etcd: EtcdServer) -> None:
     two = Cluster(tmp_path, etcd)
     try:
@@ -225,17 +251,26 @@ def test_read_from_any_spreads_reads_and_a_bad_list_is_refused(three: Cluster) -
     assert "failover_timeout" in refused.value.message
 
 
-def test_the_cli_takes_a_server_list_in_server_and_in_sow_server(
-    three: Cluster, monkeypatch: pytest.MonkeyPatch
-) -> None:
+DOC_SERVERS = "127.0.0.1:9101,127.0.0.1:9102,127.0.0.1:9103"
+
+
+def test_the_cluster_page_client_blocks_and_the_cli_take_a_server_list(three: Cluster) -> None:
+    """docs/cluster-design.md's blocks as written (the addresses replaced), then the CLI's
+    ``SOW_SERVER`` list for a subscription, and a bad list refused as a usage error."""
     servers = ",".join(primary_last(three))
-    published = sow("-server", servers, "publish", "-topic", "orders", stdin='{"id": 1}\n{"id": 2}\n')
-    assert published.returncode == 0, published.stderr  # to the primary, found through a replica
-    monkeypatch.setenv("SOW_SERVER", servers)
-    shown = sow("sow", "-topic", "orders")
-    assert shown.returncode == 0, shown.stderr
-    assert sorted(json.loads(line)["id"] for line in shown.stdout.splitlines()) == [1, 2]
-    followed = sow("subscribe", "-topic", "orders", "-bookmark", "0", "-count", "2")
+    heading = "Clients: a list of servers (HA-5)"
+    (code,) = blocks("cluster-design.md", heading, lang="python")
+    ran = subprocess.run(
+        [sys.executable, "-c", code.replace(DOC_SERVERS, servers)], capture_output=True, text=True, timeout=60
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "publish [{'id': 1}]" in ran.stdout.splitlines()
+    (commands,) = blocks("cluster-design.md", heading)
+    shown = run_block(commands, servers, address=DOC_SERVERS)
+    assert shown.returncode == 0, shown.stderr  # the publish went to the primary, found through a replica
+    records = [json.loads(line) for line in shown.stdout.splitlines() if line.startswith("{")]
+    assert sorted(r["id"] for r in records) == [1, 2], shown.stdout  # after the publish's summary
+    followed = sow("-server", servers, "subscribe", "-topic", "orders", "-bookmark", "0", "-count", "2")
     assert [json.loads(line)["id"] for line in followed.stdout.splitlines()] == [1, 2], followed.stderr
     refused = sow("-server", "h1,h2:99999", "ping")
     assert refused.returncode == 2
