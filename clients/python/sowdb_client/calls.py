@@ -264,7 +264,7 @@ class Calls(Generic[S, E, P]):
         last bookmark it delivered (HA-5)."""
         req = o.subscribe_request(topic, o.checked(options, o.SubscribeOptions, "subscribe"))
         if self._servers.many:
-            resume = Resume(req)
+            resume = Resume(req, deadline=timeout is not None)
             return self._subscription(None, self._reopener(resume, timeout), resume)
         return self._subscription(self._stub.Subscribe(req, timeout=timeout, metadata=self._metadata))
 

@@ -138,8 +138,9 @@ class Failover:
     """One call's attempts: which server to try next, and whether to go on after a failure.
 
     ``to_primary``: the call must reach the primary (a write, or a read with
-    ``read_from="primary"``); an unconfirmed candidate is asked its role first (:attr:`confirm`)
-    unless the call is a write, which a replica refuses by naming the primary anyway.
+    ``read_from="primary"``); a candidate not known to be it is asked its role first
+    (:meth:`needs_confirm`). A server that cannot say (no admin role) is taken at its word
+    for a write: a replica refuses one naming the primary, and the call goes there.
     """
 
     def __init__(self, servers: Servers, *, write: bool) -> None:
@@ -149,23 +150,21 @@ class Failover:
         self._failures = 0
         self._last: SowdbError | None = None
         self._redirected = ""
-        self._start = servers.next_any() if not write else servers.addresses[0]
-        self._order = self._rotation()
-
-    def _rotation(self) -> Iterator[str]:
-        addresses = self.servers.addresses
-        first = addresses.index(self._start) if self._start in addresses else 0
-        for i in itertools.count(first):
-            yield self.servers.addresses[i % len(self.servers.addresses)]
+        self._next = servers.addresses.index(servers.next_any()) if not write else 0
 
     def address(self) -> str:
-        """The server to try now."""
+        """The server to try now: the primary a replica named, else the primary known, else
+        the next server after the last one tried."""
+        addresses = self.servers.addresses
         if self._redirected:
-            address, self._redirected = self._redirected, ""
-            return address
-        if self.to_primary and self.servers.primary:
-            return self.servers.primary
-        return next(self._order)
+            chosen, self._redirected = self._redirected, ""
+        elif self.to_primary and self.servers.primary:
+            chosen = self.servers.primary
+        else:
+            chosen = addresses[self._next % len(addresses)]
+        if chosen in addresses:
+            self._next = addresses.index(chosen) + 1
+        return chosen
 
     def needs_confirm(self, address: str) -> bool:
         """Whether to ask ``address`` its role before a read that must reach the primary."""
@@ -215,9 +214,7 @@ class Failover:
                 f"no server of {','.join(servers.addresses)} took the call within "
                 f"{servers.failover_timeout:g} s (failover_timeout); last: {exc}",
             ) from exc
-        self._failures += 1
-        if self._redirected:
-            return 0.0
+        self._failures += 1  # a round of them, redirections included, then a pause
         pause = ROUND_PAUSE if self._failures % len(servers.addresses) == 0 else 0.0
         return min(pause, max(0.0, self._deadline - now))
 
@@ -314,8 +311,10 @@ class Resume:
     ``subscribed`` (and its ``completed``, once the first replay's has come) are not shown again.
     """
 
-    def __init__(self, request: pb.SubscribeRequest) -> None:
+    def __init__(self, request: pb.SubscribeRequest, *, deadline: bool = False) -> None:
+        """``deadline``: the caller gave the subscription a timeout, which ends it (not resumed)."""
         self.request = request
+        self.deadline = deadline
         self.bookmark = 0
         self.address = ""
         self._resumed = False
@@ -330,13 +329,18 @@ class Resume:
         again = pb.SubscribeRequest()
         again.CopyFrom(self.request)
         again.bookmark = str(self.bookmark)
-        again.sub_id = ""  # the server names it: the old one may live on where it was
         return again
 
     def judged(self, exc: SowdbError) -> SowdbError:
-        """A resumed stream's failure as the failover sees it: refused because its node has not
-        applied the resume point yet (the bookmark "is after the latest"), it is a server to
-        try again, not the caller's error."""
+        """A stream's failure as the failover sees it: refused because its node has not applied
+        the resume point yet (the bookmark "is after the latest"), it is a server to try again,
+        not the caller's error.
+
+        Raises:
+            SowdbError: ``exc``, the caller's own timeout having ended the subscription.
+        """
+        if self.deadline and exc.code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            raise exc
         if self._resumed and exc.code == grpc.StatusCode.INVALID_ARGUMENT and exc.field == "bookmark":
             return UnavailableError(grpc.StatusCode.UNAVAILABLE, f"{self.address} is behind: {exc.message}")
         return exc
