@@ -31,6 +31,8 @@ class AsyncSowResult(SowFrames):
         """Every response of the stream: group_begin, record batches, group_end."""
         if self._call is None and self._opener is not None:
             self._call = await self._opener()
+        if self._call is None:  # cancelled before it was opened
+            return
         with calls.rpc_errors():
             async for resp in self._call:
                 self._note(resp)

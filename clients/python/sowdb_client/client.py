@@ -40,6 +40,8 @@ class SowResult(SowFrames):
         """Every response of the stream: group_begin, record batches, group_end."""
         if self._call is None and self._opener is not None:
             self._call = self._opener()
+        if self._call is None:  # cancelled before it was opened
+            return
         with calls.rpc_errors():
             for resp in self._call:
                 self._note(resp)
