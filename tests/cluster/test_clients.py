@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from sowdb_client import AsyncClient, Client, SowdbError
+from sowdb_client import AsyncClient, Client, PublishAck, SowdbError
 from tests.cluster.conftest import EtcdServer
 from tests.cluster.faultproxy import fault_proxy
 from tests.cluster.test_replication import TTL, Cluster, journal, until
@@ -115,6 +115,44 @@ def test_a_publish_whose_ack_was_lost_is_sent_again_and_applied_once(tmp_path: P
         assert len(journal(tmp_path / primary)) == 51
     finally:
         two.stop()
+
+
+def test_a_publish_retried_on_a_new_primary_after_a_kill_9_is_applied_once(tmp_path: Path, etcd: EtcdServer) -> None:
+    """``sync_replicas = 2`` and n3 stopped: the primary applies the request, n2 holds it, and
+    the acknowledgement waits for n3; the primary is then killed. n2, the most advanced, takes
+    over; the client sends the request again there with the same J-4 producer sequence and is
+    told it is a duplicate: the producer state travelled with the journal (HA-2, J-4)."""
+    cluster = Cluster(tmp_path, etcd)
+    cluster.config.write_text(cluster.config.read_text().replace("sync_replicas = 1", "sync_replicas = 2"))
+    try:
+        for name in ("n1", "n2", "n3"):
+            cluster.start(name)
+        old = str(cluster.primary())
+        held, stopped = (n for n in cluster.nodes if n != old)
+        until(lambda: len(cluster.status(old)) == 3)  # both replicas follow: an ack waits for both
+        servers = [cluster.nodes[n].target for n in sorted(cluster.nodes, key=lambda n: n != old)]
+        acks: list[PublishAck] = []
+        cluster.nodes[stopped].proc.send_signal(signal.SIGSTOP)
+        try:
+            with Client(servers) as c:
+                publisher = threading.Thread(
+                    target=lambda: acks.append(c.publish("orders", [{"id": i} for i in range(50)]))
+                )
+                publisher.start()
+                until(lambda: cluster.own(held).applied_bookmark >= 50, within=30)
+                cluster.nodes[old].kill()
+                cluster.nodes[stopped].proc.send_signal(signal.SIGCONT)
+                publisher.join(timeout=60)
+        finally:
+            cluster.nodes[stopped].proc.send_signal(signal.SIGCONT)
+        new = str(cluster.primary([held, stopped]))
+        assert acks, "the publish did not complete"
+        assert (acks[0].count, acks[0].duplicates) == (50, 50), "applied again on the new primary"
+        cluster.stop()
+        published = [e for e in journal(tmp_path / new) if e[3] == "orders"]
+        assert len(published) == 50
+    finally:
+        cluster.stop()
 
 
 def test_a_subscription_resumes_on_the_new_primary_with_no_gap_and_no_duplicate(three: Cluster) -> None:
