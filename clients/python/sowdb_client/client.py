@@ -137,7 +137,7 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
         self._conns = {address: connect(address) for address in self._servers.addresses[:1]}
         first = self._conns[self._servers.addresses[0]]
         self._metadata = calls.token_metadata(token)
-        self._channel, self._stub, self._admin, self._health = first.channel, first.stub, first.admin, first.health
+        self._stub = first.stub  # a single server's calls go straight to it, as before server lists
 
     def __enter__(self) -> Client:
         return self
