@@ -123,7 +123,10 @@ def test_a_publish_retried_on_a_new_primary_after_a_kill_9_is_applied_once(tmp_p
     over; the client sends the request again there with the same J-4 producer sequence and is
     told it is a duplicate: the producer state travelled with the journal (HA-2, J-4)."""
     cluster = Cluster(tmp_path, etcd)
-    cluster.config.write_text(cluster.config.read_text().replace("sync_replicas = 1", "sync_replicas = 2"))
+    # lease_ttl 5 s: a stopped follower holds a sync ack for up to lease_ttl (then the primary
+    # acknowledges without it), the time this test has to kill the primary
+    config = cluster.config.read_text().replace("sync_replicas = 1", "sync_replicas = 2")
+    cluster.config.write_text(config.replace(f'lease_ttl = "{TTL}s"', 'lease_ttl = "5s"'))
     try:
         for name in ("n1", "n2", "n3"):
             cluster.start(name)
