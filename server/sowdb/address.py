@@ -54,3 +54,19 @@ def dial_target(target: str) -> str:
         return target
     parse_address(target, default_port=443)
     return target.strip()
+
+
+def dial_targets(text: str) -> list[str]:
+    """The gRPC targets of a server list, ``h1:9007,h2:9007,h3:9007`` (SPEC §13, HA-5), each
+    checked as :func:`dial_target` does; a target named by scheme is one target, commas and all
+    (gRPC's ``ipv4:a:1,b:2`` is its own list).
+
+    Raises:
+        ValueError: no address at all, or one that is not an address.
+    """
+    if _SCHEME.match(text.strip()):
+        return [text.strip()]
+    parts = [p for p in text.split(",") if p.strip()]
+    if not parts:
+        raise ValueError(f"{text!r} names no server (e.g. '127.0.0.1:9007' or 'h1:9007,h2:9007')")
+    return [dial_target(p) for p in parts]

@@ -6,7 +6,9 @@ opened at planning.)
 
 Options are strings, as Spark passes them, and their names are case-insensitive. ``server``
 defaults to ``$SOW_SERVER``, else ``127.0.0.1:9007``, and ``token`` to ``$SOW_TOKEN``, as for the
-``sow`` CLI. Every source and sink takes SPEC §11's connection options: ``token``, ``tls``
+``sow`` CLI; a cluster's servers are a list (``h1:9007,h2:9007``): its primary, found where Spark
+plans, is where the tasks read and write (a failover during a job fails the job, which may be run
+again). Every source and sink takes SPEC §11's connection options: ``token``, ``tls``
 (``true``: TLS with the system's CAs), ``cacert`` (TLS trusting that CA), ``cert`` and ``key``
 (a client certificate, for mutual TLS) and ``servername`` (the name the server's certificate
 is checked against). The certificate files are read where Spark plans the query, on the driver,
@@ -21,8 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sowdb_client.cli.args import TOKEN_ENV, default_server, server_address
+from sowdb_client.client import Client
+from sowdb_client.errors import SowdbError
 from sowdb_client.types import Tls
-from sowdb_spark.rpc import Server, SowdbSparkError
+from sowdb_spark.rpc import Server, SowdbSparkError, explain
 
 OPERATIONS = {"publish": 1, "delete": 2, "expire": 3}
 
@@ -110,6 +114,12 @@ def _server(given: Mapping[str, str]) -> Server:
     if secure:
         tls = Tls(ca=files.get("cacert"), cert=files.get("cert"), key=files.get("key"),
                   server_name=given.get("servername", "").strip() or None)  # fmt: skip
+    if "," in address:  # a cluster's servers (SPEC §13, HA-5): the tasks read and write at its primary
+        try:
+            with Client(address, token=token or None, tls=tls) as c:
+                address = c.find_primary()
+        except SowdbError as exc:
+            raise explain(exc, f"sowdb: no primary among {address}") from None
     return Server(address, token, tls)
 
 

@@ -1,6 +1,6 @@
 """``sow``: the command-line client, after AMPS's ``spark`` (SPEC §7).
 
-    sow [-server HOST[:PORT]] COMMAND [flags]       (sow COMMAND --help for each command's flags)
+    sow [-server HOST[:PORT][,...]] COMMAND [flags]     (sow COMMAND --help for each command's flags)
     sow ping
     sow publish           -topic T [-file F] [-delta] [-rate N] [-batchsize N] [-sowkey K]
                           [-expiration S] [-producer ID [-producerseq N]]
@@ -18,10 +18,12 @@
                 [-count N] [-subid ID] [-format data|full]
 
 The server is ``-server`` (before or after the command), else ``$SOW_SERVER``, else
-127.0.0.1:9007; a host without a port means port 9007. Results go to stdout, one JSON document
-a line (``-format full``: one JSON object a line with the frame's command and metadata), so they
-can be piped (``| head`` ends quietly); notes, summaries and errors go to stderr. Errors are
-one line and exit 1; wrong flags exit 2; Ctrl-C exits 130.
+127.0.0.1:9007; a host without a port means port 9007; a cluster's servers are a list,
+``-server h1,h2,h3`` (writes find the primary, subscriptions resume elsewhere: SPEC §13, HA-5).
+Results go to stdout, one JSON document a line (``-format full``: one JSON object a line with
+the frame's command and metadata), so they can be piped (``| head`` ends quietly); notes,
+summaries and errors go to stderr. Errors are one line and exit 1; wrong flags exit 2; Ctrl-C
+exits 130.
 """
 
 from __future__ import annotations

@@ -27,7 +27,9 @@ class UsageError(Exception):
 
 
 def server_address(text: str) -> str:
-    """HOST:PORT from what a person typed: a bare host (``db1``, ``[::1]``) means port 9007.
+    """HOST:PORT from what a person typed: a bare host (``db1``, ``[::1]``) means port 9007. A
+    cluster's servers are a comma-separated list (``h1,h2:9100,h3``, SPEC §13 HA-5), each
+    read the same way and given back joined by commas.
 
     gRPC would take a bare host as port 443, which no sowd listens on by default.
 
@@ -36,11 +38,13 @@ def server_address(text: str) -> str:
             names ``$SOW_SERVER`` when the text came from there).
     """
     try:
-        host, port = parse_address(text, default_port=DEFAULT_PORT)
+        addresses = [parse_address(part, default_port=DEFAULT_PORT) for part in text.split(",") if part.strip()]
+        if not addresses:
+            parse_address(text, default_port=DEFAULT_PORT)  # says what is wrong with it
     except ValueError as exc:
         origin = f" (from ${SERVER_ENV})" if text == os.environ.get(SERVER_ENV) else ""
         raise argparse.ArgumentTypeError(f"{exc}{origin}") from None
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return ",".join(f"[{host}]:{port}" if ":" in host else f"{host}:{port}" for host, port in addresses)
 
 
 def default_server_text() -> str:
@@ -66,8 +70,8 @@ def _flag(p: argparse.ArgumentParser | Any, name: str, **kw: Any) -> None:
 
 
 SERVER_HELP = (
-    f"the server, HOST[:PORT] (default ${SERVER_ENV}, else {DEFAULT_HOST}:{DEFAULT_PORT}; "
-    f"a host alone means port {DEFAULT_PORT}); may also come before the command"
+    f"the server, HOST[:PORT], or a cluster's servers HOST[:PORT],HOST[:PORT],... (default ${SERVER_ENV}, "
+    f"else {DEFAULT_HOST}:{DEFAULT_PORT}; a host alone means port {DEFAULT_PORT}); may also come before the command"
 )
 FILTER_HELP = "a filter expression, e.g. \"/symbol = 'SYM1' AND /price > 150\" (default: every record)"
 TOPIC_HELP = "a topic name, or a regular expression over topic names, e.g. '^(orders|markers)$'"
@@ -90,6 +94,7 @@ examples:
   sow sow -topic orders -filter "/price > 150" -orderby "/price DESC" -topn 3
   sow -server db1 topics                 # db1:9007
   SOW_SERVER=db1:9100 sow subscribe -topic orders -timeout 10
+  sow -server db1,db2,db3 publish -topic orders -file orders.json   # a cluster: to its primary
 
 'sow COMMAND --help' describes a command's flags. Flags take one dash (-topic) or two (--topic).
 Errors print one line on stderr and exit 1; wrong flags exit 2; Ctrl-C exits 130.
@@ -196,7 +201,7 @@ CONNECTION_FLAGS: list[tuple[str, dict[str, Any]]] = [
 
 def _connection_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
     _flag(p, "server", default=default_server_text() if top else argparse.SUPPRESS, type=server_address,
-          metavar="HOST[:PORT]", help=SERVER_HELP)  # fmt: skip
+          metavar="HOST[:PORT][,...]", help=SERVER_HELP)  # fmt: skip
     for name, kw in CONNECTION_FLAGS:
         default: Any = (os.environ.get(TOKEN_ENV) if name == "token" else None) if top else argparse.SUPPRESS
         if kw.get("action") == "store_true":
