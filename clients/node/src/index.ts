@@ -8,7 +8,18 @@
  * for await (const rec of client.sow("orders", { filter: "/symbol = 'SYM1'" })) console.log(rec.data);
  * ```
  */
-export { type ClientOptions, SERVICE_NAME, SowResult, SowdbClient, Subscription, type TlsOptions, createClient } from "./client.js";
+export {
+  type ClientOptions,
+  DEFAULT_FAILOVER_TIMEOUT_MS,
+  DEFAULT_KEEPALIVE_MS,
+  DEFAULT_KEEPALIVE_TIMEOUT_MS,
+  SERVICE_NAME,
+  SowResult,
+  SowdbClient,
+  Subscription,
+  type TlsOptions,
+  createClient,
+} from "./client.js";
 export {
   type FieldViolation,
   PublishError,

@@ -1,0 +1,117 @@
+/**
+ * Failover of calls (SPEC §13, HA-5): which failures mean "the node is gone, or is not the
+ * primary (any more)", and the loop that retries a write on the primary found again, until the
+ * client's `failoverTimeout`.
+ */
+import { SowdbError, toSowdbError } from "./errors.js";
+import { type Channel, type Nodes, pause } from "./nodes.js";
+
+/** What the client's options say about failover. */
+export interface FailoverSettings {
+  /** How long a call keeps looking for a node that serves it (milliseconds). */
+  timeoutMs: number;
+  /** `"primary"`: reads go to the primary; `"any"`: to any node. */
+  readFrom: "primary" | "any";
+}
+
+/** The ErrorInfo reason of a write refused by a replica (the server's `NotPrimary`). */
+export const NOT_PRIMARY = "NOT_PRIMARY";
+
+/** Pause before the next try after a failure, so that a dead address is not hammered. */
+const RETRY_PAUSE_MS = 100;
+
+/**
+ * Whether `e` says the node cannot serve the call now while another node may: it is down or
+ * unreachable (`UNAVAILABLE`, the connection reset), a replica that refused a write
+ * (`FAILED_PRECONDITION` with reason `NOT_PRIMARY`), a primary past its fencing deadline or a
+ * node that knows no primary yet (`UNAVAILABLE`).
+ */
+export function isFailover(e: SowdbError): boolean {
+  if (e.code === "UNAVAILABLE") return true;
+  if (e.code === "FAILED_PRECONDITION") return e.reason === NOT_PRIMARY;
+  // a connection that died under an open HTTP/2 stream (the server killed) surfaces as the
+  // stream's reset, which connect maps to INTERNAL or UNKNOWN with the socket's error as cause
+  if (e.code === "INTERNAL" || e.code === "UNKNOWN") return connectionLost(e);
+  return false;
+}
+
+function connectionLost(e: SowdbError): boolean {
+  const text = `${e.message} ${String((e.cause as { cause?: unknown } | undefined)?.cause ?? "")}`;
+  return /ECONNRESET|ECONNREFUSED|EPIPE|socket hang up|GOAWAY|NGHTTP2|stream closed|session closed|premature close/i.test(
+    text,
+  );
+}
+
+/** The address a replica named as the primary when it refused a write ("" when none). */
+export function namedPrimary(e: SowdbError): string {
+  return e.code === "FAILED_PRECONDITION" && e.reason === NOT_PRIMARY ? (e.metadata["primary"] ?? "") : "";
+}
+
+/** The error a call ends with when no node served it within the failover timeout. */
+export function gaveUp(what: string, timeoutMs: number, last: SowdbError): SowdbError {
+  return new SowdbError({
+    code: last.code,
+    message: `${what}: no server of the cluster served it within failoverTimeout (${timeoutMs} ms); last error: ${last.message}`,
+    fieldViolations: last.fieldViolations,
+    reason: last.reason,
+    metadata: last.metadata,
+    cause: last,
+  });
+}
+
+/**
+ * Runs `call` on the primary; in a cluster, a failover failure ({@link isFailover}) makes it
+ * find the primary again (the one a replica named, else by asking every server) and try once
+ * more, until `settings.timeoutMs` has passed, then it throws {@link gaveUp}'s error. A client
+ * of one server runs `call` once.
+ */
+export async function onPrimary<R>(
+  nodes: Nodes,
+  settings: FailoverSettings,
+  signal: AbortSignal,
+  what: string,
+  call: (channel: Channel) => Promise<R>,
+): Promise<R> {
+  const deadline = Date.now() + settings.timeoutMs;
+  for (;;) {
+    const channel = await nodes.findPrimary(signal, deadline);
+    try {
+      return await call(channel);
+    } catch (err) {
+      const e = toSowdbError(err);
+      if (!nodes.cluster || signal.aborted || !isFailover(e)) throw e;
+      if (nodes.known === channel) nodes.learn(namedPrimary(e) || undefined);
+      if (Date.now() >= deadline) throw gaveUp(what, settings.timeoutMs, e);
+      await pause(RETRY_PAUSE_MS, signal);
+    }
+  }
+}
+
+/**
+ * Runs the read `call` where `settings.readFrom` sends it: on the primary ({@link onPrimary}),
+ * or on any node, trying the next on a failover failure until the timeout.
+ */
+export async function onReader<R>(
+  nodes: Nodes,
+  settings: FailoverSettings,
+  signal: AbortSignal,
+  what: string,
+  call: (channel: Channel) => Promise<R>,
+): Promise<R> {
+  if (settings.readFrom === "primary" || !nodes.cluster) return onPrimary(nodes, settings, signal, what, call);
+  const deadline = Date.now() + settings.timeoutMs;
+  for (;;) {
+    let last: SowdbError | undefined;
+    for (const channel of nodes.rotation()) {
+      try {
+        return await call(channel);
+      } catch (err) {
+        const e = toSowdbError(err);
+        if (signal.aborted || !isFailover(e)) throw e;
+        last = e;
+      }
+    }
+    if (Date.now() >= deadline) throw gaveUp(what, settings.timeoutMs, last!);
+    await pause(RETRY_PAUSE_MS, signal);
+  }
+}

@@ -1,0 +1,133 @@
+/**
+ * A subscription that outlives its server (SPEC §13, HA-5): when the node it streams from dies
+ * or the cluster fails over, it is placed again, on a node that has applied the last bookmark
+ * it delivered, from that bookmark, so that the caller's stream goes on with no gap and no
+ * duplicate.
+ *
+ * The node is chosen by its own `ClusterStatus` row (applied bookmark; the primary only, unless
+ * `readFrom: "any"`): a node behind the bookmark would give live changes the caller has seen.
+ * The new stream is a bookmark subscription (H-4: the journal after the bookmark, then live),
+ * or for `sowAndSubscribe` the query as of the bookmark with its live changes after it (H-3),
+ * whose query frames the caller already has: they are not passed on, nor are the new stream's
+ * `subscribed` and a second `completed`. Records at or before the last delivered bookmark are
+ * dropped, should a node send one.
+ */
+import type { SowAndSubscribeResponse, SubscribeResponse } from "./gen/sowdb/v1/sow_pb.js";
+import { type SowdbError, toSowdbError } from "./errors.js";
+import { type SowEvent, eventFromPb } from "./events.js";
+import { type FailoverSettings, gaveUp, isFailover } from "./failover.js";
+import type { Channel, Nodes } from "./nodes.js";
+
+/** Opens the stream on `channel`; `bookmark` set: placed again from there (a resume). */
+export type Opener = (
+  channel: Channel,
+  bookmark: string | undefined,
+  subId: string,
+) => AsyncIterable<SowAndSubscribeResponse | SubscribeResponse>;
+
+/** How a subscription is resumed. */
+export interface ResumePlan {
+  /** `sowAndSubscribe`: resumable only once its query is delivered (group_end). */
+  query: boolean;
+  /** False for what cannot be placed again from a bookmark (pages, aggregates, conflation). */
+  resumable: boolean;
+  /** The bookmark the caller asked for (a replay), if any. */
+  bookmark: string | undefined;
+  /** The caller's subscription id ("": the server's, kept from the first stream). */
+  subId: string;
+}
+
+/** The events of a subscription across failovers; `onNode` is told each node it runs on. */
+export async function* resumable<T>(
+  nodes: Nodes,
+  failover: FailoverSettings,
+  signal: AbortSignal,
+  first: Channel,
+  open: Opener,
+  plan: ResumePlan,
+  onNode: (channel: Channel, subId: string) => void,
+): AsyncGenerator<SowEvent<T>> {
+  let channel = first;
+  let subId = plan.subId;
+  let from: string | undefined = plan.bookmark; // where a resume starts
+  let delivered = -1n; // the last record bookmark passed on (-1: none)
+  let live = !plan.query; // the query's frames are all delivered
+  let yielded = false;
+  let completed = false;
+  let resumed = false;
+  for (;;) {
+    try {
+      for await (const resp of open(channel, resumed ? from : plan.bookmark, subId)) {
+        const event = eventFromPb<T>(resp);
+        if (event === undefined) continue;
+        switch (event.kind) {
+          case "subscribed":
+            if (!subId) subId = event.subId;
+            onNode(channel, subId);
+            if (!plan.query && from === undefined) from = event.bookmark.toString();
+            if (resumed) continue;
+            break;
+          case "group_begin":
+          case "sow":
+            if (resumed) continue;
+            if (event.kind === "group_begin") from = event.bookmark.toString();
+            break;
+          case "group_end":
+            live = true;
+            if (resumed) continue;
+            break;
+          case "completed":
+            if (completed) continue;
+            completed = true;
+            break;
+          case "publish":
+          case "deleted":
+          case "oof": {
+            const fresh = event.records.filter((r) => r.bookmark > delivered);
+            if (fresh.length === 0) continue;
+            if (fresh.length < event.records.length) {
+              if (event.kind === "oof") continue;
+              event.records = fresh;
+            }
+            delivered = fresh[fresh.length - 1]!.bookmark;
+            from = delivered.toString();
+            break;
+          }
+          default:
+            break;
+        }
+        yielded = true;
+        yield event;
+      }
+      return;
+    } catch (err) {
+      const e = toSowdbError(err);
+      if (signal.aborted || !isFailover(e) || !plan.resumable) throw e;
+      if (plan.query && !live && yielded) throw e; // part of a query delivered: cannot go on
+      channel = await resumeOn(nodes, failover, signal, delivered, e);
+      resumed = yielded && from !== undefined;
+    }
+  }
+}
+
+/** The node to go on from, or the error that says none could. */
+async function resumeOn(
+  nodes: Nodes,
+  failover: FailoverSettings,
+  signal: AbortSignal,
+  delivered: bigint,
+  cause: SowdbError,
+): Promise<Channel> {
+  const found = await nodes.holding(
+    delivered < 0n ? 0n : delivered,
+    failover.readFrom === "primary",
+    signal,
+    Date.now() + failover.timeoutMs,
+  );
+  if (signal.aborted) throw cause;
+  if (found === undefined) {
+    const what = delivered < 0n ? "a subscription" : `a subscription (delivered up to bookmark ${delivered})`;
+    throw gaveUp(what, failover.timeoutMs, cause);
+  }
+  return found;
+}
