@@ -13,7 +13,7 @@ import type * as http2 from "node:http2";
 import { create } from "@bufbuild/protobuf";
 import type { Interceptor } from "@connectrpc/connect";
 import { HealthCheckRequestSchema, HealthCheckResponse_ServingStatus } from "./gen/grpc/health/v1/health_pb.js";
-import { StatsRequestSchema, type StatsResponse } from "./gen/sowdb/v1/admin_pb.js";
+import { ClusterStatusRequestSchema, StatsRequestSchema, type StatsResponse } from "./gen/sowdb/v1/admin_pb.js";
 import {
   Durability,
   ListTopicsRequestSchema,
@@ -78,6 +78,22 @@ export const DEFAULT_KEEPALIVE_MS = 10_000;
 /** How long a PING may go unanswered before the connection is dropped (`keepalive_timeout_ms`). */
 export const DEFAULT_KEEPALIVE_TIMEOUT_MS = 5_000;
 
+/** One node of a cluster, as `clusterStatus` gives it (SPEC §13, HA-6). */
+export interface ClusterNode {
+  /** Its name (`[cluster] node`). */
+  node: string;
+  /** The address it serves on (`[cluster] advertise`). */
+  address: string;
+  /** `"primary"` or `"replica"`. */
+  role: string;
+  /** The epoch it leads at or follows (0 while it knows none). */
+  epoch: bigint;
+  /** The last bookmark it has applied. */
+  appliedBookmark: bigint;
+  /** How many bookmarks it trails the primary by. */
+  lag: bigint;
+}
+
 export interface ClientOptions {
   /**
    * `host:port` (default `127.0.0.1:9007`), or a URL `http://host:port` / `https://host:port`;
@@ -99,11 +115,13 @@ export interface ClientOptions {
   readFrom?: "primary" | "any";
   /**
    * HTTP/2 PING interval on a connection with open calls, in milliseconds (gRPC's
-   * `keepalive_time_ms`); a PING unanswered in 5 s drops the connection, so a server gone
-   * silent (a partition, a blackholed host) fails the calls instead of hanging them.
-   * Default 10 s; 0 sends none.
+   * `keepalive_time_ms`); a PING unanswered for `keepaliveTimeoutMs` drops the connection, so
+   * a server gone silent (a partition, a blackholed host) fails the calls (or, with a list of
+   * servers, moves them to another node) instead of hanging them. Default 10 s; 0 sends none.
    */
   keepaliveMs?: number;
+  /** How long a PING may go unanswered, in milliseconds (`keepalive_timeout_ms`); default 5 s. */
+  keepaliveTimeoutMs?: number;
   /** Sent as `authorization: Bearer TOKEN` metadata on every call (SPEC §11). */
   token?: string;
   /** TLS for the channel (SPEC §11); off by default. */
@@ -224,7 +242,7 @@ export class SowdbClient {
       interceptors,
       maxMessageBytes: opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
       keepaliveMs: opts.keepaliveMs ?? DEFAULT_KEEPALIVE_MS,
-      keepaliveTimeoutMs: DEFAULT_KEEPALIVE_TIMEOUT_MS,
+      keepaliveTimeoutMs: opts.keepaliveTimeoutMs ?? DEFAULT_KEEPALIVE_TIMEOUT_MS,
     });
     const readFrom = opts.readFrom ?? "primary";
     if (readFrom !== "primary" && readFrom !== "any") throw new RangeError(`readFrom must be "primary" or "any", not ${JSON.stringify(readFrom)}`);
@@ -350,8 +368,13 @@ export class SowdbClient {
       data: opts.data === undefined ? new Uint8Array() : encodeJson(opts.data),
     });
     const signal = this.signal(opts.signal);
-    const resp = await onPrimary(this.nodes, this.failover, signal, `sowDelete on ${topic}`, (c) =>
-      c.rpc.sowDelete(req, { signal, timeoutMs: opts.timeoutMs }),
+    const resp = await onPrimary(
+      this.nodes,
+      this.failover,
+      signal,
+      `sowDelete on ${topic}`,
+      (c) => c.rpc.sowDelete(req, { signal, timeoutMs: opts.timeoutMs }),
+      true,
     );
     return { deletedCount: Number(resp.deletedCount), bookmark: resp.bookmark };
   }
@@ -382,6 +405,28 @@ export class SowdbClient {
     const req = create(StatsRequestSchema, { topic: opts.topic ?? "", topicsOnly: opts.topicsOnly ?? false });
     const signal = this.signal(opts.signal);
     return onReader(this.nodes, this.failover, signal, "stats", (c) => c.admin.stats(req, { signal, timeoutMs: opts.timeoutMs }));
+  }
+
+  /**
+   * HA-6: the cluster as the node asked sees it (`readFrom` picks the node): that node first,
+   * then, on the primary, each replica following it, with role, epoch, applied bookmark and
+   * lag (bookmarks and counts are `bigint`s). With security on it takes an admin.
+   *
+   * @throws SowdbError `FAILED_PRECONDITION`: the server runs alone (no `[cluster]`).
+   */
+  async clusterStatus(opts: CallOptions = {}): Promise<ClusterNode[]> {
+    const signal = this.signal(opts.signal);
+    const resp = await onReader(this.nodes, this.failover, signal, "clusterStatus", (c) =>
+      c.admin.clusterStatus(create(ClusterStatusRequestSchema), { signal, timeoutMs: opts.timeoutMs }),
+    );
+    return resp.nodes.map((n) => ({
+      node: n.node,
+      address: n.address,
+      role: n.role,
+      epoch: n.epoch,
+      appliedBookmark: n.appliedBookmark,
+      lag: n.lag,
+    }));
   }
 
   /**

@@ -29,17 +29,28 @@ const RETRY_PAUSE_MS = 100;
 export function isFailover(e: SowdbError): boolean {
   if (e.code === "UNAVAILABLE") return true;
   if (e.code === "FAILED_PRECONDITION") return e.reason === NOT_PRIMARY;
-  // a connection that died under an open HTTP/2 stream (the server killed) surfaces as the
-  // stream's reset, which connect maps to INTERNAL or UNKNOWN with the socket's error as cause
-  if (e.code === "INTERNAL" || e.code === "UNKNOWN") return connectionLost(e);
+  // a connection that died under an open HTTP/2 stream (the server killed) surfaces as a Node
+  // socket or HTTP/2 error, which connect maps to ABORTED (ECONNRESET) or INTERNAL; the server
+  // never sends those with a Node error code under them
+  if (e.code === "ABORTED" || e.code === "INTERNAL" || e.code === "UNKNOWN") return connectionLost(e);
+  // the streams of a connection that died are closed with RST_STREAM CANCEL by Node itself: a
+  // CANCELLED that did not come from the server (the callers rule out their own signal first)
+  if (e.code === "CANCELLED") return (e.cause as { isWireError?: boolean } | undefined)?.isWireError === false;
   return false;
 }
 
+/** Node's codes of a lost connection, found on the error's chain of causes. */
+const LOST = /^(ECONNRESET|ECONNREFUSED|ECONNABORTED|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ERR_HTTP2_|ERR_STREAM_DESTROYED|ERR_STREAM_PREMATURE_CLOSE)/;
+
 function connectionLost(e: SowdbError): boolean {
-  const text = `${e.message} ${String((e.cause as { cause?: unknown } | undefined)?.cause ?? "")}`;
-  return /ECONNRESET|ECONNREFUSED|EPIPE|socket hang up|GOAWAY|NGHTTP2|stream closed|session closed|premature close/i.test(
-    text,
-  );
+  const seen = new Set<unknown>();
+  for (let c: unknown = e.cause; c instanceof Error && !seen.has(c); c = c.cause) {
+    seen.add(c);
+    const code = (c as { code?: unknown }).code;
+    if (typeof code === "string" && LOST.test(code)) return true;
+    if (/session (closed|destroyed)|expected open session|stream closed with error code (INTERNAL_ERROR|CONNECT_ERROR)/.test(c.message)) return true;
+  }
+  return false;
 }
 
 /** The address a replica named as the primary when it refused a write ("" when none). */
@@ -60,7 +71,8 @@ export function gaveUp(what: string, timeoutMs: number, last: SowdbError): Sowdb
 }
 
 /**
- * Runs `call` on the primary; in a cluster, a failover failure ({@link isFailover}) makes it
+ * Runs `call` on the primary (`write`: or on a node that may name it, see
+ * {@link Nodes.findPrimary}); in a cluster, a failover failure ({@link isFailover}) makes it
  * find the primary again (the one a replica named, else by asking every server) and try once
  * more, until `settings.timeoutMs` has passed, then it throws {@link gaveUp}'s error. A client
  * of one server runs `call` once.
@@ -71,20 +83,29 @@ export async function onPrimary<R>(
   signal: AbortSignal,
   what: string,
   call: (channel: Channel) => Promise<R>,
+  write = false,
 ): Promise<R> {
   const deadline = Date.now() + settings.timeoutMs;
   for (;;) {
-    const channel = await nodes.findPrimary(signal, deadline);
+    const channel = await nodes.findPrimary(signal, deadline, write);
     try {
       return await call(channel);
     } catch (err) {
       const e = toSowdbError(err);
       if (!nodes.cluster || signal.aborted || !isFailover(e)) throw e;
-      if (nodes.known === channel) nodes.learn(namedPrimary(e) || undefined);
+      failedOn(nodes, channel, e);
       if (Date.now() >= deadline) throw gaveUp(what, settings.timeoutMs, e);
       await pause(RETRY_PAUSE_MS, signal);
     }
   }
+}
+
+/** What a failover failure of a call on `channel` teaches: the primary a replica named, or,
+ * when `channel` was the primary known, that it is not (any more). */
+export function failedOn(nodes: Nodes, channel: Channel, e: SowdbError): void {
+  const named = namedPrimary(e);
+  if (named) nodes.learn(named);
+  else if (nodes.known === channel) nodes.learn(undefined);
 }
 
 /**

@@ -10,6 +10,7 @@
  */
 export {
   type ClientOptions,
+  type ClusterNode,
   DEFAULT_FAILOVER_TIMEOUT_MS,
   DEFAULT_KEEPALIVE_MS,
   DEFAULT_KEEPALIVE_TIMEOUT_MS,

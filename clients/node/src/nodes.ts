@@ -17,7 +17,8 @@ import { Health } from "./gen/grpc/health/v1/health_pb.js";
 import { AdminService, type ClusterNode, ClusterStatusRequestSchema } from "./gen/sowdb/v1/admin_pb.js";
 import { SowService } from "./gen/sowdb/v1/sow_pb.js";
 import { baseUrlOf } from "./address.js";
-import { SowdbError } from "./errors.js";
+import { SowdbError, toSowdbError } from "./errors.js";
+import { isFailover } from "./failover.js";
 
 /** How a client's connections are made: the same for every server of its list. */
 export interface ChannelSettings {
@@ -70,14 +71,16 @@ export class Channel {
     else this.session.abort();
   }
 
-  /** This node's own row of `ClusterStatus`, and the others it knows; undefined when it does
-   * not answer within `timeoutMs` (down, unreachable, or not a cluster node). */
+  /** This node's own row of `ClusterStatus`, and the others it knows; `[]` when it is up but
+   * refuses to say (a user who is not an admin, a server that runs alone); undefined when it
+   * does not answer within `timeoutMs` (down, unreachable). */
   async status(signal: AbortSignal, timeoutMs: number): Promise<ClusterNode[] | undefined> {
     try {
       const reply = await this.admin.clusterStatus(create(ClusterStatusRequestSchema), { signal, timeoutMs });
       return reply.nodes;
-    } catch {
-      return undefined;
+    } catch (err) {
+      const e = toSowdbError(err);
+      return isFailover(e) || e.code === "DEADLINE_EXCEEDED" || e.code === "CANCELLED" ? undefined : [];
     }
   }
 }
@@ -136,11 +139,13 @@ export class Nodes {
   /**
    * The primary: the one last found, else the node that `ClusterStatus` says leads at the
    * highest epoch, asking every server at once, round after round until `deadline`
-   * (`Date.now()` milliseconds).
+   * (`Date.now()` milliseconds). A write (`probe`) may also go to a node that answered without
+   * being primary: a replica refuses it naming the primary (a list of replicas alone finds it
+   * so), or answers `UNAVAILABLE` while it knows none; a read waits for a primary.
    *
    * @throws SowdbError `UNAVAILABLE` no server said it was primary before the deadline.
    */
-  async findPrimary(signal: AbortSignal, deadline: number): Promise<Channel> {
+  async findPrimary(signal: AbortSignal, deadline: number, probe = false): Promise<Channel> {
     if (this.primary !== undefined) return this.primary;
     if (!this.cluster) return this.channels[0]!;
     for (;;) {
@@ -157,6 +162,8 @@ export class Nodes {
         this.primary = this.channel(best.address);
         return this.primary;
       }
+      const answered = answers.findIndex((rows) => rows !== undefined);
+      if (probe && answered >= 0) return this.channels[answered]!;
       if (signal.aborted) throw signal.reason;
       if (Date.now() + ROUND_PAUSE_MS >= deadline) {
         throw new SowdbError({

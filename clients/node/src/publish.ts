@@ -19,7 +19,7 @@ import {
   type PublishResponse,
 } from "./gen/sowdb/v1/sow_pb.js";
 import { PublishError, type SowdbError, fromStatus, toSowdbError } from "./errors.js";
-import { type FailoverSettings, gaveUp, isFailover, namedPrimary } from "./failover.js";
+import { type FailoverSettings, failedOn, gaveUp, isFailover } from "./failover.js";
 import { type Nodes, pause } from "./nodes.js";
 import { DEFAULT_PUBLISH_BATCH, type PublishAck, type PublishItem, type PublishOptions, publishMessage } from "./types.js";
 
@@ -196,7 +196,7 @@ export async function publish(
   let deadline = Date.now() + failover.timeoutMs; // of the current failover: from the last answer
   try {
     for (;;) {
-      const channel = await nodes.findPrimary(signal, deadline);
+      const channel = await nodes.findPrimary(signal, deadline, true);
       try {
         for await (const resp of channel.rpc.publish(feed.requests(), { signal, timeoutMs: opts.timeoutMs })) {
           if (refused !== undefined) continue; // after a refusal: nothing more counts
@@ -220,7 +220,7 @@ export async function publish(
       } catch (err) {
         const e = toSowdbError(err);
         if (!nodes.cluster || signal.aborted || feed.inputError !== undefined || !isFailover(e)) throw e;
-        if (nodes.known === channel) nodes.learn(namedPrimary(e) || undefined);
+        failedOn(nodes, channel, e);
         if (Date.now() >= deadline) throw gaveUp(`publish to ${topic}`, failover.timeoutMs, e);
         await pause(RETRY_PAUSE_MS, signal);
       }

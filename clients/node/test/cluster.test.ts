@@ -1,0 +1,208 @@
+/**
+ * The Node SDK against a cluster of real processes (SPEC §13, HA-5): etcd and three `sowd` with
+ * `ack = "sync"`. A list of servers: writes find the primary (from any node's ClusterStatus, or
+ * from a replica's refusal) and find it again after a `kill -9`; reads go to the primary or,
+ * with `readFrom: "any"`, to every node in turn; a subscription resumes after its node dies from
+ * the last bookmark it delivered, with no gap and no duplicate; a publish retried after the
+ * failover is applied once (J-4 producer ids); a connection gone silent is found dead by the
+ * keepalives.
+ */
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { type SowdbClient, SowdbError, createClient } from "@sowdb/client";
+import { Cluster, LEASE_TTL_S, SilentProxy } from "./cluster.ts";
+import { startSowd } from "./server.ts";
+import { eventsUntil, until } from "./helpers.ts";
+
+let cluster: Cluster;
+const clients: SowdbClient[] = [];
+
+function client(...args: Parameters<typeof createClient>): SowdbClient {
+  const c = createClient(...args);
+  clients.push(c);
+  return c;
+}
+
+before(async () => {
+  cluster = await Cluster.start(["n1", "n2", "n3"]);
+});
+
+after(async () => {
+  for (const c of clients) c.close();
+  await cluster?.stop();
+});
+
+/** The primary, once both replicas follow it (its ClusterStatus lists three nodes). */
+async function settled(among?: string[]): Promise<{ primary: string; replicas: string[] }> {
+  const primary = await cluster.primary(among);
+  const c = client({ address: cluster.nodes.get(primary)!.address });
+  await until(async () => (await c.clusterStatus()).length === (among?.length ?? 3), 30_000, "replicas following");
+  const replicas = [...cluster.nodes.keys()].filter((n) => n !== primary && (among === undefined || among.includes(n)));
+  return { primary, replicas };
+}
+
+test("a list of servers: writes find the primary, reads go where readFrom says", async () => {
+  const { primary, replicas } = await settled();
+  const at = (n: string) => cluster.nodes.get(n)!.address;
+
+  // the primary last in the list: found by asking ClusterStatus
+  const all = client(`${at(replicas[0]!)},${at(replicas[1]!)},${at(primary)}`);
+  assert.deepEqual(all.servers, [at(replicas[0]!), at(replicas[1]!), at(primary)]);
+  const ack = await all.publish("orders", Array.from({ length: 50 }, (_, i) => ({ orderId: i, qty: i })));
+  assert.equal(ack.count, 50);
+  assert.equal((await all.sow("orders").toArray()).length, 50); // readFrom "primary": already there
+
+  // replicas only: the first write is refused naming the primary, and goes there
+  const onlyReplicas = client({ address: [at(replicas[0]!), at(replicas[1]!)], readFrom: "any" });
+  assert.equal((await onlyReplicas.publish("orders", [{ orderId: 100 }, { orderId: 101 }])).count, 2);
+  assert.equal(await onlyReplicas.sowDelete("orders", { sowKeys: ["0"] }).then((r) => r.deletedCount), 1);
+  assert.ok(onlyReplicas.servers.length === 2);
+  // readFrom "any": served by the replicas, which follow (HA-2)
+  await until(async () => (await onlyReplicas.sow("orders").toArray()).length === 51, 10_000, "the replicas' state");
+
+  // readFrom "any" takes every node in turn; "primary" always the primary
+  const anyNode = client({ address: [at("n1"), at("n2"), at("n3")], readFrom: "any" });
+  const answered = new Set<string>();
+  for (let i = 0; i < 3; i++) answered.add((await anyNode.clusterStatus())[0]!.node);
+  assert.deepEqual([...answered].sort(), ["n1", "n2", "n3"]);
+  for (let i = 0; i < 3; i++) assert.equal((await all.clusterStatus())[0]!.node, primary);
+
+  // a bad list is refused before anything is dialed
+  assert.throws(() => createClient("127.0.0.1:9007,"), { name: "RangeError", message: /separated by commas/ });
+  assert.throws(() => createClient({ address: ["127.0.0.1:9007", "127.0.0.1:0"] }), {
+    name: "RangeError",
+    message: /from 1 to 65535/,
+  });
+});
+
+test("keepalives: a connection gone silent fails its subscription in about a second, not never", async () => {
+  const proxy = await SilentProxy.start(cluster.nodes.get("n1")!.address);
+  try {
+    const c = client({ address: proxy.address, keepaliveMs: 300, keepaliveTimeoutMs: 700 });
+    const it = c.subscribe("orders")[Symbol.asyncIterator]();
+    await eventsUntil(it, (e) => e.kind === "subscribed");
+    proxy.goSilent();
+    const started = Date.now();
+    const failed = await (async () => {
+      try {
+        for (;;) if ((await it.next()).done) return undefined;
+      } catch (e) {
+        return e;
+      }
+    })();
+    assert.ok(failed instanceof SowdbError, `the subscription ended without an error: ${String(failed)}`);
+    assert.ok(Date.now() - started < 10_000, `noticed after ${Date.now() - started} ms`);
+  } finally {
+    proxy.close();
+  }
+});
+
+test("kill -9 of the primary under sync load: writes go on, each applied once; the subscription resumes with no gap, no duplicate", async () => {
+  const { primary: old, replicas } = await settled();
+  const list = cluster.addresses();
+  const writer = client({ address: list });
+  const reader = client(list.join(",")); // readFrom "primary": the subscription is on `old`
+
+  const delivered: { bookmark: bigint; id: number }[] = [];
+  let from = -1n;
+  const sub = reader.subscribe<{ orderId: number }>("orders");
+  const consumed = (async () => {
+    for await (const e of sub) {
+      if (e.kind === "subscribed") from = e.bookmark;
+      if (e.kind === "publish") for (const r of e.records) delivered.push({ bookmark: r.bookmark, id: r.data.orderId });
+    }
+  })();
+  await until(() => from >= 0n, 10_000, "subscribed");
+
+  const acknowledged: number[] = [];
+  let stop = false;
+  async function load(w: number): Promise<void> {
+    for (let i = w * 1_000_000; !stop; i += 20) {
+      const ids = Array.from({ length: 20 }, (_, k) => i + k);
+      const ack = await writer.publish("orders", ids.map((orderId) => ({ orderId, w })));
+      assert.equal(ack.count, 20);
+      acknowledged.push(...ids);
+    }
+  }
+  const loads = [load(1), load(2)];
+  await until(() => acknowledged.length >= 400 && delivered.length >= 400, 30_000, "load before the kill");
+  await cluster.kill9(old);
+  const killed = Date.now();
+  const before = acknowledged.length;
+  await until(() => acknowledged.length >= before + 400, 30_000, "acknowledgements by the new primary");
+  const failover = Date.now() - killed;
+  stop = true;
+  await Promise.all(loads); // no publish failed: each was retried on the new primary
+  const { primary } = await settled(replicas);
+  const last = acknowledged.length;
+  await until(() => new Set(delivered.map((d) => d.id)).size >= last, 30_000, "every acknowledged write delivered");
+  sub.cancel();
+  await consumed;
+
+  // the journal of `orders` on the new primary: the check of what was delivered and applied
+  const check = client({ address: cluster.nodes.get(primary)!.address });
+  const journal: { bookmark: bigint; id: number }[] = [];
+  const replay = check.subscribe<{ orderId: number }>("orders", { bookmark: "0" })[Symbol.asyncIterator]();
+  for (const e of await eventsUntil(replay, (e) => e.kind === "completed", 30_000)) {
+    if (e.kind === "publish") for (const r of e.records) journal.push({ bookmark: r.bookmark, id: r.data.orderId });
+  }
+  await replay.return?.();
+
+  // no gap, no duplicate: what the subscriber got is the journal after its point, entry for entry
+  const upTo = delivered.at(-1)!.bookmark;
+  assert.deepEqual(
+    delivered,
+    journal.filter((j) => j.bookmark > from && j.bookmark <= upTo),
+    "the subscription's records are the journal's",
+  );
+  // every acknowledged write is there (sync: nothing lost), and once (J-4: a retry applied once)
+  const times = new Map<number, number>();
+  for (const j of journal) times.set(j.id, (times.get(j.id) ?? 0) + 1);
+  assert.deepEqual(
+    acknowledged.filter((id) => times.get(id) !== 1),
+    [],
+    "acknowledged writes missing or applied twice",
+  );
+  assert.ok(failover < (LEASE_TTL_S + 15) * 1000, `the first acknowledgement came ${failover} ms after the kill`);
+});
+
+test("a publish whose answer was lost is sent again and applied once (J-4 producer ids)", async () => {
+  // one server behind two proxies, the client's list; while one publish streams, the replies
+  // of its connection are dropped after its first request: the next request is applied but
+  // not answered, the keepalive finds the connection dead, and the client sends what was not
+  // answered again on a new connection
+  const sowd = await startSowd();
+  const proxies = [await SilentProxy.start(sowd.address), await SilentProxy.start(sowd.address)];
+  try {
+    const c = client({ address: proxies.map((p) => p.address), keepaliveMs: 300, keepaliveTimeoutMs: 700 });
+    const check = client({ address: sowd.address });
+    const stored = async (id: number) => (await check.sow("orders", { filter: `/orderId = ${id}` }).toArray()).length === 1;
+    let go!: () => void;
+    const cut = new Promise<void>((r) => (go = r));
+    async function* docs() {
+      yield { orderId: 1 };
+      await cut;
+      yield { orderId: 2 };
+      yield { orderId: 3 };
+    }
+    const publishing = c.publish("orders", docs(), { batchSize: 1 });
+    await until(() => stored(1), 10_000, "the first request applied");
+    for (const p of proxies) p.dropReplies();
+    go();
+    await until(() => stored(3), 10_000, "the requests after the cut applied");
+    const ack = await publishing;
+    assert.equal(ack.count, 3); // a duplicate's answer counts the messages it holds
+    const replay = check.subscribe<{ orderId: number }>("orders", { bookmark: "0" })[Symbol.asyncIterator]();
+    const ids: number[] = [];
+    for (const e of await eventsUntil(replay, (e) => e.kind === "completed")) {
+      if (e.kind === "publish") ids.push(...e.records.map((r) => r.data.orderId));
+    }
+    await replay.return?.();
+    assert.deepEqual(ids, [1, 2, 3], "each request is in the journal once");
+    const calls = (await check.stats()).server!.rpcs.find((r) => r.rpc.endsWith("/Publish"))?.calls;
+    assert.ok(calls !== undefined && calls >= 2n, `the requests were sent again (Publish calls: ${calls})`);
+  } finally {
+    for (const p of proxies) p.close();
+    await sowd.stop();
+  }
+});
