@@ -85,6 +85,10 @@ class SowServer:
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", limit),
                 ("grpc.so_reuseport", 0),
+                # clients ping idle connections (HA-5: a blackholed server is noticed in seconds);
+                # gRPC's defaults would answer a ping more often than every 5 min with GOAWAY
+                ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.http2.min_ping_interval_without_data_ms", 500),
                 *connection_limits(cfg),
             ]
         )

@@ -73,10 +73,11 @@ export type TlsOptions =
 
 /** How long a call looks for a server that serves it after a failover, by default. */
 export const DEFAULT_FAILOVER_TIMEOUT_MS = 30_000;
-/** HTTP/2 PINGs on a connection with open calls, by default (gRPC's `keepalive_time_ms`). */
-export const DEFAULT_KEEPALIVE_MS = 10_000;
-/** How long a PING may go unanswered before the connection is dropped (`keepalive_timeout_ms`). */
-export const DEFAULT_KEEPALIVE_TIMEOUT_MS = 5_000;
+/** HTTP/2 PINGs on a connection with open calls, by default (gRPC's `keepalive_time_ms`), as
+ * the Python SDK's; a PING unanswered as long drops the connection (`keepalive_timeout_ms`). */
+export const DEFAULT_KEEPALIVE_MS = 5_000;
+/** The shortest PING interval: the server answers faster PINGs with GOAWAY (its ping policy). */
+export const MIN_KEEPALIVE_MS = 1_000;
 
 /** One node of a cluster, as `clusterStatus` gives it (SPEC §13, HA-6). */
 export interface ClusterNode {
@@ -117,10 +118,11 @@ export interface ClientOptions {
    * HTTP/2 PING interval on a connection with open calls, in milliseconds (gRPC's
    * `keepalive_time_ms`); a PING unanswered for `keepaliveTimeoutMs` drops the connection, so
    * a server gone silent (a partition, a blackholed host) fails the calls (or, with a list of
-   * servers, moves them to another node) instead of hanging them. Default 10 s; 0 sends none.
+   * servers, moves them to another node) instead of hanging them. Default 5 s, at least 1 s
+   * (the server refuses faster PINGs); 0 sends none.
    */
   keepaliveMs?: number;
-  /** How long a PING may go unanswered, in milliseconds (`keepalive_timeout_ms`); default 5 s. */
+  /** How long a PING may go unanswered, in milliseconds (`keepalive_timeout_ms`); default `keepaliveMs`. */
   keepaliveTimeoutMs?: number;
   /** Sent as `authorization: Bearer TOKEN` metadata on every call (SPEC §11). */
   token?: string;
@@ -236,13 +238,17 @@ export class SowdbClient {
     this.address = typeof opts.address === "string" ? opts.address : this.servers.join(",");
     const interceptors: Interceptor[] = [];
     if (opts.token !== undefined) interceptors.push(bearer(opts.token));
+    const keepaliveMs = opts.keepaliveMs ?? DEFAULT_KEEPALIVE_MS;
+    if (keepaliveMs !== 0 && !(keepaliveMs >= MIN_KEEPALIVE_MS)) {
+      throw new RangeError(`keepaliveMs must be 0 (none) or at least ${MIN_KEEPALIVE_MS} (the server refuses faster pings)`);
+    }
     this.nodes = new Nodes([...this.servers], {
       tls: tls !== false,
       nodeOptions: tlsNodeOptions(tls),
       interceptors,
       maxMessageBytes: opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
-      keepaliveMs: opts.keepaliveMs ?? DEFAULT_KEEPALIVE_MS,
-      keepaliveTimeoutMs: opts.keepaliveTimeoutMs ?? DEFAULT_KEEPALIVE_TIMEOUT_MS,
+      keepaliveMs,
+      keepaliveTimeoutMs: opts.keepaliveTimeoutMs ?? keepaliveMs,
     });
     const readFrom = opts.readFrom ?? "primary";
     if (readFrom !== "primary" && readFrom !== "any") throw new RangeError(`readFrom must be "primary" or "any", not ${JSON.stringify(readFrom)}`);

@@ -15,7 +15,8 @@ import { type Sowd, startSowd } from "./server.ts";
 
 const ETCD = existsSync("/usr/bin/etcd") ? "/usr/bin/etcd" : "etcd";
 
-/** The cluster's topics: one keyed topic, and heartbeats every 200 ms. */
+/** The cluster's topics: one keyed topic with history (a sowAndSubscribe resumes as of a
+ * bookmark, H-3), and heartbeats every 200 ms. */
 const TOPICS = `
 [server]
 heartbeat = "200ms"
@@ -23,6 +24,7 @@ heartbeat = "200ms"
 [[topic]]
 name = "orders"
 key = ["/orderId"]
+history = { window = "1d" }
 `;
 
 /** Lease TTL of the tests' clusters: a failover takes this plus a loop or two. */
