@@ -178,18 +178,24 @@ export class Nodes {
   /**
    * A node that has applied `bookmark` (its own `ClusterStatus` row says so): the primary when
    * `primaryOnly`, else any, trying them in {@link rotation} order, round after round until
-   * `deadline`. Undefined when none has by then.
+   * `deadline`. A node that is up but does not say (`ClusterStatus` takes an admin when
+   * security is on) is taken when no node says it has applied the bookmark: the caller checks
+   * it by what the node answers (see resume.ts). Undefined when none is found by then.
    */
   async holding(bookmark: bigint, primaryOnly: boolean, signal: AbortSignal, deadline: number): Promise<Channel | undefined> {
     for (;;) {
+      let unsaid: Channel | undefined;
       for (const c of this.rotation()) {
-        const own = (await c.status(signal, Math.max(1, Math.min(STATUS_TIMEOUT_MS, deadline - Date.now()))))?.[0];
+        const rows = await c.status(signal, Math.max(1, Math.min(STATUS_TIMEOUT_MS, deadline - Date.now())));
+        const own = rows?.[0];
+        if (rows !== undefined && own === undefined) unsaid ??= c;
         if (own === undefined || (primaryOnly && own.role !== "primary")) continue;
         if (own.appliedBookmark >= bookmark) {
           if (own.role === "primary") this.primary = c;
           return c;
         }
       }
+      if (unsaid !== undefined) return unsaid;
       if (signal.aborted || Date.now() + ROUND_PAUSE_MS >= deadline) return undefined;
       await pause(ROUND_PAUSE_MS, signal);
     }

@@ -6,6 +6,9 @@
  *
  * The node is chosen by its own `ClusterStatus` row (applied bookmark; the primary only, unless
  * `readFrom: "any"`): a node behind the bookmark would give live changes the caller has seen.
+ * Where `ClusterStatus` is refused (a user who is not an admin), the node's own answer tells:
+ * a bookmark after its latest is refused (`INVALID_ARGUMENT`), and its `subscribed` bookmark is
+ * its latest; a node behind is left, and the resume tried again until the failover timeout.
  * The new stream is a bookmark subscription (H-4: the journal after the bookmark, then live),
  * or for `sowAndSubscribe` the query as of the bookmark with its live changes after it (H-3),
  * whose query frames the caller already has: they are not passed on, nor are the new stream's
@@ -13,10 +16,10 @@
  * dropped, should a node send one.
  */
 import type { SowAndSubscribeResponse, SubscribeResponse } from "./gen/sowdb/v1/sow_pb.js";
-import { type SowdbError, toSowdbError } from "./errors.js";
+import { SowdbError, toSowdbError } from "./errors.js";
 import { type SowEvent, eventFromPb } from "./events.js";
 import { type FailoverSettings, gaveUp, isFailover } from "./failover.js";
-import type { Channel, Nodes } from "./nodes.js";
+import { type Channel, type Nodes, pause } from "./nodes.js";
 
 /** Opens the stream on `channel`; `bookmark` set: placed again from there (a resume). */
 export type Opener = (
@@ -55,6 +58,7 @@ export async function* resumable<T>(
   let yielded = false;
   let completed = false;
   let resumed = false;
+  let deadline = 0; // of the current resume
   for (;;) {
     try {
       for await (const resp of open(channel, resumed ? from : plan.bookmark, subId)) {
@@ -62,6 +66,7 @@ export async function* resumable<T>(
         if (event === undefined) continue;
         switch (event.kind) {
           case "subscribed":
+            if (resumed && delivered >= 0n && event.bookmark < delivered) throw behind(event.bookmark, delivered);
             if (!subId) subId = event.subId;
             onNode(channel, subId);
             if (!plan.query && from === undefined) from = event.bookmark.toString();
@@ -97,14 +102,21 @@ export async function* resumable<T>(
             break;
         }
         yielded = true;
+        deadline = 0;
         yield event;
       }
       return;
     } catch (err) {
       const e = toSowdbError(err);
-      if (signal.aborted || !isFailover(e) || !plan.resumable) throw e;
+      const behindHere = resumed && (e.reason === BEHIND || (e.code === "INVALID_ARGUMENT" && /after the latest/.test(e.message)));
+      if (signal.aborted || !(isFailover(e) || behindHere) || !plan.resumable) throw e;
       if (plan.query && !live && yielded) throw e; // part of a query delivered: cannot go on
-      channel = await resumeOn(nodes, failover, signal, delivered, e);
+      if (deadline === 0) deadline = Date.now() + failover.timeoutMs;
+      if (behindHere) {
+        if (Date.now() >= deadline) throw gaveUp(`a subscription (delivered up to bookmark ${delivered})`, failover.timeoutMs, e);
+        await pause(RETRY_PAUSE_MS, signal);
+      }
+      channel = await resumeOn(nodes, failover, signal, delivered, e, deadline);
       resumed = yielded && from !== undefined;
     }
   }
@@ -117,17 +129,26 @@ async function resumeOn(
   signal: AbortSignal,
   delivered: bigint,
   cause: SowdbError,
+  deadline: number,
 ): Promise<Channel> {
-  const found = await nodes.holding(
-    delivered < 0n ? 0n : delivered,
-    failover.readFrom === "primary",
-    signal,
-    Date.now() + failover.timeoutMs,
-  );
+  const found = await nodes.holding(delivered < 0n ? 0n : delivered, failover.readFrom === "primary", signal, deadline);
   if (signal.aborted) throw cause;
   if (found === undefined) {
     const what = delivered < 0n ? "a subscription" : `a subscription (delivered up to bookmark ${delivered})`;
     throw gaveUp(what, failover.timeoutMs, cause);
   }
   return found;
+}
+
+/** The reason of the error that leaves a node found behind the subscription's bookmark. */
+const BEHIND = "SDK_NODE_BEHIND";
+/** Pause before asking again for a node that has applied the bookmark. */
+const RETRY_PAUSE_MS = 100;
+
+function behind(latest: bigint, delivered: bigint): SowdbError {
+  return new SowdbError({
+    code: "UNAVAILABLE",
+    reason: BEHIND,
+    message: `the node's latest bookmark ${latest} is behind bookmark ${delivered}, which this subscription delivered`,
+  });
 }
