@@ -18,7 +18,6 @@ import {
   Durability,
   ListTopicsRequestSchema,
   SowDeleteRequestSchema,
-  type SowResponse,
   type TopicInfo as PbTopicInfo,
   TopicKind,
 } from "./gen/sowdb/v1/sow_pb.js";
@@ -28,7 +27,8 @@ import { type SowEvent, eventFromPb } from "./events.js";
 import { type FailoverSettings, onPrimary, onReader } from "./failover.js";
 import { type Channel, Nodes } from "./nodes.js";
 import { Producers, publish } from "./publish.js";
-import { type Opener, resumable } from "./resume.js";
+import { type Opener, type ResumePlan, resumable } from "./resume.js";
+import { SowResult, Subscription } from "./streams.js";
 import {
   type CallOptions,
   DEFAULT_ADDRESS,
@@ -41,14 +41,12 @@ import {
   type SowDeleteOptions,
   type SowDeleteResult,
   type SowOptions,
-  type SowRecord,
   type StatsOptions,
   type SubscribeOptions,
   type TopicInfo,
   durationMs,
   encodeJson,
   publishMessage,
-  recordsFromPb,
   replaceRequest,
   sowAndSubscribeRequest,
   sowRequest,
@@ -132,91 +130,6 @@ export interface ClientOptions {
   maxMessageBytes?: number;
 }
 
-/** A `sow` query's result: iterate it (`for await`) for the records. */
-export class SowResult<T = any> implements AsyncIterable<SowRecord<T>> {
-  /** Set when the `group_begin` frame has arrived: the query id and the point the query sees. */
-  groupBegin: { queryId: string; bookmark: bigint } | undefined;
-  /** Set when the `group_end` frame has arrived: the counts (Q-1). */
-  groupEnd: { queryId: string; recordsReturned: number; recordsMatched: number; recordsScanned: number } | undefined;
-  private started = false;
-
-  constructor(
-    private readonly open: () => AsyncIterable<SowResponse>,
-    private readonly signal: AbortSignal | undefined,
-  ) {}
-
-  /** The records, one batch (one response frame) at a time. */
-  async *batches(): AsyncGenerator<SowRecord<T>[], void, undefined> {
-    if (this.started) throw new Error("a sow result can be iterated once");
-    this.started = true;
-    try {
-      for await (const resp of this.open()) {
-        const e = resp.event;
-        if (e.case === "records") yield recordsFromPb<T>(e.value.records);
-        else if (e.case === "groupBegin") this.groupBegin = { queryId: e.value.queryId, bookmark: e.value.bookmark };
-        else if (e.case === "groupEnd")
-          this.groupEnd = {
-            queryId: e.value.queryId,
-            recordsReturned: Number(e.value.recordsReturned),
-            recordsMatched: Number(e.value.recordsMatched),
-            recordsScanned: Number(e.value.recordsScanned),
-          };
-      }
-    } catch (err) {
-      if (this.signal?.aborted) return;
-      throw toSowdbError(err);
-    }
-  }
-
-  async *[Symbol.asyncIterator](): AsyncGenerator<SowRecord<T>, void, undefined> {
-    for await (const batch of this.batches()) yield* batch;
-  }
-
-  /** Every record, in one array. */
-  async toArray(): Promise<SowRecord<T>[]> {
-    const out: SowRecord<T>[] = [];
-    for await (const batch of this.batches()) for (const r of batch) out.push(r);
-    return out;
-  }
-}
-
-/**
- * A live subscription: iterate it (`for await`) for {@link SowEvent}s. It ends when the
- * caller's `signal` aborts, on {@link Subscription.cancel}, or when the loop is left
- * (`break`); in each case the server drops the subscription.
- */
-export class Subscription<T = any> implements AsyncIterable<SowEvent<T>> {
-  /** The subscription id, set once the `subscribed` event has arrived. */
-  subId = "";
-  private started = false;
-
-  constructor(
-    private readonly open: () => AsyncIterable<SowEvent<T>>,
-    private readonly controller: AbortController,
-  ) {}
-
-  async *[Symbol.asyncIterator](): AsyncGenerator<SowEvent<T>, void, undefined> {
-    if (this.started) throw new Error("a subscription can be iterated once");
-    this.started = true;
-    try {
-      for await (const event of this.open()) {
-        if (event.kind === "subscribed") this.subId = event.subId;
-        yield event;
-      }
-    } catch (err) {
-      if (this.controller.signal.aborted) return;
-      throw toSowdbError(err);
-    } finally {
-      this.controller.abort();
-    }
-  }
-
-  /** Ends the subscription; a running `for await` loop over it finishes. */
-  cancel(): void {
-    this.controller.abort();
-  }
-}
-
 /** A connection to a sowdb server. Create it with {@link createClient}. */
 export class SowdbClient {
   /** The address as given (a list joined with commas), or the default. */
@@ -251,9 +164,13 @@ export class SowdbClient {
       keepaliveTimeoutMs: opts.keepaliveTimeoutMs ?? keepaliveMs,
     });
     const readFrom = opts.readFrom ?? "primary";
-    if (readFrom !== "primary" && readFrom !== "any") throw new RangeError(`readFrom must be "primary" or "any", not ${JSON.stringify(readFrom)}`);
+    if (readFrom !== "primary" && readFrom !== "any") {
+      throw new RangeError(`readFrom must be "primary" or "any", not ${JSON.stringify(readFrom)}`);
+    }
     const timeoutMs = opts.failoverTimeoutMs ?? DEFAULT_FAILOVER_TIMEOUT_MS;
-    if (!Number.isFinite(timeoutMs) || timeoutMs < 0) throw new RangeError("failoverTimeoutMs must be a non-negative number");
+    if (!Number.isFinite(timeoutMs) || timeoutMs < 0) {
+      throw new RangeError("failoverTimeoutMs must be a non-negative number");
+    }
     this.failover = { timeoutMs, readFrom };
   }
 
@@ -262,7 +179,10 @@ export class SowdbClient {
     const start = performance.now();
     const signal = this.signal(opts.signal);
     const resp = await onReader(this.nodes, this.failover, signal, "ping", (c) =>
-      c.health.check(create(HealthCheckRequestSchema, { service: SERVICE_NAME }), { signal, timeoutMs: opts.timeoutMs ?? 5000 }),
+      c.health.check(create(HealthCheckRequestSchema, { service: SERVICE_NAME }), {
+        signal,
+        timeoutMs: opts.timeoutMs ?? 5000,
+      }),
     );
     if (resp.status !== HealthCheckResponse_ServingStatus.SERVING) {
       throw new SowdbError({ code: "UNAVAILABLE", message: "server is not serving" });
@@ -312,7 +232,8 @@ export class SowdbClient {
     const req = sowAndSubscribeRequest(topic, opts);
     const controller = linked(this.signal(opts.signal));
     const signal = controller.signal;
-    const resumes = opts.topN === undefined && opts.skipN === undefined && !opts.grouping?.length && opts.conflationMs === undefined;
+    const resumes =
+      opts.topN === undefined && opts.skipN === undefined && !opts.grouping?.length && opts.conflationMs === undefined;
     return new Subscription<T>(
       () =>
         this.subscription<T>(
@@ -340,7 +261,10 @@ export class SowdbClient {
       () =>
         this.subscription<T>(
           (c, bookmark, subId) =>
-            c.rpc.subscribe(bookmark === undefined ? req : { ...req, bookmark, subId }, { signal, timeoutMs: opts.timeoutMs }),
+            c.rpc.subscribe(bookmark === undefined ? req : { ...req, bookmark, subId }, {
+              signal,
+              timeoutMs: opts.timeoutMs,
+            }),
           { query: false, resumable: true, bookmark: req.bookmark || undefined, subId: req.subId },
           signal,
         ),
@@ -361,7 +285,10 @@ export class SowdbClient {
     const signal = this.signal(opts.signal);
     const call = (c: Channel) => c.rpc.replaceSubscription(req, { signal, timeoutMs: opts.timeoutMs });
     const node = this.placed.get(subId);
-    const resp = node !== undefined ? await this.unary(() => call(node)) : await onReader(this.nodes, this.failover, signal, "replaceSubscription", call);
+    const resp =
+      node !== undefined
+        ? await this.unary(() => call(node)) // on the node the subscription runs on
+        : await onReader(this.nodes, this.failover, signal, "replaceSubscription", call);
     return resp.bookmark;
   }
 
@@ -410,7 +337,9 @@ export class SowdbClient {
   async stats(opts: StatsOptions = {}): Promise<StatsResponse> {
     const req = create(StatsRequestSchema, { topic: opts.topic ?? "", topicsOnly: opts.topicsOnly ?? false });
     const signal = this.signal(opts.signal);
-    return onReader(this.nodes, this.failover, signal, "stats", (c) => c.admin.stats(req, { signal, timeoutMs: opts.timeoutMs }));
+    return onReader(this.nodes, this.failover, signal, "stats", (c) =>
+      c.admin.stats(req, { signal, timeoutMs: opts.timeoutMs }),
+    );
   }
 
   /**
@@ -484,7 +413,7 @@ export class SowdbClient {
   }
 
   /** A subscription's events: on the one server, or resumed across failovers in a cluster. */
-  private async *subscription<T>(open: Opener, plan: Parameters<typeof resumable>[5], signal: AbortSignal): AsyncGenerator<SowEvent<T>> {
+  private async *subscription<T>(open: Opener, plan: ResumePlan, signal: AbortSignal): AsyncGenerator<SowEvent<T>> {
     if (!this.nodes.cluster) {
       const c = this.nodes.channels[0]!;
       for await (const resp of open(c, undefined, plan.subId)) {

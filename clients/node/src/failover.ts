@@ -40,7 +40,10 @@ export function isFailover(e: SowdbError): boolean {
 }
 
 /** Node's codes of a lost connection, found on the error's chain of causes. */
-const LOST = /^(ECONNRESET|ECONNREFUSED|ECONNABORTED|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ERR_HTTP2_|ERR_STREAM_DESTROYED|ERR_STREAM_PREMATURE_CLOSE)/;
+const LOST =
+  /^(ECONNRESET|ECONNREFUSED|ECONNABORTED|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ERR_HTTP2_|ERR_STREAM_DESTROYED|ERR_STREAM_PREMATURE_CLOSE)/;
+/** connect's own messages for a connection that is gone. */
+const LOST_MESSAGE = /session (closed|destroyed)|expected open session|stream closed with error code (INTERNAL_ERROR|CONNECT_ERROR)/;
 
 function connectionLost(e: SowdbError): boolean {
   const seen = new Set<unknown>();
@@ -48,7 +51,7 @@ function connectionLost(e: SowdbError): boolean {
     seen.add(c);
     const code = (c as { code?: unknown }).code;
     if (typeof code === "string" && LOST.test(code)) return true;
-    if (/session (closed|destroyed)|expected open session|stream closed with error code (INTERNAL_ERROR|CONNECT_ERROR)/.test(c.message)) return true;
+    if (LOST_MESSAGE.test(c.message)) return true;
   }
   return false;
 }
@@ -62,7 +65,9 @@ export function namedPrimary(e: SowdbError): string {
 export function gaveUp(what: string, timeoutMs: number, last: SowdbError): SowdbError {
   return new SowdbError({
     code: last.code,
-    message: `${what}: no server of the cluster served it within failoverTimeout (${timeoutMs} ms); last error: ${last.message}`,
+    message:
+      `${what}: no server of the cluster served it within failoverTimeoutMs (${timeoutMs} ms); ` +
+      `last error: ${last.message}`,
     fieldViolations: last.fieldViolations,
     reason: last.reason,
     metadata: last.metadata,

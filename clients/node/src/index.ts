@@ -15,12 +15,11 @@ export {
   DEFAULT_KEEPALIVE_MS,
   MIN_KEEPALIVE_MS,
   SERVICE_NAME,
-  SowResult,
   SowdbClient,
-  Subscription,
   type TlsOptions,
   createClient,
 } from "./client.js";
+export { SowResult, Subscription } from "./streams.js";
 export {
   type FieldViolation,
   PublishError,

@@ -168,7 +168,7 @@ export class Nodes {
       if (Date.now() + ROUND_PAUSE_MS >= deadline) {
         throw new SowdbError({
           code: "UNAVAILABLE",
-          message: `no primary among ${this.channels.map((c) => c.address).join(", ")}: none of them said it was the primary`,
+          message: `no primary among ${this.channels.map((c) => c.address).join(", ")}: none said it was the primary`,
         });
       }
       await pause(ROUND_PAUSE_MS, signal);
@@ -182,7 +182,12 @@ export class Nodes {
    * security is on) is taken when no node says it has applied the bookmark: the caller checks
    * it by what the node answers (see resume.ts). Undefined when none is found by then.
    */
-  async holding(bookmark: bigint, primaryOnly: boolean, signal: AbortSignal, deadline: number): Promise<Channel | undefined> {
+  async holding(
+    bookmark: bigint,
+    primaryOnly: boolean,
+    signal: AbortSignal,
+    deadline: number,
+  ): Promise<Channel | undefined> {
     for (;;) {
       let unsaid: Channel | undefined;
       for (const c of this.rotation()) {

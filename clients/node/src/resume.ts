@@ -108,12 +108,12 @@ export async function* resumable<T>(
       return;
     } catch (err) {
       const e = toSowdbError(err);
-      const behindHere = resumed && (e.reason === BEHIND || (e.code === "INVALID_ARGUMENT" && /after the latest/.test(e.message)));
+      const behindHere = resumed && (e.reason === BEHIND || (e.code === "INVALID_ARGUMENT" && AFTER_LATEST.test(e.message)));
       if (signal.aborted || !(isFailover(e) || behindHere) || !plan.resumable) throw e;
       if (plan.query && !live && yielded) throw e; // part of a query delivered: cannot go on
       if (deadline === 0) deadline = Date.now() + failover.timeoutMs;
       if (behindHere) {
-        if (Date.now() >= deadline) throw gaveUp(`a subscription (delivered up to bookmark ${delivered})`, failover.timeoutMs, e);
+        if (Date.now() >= deadline) throw gaveUp(`a subscription (up to bookmark ${delivered})`, failover.timeoutMs, e);
         await pause(RETRY_PAUSE_MS, signal);
       }
       channel = await resumeOn(nodes, failover, signal, delivered, e, deadline);
@@ -140,6 +140,8 @@ async function resumeOn(
   return found;
 }
 
+/** How a node refuses a bookmark it has not applied yet (H-4). */
+const AFTER_LATEST = /after the latest/;
 /** The reason of the error that leaves a node found behind the subscription's bookmark. */
 const BEHIND = "SDK_NODE_BEHIND";
 /** Pause before asking again for a node that has applied the bookmark. */

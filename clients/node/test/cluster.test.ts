@@ -134,7 +134,7 @@ test("keepalives on a quiet stream: the server accepts the pings (no GOAWAY too_
   assert.equal((await w.publish("orders", slowly(), { batchSize: 1 })).count, 2);
 });
 
-test("kill -9 of the primary under sync load: writes go on, each applied once; the subscription resumes with no gap, no duplicate", async () => {
+test("kill -9 of the primary under sync load: writes go on, each once; subscriptions resume, no gap, no duplicate", async () => {
   const { primary: old, replicas } = await settled();
   const list = cluster.addresses();
   const writer = client({ address: list });
@@ -202,7 +202,8 @@ test("kill -9 of the primary under sync load: writes go on, each applied once; t
   const upTo = delivered.at(-1)!.bookmark;
   const expected = journal.filter((j) => j.bookmark > from && j.bookmark <= upTo);
   const at = delivered.findIndex((d, i) => d.bookmark !== expected[i]?.bookmark || d.id !== expected[i]?.id);
-  const near = (xs: typeof delivered, i: number) => JSON.stringify(xs.slice(Math.max(0, i - 3), i + 4), (_, v) => (typeof v === "bigint" ? Number(v) : v));
+  const near = (xs: typeof delivered, i: number) =>
+    JSON.stringify(xs.slice(Math.max(0, i - 3), i + 4), (_, v) => (typeof v === "bigint" ? Number(v) : v));
   assert.ok(
     at === -1 && delivered.length === expected.length,
     `the subscription's records are not the journal's from #${at} of ${delivered.length} (journal ${expected.length}): ` +
