@@ -14,10 +14,17 @@
  * whose query frames the caller already has: they are not passed on, nor are the new stream's
  * `subscribed` and a second `completed`. Records at or before the last delivered bookmark are
  * dropped, should a node send one.
+ *
+ * The new stream starts one bookmark earlier, and its first record must be the last one
+ * delivered (same bookmark and timestamp): a primary that died may have sent its subscribers
+ * entries no replica had (it never acknowledged them to their publishers), which the new primary
+ * replaced with others at the same bookmarks. Such a subscription ends with `DATA_LOSS` rather
+ * than go on from a history that is not the cluster's.
  */
 import type { SowAndSubscribeResponse, SubscribeResponse } from "./gen/sowdb/v1/sow_pb.js";
 import { SowdbError, toSowdbError } from "./errors.js";
 import { type SowEvent, eventFromPb } from "./events.js";
+import type { SowRecord } from "./types.js";
 import { type FailoverSettings, gaveUp, isFailover } from "./failover.js";
 import { type Channel, type Nodes, pause } from "./nodes.js";
 
@@ -54,6 +61,8 @@ export async function* resumable<T>(
   let subId = plan.subId;
   let from: string | undefined = plan.bookmark; // where a resume starts
   let delivered = -1n; // the last record bookmark passed on (-1: none)
+  let deliveredUs = 0; // and its timestamp
+  let verify = false; // a resumed stream's first record must be that one again
   let live = !plan.query; // the query's frames are all delivered
   let yielded = false;
   let completed = false;
@@ -61,8 +70,10 @@ export async function* resumable<T>(
   let deadline = 0; // of the current resume
   for (;;) {
     try {
-      for await (const resp of open(channel, resumed ? from : plan.bookmark, subId)) {
-        const event = eventFromPb<T>(resp);
+      const at: string | undefined = !resumed ? plan.bookmark : verify ? (delivered - 1n).toString() : from;
+      const stream: AsyncIterable<SowAndSubscribeResponse | SubscribeResponse> = open(channel, at, subId);
+      for await (const resp of stream) {
+        const event: SowEvent<T> | undefined = eventFromPb<T>(resp);
         if (event === undefined) continue;
         switch (event.kind) {
           case "subscribed":
@@ -88,6 +99,13 @@ export async function* resumable<T>(
           case "publish":
           case "deleted":
           case "oof": {
+            if (verify) {
+              const again: SowRecord<T> | undefined = event.records[0];
+              if (again?.bookmark !== delivered || again.timestampUs !== deliveredUs) {
+                throw forked(delivered, again?.bookmark);
+              }
+              verify = false;
+            }
             const fresh = event.records.filter((r) => r.bookmark > delivered);
             if (fresh.length === 0) continue;
             if (fresh.length < event.records.length) {
@@ -95,6 +113,7 @@ export async function* resumable<T>(
               event.records = fresh;
             }
             delivered = fresh[fresh.length - 1]!.bookmark;
+            deliveredUs = fresh[fresh.length - 1]!.timestampUs;
             from = delivered.toString();
             break;
           }
@@ -118,6 +137,7 @@ export async function* resumable<T>(
       }
       channel = await resumeOn(nodes, failover, signal, delivered, e, deadline);
       resumed = yielded && from !== undefined;
+      verify = resumed && delivered > 0n;
     }
   }
 }
@@ -146,6 +166,17 @@ const AFTER_LATEST = /after the latest/;
 const BEHIND = "SDK_NODE_BEHIND";
 /** Pause before asking again for a node that has applied the bookmark. */
 const RETRY_PAUSE_MS = 100;
+
+function forked(delivered: bigint, found: bigint | undefined): SowdbError {
+  return new SowdbError({
+    code: "DATA_LOSS",
+    reason: "SUBSCRIPTION_FORKED",
+    message:
+      `this subscription delivered bookmark ${delivered} from a node that then failed, and the cluster holds another ` +
+      `entry there (${found === undefined ? "none" : `bookmark ${found} comes first`}): what it delivered last was ` +
+      "never replicated nor acknowledged to its publisher; subscribe again for the cluster's state",
+  });
+}
 
 function behind(latest: bigint, delivered: bigint): SowdbError {
   return new SowdbError({
