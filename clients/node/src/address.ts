@@ -20,3 +20,17 @@ export function baseUrlOf(address: string, tls: boolean): string {
   }
   return url;
 }
+
+/** The servers of `address`: one address, a comma-separated list of them
+ * (`"h1:9007,h2:9007,h3:9007"`), or an array. Each is checked as {@link baseUrlOf} checks one.
+ *
+ * @throws RangeError no address, an empty entry, or an entry {@link baseUrlOf} refuses.
+ */
+export function addressList(address: string | readonly string[], tls: boolean): string[] {
+  const parts = (typeof address === "string" ? address.split(",") : [...address]).map((a) => a.trim());
+  if (parts.length === 0 || parts.some((a) => a === "")) {
+    throw new RangeError(`${JSON.stringify(address)}: give host:port, or servers separated by commas ("h1:9007,h2:9007")`);
+  }
+  for (const a of parts) baseUrlOf(a, tls);
+  return parts;
+}

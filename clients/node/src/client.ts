@@ -1,44 +1,38 @@
 /**
  * The client: `createClient({ address, token?, tls? })`.
  *
- * One client is one HTTP/2 connection (gRPC over connect-node's `createGrpcTransport`); every
- * call of the client goes over it, which is what lets `replaceSubscription` find a
- * subscription placed by the same client.
+ * One client is one HTTP/2 connection per server (gRPC over connect-node's
+ * `createGrpcTransport`); every call of the client to a server goes over its connection, which
+ * is what lets `replaceSubscription` find a subscription placed by the same client. Given a list
+ * of servers (SPEC §13, HA-5), writes go to the primary and follow it across failovers, reads go
+ * to the primary or to any node (`readFrom`), and subscriptions resume after a failover (see
+ * nodes.ts, failover.ts, publish.ts, resume.ts).
  */
 import { readFileSync } from "node:fs";
 import type * as http2 from "node:http2";
 import { create } from "@bufbuild/protobuf";
-import { type Client as ConnectClient, type Interceptor, createClient as createConnectClient } from "@connectrpc/connect";
-import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
-import {
-  HealthCheckRequestSchema,
-  HealthCheckResponse_ServingStatus,
-  Health,
-} from "./gen/grpc/health/v1/health_pb.js";
-import { AdminService, StatsRequestSchema, type StatsResponse } from "./gen/sowdb/v1/admin_pb.js";
+import type { Interceptor } from "@connectrpc/connect";
+import { HealthCheckRequestSchema, HealthCheckResponse_ServingStatus } from "./gen/grpc/health/v1/health_pb.js";
+import { ClusterStatusRequestSchema, StatsRequestSchema, type StatsResponse } from "./gen/sowdb/v1/admin_pb.js";
 import {
   Durability,
   ListTopicsRequestSchema,
-  type PublishRequest,
-  PublishRequestSchema,
-  type PublishMessage,
-  type PublishResponse,
-  type SowAndSubscribeResponse,
   SowDeleteRequestSchema,
-  SowService,
-  type SubscribeResponse,
-  type SowResponse,
   type TopicInfo as PbTopicInfo,
   TopicKind,
 } from "./gen/sowdb/v1/sow_pb.js";
-import { baseUrlOf } from "./address.js";
-import { PublishError, SowdbError, fromStatus, toSowdbError } from "./errors.js";
+import { addressList } from "./address.js";
+import { SowdbError, toSowdbError } from "./errors.js";
 import { type SowEvent, eventFromPb } from "./events.js";
+import { type FailoverSettings, onPrimary, onReader } from "./failover.js";
+import { type Channel, Nodes } from "./nodes.js";
+import { Producers, publish } from "./publish.js";
+import { type Opener, type ResumePlan, resumable } from "./resume.js";
+import { SowResult, Subscription } from "./streams.js";
 import {
   type CallOptions,
   DEFAULT_ADDRESS,
   DEFAULT_MAX_MESSAGE_BYTES,
-  DEFAULT_PUBLISH_BATCH,
   type PublishAck,
   type PublishItem,
   type PublishOptions,
@@ -47,14 +41,12 @@ import {
   type SowDeleteOptions,
   type SowDeleteResult,
   type SowOptions,
-  type SowRecord,
   type StatsOptions,
   type SubscribeOptions,
   type TopicInfo,
   durationMs,
   encodeJson,
   publishMessage,
-  recordsFromPb,
   replaceRequest,
   sowAndSubscribeRequest,
   sowRequest,
@@ -77,9 +69,59 @@ export type TlsOptions =
       servername?: string;
     };
 
+/** How long a call looks for a server that serves it after a failover, by default. */
+export const DEFAULT_FAILOVER_TIMEOUT_MS = 30_000;
+/** HTTP/2 PINGs on a connection with open calls, by default (gRPC's `keepalive_time_ms`), as
+ * the Python SDK's; a PING unanswered as long drops the connection (`keepalive_timeout_ms`). */
+export const DEFAULT_KEEPALIVE_MS = 5_000;
+/** The shortest PING interval: the server answers faster PINGs with GOAWAY (its ping policy). */
+export const MIN_KEEPALIVE_MS = 1_000;
+
+/** One node of a cluster, as `clusterStatus` gives it (SPEC §13, HA-6). */
+export interface ClusterNode {
+  /** Its name (`[cluster] node`). */
+  node: string;
+  /** The address it serves on (`[cluster] advertise`). */
+  address: string;
+  /** `"primary"` or `"replica"`. */
+  role: string;
+  /** The epoch it leads at or follows (0 while it knows none). */
+  epoch: bigint;
+  /** The last bookmark it has applied. */
+  appliedBookmark: bigint;
+  /** How many bookmarks it trails the primary by. */
+  lag: bigint;
+}
+
 export interface ClientOptions {
-  /** `host:port` (default `127.0.0.1:9007`), or a URL `http://host:port` / `https://host:port`. */
-  address?: string;
+  /**
+   * `host:port` (default `127.0.0.1:9007`), or a URL `http://host:port` / `https://host:port`;
+   * or the servers of a cluster (SPEC §13): `"h1:9007,h2:9007,h3:9007"` or an array of them.
+   */
+  address?: string | string[];
+  /**
+   * With a list of servers: how long a call keeps looking for a server that serves it (the
+   * primary found again after a failover, a node that has applied a subscription's bookmark),
+   * in milliseconds, before it fails with the last error; default 30 s. Counted from the last
+   * answer, so a long publish gets it for each failover.
+   */
+  failoverTimeoutMs?: number;
+  /**
+   * With a list of servers: where queries, subscriptions, `listTopics`, `stats` and `ping` go:
+   * `"primary"` (default), or `"any"` node (replicas serve every read, HA-2; a node is picked
+   * in turn).
+   */
+  readFrom?: "primary" | "any";
+  /**
+   * HTTP/2 PING interval on a connection with open calls, in milliseconds (gRPC's
+   * `keepalive_time_ms`); a PING unanswered for `keepaliveTimeoutMs` drops the connection, so
+   * a server gone silent (a partition, a blackholed host) fails the calls (or, with a list of
+   * servers, moves them to another node) instead of hanging them. Default 5 s, at least 1 s
+   * (the server refuses faster PINGs); 0 sends none.
+   */
+  keepaliveMs?: number;
+  /** How long a PING may go unanswered, in milliseconds (`keepalive_timeout_ms`); default `keepaliveMs`. */
+  keepaliveTimeoutMs?: number;
   /** Sent as `authorization: Bearer TOKEN` metadata on every call (SPEC §11). */
   token?: string;
   /** TLS for the channel (SPEC §11); off by default. */
@@ -88,129 +130,57 @@ export interface ClientOptions {
   maxMessageBytes?: number;
 }
 
-/** A `sow` query's result: iterate it (`for await`) for the records. */
-export class SowResult<T = any> implements AsyncIterable<SowRecord<T>> {
-  /** Set when the `group_begin` frame has arrived: the query id and the point the query sees. */
-  groupBegin: { queryId: string; bookmark: bigint } | undefined;
-  /** Set when the `group_end` frame has arrived: the counts (Q-1). */
-  groupEnd: { queryId: string; recordsReturned: number; recordsMatched: number; recordsScanned: number } | undefined;
-  private started = false;
-
-  constructor(
-    private readonly open: () => AsyncIterable<SowResponse>,
-    private readonly signal: AbortSignal | undefined,
-  ) {}
-
-  /** The records, one batch (one response frame) at a time. */
-  async *batches(): AsyncGenerator<SowRecord<T>[], void, undefined> {
-    if (this.started) throw new Error("a sow result can be iterated once");
-    this.started = true;
-    try {
-      for await (const resp of this.open()) {
-        const e = resp.event;
-        if (e.case === "records") yield recordsFromPb<T>(e.value.records);
-        else if (e.case === "groupBegin") this.groupBegin = { queryId: e.value.queryId, bookmark: e.value.bookmark };
-        else if (e.case === "groupEnd")
-          this.groupEnd = {
-            queryId: e.value.queryId,
-            recordsReturned: Number(e.value.recordsReturned),
-            recordsMatched: Number(e.value.recordsMatched),
-            recordsScanned: Number(e.value.recordsScanned),
-          };
-      }
-    } catch (err) {
-      if (this.signal?.aborted) return;
-      throw toSowdbError(err);
-    }
-  }
-
-  async *[Symbol.asyncIterator](): AsyncGenerator<SowRecord<T>, void, undefined> {
-    for await (const batch of this.batches()) yield* batch;
-  }
-
-  /** Every record, in one array. */
-  async toArray(): Promise<SowRecord<T>[]> {
-    const out: SowRecord<T>[] = [];
-    for await (const batch of this.batches()) for (const r of batch) out.push(r);
-    return out;
-  }
-}
-
-/**
- * A live subscription: iterate it (`for await`) for {@link SowEvent}s. It ends when the
- * caller's `signal` aborts, on {@link Subscription.cancel}, or when the loop is left
- * (`break`); in each case the server drops the subscription.
- */
-export class Subscription<T = any> implements AsyncIterable<SowEvent<T>> {
-  /** The subscription id, set once the `subscribed` event has arrived. */
-  subId = "";
-  private started = false;
-
-  constructor(
-    private readonly open: () => AsyncIterable<SowEvent<T>>,
-    private readonly controller: AbortController,
-  ) {}
-
-  async *[Symbol.asyncIterator](): AsyncGenerator<SowEvent<T>, void, undefined> {
-    if (this.started) throw new Error("a subscription can be iterated once");
-    this.started = true;
-    try {
-      for await (const event of this.open()) {
-        if (event.kind === "subscribed") this.subId = event.subId;
-        yield event;
-      }
-    } catch (err) {
-      if (this.controller.signal.aborted) return;
-      throw toSowdbError(err);
-    } finally {
-      this.controller.abort();
-    }
-  }
-
-  /** Ends the subscription; a running `for await` loop over it finishes. */
-  cancel(): void {
-    this.controller.abort();
-  }
-}
-
 /** A connection to a sowdb server. Create it with {@link createClient}. */
 export class SowdbClient {
-  /** The address as given (or the default). */
+  /** The address as given (a list joined with commas), or the default. */
   readonly address: string;
-  private readonly session: Http2SessionManager;
-  private readonly rpc: ConnectClient<typeof SowService>;
-  private readonly admin: ConnectClient<typeof AdminService>;
-  private readonly health: ConnectClient<typeof Health>;
+  /** The servers, as given. */
+  readonly servers: readonly string[];
+  private readonly nodes: Nodes;
+  private readonly failover: FailoverSettings;
+  private readonly producers = new Producers();
+  /** The node each live subscription of this client runs on, by id (for replaceSubscription). */
+  private readonly placed = new Map<string, Channel>();
   /** Aborted by close(): every call's signal follows it. */
   private readonly closing = new AbortController();
 
-  constructor(opts: ClientOptions = {}) {
-    this.address = opts.address ?? DEFAULT_ADDRESS;
+  constructor(opts: ClientOptions | string | string[] = {}) {
+    if (typeof opts === "string" || Array.isArray(opts)) opts = { address: opts };
     const tls = opts.tls ?? false;
-    const baseUrl = baseUrlOf(this.address, tls !== false);
-    const nodeOptions = tlsNodeOptions(tls);
-    this.session = new Http2SessionManager(baseUrl, {}, nodeOptions);
+    this.servers = addressList(opts.address ?? DEFAULT_ADDRESS, tls !== false);
+    this.address = typeof opts.address === "string" ? opts.address : this.servers.join(",");
     const interceptors: Interceptor[] = [];
     if (opts.token !== undefined) interceptors.push(bearer(opts.token));
-    const max = opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
-    const transport = createGrpcTransport({
-      baseUrl,
-      sessionManager: this.session,
+    const keepaliveMs = opts.keepaliveMs ?? DEFAULT_KEEPALIVE_MS;
+    if (keepaliveMs !== 0 && !(keepaliveMs >= MIN_KEEPALIVE_MS)) {
+      throw new RangeError(`keepaliveMs must be 0 (none) or at least ${MIN_KEEPALIVE_MS} (the server refuses faster pings)`);
+    }
+    this.nodes = new Nodes([...this.servers], {
+      tls: tls !== false,
+      nodeOptions: tlsNodeOptions(tls),
       interceptors,
-      readMaxBytes: max,
-      writeMaxBytes: max,
+      maxMessageBytes: opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
+      keepaliveMs,
+      keepaliveTimeoutMs: opts.keepaliveTimeoutMs ?? keepaliveMs,
     });
-    this.rpc = createConnectClient(SowService, transport);
-    this.admin = createConnectClient(AdminService, transport);
-    this.health = createConnectClient(Health, transport);
+    const readFrom = opts.readFrom ?? "primary";
+    if (readFrom !== "primary" && readFrom !== "any") {
+      throw new RangeError(`readFrom must be "primary" or "any", not ${JSON.stringify(readFrom)}`);
+    }
+    const timeoutMs = opts.failoverTimeoutMs ?? DEFAULT_FAILOVER_TIMEOUT_MS;
+    if (!Number.isFinite(timeoutMs) || timeoutMs < 0) {
+      throw new RangeError("failoverTimeoutMs must be a non-negative number");
+    }
+    this.failover = { timeoutMs, readFrom };
   }
 
   /** Round-trip time in milliseconds of a `grpc.health.v1` check of the service. */
   async ping(opts: CallOptions = {}): Promise<number> {
     const start = performance.now();
-    const resp = await this.unary(() =>
-      this.health.check(create(HealthCheckRequestSchema, { service: SERVICE_NAME }), {
-        signal: this.signal(opts.signal),
+    const signal = this.signal(opts.signal);
+    const resp = await onReader(this.nodes, this.failover, signal, "ping", (c) =>
+      c.health.check(create(HealthCheckRequestSchema, { service: SERVICE_NAME }), {
+        signal,
         timeoutMs: opts.timeoutMs ?? 5000,
       }),
     );
@@ -240,90 +210,8 @@ export class SowdbClient {
     docs: Iterable<PublishItem> | AsyncIterable<PublishItem>,
     opts: PublishOptions = {},
   ): Promise<PublishAck> {
-    const batchSize = opts.batchSize ?? DEFAULT_PUBLISH_BATCH;
-    if (!Number.isInteger(batchSize) || batchSize < 1) throw new RangeError("batchSize must be at least 1");
-    const delta = opts.delta ?? false;
-    const sizes: number[] = [];
-    let stop = false; // set at the first refusal: send nothing more
-    const request = (messages: PublishMessage[]): PublishRequest =>
-      create(PublishRequestSchema, { topic, messages, delta, correlationId: String(sizes.length), stopOnError: true });
-
-    let inputError: { error: unknown } | undefined; // thrown by `docs` or by encoding a document
-    async function* requests(): AsyncGenerator<PublishRequest> {
-      let batch: PublishMessage[] = [];
-      try {
-        if (Symbol.iterator in docs) {
-          for (const item of docs) {
-            batch.push(publishMessage(item));
-            if (batch.length >= batchSize) {
-              if (stop) return;
-              const req = request(batch);
-              sizes.push(batch.length);
-              batch = [];
-              yield req;
-            }
-          }
-        } else {
-          for await (const item of docs) {
-            batch.push(publishMessage(item));
-            if (batch.length >= batchSize) {
-              if (stop) return;
-              const req = request(batch);
-              sizes.push(batch.length);
-              batch = [];
-              yield req;
-            }
-          }
-        }
-      } catch (error) {
-        // end the stream cleanly (the requests sent are answered), then rethrow it as it is
-        inputError = { error };
-        stop = true;
-        return;
-      }
-      if (batch.length > 0 && !stop) {
-        const req = request(batch);
-        sizes.push(batch.length);
-        yield req;
-      }
-    }
-
-    let i = 0;
-    let stored = 0;
-    let first = 0n;
-    let last = 0n;
-    let refused: { resp: PublishResponse; batch: number; offset: number } | undefined;
-    try {
-      for await (const resp of this.rpc.publish(requests(), { signal: this.signal(opts.signal), timeoutMs: opts.timeoutMs })) {
-        const size = sizes[i] ?? 0;
-        if (resp.error !== undefined) {
-          if (refused === undefined) {
-            refused = { resp, batch: i, offset: stored };
-            stop = true;
-          }
-        } else if (refused === undefined) {
-          if (first === 0n) first = resp.firstBookmark;
-          last = resp.lastBookmark;
-          stored += size;
-        }
-        i++;
-      }
-    } catch (err) {
-      throw toSowdbError(err);
-    }
-    if (inputError !== undefined && refused === undefined) throw inputError.error;
-    if (refused !== undefined && refused.resp.error !== undefined) {
-      const base = fromStatus(refused.resp.error);
-      const index = base.metadata["message_index"];
-      throw new PublishError(base, {
-        batchIndex: refused.batch,
-        messageIndex: index ? refused.offset + Number(index) : undefined,
-        stored,
-        firstBookmark: first,
-        lastBookmark: last,
-      });
-    }
-    return { count: stored, firstBookmark: first, lastBookmark: last };
+    const ctx = { nodes: this.nodes, failover: this.failover, producers: this.producers, signal: this.signal(opts.signal) };
+    return publish(ctx, topic, docs, opts);
   }
 
   /**
@@ -333,7 +221,7 @@ export class SowdbClient {
   sow<T = any>(topic: string, opts: SowOptions = {}): SowResult<T> {
     const req = sowRequest(topic, opts);
     const signal = this.signal(opts.signal);
-    return new SowResult<T>(() => this.rpc.sow(req, { signal, timeoutMs: opts.timeoutMs }), signal);
+    return new SowResult<T>(() => this.read(signal, (c) => c.rpc.sow(req, { signal, timeoutMs: opts.timeoutMs })), signal);
   }
 
   /**
@@ -343,8 +231,20 @@ export class SowdbClient {
   sowAndSubscribe<T = any>(topic: string, opts: SowAndSubscribeOptions = {}): Subscription<T> {
     const req = sowAndSubscribeRequest(topic, opts);
     const controller = linked(this.signal(opts.signal));
+    const signal = controller.signal;
+    const resumes =
+      opts.topN === undefined && opts.skipN === undefined && !opts.grouping?.length && opts.conflationMs === undefined;
     return new Subscription<T>(
-      () => this.events<T>(this.rpc.sowAndSubscribe(req, { signal: controller.signal, timeoutMs: opts.timeoutMs })),
+      () =>
+        this.subscription<T>(
+          (c, bookmark, subId) =>
+            c.rpc.sowAndSubscribe(bookmark === undefined ? req : { ...req, query: { ...req.query!, bookmark }, subId }, {
+              signal,
+              timeoutMs: opts.timeoutMs,
+            }),
+          { query: true, resumable: resumes, bookmark: undefined, subId: req.subId },
+          signal,
+        ),
       controller,
     );
   }
@@ -356,8 +256,18 @@ export class SowdbClient {
   subscribe<T = any>(topic: string, opts: SubscribeOptions = {}): Subscription<T> {
     const req = subscribeRequest(topic, opts);
     const controller = linked(this.signal(opts.signal));
+    const signal = controller.signal;
     return new Subscription<T>(
-      () => this.events<T>(this.rpc.subscribe(req, { signal: controller.signal, timeoutMs: opts.timeoutMs })),
+      () =>
+        this.subscription<T>(
+          (c, bookmark, subId) =>
+            c.rpc.subscribe(bookmark === undefined ? req : { ...req, bookmark, subId }, {
+              signal,
+              timeoutMs: opts.timeoutMs,
+            }),
+          { query: false, resumable: true, bookmark: req.bookmark || undefined, subId: req.subId },
+          signal,
+        ),
       controller,
     );
   }
@@ -372,9 +282,13 @@ export class SowdbClient {
    */
   async replaceSubscription(subId: string, opts: ReplaceOptions = {}): Promise<bigint> {
     const req = replaceRequest(subId, opts);
-    const resp = await this.unary(() =>
-      this.rpc.replaceSubscription(req, { signal: this.signal(opts.signal), timeoutMs: opts.timeoutMs }),
-    );
+    const signal = this.signal(opts.signal);
+    const call = (c: Channel) => c.rpc.replaceSubscription(req, { signal, timeoutMs: opts.timeoutMs });
+    const node = this.placed.get(subId);
+    const resp =
+      node !== undefined
+        ? await this.unary(() => call(node)) // on the node the subscription runs on
+        : await onReader(this.nodes, this.failover, signal, "replaceSubscription", call);
     return resp.bookmark;
   }
 
@@ -386,17 +300,23 @@ export class SowdbClient {
       sowKeys: opts.sowKeys ?? [],
       data: opts.data === undefined ? new Uint8Array() : encodeJson(opts.data),
     });
-    const resp = await this.unary(() => this.rpc.sowDelete(req, { signal: this.signal(opts.signal), timeoutMs: opts.timeoutMs }));
+    const signal = this.signal(opts.signal);
+    const resp = await onPrimary(
+      this.nodes,
+      this.failover,
+      signal,
+      `sowDelete on ${topic}`,
+      (c) => c.rpc.sowDelete(req, { signal, timeoutMs: opts.timeoutMs }),
+      true,
+    );
     return { deletedCount: Number(resp.deletedCount), bookmark: resp.bookmark };
   }
 
   /** The configured topics with kind, key, durability, history and record count. */
   async listTopics(opts: CallOptions = {}): Promise<TopicInfo[]> {
-    const resp = await this.unary(() =>
-      this.rpc.listTopics(create(ListTopicsRequestSchema), {
-        signal: this.signal(opts.signal),
-        timeoutMs: opts.timeoutMs,
-      }),
+    const signal = this.signal(opts.signal);
+    const resp = await onReader(this.nodes, this.failover, signal, "listTopics", (c) =>
+      c.rpc.listTopics(create(ListTopicsRequestSchema), { signal, timeoutMs: opts.timeoutMs }),
     );
     return resp.topics.map(topicInfo);
   }
@@ -416,23 +336,43 @@ export class SowdbClient {
    */
   async stats(opts: StatsOptions = {}): Promise<StatsResponse> {
     const req = create(StatsRequestSchema, { topic: opts.topic ?? "", topicsOnly: opts.topicsOnly ?? false });
-    return this.unary(() => this.admin.stats(req, { signal: this.signal(opts.signal), timeoutMs: opts.timeoutMs }));
+    const signal = this.signal(opts.signal);
+    return onReader(this.nodes, this.failover, signal, "stats", (c) =>
+      c.admin.stats(req, { signal, timeoutMs: opts.timeoutMs }),
+    );
+  }
+
+  /**
+   * HA-6: the cluster as the node asked sees it (`readFrom` picks the node): that node first,
+   * then, on the primary, each replica following it, with role, epoch, applied bookmark and
+   * lag (bookmarks and counts are `bigint`s). With security on it takes an admin.
+   *
+   * @throws SowdbError `FAILED_PRECONDITION`: the server runs alone (no `[cluster]`).
+   */
+  async clusterStatus(opts: CallOptions = {}): Promise<ClusterNode[]> {
+    const signal = this.signal(opts.signal);
+    const resp = await onReader(this.nodes, this.failover, signal, "clusterStatus", (c) =>
+      c.admin.clusterStatus(create(ClusterStatusRequestSchema), { signal, timeoutMs: opts.timeoutMs }),
+    );
+    return resp.nodes.map((n) => ({
+      node: n.node,
+      address: n.address,
+      role: n.role,
+      epoch: n.epoch,
+      appliedBookmark: n.appliedBookmark,
+      lag: n.lag,
+    }));
   }
 
   /**
    * Closes the client: calls still open are cancelled (subscriptions and queries end quietly,
-   * unary calls and publishes reject with `CANCELLED`), then the connection is closed with an
+   * unary calls and publishes reject with `CANCELLED`), then each connection is closed with an
    * HTTP/2 GOAWAY NO_ERROR. Calls made afterwards fail with `CANCELLED`.
    */
   close(): void {
     if (this.closing.signal.aborted) return;
     this.closing.abort(new SowdbError({ code: "CANCELLED", message: "the client was closed" }));
-    // connect-node's public Http2SessionManager.abort() ends the connection with GOAWAY CANCEL,
-    // which gRPC servers log as an error; close the session it holds gracefully when it is
-    // there (the calls above are already cancelled, so nothing keeps it open).
-    const conn = (this.session as unknown as { s?: { conn?: http2.ClientHttp2Session } }).s?.conn;
-    if (conn !== undefined && !conn.destroyed && !conn.closed) conn.close();
-    else this.session.abort();
+    this.nodes.close();
   }
 
   [Symbol.dispose](): void {
@@ -452,21 +392,58 @@ export class SowdbClient {
     }
   }
 
-  private async *events<T>(
-    responses: AsyncIterable<SowAndSubscribeResponse | SubscribeResponse>,
-  ): AsyncGenerator<SowEvent<T>> {
-    for await (const resp of responses) {
-      const event = eventFromPb<T>(resp);
-      if (event !== undefined) yield event;
+  /**
+   * A read stream where `readFrom` sends it. In a cluster, a node that fails before its first
+   * answer (down, or no primary yet) is given up for the next, until the failover timeout; a
+   * failure after it ends the stream.
+   */
+  private async *read<R>(signal: AbortSignal, open: (c: Channel) => AsyncIterable<R>): AsyncGenerator<R> {
+    let answered = false;
+    let first: R | undefined;
+    const it = await onReader(this.nodes, this.failover, signal, "query", async (c) => {
+      const stream = open(c)[Symbol.asyncIterator]();
+      const r = await stream.next();
+      answered = !r.done;
+      first = r.done ? undefined : r.value;
+      return stream;
+    });
+    if (!answered) return;
+    yield first!;
+    yield* { [Symbol.asyncIterator]: () => it };
+  }
+
+  /** A subscription's events: on the one server, or resumed across failovers in a cluster. */
+  private async *subscription<T>(open: Opener, plan: ResumePlan, signal: AbortSignal): AsyncGenerator<SowEvent<T>> {
+    if (!this.nodes.cluster) {
+      const c = this.nodes.channels[0]!;
+      for await (const resp of open(c, undefined, plan.subId)) {
+        const event = eventFromPb<T>(resp);
+        if (event !== undefined) yield event;
+      }
+      return;
+    }
+    let subId = "";
+    const first =
+      this.failover.readFrom === "primary"
+        ? await onPrimary(this.nodes, this.failover, signal, "subscribe", async (c) => c)
+        : this.nodes.rotation()[0]!;
+    try {
+      yield* resumable<T>(this.nodes, this.failover, signal, first, open, plan, (c, id) => {
+        subId = id;
+        this.placed.set(id, c);
+      });
+    } finally {
+      this.placed.delete(subId);
     }
   }
 }
 
-/** Connects to a sowdb server (the connection opens on the first call).
+/** Connects to a sowdb server, or to the servers of a cluster (connections open on first use):
+ * `createClient({ address })`, or `createClient("h1:9007,h2:9007,h3:9007")` for the address alone.
  *
- * @throws RangeError the address is not `host:port`, or its port is out of 1..65535.
+ * @throws RangeError an address is not `host:port`, or its port is out of 1..65535.
  */
-export function createClient(opts: ClientOptions = {}): SowdbClient {
+export function createClient(opts: ClientOptions | string | string[] = {}): SowdbClient {
   return new SowdbClient(opts);
 }
 

@@ -8,7 +8,18 @@
  * for await (const rec of client.sow("orders", { filter: "/symbol = 'SYM1'" })) console.log(rec.data);
  * ```
  */
-export { type ClientOptions, SERVICE_NAME, SowResult, SowdbClient, Subscription, type TlsOptions, createClient } from "./client.js";
+export {
+  type ClientOptions,
+  type ClusterNode,
+  DEFAULT_FAILOVER_TIMEOUT_MS,
+  DEFAULT_KEEPALIVE_MS,
+  MIN_KEEPALIVE_MS,
+  SERVICE_NAME,
+  SowdbClient,
+  type TlsOptions,
+  createClient,
+} from "./client.js";
+export { SowResult, Subscription } from "./streams.js";
 export {
   type FieldViolation,
   PublishError,

@@ -214,6 +214,13 @@ export interface PublishOptions extends CallOptions {
   delta?: boolean;
   /** Messages per request (one atomic batch); default 100. */
   batchSize?: number;
+  /**
+   * J-4: this publisher's producer id. Each request carries it with a rising sequence number,
+   * so a request sent twice is applied once. A client given a list of servers uses generated
+   * ids when this is not given (a retry after a failover is then applied once); publishes
+   * naming the same id run one after the other.
+   */
+  producerId?: string;
 }
 
 export interface SowDeleteOptions extends CallOptions {
