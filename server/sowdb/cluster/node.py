@@ -125,6 +125,7 @@ class Node:
                 )
                 self._fell_back = True
                 self.sync_fallbacks += 1
+            self._deliveries()
         if not self.election.may_acknowledge(epoch):
             raise Unavailable(f"node {self.cluster.node} stopped being the primary before acknowledging; retry")
 
@@ -163,6 +164,7 @@ class Node:
                             self.cluster.lease_ttl_s,
                             f.applied,
                         )
+                self._deliveries()
                 self.reported.notify_all()
 
     async def report(self, follower: Follower | None, node: str = "") -> None:
@@ -177,7 +179,20 @@ class Node:
                         "cluster %s: follower %s caught up: counted for sync again", self.cluster.name, follower.node
                     )
                 self.followers[follower.node] = follower
+            self._deliveries()
             self.reported.notify_all()
+
+    def _deliveries(self) -> None:
+        """On a ``sync`` primary, let subscribers see only what ``sync_replicas`` followers hold
+        (:mod:`sowdb.engine.live.gate`): a change a failover can still lose is shown to no one.
+        Acknowledging alone (``sync`` with too few followers), it shows everything, as it acks."""
+        if self.cluster.ack == "async" or not self.election.is_leader:
+            return
+        held = sorted((f.applied for f in self.followers.values() if not f.stalled_at), reverse=True)
+        if len(held) >= self.cluster.sync_replicas:
+            self.engine.deliver_upto(held[self.cluster.sync_replicas - 1])
+        elif self.cluster.ack == "sync":
+            self.engine.deliver_upto(None)
 
     def _holds_all(self, node: str) -> bool:
         """Whether follower ``node`` reported holding this node's last bookmark (after the
@@ -223,6 +238,9 @@ class Node:
 
     def _changed(self, event: ElectionEvent) -> None:
         self.known_epoch = max(self.known_epoch, event.epoch)
+        if event.kind == "lead" and event.node == self.cluster.node and self.cluster.ack != "async":
+            self.engine.deliver_upto(self.engine.last_seq)  # what it holds is the cluster's now
+            self._deliveries()
         log.info(
             "cluster %s: node %s: %s at epoch %d %s",
             self.cluster.name,

@@ -200,6 +200,7 @@ async def follow(node: Node, target: str) -> None:
                     return
                 node.known_epoch = frame.epoch
                 node.primary_last = frame.last_bookmark
+                node.engine.deliver_upto(None)  # the primary took this journal as its own: show all of it
                 if frame.entries:
                     entries = [
                         JournalEntry(e.bookmark, e.timestamp_us, e.operation, e.expiry_us, e.topic, e.sow_key, e.data)

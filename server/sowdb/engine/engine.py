@@ -116,6 +116,12 @@ class Engine:
 
         self.commit_stages = commit_stages
 
+    def deliver_upto(self, committed: int | None) -> None:
+        """Show subscribers only the changes up to bookmark ``committed`` and hold the later
+        ones until a call with a higher one (a ``sync`` primary: what its replicas hold,
+        :mod:`sowdb.engine.live.gate`); None shows everything, as a lone server does."""
+        self.hub.commit(committed)
+
     def accepts_writes(self) -> bool:
         """Whether a write would be accepted now (always, outside a cluster)."""
         if self._write_check is None:

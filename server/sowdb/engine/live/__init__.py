@@ -3,12 +3,13 @@
 ``SubscriptionHub`` (registry.py) owns every live subscription and dispatches changes to them;
 ``Placement`` places, replaces and removes them; ``Subscription`` evaluates each change;
 ``pages`` keeps paginated result sets; ``SubscriptionStream`` is a subscription's life as
-engine events. It depends on ``state``, ``journal`` and ``read``.
+engine events; ``gate`` holds deliveries on a ``sync`` primary until the replicas hold them
+(SPEC §13). It depends on ``state``, ``journal`` and ``read``.
 """
 
-from sowdb.engine.live.options import SubscriptionOptions
+from sowdb.engine.live.options import Replacement, SubscriptionOptions
 from sowdb.engine.live.pages import PageSets
-from sowdb.engine.live.placement import Placement, Replacement, SowAndSubscribeArgs, SubscribeArgs
+from sowdb.engine.live.placement import Placement, SowAndSubscribeArgs, SubscribeArgs
 from sowdb.engine.live.registry import SubscriptionHub
 from sowdb.engine.live.streams import SubscriptionStream
 from sowdb.engine.live.subscription import Subscription

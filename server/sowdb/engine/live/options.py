@@ -47,3 +47,15 @@ class SubscriptionOptions:
 
 
 DEFAULT_OPTIONS = SubscriptionOptions()
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """What a ReplaceSubscription asks for (R-1): the new filter and options, and for a live
+    page its definition again (``top_n``, ``skip_n``, ``order_by``)."""
+
+    filter: str = ""
+    options: SubscriptionOptions = DEFAULT_OPTIONS
+    order_by: str = ""
+    top_n: int | None = None
+    skip_n: int | None = None

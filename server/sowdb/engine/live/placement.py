@@ -10,7 +10,7 @@ subscriber's view of the total order has no gap and no duplicate. What happens a
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TypedDict
 
 from sowdb.config import ServerConfig, is_regex_topic
@@ -20,7 +20,7 @@ from sowdb.engine.clock import Clock
 from sowdb.engine.events import GroupBegin, GroupEnd, QueryEvent, RecordBatch
 from sowdb.engine.filters import request_filter
 from sowdb.engine.journal import Journal, Position
-from sowdb.engine.live.options import DEFAULT_OPTIONS, SubscriptionOptions
+from sowdb.engine.live.options import DEFAULT_OPTIONS, Replacement, SubscriptionOptions
 from sowdb.engine.live.pages import PagedSubscription, PageSets, ResultSet
 from sowdb.engine.live.private import private_view_name
 from sowdb.engine.live.registry import SubscriptionHub
@@ -46,18 +46,6 @@ class SubscribeArgs(SowAndSubscribeArgs, total=False):
 
     filter: str
     bookmark: str
-
-
-@dataclass(frozen=True)
-class Replacement:
-    """What a ReplaceSubscription asks for (R-1): the new filter and options, and for a live
-    page its definition again (``top_n``, ``skip_n``, ``order_by``)."""
-
-    filter: str = ""
-    options: SubscriptionOptions = DEFAULT_OPTIONS
-    order_by: str = ""
-    top_n: int | None = None
-    skip_n: int | None = None
 
 
 class Placement:
@@ -101,6 +89,7 @@ class Placement:
         sub = self._new_subscription(topic, filter, options, sub_id, owner, access=access)
         if not is_regex_topic(topic):
             access.require_read(topic)
+        since = self.hub.gate.start_point(self.writer.last_seq)  # the last bookmark, or what a shut gate let through
         if bookmark.strip():
             kind = self.topics.derived_kind(topic)
             if kind is not None:
@@ -109,8 +98,11 @@ class Placement:
                     "without a bookmark, or to its underlying topic",
                     field="bookmark",
                 )
-            sub.hold((self.journal.replay_start(parse_bookmark(bookmark)), self.writer.last_seq))
-        self.hub.add(sub)
+            point = parse_bookmark(bookmark)
+            after = self.journal.replay_start(point)
+            since = since if point.now else max(since, after)
+            sub.hold((after, since))
+        self.hub.add(sub, since=since)
         return sub
 
     def sow_and_subscribe(
@@ -148,11 +140,14 @@ class Placement:
         if p.as_of is not None:
             # H-3: the state as of the bookmark, the journal after it, then live; the replay
             # must start right after the point, or the state and the replay leave a gap
-            sub.hold((self.journal.replay_start(Point(seq=p.as_of.seq), whole=True), self.writer.last_seq))
+            after = self.journal.replay_start(Point(seq=p.as_of.seq), whole=True)
+            since = max(self.hub.gate.start_point(self.writer.last_seq), after)
+            sub.hold((after, since))
         else:
+            since = self.writer.last_seq  # the query read every applied record
             sub.hold()
         events = self._run(query, p.sources, p.bookmark, p.as_of, p.entitlements)
-        self.hub.add(sub)
+        self.hub.add(sub, since=since)
         return sub, events
 
     def _aggregated_subscription(
@@ -180,7 +175,7 @@ class Placement:
         )
         sub.hold()
         events = self._run(inner, inner.snapshot([view.topic]), self.writer.last_seq)
-        self.hub.add(sub, view)
+        self.hub.add(sub, view, since=self.writer.last_seq)
         self.topics.attach(view, public=False)
         return sub, events
 
@@ -215,7 +210,7 @@ class Placement:
         ranked = query if entitled == opts.filter else PreparedQuery(replace(opts, filter=entitled))
         sub = self._query_subscription(query, options, sub_id, owner, access, cls=PagedSubscription)
         assert isinstance(sub, PagedSubscription) and opts.top_n is not None
-        self.hub.add(sub)  # first: a refused sub_id must not leave a result set behind
+        self.hub.add(sub, since=self.writer.last_seq)  # first: a refused sub_id must not leave a result set behind
         rs = self._result_set(topic, ranked, sub.sow_keys)
         window = sub.bind(rs, opts.skip_n or 0, opts.top_n)
         return sub, _page_events(query, window, len(rs.sorted), self.writer.last_seq, self.config.frame_bytes)

@@ -22,6 +22,7 @@ from typing import Any
 
 from sowdb.engine.access import Access
 from sowdb.engine.changes import Change
+from sowdb.engine.live.gate import DeliveryGate
 from sowdb.engine.live.private import is_private
 from sowdb.engine.live.subscription import SlowConsumer, Subscription
 from sowdb.engine.state import View, index_terms
@@ -83,12 +84,15 @@ class SubscriptionHub:
         self._scan: dict[str, Subscription] = {}  # offered every change
         self._indexed: dict[str, tuple[str, tuple[Any, ...]]] = {}  # sub_id -> (group key, literal key)
         self._groups: dict[str, _EqualityGroup] = {}
+        self.gate = DeliveryGate()  # shut on a `sync` primary: deliveries wait for the replicas
 
     def __bool__(self) -> bool:
         return bool(self.subs)
 
-    def add(self, sub: Subscription, view: View | None = None) -> None:
-        """Register a live subscription, and the private view it follows if it is aggregated.
+    def add(self, sub: Subscription, view: View | None = None, *, since: int = 0) -> None:
+        """Register a live subscription, and the private view it follows if it is aggregated;
+        ``since``: the bookmark it is placed at (what a shut :attr:`gate` releases after it
+        reaches it).
 
         Raises:
             InvalidArgument: its user has a live subscription of that sub_id already.
@@ -97,6 +101,8 @@ class SubscriptionHub:
             raise InvalidArgument(f"sub_id {sub.name!r} is already in use", field="sub_id")
         self.subs[sub.id] = sub
         self._place(sub)
+        if self.gate.shut:
+            self.gate.since[sub.id] = since
         if view is not None:
             self.private[sub.id] = view
 
@@ -106,6 +112,7 @@ class SubscriptionHub:
         if self.subs.get(sub.id) is sub:
             del self.subs[sub.id]
             self._unplace(sub)
+            self.gate.since.pop(sub.id, None)
             if isinstance(sub.failure, SlowConsumer):
                 self.dropped_slow += 1
         return self.private.pop(sub.id, None)
@@ -198,17 +205,36 @@ class SubscriptionHub:
         if not group.literals:
             del self._groups[group_key]
 
-    def dispatch(self, topic: str, changes: Sequence[Change]) -> None:
-        """Hand one applied batch (all of one topic) to every subscription, in order."""
+    def fan_out(self, topic: str, changes: Sequence[Change]) -> None:
+        """The writer's call for one applied batch (all of one topic): offered now, or held
+        while the :attr:`gate` is shut."""
+        if self.gate.shut:
+            self.gate.hold(topic, changes)
+        elif self.subs:
+            self.dispatch(topic, changes)
+
+    def commit(self, committed: int | None) -> None:
+        """Let subscribers see everything up to ``committed`` and hold what comes after it;
+        None: hold nothing (and release what was held)."""
+        released = self.gate.open() if committed is None else self.gate.shut_at(committed)
+        for held in list(released):
+            self.dispatch(held.topic, held.changes, held.bookmark)
+
+    def dispatch(self, topic: str, changes: Sequence[Change], held: int = 0) -> None:
+        """Hand one applied batch (all of one topic) to every subscription, in order; a batch
+        ``held`` by the gate up to that bookmark skips those placed at or after it."""
+        since = self.gate.since if held else {}
         for sub in list(self._scan.values()):
-            sub.offer(topic, changes)
+            if since.get(sub.id, -1) < held:
+                sub.offer(topic, changes)
         if not self._groups:
             return
         if any(c.new is None for c in changes):
             # removals (deletes, expirations, a view's emptied groups): ``deleted`` events need
             # every filter, and a batch is offered whole so that each subscriber sees it in order
             for sub_id in list(self._indexed):
-                self.subs[sub_id].offer(topic, changes)
+                if since.get(sub_id, -1) < held:
+                    self.subs[sub_id].offer(topic, changes)
             return
         matched: dict[_Literal, list[Change]] = {}  # the changes each literal's conjunct holds for
         for group in list(self._groups.values()):
@@ -232,7 +258,8 @@ class SubscriptionHub:
                                     got.append(c)
         for literal, subset in matched.items():
             for sub in literal.subs.values():  # offer() never changes the hub
-                sub.offer(topic, subset, placed=True)
+                if since.get(sub.id, -1) < held:
+                    sub.offer(topic, subset, placed=True)
 
     def stats(self) -> HubStats:
         return HubStats(

@@ -75,7 +75,7 @@ class SubscriptionStream:
             SlowConsumer: the subscriber fell further behind than its queue allows (SL-1).
         """
         sub = self.sub
-        yield Subscribed(sub.name, self._writer.last_seq)
+        yield Subscribed(sub.name, self._hub.gate.since.get(sub.id, self._writer.last_seq))
         delivered: list[StoredRecord] = []
         if self._query is not None:
             async for event in self._query:
@@ -111,7 +111,7 @@ class SubscriptionStream:
             if not woke:
                 if now - last_activity >= heartbeat:
                     last_activity = now
-                    yield Heartbeat(self._writer.last_seq)
+                    yield Heartbeat(self._hub.gate.start_point(self._writer.last_seq))
                 continue
             gap = len(self._hub.subs) / FRAME_BUDGET
             wait = last_send + gap - loop.time()

@@ -25,12 +25,12 @@ class FanOut:
         self.counters = counters
 
     def wanted(self, topic: str) -> bool:
-        """Whether anyone follows ``topic``: if not, the writer need not build changes at all."""
-        return bool(self.hub) or topic in self.topics.downstream
+        """Whether anyone follows ``topic``: if not, the writer need not build changes at all
+        (a shut gate keeps them for subscriptions placed before they are released)."""
+        return bool(self.hub) or self.hub.gate.shut or topic in self.topics.downstream
 
     def __call__(self, topic: str, changes: Sequence[Change], now_us: int) -> None:
-        if self.hub:
-            self.hub.dispatch(topic, changes)
+        self.hub.fan_out(topic, changes)
         self.pages.apply(topic, changes)
         for d in self.topics.downstream.get(topic, ()):
             out = d.apply(changes, now_us)

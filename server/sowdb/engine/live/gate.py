@@ -1,0 +1,74 @@
+"""Live deliveries held until the cluster holds the write (HA-3 with ``ack = "sync"``).
+
+A subscriber must not be shown a change its cluster could still lose. Should a primary die after
+telling its subscribers of a write that no replica had, its successor writes other entries at
+those bookmarks, and a subscriber resuming from its last bookmark (HA-5) would have seen one
+history and go on in another (the Node SDK's kill -9 test caught it, about one run in ten). So on
+a ``sync`` primary the gate is shut: the writer's fan-out to subscribers is held here batch by
+batch and let through, in order, as the replicas report holding each batch
+(:meth:`DeliveryGate.release`): Raft's commit index, with the sync replicas as the quorum. A lone
+server, a replica and an ``async`` primary keep it open, and nothing is held.
+
+A subscription placed while the gate is shut starts where its first event can come from:
+
+- a plain subscription at the committed bookmark; the held batches after it reach it when
+  released, and its ``subscribed`` bookmark is that point, so a resume never skips what a
+  successor may write there;
+- one with a bookmark replays the journal up to the committed bookmark only, then the same;
+- one with a query of the current state at the writer's last bookmark: the query read every
+  applied record, so the held batches before it are not its business.
+
+The hub offers a released batch only to the subscriptions placed before it (:attr:`since`).
+Only the hub's deliveries wait; queries, pages and views read the primary's state as written.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from sowdb.engine.changes import Change
+
+
+@dataclass(slots=True)
+class HeldBatch:
+    """One fan-out call of the writer, waiting: a run of one topic's changes."""
+
+    bookmark: int  # its last change's
+    topic: str
+    changes: Sequence[Change]
+
+
+class DeliveryGate:
+    """The held batches and the committed point (None: open, nothing held)."""
+
+    def __init__(self) -> None:
+        self.committed: int | None = None
+        self.held: deque[HeldBatch] = deque()
+        self.since: dict[str, int] = {}  # while shut: a subscription's id -> its placement point
+
+    @property
+    def shut(self) -> bool:
+        return self.committed is not None
+
+    def start_point(self, last_seq: int) -> int:
+        """Where a subscription without a query of the current state starts (module doc)."""
+        return last_seq if self.committed is None else min(self.committed, last_seq)
+
+    def hold(self, topic: str, changes: Sequence[Change]) -> None:
+        self.held.append(HeldBatch(max(c.bookmark for c in changes), topic, changes))
+
+    def shut_at(self, committed: int) -> Iterator[HeldBatch]:
+        """Shut the gate (or move it on) with everything up to ``committed`` let through; yields
+        the batches released, in order, for the hub to offer."""
+        self.committed = max(committed, self.committed or 0)
+        while self.held and self.held[0].bookmark <= self.committed:
+            yield self.held.popleft()
+
+    def open(self) -> Iterator[HeldBatch]:
+        """Open the gate: every held batch is released, in order; nothing is held from now on."""
+        self.committed = None
+        while self.held:
+            yield self.held.popleft()
+        self.since.clear()
