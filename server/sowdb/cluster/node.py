@@ -4,15 +4,16 @@
 follows from it: the role (primary or replica), the epoch, the primary's address; the engine's
 write check (a replica refuses writes naming the primary; a primary past its fencing deadline
 refuses them as UNAVAILABLE); the acknowledgement of a write (``async``: the primary's own
-durable write, still inside its deadline; ``sync``: also held by ``sync_replicas`` replicas);
+durable write, still inside its deadline; ``sync``: also held by every node of the sync set,
+:mod:`sowdb.cluster.syncset`);
 the replicas that follow this primary and what they report having applied; and, on a replica,
 the follower task that ships the primary's journal (:mod:`sowdb.cluster.replication`).
 
 Eligibility (the election's callback): each node writes its applied bookmark under its lease
-(``/sowdb/NAME/applied/NODE``) every round; a node is eligible only when none of the live nodes
-has applied more, so that the successor of a dead primary is the most advanced replica (under
-``sync`` it holds every acknowledged write, and every other replica's journal is a prefix of its
-own).
+(``/sowdb/NAME/applied/NODE``) every round; while the sync set in etcd is not empty only its
+members (and the primary that wrote it) may take the leader key, the most advanced live one of
+them, so the successor of a dead primary holds every acknowledged write; with no set (a new
+cluster, ``async``, or the fallback) the most advanced live node.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import time
 from dataclasses import dataclass, replace
 
 from sowdb.cluster.election import Election, ElectionEvent, NotLeader, SwitchoverFailed
+from sowdb.cluster.syncset import SyncSet
 from sowdb.config.cluster import ClusterConfig
 from sowdb.engine import Engine
 from sowdb.errors import FailedPrecondition, InvalidArgument, NotPrimary, Unavailable
@@ -51,7 +53,9 @@ class Node:
         if bound == "0":  # `--advertise HOST:0`: the port the server bound (tests bind port 0)
             cluster = replace(cluster, advertise=f"{host}:{port}")
         self.cluster, self.engine = cluster, engine
-        self.election = Election(cluster, eligible=self._eligible, listener=self._changed)
+        self.election = Election(
+            cluster, eligible=self._eligible, listener=self._changed, unchanged=lambda: self.sync.unchanged()
+        )
         self.followers: dict[str, Follower] = {}  # on the primary: who follows, what each applied
         self.reported = asyncio.Condition()  # a follower reported, came or went
         self.written = asyncio.Event()  # pulsed when this primary acknowledges a write
@@ -59,7 +63,7 @@ class Node:
         self.primary_last = 0  # on a replica: the primary's latest bookmark, as its last frame said
         self.diverged = ""  # on a replica: why it cannot follow (its journal forked), if so
         self.restart = asyncio.Event()  # set when this node must restart (its journal forked)
-        self._fell_back = False
+        self.sync = SyncSet(self)
         self._tasks: list[asyncio.Task[None]] = []
         self._following: asyncio.Task[None] | None = None
 
@@ -77,6 +81,7 @@ class Node:
         self.engine.guard_writes(self.check_write, self.acknowledge)
         self._tasks.append(asyncio.create_task(self.election.run(), name="sowdb-election"))
         self._tasks.append(asyncio.create_task(self._supervise(), name="sowdb-replica"))
+        self._tasks.append(asyncio.create_task(self.sync.run(), name="sowdb-sync-set"))
 
     async def stop(self) -> None:
         for task in [*self._tasks, *([self._following] if self._following else [])]:
@@ -104,70 +109,69 @@ class Node:
         """Return once the write that ended at ``bookmark`` may be acknowledged (HA-1, HA-3).
 
         Raises:
-            Unavailable: this primary was fenced meanwhile, or (``sync_strict``) too few
-                replicas hold the write.
+            Unavailable: this primary was fenced meanwhile, or (``sync``) the sync set did not
+                come to hold the write within two ``lease_ttl``, or (``sync_strict``) it has
+                fewer than ``sync_replicas`` nodes.
         """
         epoch = self.election.epoch
         self.written.set()
         self.written.clear()
-        if self.cluster.ack != "async" and not await self._replicated(bookmark):
-            if self.cluster.ack == "sync_strict":
-                raise Unavailable(
-                    f"fewer than {self.cluster.sync_replicas} replicas follow node {self.cluster.node} "
-                    f"(ack = sync_strict): bookmark {bookmark} is written here but not acknowledged"
-                )
-            if not self._fell_back:
-                log.warning(
-                    "cluster %s: fewer than %d replicas follow: acknowledging alone (async) until they do",
-                    self.cluster.name,
-                    self.cluster.sync_replicas,
-                )
-                self._fell_back = True
+        if self.cluster.ack != "async":
+            await self._replicated(bookmark, epoch)
         if not self.election.may_acknowledge(epoch):
             raise Unavailable(f"node {self.cluster.node} stopped being the primary before acknowledging; retry")
+        self.sync.acknowledged(bookmark)
 
-    async def _replicated(self, bookmark: int) -> bool:
-        """Wait until ``sync_replicas`` followers hold ``bookmark``; False when fewer follow.
+    async def _replicated(self, bookmark: int, epoch: int) -> None:
+        """Wait until every node of the sync set (:mod:`sowdb.cluster.syncset`) holds
+        ``bookmark``; an empty set (the fallback to async) holds everything.
 
-        A follower that stays connected but does not report holding the bookmark within
-        ``lease_ttl`` (paused, stuck applying) is no longer counted (``stalled_at``), so it cannot
-        hold acknowledgements back for ever: the others suffice, or the primary falls back as
-        with too few followers (``sync_strict``: UNAVAILABLE).
+        A member that stays connected but does not report holding the bookmark within
+        ``lease_ttl`` (paused, stuck applying) is marked stalled, so the set keeper replaces it
+        or (``sync``) empties the set; it cannot hold acknowledgements back for ever.
         """
-        need = self.cluster.sync_replicas
-        give_up = time.monotonic() + self.cluster.lease_ttl_s
+        now = time.monotonic()
+        stall_at, give_up = now + self.cluster.lease_ttl_s, now + 2 * self.cluster.lease_ttl_s
         async with self.reported:
-            while True:
-                counted = [f for f in self.followers.values() if not f.stalled_at]
-                if sum(f.applied >= bookmark for f in counted) >= need:
-                    self._fell_back = False
-                    return True
-                if len(counted) < need:
-                    return False
-                left = give_up - time.monotonic()
-                if left > 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self.reported.wait(), left)
-                    continue
-                for f in counted:
-                    if f.applied < bookmark:
-                        f.stalled_at = bookmark
-                        log.warning(
-                            "cluster %s: follower %s has not applied bookmark %d within %gs (it holds %d): "
-                            "not counted for sync acknowledgements until it does",
-                            self.cluster.name,
-                            f.node,
-                            bookmark,
-                            self.cluster.lease_ttl_s,
-                            f.applied,
-                        )
-                self.reported.notify_all()
+            while not (self.sync.written(epoch) and self.sync.held(bookmark)):
+                now = time.monotonic()
+                if now >= give_up or not self.election.may_acknowledge(epoch):
+                    raise Unavailable(
+                        f"the sync set of node {self.cluster.node} ({', '.join(sorted(self.sync.required())) or 'none'}"
+                        f", ack = {self.cluster.ack}) does not hold bookmark {bookmark}: written here but not "
+                        "acknowledged; retry"
+                    )
+                if now >= stall_at and self.sync.written(epoch):
+                    self._stall(bookmark)
+                    stall_at = give_up
+                wake = stall_at if now < stall_at else give_up
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.reported.wait(), wake - now)
+
+    def _stall(self, bookmark: int) -> None:
+        """Mark the connected members that do not hold ``bookmark`` as stalled (the caller holds
+        :attr:`reported`): the set keeper replaces them."""
+        for name in sorted(self.sync.required()):
+            f = self.followers.get(name)
+            if f is not None and f.applied < bookmark and not f.stalled_at:
+                f.stalled_at = bookmark
+                log.warning(
+                    "cluster %s: follower %s has not applied bookmark %d within %gs (it holds %d): "
+                    "not counted for sync acknowledgements until it does",
+                    self.cluster.name,
+                    f.node,
+                    bookmark,
+                    self.cluster.lease_ttl_s,
+                    f.applied,
+                )
+        self.reported.notify_all()
 
     async def report(self, follower: Follower | None, node: str = "") -> None:
         """A follower's applied bookmark (None: ``node`` stopped following)."""
         async with self.reported:
             if follower is None:
                 self.followers.pop(node, None)
+                self.sync.left(node)
             else:
                 if follower.stalled_at and follower.applied >= follower.stalled_at:
                     follower.stalled_at = 0
@@ -211,12 +215,15 @@ class Node:
         previous = self.election.epoch
         within = max(10.0, 5.0 * self.cluster.lease_ttl_s)
         log.info("cluster %s: switchover from %s to %s at epoch %d", self.cluster.name, self.cluster.node, to, previous)
+        self.sync.pin = to  # the target joins the sync set once it holds everything: eligible then
         try:
             epoch = await self.election.switchover(to, within, ready=lambda: self._holds_all(to))
         except NotLeader as exc:
             raise Unavailable(str(exc)) from None
         except SwitchoverFailed as exc:
             raise Unavailable(f"switchover to {to} abandoned: {exc}") from None
+        finally:
+            self.sync.pin = ""
         return to, epoch, previous
 
     def _changed(self, event: ElectionEvent) -> None:
@@ -231,14 +238,17 @@ class Node:
         )
 
     async def _eligible(self) -> bool:
-        """Publish this node's applied bookmark; eligible when no live node has applied more."""
+        """Publish this node's applied bookmark; eligible when the sync set allows it (a member
+        of a non-empty set, or the primary that wrote it, and the most advanced of those alive;
+        with no set, the most advanced live node) and its journal has not forked."""
         election, mine = self.election, self.engine.last_seq
         if not election.lease_id:
-            return True  # the first round: no lease to publish under yet (the next round does)
+            return False  # no lease to publish under yet (the election grants one before it asks)
         prefix = f"{self.cluster.prefix}applied/".encode()
         await election.etcd.put(prefix + self.cluster.node.encode(), str(mine).encode(), election.lease_id)
-        others = [int(v) for _, v in await election.etcd.get_prefix(prefix)]
-        return not self.diverged and mine >= max(others, default=0)
+        applied = {k[len(prefix) :].decode(): int(v) for k, v in await election.etcd.get_prefix(prefix)}
+        applied[self.cluster.node] = mine
+        return not self.diverged and await self.sync.allows(applied)
 
     async def _supervise(self) -> None:
         """On a replica, keep a follower task streaming from the current primary."""
