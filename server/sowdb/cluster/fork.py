@@ -25,6 +25,7 @@ from pathlib import Path
 from sowdb.config import Config
 from sowdb.engine import Engine
 from sowdb.storage import Store
+from sowdb.storage.epochs import cut_epoch_history
 from sowdb.storage.keys import OP_DELETE, OP_EXPIRE
 
 log = logging.getLogger("sowdb.cluster")
@@ -58,6 +59,7 @@ def cut_at_fork(store: Store, config: Config) -> int:
                 "data": e.payload.decode("utf-8", "replace"),
             }
             out.write(json.dumps(record) + "\n")
+    cut_epoch_history(store, upto)
     if lost:
         store.roll_back(upto, {}, set())
         Engine.rebuild(store, config)

@@ -28,7 +28,8 @@ from sowdb.cluster.election import Election, ElectionEvent, NotLeader, Switchove
 from sowdb.cluster.syncset import SyncSet
 from sowdb.config.cluster import ClusterConfig
 from sowdb.engine import Engine
-from sowdb.errors import FailedPrecondition, InvalidArgument, NotPrimary, Unavailable
+from sowdb.errors import FailedPrecondition, InvalidArgument, NotPrimary, SowdbError, Unavailable
+from sowdb.storage.epochs import begin_epoch, epoch_history
 
 log = logging.getLogger("sowdb.cluster")
 
@@ -228,6 +229,11 @@ class Node:
 
     def _changed(self, event: ElectionEvent) -> None:
         self.known_epoch = max(self.known_epoch, event.epoch)
+        if event.kind == "lead":  # the epoch record goes in before this primary's first write (HA-4)
+            try:
+                begin_epoch(self.engine.store, event.epoch, self.cluster.node, self.engine.last_seq)
+            except SowdbError as exc:  # a store that cannot write this refuses the writes too
+                log.error("cluster %s: the epoch record of epoch %d: %s", self.cluster.name, event.epoch, exc)
         log.info(
             "cluster %s: node %s: %s at epoch %d %s",
             self.cluster.name,
@@ -272,9 +278,12 @@ class Node:
             await asyncio.sleep(self.cluster.loop_wait_s / 4)
 
     def status(self) -> list[dict[str, object]]:
-        """This node, then the followers it knows (ClusterStatus)."""
+        """This node (with its epoch history), then the followers it knows (ClusterStatus)."""
         me = self.engine.last_seq
         last = me if self.election.is_leader else max(self.primary_last, me)
+        seen = self.sync.seen
+        members = set(self.sync.members) if self.election.is_leader else set(seen.nodes if seen else ())
+        epochs = [{"epoch": e, "first_bookmark": b, "node": n} for e, b, n in epoch_history(self.engine.store)]
         rows: list[dict[str, object]] = [
             {
                 "node": self.cluster.node,
@@ -283,6 +292,8 @@ class Node:
                 "epoch": self.election.epoch or self.known_epoch,
                 "applied_bookmark": me,
                 "lag": last - me,
+                "sync": self.cluster.node in members,
+                "epochs": epochs,
             }
         ]
         for f in sorted(self.followers.values(), key=lambda f: f.node):
@@ -294,6 +305,7 @@ class Node:
                     "epoch": self.election.epoch,
                     "applied_bookmark": f.applied,
                     "lag": max(0, me - f.applied),
+                    "sync": f.node in members,
                 }
             )
         return rows

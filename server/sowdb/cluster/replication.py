@@ -36,6 +36,7 @@ from sowdb.cluster.node import Follower, Node
 from sowdb.engine import Engine
 from sowdb.engine.access import Access
 from sowdb.errors import OutOfRange
+from sowdb.storage.epochs import EpochStart, epoch_history, write_epoch_history
 from sowdb.storage.keys import JournalEntry
 from sowdb_api.v1 import replication_pb2 as pb
 from sowdb_api.v1 import replication_pb2_grpc as pb_grpc
@@ -91,6 +92,8 @@ class ReplicationServicer(Servicer):
         await node.report(follower)
         reports = asyncio.create_task(self._reports(request_iterator, follower))
         try:
+            # the first frame: this primary's epoch history (HA-4), which the replica adopts
+            yield pb.FollowResponse(epoch=epoch, last_bookmark=engine.last_seq, epochs=_epochs(engine))
             idle = 0.0
             while node.election.epoch == epoch:
                 last = engine.last_seq
@@ -155,6 +158,10 @@ def _frame(engine: Engine, epoch: int, entries: list[JournalEntry], last: int) -
     )
 
 
+def _epochs(engine: Engine) -> list[pb.EpochStart]:
+    return [pb.EpochStart(epoch=e, first_bookmark=b, node=n) for e, b, n in epoch_history(engine.store)]
+
+
 def _entry(e: JournalEntry) -> pb.ReplicatedEntry:
     return pb.ReplicatedEntry(
         bookmark=e.seq,
@@ -200,6 +207,9 @@ async def follow(node: Node, target: str) -> None:
                     return
                 node.known_epoch = frame.epoch
                 node.primary_last = frame.last_bookmark
+                if frame.epochs:  # the primary's history describes this journal, a prefix of its own
+                    history = [EpochStart(e.epoch, e.first_bookmark, e.node) for e in frame.epochs]
+                    write_epoch_history(node.engine.store, history)
                 if frame.entries:
                     entries = [
                         JournalEntry(e.bookmark, e.timestamp_us, e.operation, e.expiry_us, e.topic, e.sow_key, e.data)
