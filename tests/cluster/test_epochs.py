@@ -5,12 +5,14 @@ journal, its readers and ``sowd verify`` see only the data."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from sowdb import testing
 from sowdb.storage import Store
-from sowdb.storage.epochs import EpochStart, begin_epoch, cut_epoch_history, epoch_history
+from sowdb.storage.epochs import EpochStart, begin_epoch, cut_epoch_history, epoch_history, fork_point
 from sowdb_client import Client
+from tests.cluster.conftest import EtcdServer
 from tests.cluster.support import TTL, Cluster, journal, publish_acknowledged, until
 
 
@@ -76,3 +78,46 @@ def test_the_history_describes_the_journal(tmp_path: Path) -> None:
         assert epoch_history(store) == [EpochStart(12, 1, "c")]
     finally:
         store.close()
+
+
+def test_a_former_primary_finds_its_fork_point_from_the_epoch_histories(tmp_path: Path, etcd: EtcdServer) -> None:
+    """``async``: n1 acknowledges 6..8 alone while n2 is stopped, and dies; n2 takes over at a new
+    epoch from bookmark 6. n1, back, is refused as forked and places the fork after 5 from the
+    two histories (confirmed by probes), cuts 6..8 into its lost-writes file and follows."""
+    cluster = Cluster(tmp_path, etcd)
+    cluster.config.write_text(cluster.config.read_text().replace('ack = "sync"', 'ack = "async"'))
+    try:
+        cluster.start("n1")
+        assert cluster.primary() == "n1"
+        cluster.start("n2")
+        publish_acknowledged(cluster.nodes["n1"].target, "orders", [{"id": i} for i in range(5)])
+        until(lambda: cluster.own("n2").applied_bookmark == 5, within=TTL + 15)
+        cluster.nodes["n2"].stop()
+        for i in range(5, 8):  # acknowledged by n1 alone: never reach n2
+            publish_acknowledged(cluster.nodes["n1"].target, "orders", [{"id": i}])
+        cluster.nodes["n1"].kill()
+        cluster.start("n2")
+        assert cluster.primary(["n2"], within=TTL + 20) == "n2"
+        assert publish_acknowledged(cluster.nodes["n2"].target, "orders", [{"id": 100}]).last_bookmark == 6
+        second = cluster.own("n2").epoch
+        cluster.start("n1")
+        status, output = cluster.nodes["n1"].stop(sig=0, timeout=30)  # it finds the fork, stops
+        assert status == 0
+        assert "the epoch histories place the fork after bookmark 5" in output
+        cluster.start("n1")  # the cut, then it follows
+        until(lambda: cluster.own("n1").applied_bookmark == 6, within=TTL + 20)
+        assert [e.epoch for e in cluster.own("n1").epochs][-1] == second
+        lost = (cluster.tmp_path / "n1" / "lost-writes.jsonl").read_text().splitlines()
+        assert [json.loads(line)["bookmark"] for line in lost] == [6, 7, 8]
+    finally:
+        cluster.stop()
+
+
+def test_the_fork_point_of_two_histories() -> None:
+    a, b, c = EpochStart(3, 1, "a"), EpochStart(7, 11, "b"), EpochStart(9, 11, "c")
+    assert fork_point([a], [a, b], 14, 20) == 10  # b took over at 11: a's 11..14 never reached it
+    assert fork_point([a, b], [a, c], 14, 20) == 10  # two successors of a, each from 11
+    assert fork_point([a, b], [a, b], 14, 20) == 14  # no fork: the shorter journal's end
+    assert fork_point([a], [a], 14, 12) == 12
+    assert fork_point([EpochStart(3, 5, "a")], [a], 14, 20) is None  # a history that misses the start
+    assert fork_point([], [a], 14, 20) is None

@@ -75,3 +75,24 @@ def cut_epoch_history(store: Store, upto: int) -> None:
     kept = [r for r in history if r.first <= upto]
     if kept != history:
         write_epoch_history(store, kept)
+
+
+def fork_point(mine: Sequence[EpochStart], theirs: Sequence[EpochStart], last: int, their_last: int) -> int | None:
+    """The last bookmark at which two journals agree, told by their epoch histories alone: an
+    entry is written once, by its epoch's primary, so two journals hold the same entry at a
+    bookmark exactly when the same epoch wrote it in both. ``last``, ``their_last``: the two
+    journals' last bookmarks. None when a history does not cover its journal from bookmark 1 (a
+    store older than the records): the caller finds the point another way."""
+    if not mine or not theirs or mine[0].first != 1 or theirs[0].first != 1:
+        return None
+    end = min(last, their_last)
+    for start in sorted({r.first for r in (*mine, *theirs)}):
+        if start > end:
+            break
+        if _epoch_at(mine, start) != _epoch_at(theirs, start):
+            return start - 1
+    return end
+
+
+def _epoch_at(history: Sequence[EpochStart], bookmark: int) -> int:
+    return max((r.first, r.epoch) for r in history if r.first <= bookmark)[1]
