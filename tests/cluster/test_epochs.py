@@ -108,7 +108,12 @@ def test_a_former_primary_finds_its_fork_point_from_the_epoch_histories(tmp_path
         until(lambda: cluster.own("n1").applied_bookmark == 6, within=TTL + 20)
         assert [e.epoch for e in cluster.own("n1").epochs][-1] == second
         lost = (cluster.tmp_path / "n1" / "lost-writes.jsonl").read_text().splitlines()
-        assert [json.loads(line)["bookmark"] for line in lost] == [6, 7, 8]
+        first = cluster.own("n1").epochs[0].epoch
+        assert [(json.loads(line)["bookmark"], json.loads(line)["epoch"]) for line in lost] == [
+            (6, first),
+            (7, first),
+            (8, first),
+        ]
     finally:
         cluster.stop()
 

@@ -89,10 +89,11 @@ def fork_point(mine: Sequence[EpochStart], theirs: Sequence[EpochStart], last: i
     for start in sorted({r.first for r in (*mine, *theirs)}):
         if start > end:
             break
-        if _epoch_at(mine, start) != _epoch_at(theirs, start):
+        if epoch_at(mine, start) != epoch_at(theirs, start):
             return start - 1
     return end
 
 
-def _epoch_at(history: Sequence[EpochStart], bookmark: int) -> int:
-    return max((r.first, r.epoch) for r in history if r.first <= bookmark)[1]
+def epoch_at(history: Sequence[EpochStart], bookmark: int) -> int:
+    """The epoch that wrote ``bookmark`` by ``history`` (0: no record covers it)."""
+    return max(((r.first, r.epoch) for r in history if r.first <= bookmark), default=(0, 0))[1]
