@@ -18,7 +18,8 @@ The set changes so that at every instant each node etcd names holds every acknow
   before the etcd write: stricter, never looser); then etcd gets the union of old and new.
 - **Removing after.** A member that is gone or stalled (it did not report holding a bookmark
   within ``lease_ttl``) leaves the set in etcd first; acknowledgements stop waiting for it only
-  once etcd no longer names it.
+  once etcd no longer names it. A write whose answer was lost (a timeout) may have been
+  applied: until a later write is known to be, acknowledgements wait for every node it named.
 - **Too few replicas.** Under ``sync`` the primary writes an empty set (logged, counted in
   :attr:`SyncSet.fallbacks`), then acknowledges alone: HA-3's fallback to async, under which the
   most advanced live node is eligible again. ``sync_strict`` never empties the set: a stalled
@@ -72,6 +73,7 @@ class SyncSet:
         self.epoch = 0  # the epoch of this primary at which the set was last written (0: not yet)
         self.members: tuple[str, ...] = ()  # the set as etcd holds it (written at self.epoch)
         self.adding: tuple[str, ...] = ()  # joining: acknowledgements wait for them already
+        self.unsure: set[str] = set()  # named by a write whose answer was lost: etcd may hold it
         self.acked = 0  # the highest bookmark this primary acknowledged (or held when it took the key)
         self.pin = ""  # a switchover's target: added once it holds everything
         self.fallbacks = 0  # how many times the set was emptied (acknowledging alone)
@@ -85,7 +87,7 @@ class SyncSet:
 
     def required(self) -> set[str]:
         """The nodes an acknowledgement waits for: the set etcd holds, and those joining it."""
-        return (set(self.members) | set(self.adding)) - {self.node.cluster.node}
+        return (set(self.members) | set(self.adding) | self.unsure) - {self.node.cluster.node}
 
     def written(self, epoch: int) -> bool:
         """Whether this primary has written the set at ``epoch`` (before that it acknowledges nothing)."""
@@ -151,9 +153,9 @@ class SyncSet:
             if epoch and epoch != self._led:  # just took the key
                 self._led, self._since = epoch, time.monotonic()
                 self.acked = node.engine.last_seq  # held here; some of it was acknowledged before
-                self.epoch, self.members, self.adding = 0, (), ()
+                self.epoch, self.members, self.adding, self.unsure = 0, (), (), set()
             if not epoch:
-                self._led, self.epoch, self.members, self.adding = 0, 0, (), ()
+                self._led, self.epoch, self.members, self.adding, self.unsure = 0, 0, (), (), set()
             elif (target := self._target(epoch)) is not None and (not self.written(epoch) or target != self.members):
                 try:
                     await self._write(epoch, target)
@@ -213,10 +215,13 @@ class SyncSet:
             steps.insert(0, tuple(sorted(set(self.members) | set(target))))
         for nodes in steps:
             record = SyncRecord(epoch, node.cluster.node, nodes)
+            # a write that times out may still have been applied: until one is known to be,
+            # acknowledgements wait for every node such a write named
+            self.unsure |= set(nodes)
             if not await node.election.etcd.put_if(self.key, record.encode(), node.election.key, epoch):
                 log.warning("cluster %s: the sync set was not written: epoch %d is over", node.cluster.name, epoch)
                 return
-            self.members, self.epoch = nodes, epoch
+            self.members, self.epoch, self.unsure = nodes, epoch, set()
         self.adding = ()
         if not target and node.cluster.ack != "async":
             self.fallbacks += 1
