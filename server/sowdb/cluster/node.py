@@ -147,7 +147,8 @@ class Node:
                     stall_at = give_up
                 wake = stall_at if now < stall_at else give_up
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.reported.wait(), wake - now)
+                    async with asyncio.timeout(wake - now):  # not wait_for: see SyncSet.run
+                        await self.reported.wait()
 
     def _stall(self, bookmark: int) -> None:
         """Mark the connected members that do not hold ``bookmark`` as stalled (the caller holds

@@ -165,9 +165,12 @@ class SyncSet:
                     log.exception("cluster %s: the sync set was not written", node.cluster.name)
                 async with node.reported:
                     node.reported.notify_all()  # acknowledgements waiting on the set look again
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation that
+            # arrives as the wait completes, and this loop would then outlive the node's stop
             async with node.reported:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(node.reported.wait(), node.cluster.loop_wait_s / 4)
+                    async with asyncio.timeout(node.cluster.loop_wait_s / 4):
+                        await node.reported.wait()
 
     def _target(self, epoch: int) -> tuple[str, ...] | None:
         """What the set should be now (None: leave it). Sets :attr:`adding` to the members it
