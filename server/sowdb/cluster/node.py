@@ -85,9 +85,15 @@ class Node:
         self._tasks.append(asyncio.create_task(self.sync.run(), name="sowdb-sync-set"))
 
     async def stop(self) -> None:
-        for task in [*self._tasks, *([self._following] if self._following else [])]:
+        """Cancel the node's tasks and leave the election. A task that does not end within a
+        lease (a cancellation swallowed by a library) is left behind, logged: stopping must
+        not hang, and the process ends anyway."""
+        tasks = [*self._tasks, *([self._following] if self._following else [])]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, *([self._following] if self._following else []), return_exceptions=True)
+        _, stuck = await asyncio.wait(tasks, timeout=self.cluster.lease_ttl_s) if tasks else (set(), set())
+        for task in stuck:
+            log.error("cluster %s: task %s did not end when cancelled", self.cluster.name, task.get_name())
         await self.election.close()
 
     # --- writes -------------------------------------------------------------------------------
