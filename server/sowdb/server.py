@@ -176,7 +176,7 @@ class SowServer:
         """The node's figures for ``/metrics`` (None: a server alone, or a node not started yet)."""
         if self.node is None:
             return None
-        return ClusterFigures.of(self.node.status(), self.node.sync_fallbacks)
+        return ClusterFigures.of(self.node.status(), self.node.sync.fallbacks)
 
     def _storage_changed(self, writable: bool) -> None:
         task = asyncio.get_running_loop().create_task(self._set_health(writable))

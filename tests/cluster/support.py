@@ -17,6 +17,8 @@ import grpc
 
 from sowdb import testing
 from sowdb.cluster.election import Election, ElectionEvent, Eligible
+from sowdb.cluster.etcd import Etcd
+from sowdb.cluster.syncset import SyncRecord
 from sowdb.config.cluster import ClusterConfig
 from sowdb.storage import Store
 from sowdb_api.v1 import admin_pb2, admin_pb2_grpc
@@ -198,3 +200,17 @@ def publish_acknowledged(target: str, topic: str, docs: list[dict[str, Any]], **
             if exc.code != grpc.StatusCode.UNAVAILABLE or time.monotonic() > give_up:
                 raise
             time.sleep(0.05)
+
+
+def sync_record(etcd_url: str, name: str = "t") -> SyncRecord | None:
+    """The cluster's sync set as etcd holds it (``/sowdb/NAME/sync``; None: never written)."""
+
+    async def read() -> SyncRecord | None:
+        client = Etcd([etcd_url], 5.0)
+        try:
+            found = await client.get(f"/sowdb/{name}/sync".encode())
+        finally:
+            await client.close()
+        return SyncRecord.decode(found.value) if found is not None else None
+
+    return asyncio.run(read())

@@ -185,6 +185,7 @@ def test_a_node_whose_journal_forked_cuts_it_at_the_fork_and_follows(cluster: Cl
     assert "forked after bookmark 10" in output
     cluster.start("n3")  # the cut: 11..13 go to the lost-writes file, then it follows
     until(lambda: cluster.own("n3").applied_bookmark == 11)
+    assert cluster.own("n3").epochs == cluster.own("n1").epochs  # the cut dropped none it kept, adopted n1's
     lost = [json.loads(line) for line in (cluster.tmp_path / "n3" / "lost-writes.jsonl").read_text().splitlines()]
     assert [(w["bookmark"], json.loads(w["data"])["id"], w["operation"]) for w in lost] == [
         (11, 100, "publish"),

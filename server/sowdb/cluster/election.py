@@ -89,9 +89,15 @@ class Election:
         eligible: Eligible = _always,
         listener: Listener | None = None,
         etcd: Etcd | None = None,
+        unchanged: Callable[[], tuple[bytes, int] | None] | None = None,
     ) -> None:
+        """Args:
+        unchanged: the key the eligibility was judged by and its mod_revision then: the
+            leader key is created only if it is still unchanged (:meth:`Etcd.create`).
+        """
         self.cluster = cluster
         self._eligible = eligible
+        self._unchanged = unchanged
         self._listener = listener
         self.etcd = etcd or Etcd(cluster.etcd, cluster.retry_timeout_s)
         self._ttl = int(cluster.lease_ttl_s)
@@ -114,6 +120,11 @@ class Election:
         """The epoch this node leads at (the leader key's ``create_revision``); 0 when it is not
         the primary."""
         return self._epoch
+
+    @property
+    def key(self) -> bytes:
+        """The leader key (``/sowdb/NAME/leader``): what guards the primary's writes to etcd."""
+        return self._key
 
     @property
     def lease_id(self) -> int:
@@ -291,12 +302,14 @@ class Election:
         if found is not None:
             self._see(found)
             return self.cluster.loop_wait_s / 2
+        self.leader = None  # the key lapsed: no primary until one takes it (writes: UNAVAILABLE)
         intent = await self.etcd.get(self._intent_key)
         if intent is not None and json.loads(intent.value).get("to") != self.cluster.node:
             return 0.0  # a switchover to another node is under way
         if not self._published:  # this round's answer of the eligibility callback
             return 0.0
-        created, found = await self.etcd.create(self._key, self._record(), self._lease)
+        unchanged = self._unchanged() if self._unchanged is not None else None
+        created, found = await self.etcd.create(self._key, self._record(), self._lease, unchanged)
         if found is not None and created:
             self._lead_at(found.create_revision, start, ttl)
         elif found is not None:

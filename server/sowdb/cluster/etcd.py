@@ -79,18 +79,27 @@ class Etcd:
         """End a lease now, deleting the keys under it (a clean step-down frees the key at once)."""
         await self._call(lambda c: c.revoke_lease(lease_id))
 
-    async def create(self, key: bytes, value: bytes, lease_id: int) -> tuple[bool, KeyValue | None]:
+    async def create(
+        self, key: bytes, value: bytes, lease_id: int, unchanged: tuple[bytes, int] | None = None
+    ) -> tuple[bool, KeyValue | None]:
         """Create ``key`` under the lease only if it is absent, in one transaction.
+
+        Args:
+            unchanged: (another key, its mod_revision when read; 0: absent): also only if that
+                key has not changed since (the sync set that the node's eligibility was judged
+                by: a node paused between judging and creating cannot act on a stale set).
 
         Returns:
             (True, the new key) when this call created it, its ``create_revision`` being the
-            epoch; (False, the key that is there) when another holds it.
+            epoch; (False, the key that is there) when another holds it; (False, None) when
+            the key is absent but ``unchanged`` changed.
         """
 
         async def txn(c: Any) -> tuple[bool, Any]:
             t = c.transactions
+            guards = [t.mod(unchanged[0]) == unchanged[1]] if unchanged is not None else []
             return await c.transaction(  # type: ignore[no-any-return]
-                compare=[t.version(key) == 0],
+                compare=[t.version(key) == 0, *guards],
                 success=[t.put(key, value, lease=lease_id), t.get(key)],
                 failure=[t.get(key)],
             )
@@ -102,6 +111,20 @@ class Etcd:
     async def put(self, key: bytes, value: bytes, lease_id: int) -> None:
         """Write ``key`` under the lease (a node's own member record)."""
         await self._call(lambda c: c.put(key, value, lease=lease_id))
+
+    async def put_if(self, key: bytes, value: bytes, guard: bytes, create_revision: int) -> bool:
+        """Write ``key`` (no lease: it outlives the writer) only while ``guard`` is still the key
+        created at ``create_revision``: the primary's sync set, which a deposed primary (whose
+        leader key is gone or is a successor's) can no longer write. True when written."""
+
+        async def txn(c: Any) -> tuple[bool, Any]:
+            t = c.transactions
+            return await c.transaction(  # type: ignore[no-any-return]
+                compare=[t.create(guard) == create_revision], success=[t.put(key, value)], failure=[]
+            )
+
+        succeeded, _ = await self._call(txn)
+        return bool(succeeded)
 
     async def get(self, key: bytes) -> KeyValue | None:
         """A linearizable read of ``key`` (None: absent)."""

@@ -3,14 +3,16 @@
 A former primary may hold entries that never reached its successor; the successor then wrote
 other entries at the same bookmarks. The new primary refuses such a follower
 (:mod:`sowdb.cluster.replication`), and the follower finds the **fork point** — the last
-bookmark at which its entry is the primary's — by probing (the journals agree on a prefix, so a
-binary search over its own bookmarks finds it). It records the point in ``DATA_DIR/fork-at``
-and stops; at its next start, before the engine opens, :func:`cut_at_fork` appends every entry
-after the point to ``DATA_DIR/lost-writes.jsonl`` (one JSON object a line: bookmark, timestamp,
-topic, SowKey, operation, data — never served, there for the operator), removes them from the
-journal, and rebuilds ``current`` and ``history`` from what is left (J-2's rebuild). The node then
-follows from the fork point like any replica. Under ``sync`` none of the lost entries was
-acknowledged; under ``async`` they are the writes HA-3 allows a failover to lose.
+bookmark at which its entry is the primary's — from the two epoch histories, confirmed by probes,
+else by probing alone (the journals agree on a prefix, so a binary search over its own bookmarks
+finds it). It records the point in ``DATA_DIR/fork-at`` and stops; at its next start, before the
+engine opens, :func:`cut_at_fork` appends every entry after the point to
+``DATA_DIR/lost-writes.jsonl`` (one JSON object a line: bookmark, timestamp, topic, SowKey,
+operation, data, the epoch that wrote it — never served, there for the operator), removes them
+from the journal and the epochs that wrote only them from the history, and rebuilds ``current``
+and ``history`` from what is left (J-2's rebuild). The node then follows from the fork point
+like any replica. Under ``sync`` none of the lost entries was acknowledged; under ``async`` they
+are the writes HA-3 allows a failover to lose.
 
 The cut happens at a start rather than in the running server because memory, views and
 subscriptions would all have to be unwound; a start rebuilds them from the store anyway.
@@ -25,6 +27,7 @@ from pathlib import Path
 from sowdb.config import Config
 from sowdb.engine import Engine
 from sowdb.storage import Store
+from sowdb.storage.epochs import cut_epoch_history, epoch_at, epoch_history
 from sowdb.storage.keys import OP_DELETE, OP_EXPIRE
 
 log = logging.getLogger("sowdb.cluster")
@@ -47,6 +50,7 @@ def cut_at_fork(store: Store, config: Config) -> int:
         return 0
     upto = int(marker.read_text().strip())
     lost = list(store.iter_journal(upto))
+    history = epoch_history(store)
     with (Path(config.server.data_dir) / LOST_WRITES).open("a") as out:
         for e in lost:
             record = {
@@ -56,8 +60,10 @@ def cut_at_fork(store: Store, config: Config) -> int:
                 "sow_key": e.sow_key,
                 "operation": _OPERATIONS.get(e.op, "publish"),
                 "data": e.payload.decode("utf-8", "replace"),
+                "epoch": epoch_at(history, e.seq),  # the epoch that wrote it (0: unknown)
             }
             out.write(json.dumps(record) + "\n")
+    cut_epoch_history(store, upto)
     if lost:
         store.roll_back(upto, {}, set())
         Engine.rebuild(store, config)

@@ -4,15 +4,16 @@
 follows from it: the role (primary or replica), the epoch, the primary's address; the engine's
 write check (a replica refuses writes naming the primary; a primary past its fencing deadline
 refuses them as UNAVAILABLE); the acknowledgement of a write (``async``: the primary's own
-durable write, still inside its deadline; ``sync``: also held by ``sync_replicas`` replicas);
+durable write, still inside its deadline; ``sync``: also held by every node of the sync set,
+:mod:`sowdb.cluster.syncset`);
 the replicas that follow this primary and what they report having applied; and, on a replica,
 the follower task that ships the primary's journal (:mod:`sowdb.cluster.replication`).
 
 Eligibility (the election's callback): each node writes its applied bookmark under its lease
-(``/sowdb/NAME/applied/NODE``) every round; a node is eligible only when none of the live nodes
-has applied more, so that the successor of a dead primary is the most advanced replica (under
-``sync`` it holds every acknowledged write, and every other replica's journal is a prefix of its
-own).
+(``/sowdb/NAME/applied/NODE``) every round; while the sync set in etcd is not empty only its
+members (and the primary that wrote it) may take the leader key, the most advanced live one of
+them, so the successor of a dead primary holds every acknowledged write; with no set (a new
+cluster, ``async``, or the fallback) the most advanced live node.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ import time
 from dataclasses import dataclass, replace
 
 from sowdb.cluster.election import Election, ElectionEvent, NotLeader, SwitchoverFailed
+from sowdb.cluster.syncset import SyncSet
 from sowdb.config.cluster import ClusterConfig
 from sowdb.engine import Engine
-from sowdb.errors import FailedPrecondition, InvalidArgument, NotPrimary, Unavailable
+from sowdb.errors import FailedPrecondition, InvalidArgument, NotPrimary, SowdbError, Unavailable
+from sowdb.storage.epochs import begin_epoch, epoch_history
 
 log = logging.getLogger("sowdb.cluster")
 
@@ -51,7 +54,9 @@ class Node:
         if bound == "0":  # `--advertise HOST:0`: the port the server bound (tests bind port 0)
             cluster = replace(cluster, advertise=f"{host}:{port}")
         self.cluster, self.engine = cluster, engine
-        self.election = Election(cluster, eligible=self._eligible, listener=self._changed)
+        self.election = Election(
+            cluster, eligible=self._eligible, listener=self._changed, unchanged=lambda: self.sync.unchanged()
+        )
         self.followers: dict[str, Follower] = {}  # on the primary: who follows, what each applied
         self.reported = asyncio.Condition()  # a follower reported, came or went
         self.written = asyncio.Event()  # pulsed when this primary acknowledges a write
@@ -59,8 +64,7 @@ class Node:
         self.primary_last = 0  # on a replica: the primary's latest bookmark, as its last frame said
         self.diverged = ""  # on a replica: why it cannot follow (its journal forked), if so
         self.restart = asyncio.Event()  # set when this node must restart (its journal forked)
-        self._fell_back = False
-        self.sync_fallbacks = 0  # times `sync` fell back to acknowledging alone (the metrics count them)
+        self.sync = SyncSet(self)
         self._tasks: list[asyncio.Task[None]] = []
         self._following: asyncio.Task[None] | None = None
 
@@ -78,11 +82,18 @@ class Node:
         self.engine.guard_writes(self.check_write, self.acknowledge)
         self._tasks.append(asyncio.create_task(self.election.run(), name="sowdb-election"))
         self._tasks.append(asyncio.create_task(self._supervise(), name="sowdb-replica"))
+        self._tasks.append(asyncio.create_task(self.sync.run(), name="sowdb-sync-set"))
 
     async def stop(self) -> None:
-        for task in [*self._tasks, *([self._following] if self._following else [])]:
+        """Cancel the node's tasks and leave the election. A task that does not end within a
+        lease (a cancellation swallowed by a library) is left behind, logged: stopping must
+        not hang, and the process ends anyway."""
+        tasks = [*self._tasks, *([self._following] if self._following else [])]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, *([self._following] if self._following else []), return_exceptions=True)
+        _, stuck = await asyncio.wait(tasks, timeout=self.cluster.lease_ttl_s) if tasks else (set(), set())
+        for task in stuck:
+            log.error("cluster %s: task %s did not end when cancelled", self.cluster.name, task.get_name())
         await self.election.close()
 
     # --- writes -------------------------------------------------------------------------------
@@ -105,73 +116,71 @@ class Node:
         """Return once the write that ended at ``bookmark`` may be acknowledged (HA-1, HA-3).
 
         Raises:
-            Unavailable: this primary was fenced meanwhile, or (``sync_strict``) too few
-                replicas hold the write.
+            Unavailable: this primary was fenced meanwhile, or (``sync``) the sync set did not
+                come to hold the write within two ``lease_ttl``, or (``sync_strict``) it has
+                fewer than ``sync_replicas`` nodes.
         """
         epoch = self.election.epoch
         self.written.set()
         self.written.clear()
-        if self.cluster.ack != "async" and not await self._replicated(bookmark):
-            if self.cluster.ack == "sync_strict":
-                raise Unavailable(
-                    f"fewer than {self.cluster.sync_replicas} replicas follow node {self.cluster.node} "
-                    f"(ack = sync_strict): bookmark {bookmark} is written here but not acknowledged"
-                )
-            if not self._fell_back:
-                log.warning(
-                    "cluster %s: fewer than %d replicas follow: acknowledging alone (async) until they do",
-                    self.cluster.name,
-                    self.cluster.sync_replicas,
-                )
-                self._fell_back = True
-                self.sync_fallbacks += 1
-            self._deliveries()
+        if self.cluster.ack != "async":
+            await self._replicated(bookmark, epoch)
         if not self.election.may_acknowledge(epoch):
             raise Unavailable(f"node {self.cluster.node} stopped being the primary before acknowledging; retry")
+        self.sync.acknowledged(bookmark)
+        self.release_deliveries()
 
-    async def _replicated(self, bookmark: int) -> bool:
-        """Wait until ``sync_replicas`` followers hold ``bookmark``; False when fewer follow.
+    async def _replicated(self, bookmark: int, epoch: int) -> None:
+        """Wait until every node of the sync set (:mod:`sowdb.cluster.syncset`) holds
+        ``bookmark``; an empty set (the fallback to async) holds everything.
 
-        A follower that stays connected but does not report holding the bookmark within
-        ``lease_ttl`` (paused, stuck applying) is no longer counted (``stalled_at``), so it cannot
-        hold acknowledgements back for ever: the others suffice, or the primary falls back as
-        with too few followers (``sync_strict``: UNAVAILABLE).
+        A member that stays connected but does not report holding the bookmark within
+        ``lease_ttl`` (paused, stuck applying) is marked stalled, so the set keeper replaces it
+        or (``sync``) empties the set; it cannot hold acknowledgements back for ever.
         """
-        need = self.cluster.sync_replicas
-        give_up = time.monotonic() + self.cluster.lease_ttl_s
+        now = time.monotonic()
+        stall_at, give_up = now + self.cluster.lease_ttl_s, now + 2 * self.cluster.lease_ttl_s
         async with self.reported:
-            while True:
-                counted = [f for f in self.followers.values() if not f.stalled_at]
-                if sum(f.applied >= bookmark for f in counted) >= need:
-                    self._fell_back = False
-                    return True
-                if len(counted) < need:
-                    return False
-                left = give_up - time.monotonic()
-                if left > 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self.reported.wait(), left)
-                    continue
-                for f in counted:
-                    if f.applied < bookmark:
-                        f.stalled_at = bookmark
-                        log.warning(
-                            "cluster %s: follower %s has not applied bookmark %d within %gs (it holds %d): "
-                            "not counted for sync acknowledgements until it does",
-                            self.cluster.name,
-                            f.node,
-                            bookmark,
-                            self.cluster.lease_ttl_s,
-                            f.applied,
-                        )
-                self._deliveries()
-                self.reported.notify_all()
+            while not (self.sync.written(epoch) and self.sync.held(bookmark)):
+                now = time.monotonic()
+                if now >= give_up or not self.election.may_acknowledge(epoch):
+                    raise Unavailable(
+                        f"the sync set of node {self.cluster.node} ({', '.join(sorted(self.sync.required())) or 'none'}"
+                        f", ack = {self.cluster.ack}) does not hold bookmark {bookmark}: written here but not "
+                        "acknowledged; retry"
+                    )
+                if now >= stall_at and self.sync.written(epoch):
+                    self._stall(bookmark)
+                    stall_at = give_up
+                wake = stall_at if now < stall_at else give_up
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wake - now):  # not wait_for: see SyncSet.run
+                        await self.reported.wait()
+
+    def _stall(self, bookmark: int) -> None:
+        """Mark the connected members that do not hold ``bookmark`` as stalled (the caller holds
+        :attr:`reported`): the set keeper replaces them."""
+        for name in sorted(self.sync.required()):
+            f = self.followers.get(name)
+            if f is not None and f.applied < bookmark and not f.stalled_at:
+                f.stalled_at = bookmark
+                log.warning(
+                    "cluster %s: follower %s has not applied bookmark %d within %gs (it holds %d): "
+                    "not counted for sync acknowledgements until it does",
+                    self.cluster.name,
+                    f.node,
+                    bookmark,
+                    self.cluster.lease_ttl_s,
+                    f.applied,
+                )
+        self.reported.notify_all()
 
     async def report(self, follower: Follower | None, node: str = "") -> None:
         """A follower's applied bookmark (None: ``node`` stopped following)."""
         async with self.reported:
             if follower is None:
                 self.followers.pop(node, None)
+                self.sync.left(node)
             else:
                 if follower.stalled_at and follower.applied >= follower.stalled_at:
                     follower.stalled_at = 0
@@ -179,20 +188,22 @@ class Node:
                         "cluster %s: follower %s caught up: counted for sync again", self.cluster.name, follower.node
                     )
                 self.followers[follower.node] = follower
-            self._deliveries()
+            self.release_deliveries()
             self.reported.notify_all()
 
-    def _deliveries(self) -> None:
-        """On a ``sync`` primary, let subscribers see only what ``sync_replicas`` followers hold
+    def release_deliveries(self) -> None:
+        """On a ``sync`` primary, let subscribers see only what every node of the sync set holds
         (:mod:`sowdb.engine.live.gate`): a change a failover can still lose is shown to no one.
-        Acknowledging alone (``sync`` with too few followers), it shows everything, as it acks."""
-        if self.cluster.ack == "async" or not self.election.is_leader:
+        With the set empty (``sync`` acknowledging alone) it shows everything, as it acknowledges;
+        before the set is written at its epoch it shows nothing new, as it acknowledges nothing."""
+        if self.cluster.ack == "async" or not self.election.is_leader or not self.sync.written(self.election.epoch):
             return
-        held = sorted((f.applied for f in self.followers.values() if not f.stalled_at), reverse=True)
-        if len(held) >= self.cluster.sync_replicas:
-            self.engine.deliver_upto(held[self.cluster.sync_replicas - 1])
-        elif self.cluster.ack == "sync":
-            self.engine.deliver_upto(None)
+        required = self.sync.required()
+        if not required:
+            if self.cluster.ack == "sync":
+                self.engine.deliver_upto(None)
+        elif self.cluster.ack == "sync" or len(required) >= self.cluster.sync_replicas:
+            self.engine.deliver_upto(min(self.followers[m].applied if m in self.followers else 0 for m in required))
 
     def _holds_all(self, node: str) -> bool:
         """Whether follower ``node`` reported holding this node's last bookmark (after the
@@ -228,19 +239,26 @@ class Node:
         previous = self.election.epoch
         within = max(10.0, 5.0 * self.cluster.lease_ttl_s)
         log.info("cluster %s: switchover from %s to %s at epoch %d", self.cluster.name, self.cluster.node, to, previous)
+        self.sync.pin = to  # the target joins the sync set once it holds everything: eligible then
         try:
             epoch = await self.election.switchover(to, within, ready=lambda: self._holds_all(to))
         except NotLeader as exc:
             raise Unavailable(str(exc)) from None
         except SwitchoverFailed as exc:
             raise Unavailable(f"switchover to {to} abandoned: {exc}") from None
+        finally:
+            self.sync.pin = ""
         return to, epoch, previous
 
     def _changed(self, event: ElectionEvent) -> None:
         self.known_epoch = max(self.known_epoch, event.epoch)
-        if event.kind == "lead" and event.node == self.cluster.node and self.cluster.ack != "async":
-            self.engine.deliver_upto(self.engine.last_seq)  # what it holds is the cluster's now
-            self._deliveries()
+        if event.kind == "lead" and self.cluster.ack != "async":
+            self.engine.deliver_upto(self.engine.last_seq)  # held from here until the replicas hold it
+        if event.kind == "lead":  # the epoch record goes in before this primary's first write (HA-4)
+            try:
+                begin_epoch(self.engine.store, event.epoch, self.cluster.node, self.engine.last_seq)
+            except SowdbError as exc:  # a store that cannot write this refuses the writes too
+                log.error("cluster %s: the epoch record of epoch %d: %s", self.cluster.name, event.epoch, exc)
         log.info(
             "cluster %s: node %s: %s at epoch %d %s",
             self.cluster.name,
@@ -251,14 +269,17 @@ class Node:
         )
 
     async def _eligible(self) -> bool:
-        """Publish this node's applied bookmark; eligible when no live node has applied more."""
+        """Publish this node's applied bookmark; eligible when the sync set allows it (a member
+        of a non-empty set, or the primary that wrote it, and the most advanced of those alive;
+        with no set, the most advanced live node) and its journal has not forked."""
         election, mine = self.election, self.engine.last_seq
         if not election.lease_id:
-            return True  # the first round: no lease to publish under yet (the next round does)
+            return False  # no lease to publish under yet (the election grants one before it asks)
         prefix = f"{self.cluster.prefix}applied/".encode()
         await election.etcd.put(prefix + self.cluster.node.encode(), str(mine).encode(), election.lease_id)
-        others = [int(v) for _, v in await election.etcd.get_prefix(prefix)]
-        return not self.diverged and mine >= max(others, default=0)
+        applied = {k[len(prefix) :].decode(): int(v) for k, v in await election.etcd.get_prefix(prefix)}
+        applied[self.cluster.node] = mine
+        return not self.diverged and await self.sync.allows(applied)
 
     async def _supervise(self) -> None:
         """On a replica, keep a follower task streaming from the current primary."""
@@ -282,9 +303,12 @@ class Node:
             await asyncio.sleep(self.cluster.loop_wait_s / 4)
 
     def status(self) -> list[dict[str, object]]:
-        """This node, then the followers it knows (ClusterStatus)."""
+        """This node (with its epoch history), then the followers it knows (ClusterStatus)."""
         me = self.engine.last_seq
         last = me if self.election.is_leader else max(self.primary_last, me)
+        seen = self.sync.seen
+        members = set(self.sync.members) if self.election.is_leader else set(seen.nodes if seen else ())
+        epochs = [{"epoch": e, "first_bookmark": b, "node": n} for e, b, n in epoch_history(self.engine.store)]
         rows: list[dict[str, object]] = [
             {
                 "node": self.cluster.node,
@@ -293,6 +317,8 @@ class Node:
                 "epoch": self.election.epoch or self.known_epoch,
                 "applied_bookmark": me,
                 "lag": last - me,
+                "sync": self.cluster.node in members,
+                "epochs": epochs,
             }
         ]
         for f in sorted(self.followers.values(), key=lambda f: f.node):
@@ -304,6 +330,7 @@ class Node:
                     "epoch": self.election.epoch,
                     "applied_bookmark": f.applied,
                     "lag": max(0, me - f.applied),
+                    "sync": f.node in members,
                 }
             )
         return rows

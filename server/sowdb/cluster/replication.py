@@ -36,6 +36,7 @@ from sowdb.cluster.node import Follower, Node
 from sowdb.engine import Engine
 from sowdb.engine.access import Access
 from sowdb.errors import OutOfRange
+from sowdb.storage.epochs import EpochStart, epoch_history, fork_point, write_epoch_history
 from sowdb.storage.keys import JournalEntry
 from sowdb_api.v1 import replication_pb2 as pb
 from sowdb_api.v1 import replication_pb2_grpc as pb_grpc
@@ -85,12 +86,14 @@ class ReplicationServicer(Servicer):
         if fork:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, fork)
         if hello.probe:  # a forked replica looking for the fork point: the journals agree here
-            yield pb.FollowResponse(epoch=epoch, last_bookmark=engine.last_seq)
+            yield pb.FollowResponse(epoch=epoch, last_bookmark=engine.last_seq, epochs=_epochs(engine))
             return
         follower = Follower(hello.node, hello.advertise, position)
         await node.report(follower)
         reports = asyncio.create_task(self._reports(request_iterator, follower))
         try:
+            # the first frame: this primary's epoch history (HA-4), which the replica adopts
+            yield pb.FollowResponse(epoch=epoch, last_bookmark=engine.last_seq, epochs=_epochs(engine))
             idle = 0.0
             while node.election.epoch == epoch:
                 last = engine.last_seq
@@ -155,6 +158,10 @@ def _frame(engine: Engine, epoch: int, entries: list[JournalEntry], last: int) -
     )
 
 
+def _epochs(engine: Engine) -> list[pb.EpochStart]:
+    return [pb.EpochStart(epoch=e, first_bookmark=b, node=n) for e, b, n in epoch_history(engine.store)]
+
+
 def _entry(e: JournalEntry) -> pb.ReplicatedEntry:
     return pb.ReplicatedEntry(
         bookmark=e.seq,
@@ -201,6 +208,9 @@ async def follow(node: Node, target: str) -> None:
                 node.known_epoch = frame.epoch
                 node.primary_last = frame.last_bookmark
                 node.engine.deliver_upto(None)  # the primary took this journal as its own: show all of it
+                if frame.epochs:  # the primary's history describes this journal, a prefix of its own
+                    history = [EpochStart(e.epoch, e.first_bookmark, e.node) for e in frame.epochs]
+                    write_epoch_history(node.engine.store, history)
                 if frame.entries:
                     entries = [
                         JournalEntry(e.bookmark, e.timestamp_us, e.operation, e.expiry_us, e.topic, e.sow_key, e.data)
@@ -250,20 +260,39 @@ async def _copy(node: Node, stub: Any, metadata: Metadata, why: str) -> None:
 
 
 async def _fork_point(node: Node, stub: Any, metadata: Metadata) -> int:
-    """The last bookmark at which this node's journal is the primary's: the journals agree on a
-    prefix, so a binary search with probes finds its end (0: they agree on nothing)."""
-    agree, forked = 0, node.engine.last_seq  # the primary refused this node at its last bookmark
+    """The last bookmark at which this node's journal is the primary's (0: they agree on
+    nothing). First from the two epoch histories (HA-4; a probe's answer carries the primary's),
+    confirmed by two probes (the journals agree there and not one entry later); else, or for
+    a store older than the records, by a binary search with probes (the journals agree on a
+    prefix)."""
+    last = node.engine.last_seq  # the primary refused this node at its last bookmark
+    answer = await _probe(node, stub, metadata, 0)  # the journals agree at 0: the history comes back
+    if answer is not None and answer.epochs:
+        theirs = [EpochStart(e.epoch, e.first_bookmark, e.node) for e in answer.epochs]
+        at = fork_point(epoch_history(node.engine.store), theirs, last, answer.last_bookmark)
+        if (
+            at is not None
+            and at < last
+            and await _probe(node, stub, metadata, at) is not None
+            and await _probe(node, stub, metadata, at + 1) is None
+        ):
+            log.info("cluster: the epoch histories place the fork after bookmark %d (confirmed by probes)", at)
+            return at
+        log.warning("cluster: the epoch histories do not tell the fork point (%s): probing", at)
+    agree, forked = 0, last
     while forked - agree > 1:
         mid = (agree + forked) // 2
-        if await _agrees(node, stub, metadata, mid):
+        if await _probe(node, stub, metadata, mid) is not None:
             agree = mid
         else:
             forked = mid
     return agree
 
 
-async def _agrees(node: Node, stub: Any, metadata: Metadata, bookmark: int) -> bool:
-    entry = node.engine.store.journal_entry(bookmark)
+async def _probe(node: Node, stub: Any, metadata: Metadata, bookmark: int) -> pb.FollowResponse | None:
+    """Whether the journals agree at ``bookmark``: the primary's answer (its last bookmark and
+    epoch history), or None when it says they forked there."""
+    entry = node.engine.store.journal_entry(bookmark) if bookmark else None
     probe = pb.FollowRequest(
         node=node.cluster.node,
         epoch=node.known_epoch,
@@ -275,11 +304,12 @@ async def _agrees(node: Node, stub: Any, metadata: Metadata, bookmark: int) -> b
     async def one() -> AsyncIterator[pb.FollowRequest]:
         yield probe
 
+    answer = pb.FollowResponse()
     try:
-        async for _ in stub.Follow(one(), metadata=metadata):
-            pass
+        async for frame in stub.Follow(one(), metadata=metadata):
+            answer = frame
     except grpc.aio.AioRpcError as exc:
         if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and "forked" in (exc.details() or ""):
-            return False
+            return None
         raise
-    return True
+    return answer

@@ -10,6 +10,7 @@ from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from sowdb_api.v1 import replication_pb2 as _replication_pb2
 from sowdb_api.v1 import sow_pb2 as _sow_pb2
 import builtins as _builtins
 import sys
@@ -103,6 +104,8 @@ class ClusterNode(_message.Message):
     EPOCH_FIELD_NUMBER: _builtins.int
     APPLIED_BOOKMARK_FIELD_NUMBER: _builtins.int
     LAG_FIELD_NUMBER: _builtins.int
+    SYNC_FIELD_NUMBER: _builtins.int
+    EPOCHS_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     """Its name (`[cluster] node`)."""
     address: _builtins.str
@@ -115,6 +118,14 @@ class ClusterNode(_message.Message):
     """The last bookmark it has applied."""
     lag: _builtins.int
     """How many bookmarks it trails the primary by, as the answering node last saw both."""
+    sync: _builtins.bool
+    """A member of the sync set (HA-3: it holds every acknowledged write and may be promoted), as
+    the answering node last wrote or read the set.
+    """
+    @_builtins.property
+    def epochs(self) -> _containers.RepeatedCompositeFieldContainer[_replication_pb2.EpochStart]:
+        """The answering node's row only: its epoch history (HA-4), oldest first."""
+
     def __init__(
         self,
         *,
@@ -124,10 +135,12 @@ class ClusterNode(_message.Message):
         epoch: _builtins.int = ...,
         applied_bookmark: _builtins.int = ...,
         lag: _builtins.int = ...,
+        sync: _builtins.bool = ...,
+        epochs: _abc.Iterable[_replication_pb2.EpochStart] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "applied_bookmark", b"applied_bookmark", "epoch", b"epoch", "lag", b"lag", "node", b"node", "role", b"role"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "applied_bookmark", b"applied_bookmark", "epoch", b"epoch", "epochs", b"epochs", "lag", b"lag", "node", b"node", "role", b"role", "sync", b"sync"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -214,6 +214,7 @@ class FollowResponse(_message.Message):
     ENTRIES_FIELD_NUMBER: _builtins.int
     LAST_BOOKMARK_FIELD_NUMBER: _builtins.int
     PRODUCERS_FIELD_NUMBER: _builtins.int
+    EPOCHS_FIELD_NUMBER: _builtins.int
     epoch: _builtins.int
     """The primary's epoch; a replica refuses frames of an epoch older than the one it knows."""
     last_bookmark: _builtins.int
@@ -226,6 +227,12 @@ class FollowResponse(_message.Message):
     def producers(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicatedProducer]:
         """The producer state written by the batches ending within `entries` (J-4)."""
 
+    @_builtins.property
+    def epochs(self) -> _containers.RepeatedCompositeFieldContainer[Global___EpochStart]:
+        """In the stream's first frame: the primary's epoch history (HA-4), oldest first. The replica,
+        whose journal is a prefix of the primary's, adopts it as its own.
+        """
+
     def __init__(
         self,
         *,
@@ -233,11 +240,45 @@ class FollowResponse(_message.Message):
         entries: _abc.Iterable[Global___ReplicatedEntry] | None = ...,
         last_bookmark: _builtins.int = ...,
         producers: _abc.Iterable[Global___ReplicatedProducer] | None = ...,
+        epochs: _abc.Iterable[Global___EpochStart] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "epoch", b"epoch", "last_bookmark", b"last_bookmark", "producers", b"producers"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "epoch", b"epoch", "epochs", b"epochs", "last_bookmark", b"last_bookmark", "producers", b"producers"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___FollowResponse: _TypeAlias = FollowResponse  # noqa: Y015
+
+@_typing.final
+class EpochStart(_message.Message):
+    """An epoch record (HA-4): epoch `epoch` wrote the journal's entries from `first_bookmark` on
+    (until the next record's), as primary `node`. A new primary records its own before it serves
+    a write; the records are journal meta entries (they take no bookmark).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EPOCH_FIELD_NUMBER: _builtins.int
+    FIRST_BOOKMARK_FIELD_NUMBER: _builtins.int
+    NODE_FIELD_NUMBER: _builtins.int
+    epoch: _builtins.int
+    """The epoch (the leader key's create_revision)."""
+    first_bookmark: _builtins.int
+    """The first bookmark written at that epoch."""
+    node: _builtins.str
+    """The primary of that epoch."""
+    def __init__(
+        self,
+        *,
+        epoch: _builtins.int = ...,
+        first_bookmark: _builtins.int = ...,
+        node: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "first_bookmark", b"first_bookmark", "node", b"node"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EpochStart: _TypeAlias = EpochStart  # noqa: Y015

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sowdb/v1/replication.proto.
  */
 export const file_sowdb_v1_replication: GenFile = /*@__PURE__*/
-  fileDesc("Chpzb3dkYi92MS9yZXBsaWNhdGlvbi5wcm90bxIIc293ZGIudjEiJQoVQ29weUNoZWNrcG9pbnRSZXF1ZXN0EgwKBG5vZGUYASABKAkiTQoPQ2hlY2twb2ludENodW5rEgwKBGZpbGUYASABKAkSDAoEZGF0YRgCIAEoDBIMCgRkb25lGAMgASgIEhAKCGJvb2ttYXJrGAQgASgEIoYBCg1Gb2xsb3dSZXF1ZXN0EgwKBG5vZGUYASABKAkSDQoFZXBvY2gYAiABKAQSGAoQYXBwbGllZF9ib29rbWFyaxgDIAEoBBIRCglhZHZlcnRpc2UYBCABKAkSHAoUYXBwbGllZF90aW1lc3RhbXBfdXMYBSABKAQSDQoFcHJvYmUYBiABKAgijQEKD1JlcGxpY2F0ZWRFbnRyeRIQCghib29rbWFyaxgBIAEoBBIUCgx0aW1lc3RhbXBfdXMYAiABKAQSEQoJb3BlcmF0aW9uGAMgASgNEhEKCWV4cGlyeV91cxgEIAEoBBINCgV0b3BpYxgFIAEoCRIPCgdzb3dfa2V5GAYgASgJEgwKBGRhdGEYByABKAwiSgoSUmVwbGljYXRlZFByb2R1Y2VyEhAKCGJvb2ttYXJrGAEgASgEEhAKCHByb2R1Y2VyGAIgASgJEhAKCHNlcXVlbmNlGAMgASgEIpMBCg5Gb2xsb3dSZXNwb25zZRINCgVlcG9jaBgBIAEoBBIqCgdlbnRyaWVzGAIgAygLMhkuc293ZGIudjEuUmVwbGljYXRlZEVudHJ5EhUKDWxhc3RfYm9va21hcmsYAyABKAQSLwoJcHJvZHVjZXJzGAQgAygLMhwuc293ZGIudjEuUmVwbGljYXRlZFByb2R1Y2VyMqEBChJSZXBsaWNhdGlvblNlcnZpY2USPwoGRm9sbG93Ehcuc293ZGIudjEuRm9sbG93UmVxdWVzdBoYLnNvd2RiLnYxLkZvbGxvd1Jlc3BvbnNlKAEwARJKCgpDaGVja3BvaW50Eh8uc293ZGIudjEuQ29weUNoZWNrcG9pbnRSZXF1ZXN0Ghkuc293ZGIudjEuQ2hlY2twb2ludENodW5rMAFiBnByb3RvMw");
+  fileDesc("Chpzb3dkYi92MS9yZXBsaWNhdGlvbi5wcm90bxIIc293ZGIudjEiJQoVQ29weUNoZWNrcG9pbnRSZXF1ZXN0EgwKBG5vZGUYASABKAkiTQoPQ2hlY2twb2ludENodW5rEgwKBGZpbGUYASABKAkSDAoEZGF0YRgCIAEoDBIMCgRkb25lGAMgASgIEhAKCGJvb2ttYXJrGAQgASgEIoYBCg1Gb2xsb3dSZXF1ZXN0EgwKBG5vZGUYASABKAkSDQoFZXBvY2gYAiABKAQSGAoQYXBwbGllZF9ib29rbWFyaxgDIAEoBBIRCglhZHZlcnRpc2UYBCABKAkSHAoUYXBwbGllZF90aW1lc3RhbXBfdXMYBSABKAQSDQoFcHJvYmUYBiABKAgijQEKD1JlcGxpY2F0ZWRFbnRyeRIQCghib29rbWFyaxgBIAEoBBIUCgx0aW1lc3RhbXBfdXMYAiABKAQSEQoJb3BlcmF0aW9uGAMgASgNEhEKCWV4cGlyeV91cxgEIAEoBBINCgV0b3BpYxgFIAEoCRIPCgdzb3dfa2V5GAYgASgJEgwKBGRhdGEYByABKAwiSgoSUmVwbGljYXRlZFByb2R1Y2VyEhAKCGJvb2ttYXJrGAEgASgEEhAKCHByb2R1Y2VyGAIgASgJEhAKCHNlcXVlbmNlGAMgASgEIrkBCg5Gb2xsb3dSZXNwb25zZRINCgVlcG9jaBgBIAEoBBIqCgdlbnRyaWVzGAIgAygLMhkuc293ZGIudjEuUmVwbGljYXRlZEVudHJ5EhUKDWxhc3RfYm9va21hcmsYAyABKAQSLwoJcHJvZHVjZXJzGAQgAygLMhwuc293ZGIudjEuUmVwbGljYXRlZFByb2R1Y2VyEiQKBmVwb2NocxgFIAMoCzIULnNvd2RiLnYxLkVwb2NoU3RhcnQiQQoKRXBvY2hTdGFydBINCgVlcG9jaBgBIAEoBBIWCg5maXJzdF9ib29rbWFyaxgCIAEoBBIMCgRub2RlGAMgASgJMqEBChJSZXBsaWNhdGlvblNlcnZpY2USPwoGRm9sbG93Ehcuc293ZGIudjEuRm9sbG93UmVxdWVzdBoYLnNvd2RiLnYxLkZvbGxvd1Jlc3BvbnNlKAEwARJKCgpDaGVja3BvaW50Eh8uc293ZGIudjEuQ29weUNoZWNrcG9pbnRSZXF1ZXN0Ghkuc293ZGIudjEuQ2hlY2twb2ludENodW5rMAFiBnByb3RvMw");
 
 /**
  * A replica asks for a copy of the primary's store.
@@ -270,6 +270,14 @@ export type FollowResponse = Message<"sowdb.v1.FollowResponse"> & {
    * @generated from field: repeated sowdb.v1.ReplicatedProducer producers = 4;
    */
   producers: ReplicatedProducer[];
+
+  /**
+   * In the stream's first frame: the primary's epoch history (HA-4), oldest first. The replica,
+   * whose journal is a prefix of the primary's, adopts it as its own.
+   *
+   * @generated from field: repeated sowdb.v1.EpochStart epochs = 5;
+   */
+  epochs: EpochStart[];
 };
 
 /**
@@ -278,6 +286,43 @@ export type FollowResponse = Message<"sowdb.v1.FollowResponse"> & {
  */
 export const FollowResponseSchema: GenMessage<FollowResponse> = /*@__PURE__*/
   messageDesc(file_sowdb_v1_replication, 5);
+
+/**
+ * An epoch record (HA-4): epoch `epoch` wrote the journal's entries from `first_bookmark` on
+ * (until the next record's), as primary `node`. A new primary records its own before it serves
+ * a write; the records are journal meta entries (they take no bookmark).
+ *
+ * @generated from message sowdb.v1.EpochStart
+ */
+export type EpochStart = Message<"sowdb.v1.EpochStart"> & {
+  /**
+   * The epoch (the leader key's create_revision).
+   *
+   * @generated from field: uint64 epoch = 1;
+   */
+  epoch: bigint;
+
+  /**
+   * The first bookmark written at that epoch.
+   *
+   * @generated from field: uint64 first_bookmark = 2;
+   */
+  firstBookmark: bigint;
+
+  /**
+   * The primary of that epoch.
+   *
+   * @generated from field: string node = 3;
+   */
+  node: string;
+};
+
+/**
+ * Describes the message sowdb.v1.EpochStart.
+ * Use `create(EpochStartSchema)` to create a new message.
+ */
+export const EpochStartSchema: GenMessage<EpochStart> = /*@__PURE__*/
+  messageDesc(file_sowdb_v1_replication, 6);
 
 /**
  * The primary's side of replication; replicas call it, clients have no use for it.
