@@ -33,7 +33,7 @@ from sowdb.config import Config, ConfigError, SecurityConfig, ServerConfig, load
 from sowdb.engine import Clock, Engine, system_clock
 from sowdb.engine.upkeep import run_upkeep
 from sowdb.metrics import MetricsServer, serve_metrics
-from sowdb.storage import Store
+from sowdb.storage import Store, store_memory
 from sowdb_api.v1 import admin_pb2, data_pb2
 
 if TYPE_CHECKING:  # imported when a console is configured: HTTP, Connect and their protobuf runtime
@@ -98,7 +98,7 @@ class SowServer:
             if console is not None:
                 console.bind()
                 server.add_insecure_port(console.grpc_target)
-            store = Store(Path(cfg.data_dir), fsync=cfg.fsync)
+            store = Store(Path(cfg.data_dir), fsync=cfg.fsync, memory=store_memory(cfg))
         except BaseException:
             await _abandon(server, console)
             raise
