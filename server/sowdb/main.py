@@ -36,7 +36,7 @@ from sowdb.engine import Engine
 from sowdb.logs import LOG_FORMATS, configure_logging
 from sowdb.operations import AdminCaller, checkpoint, switchover, verify
 from sowdb.server import run, with_overrides
-from sowdb.storage import Store, repair
+from sowdb.storage import Store, repair, store_memory
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
@@ -154,7 +154,7 @@ def _version() -> str:
 
 def _rebuild(config: Config) -> int:
     try:
-        store = Store(config.server.data_dir, fsync=config.server.fsync)
+        store = Store(config.server.data_dir, fsync=config.server.fsync, memory=store_memory(config.server))
     except OSError as exc:
         print(f"sowd rebuild: {exc}", file=sys.stderr)
         return 1

@@ -33,7 +33,7 @@ from sowdb.config import Config, ConfigError, SecurityConfig, ServerConfig, load
 from sowdb.engine import Clock, Engine, system_clock
 from sowdb.engine.upkeep import run_upkeep
 from sowdb.metrics import ClusterFigures, MetricsServer, serve_metrics
-from sowdb.storage import Store
+from sowdb.storage import Store, store_memory
 from sowdb_api.v1 import admin_pb2, data_pb2
 
 if TYPE_CHECKING:  # imported when a console is configured: HTTP, Connect and their protobuf runtime
@@ -106,7 +106,7 @@ class SowServer:
                 from sowdb.cluster.catchup import install_checkpoint
 
                 install_checkpoint(cfg.data_dir)
-            store = Store(Path(cfg.data_dir), fsync=cfg.fsync)
+            store = Store(Path(cfg.data_dir), fsync=cfg.fsync, memory=store_memory(cfg))
         except BaseException:
             await _abandon(server, console)
             raise

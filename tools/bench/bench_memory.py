@@ -125,6 +125,22 @@ def _queries(engine: Engine) -> None:
         asyncio.run(_query(engine, flt))
 
 
+def _fresh(raw: bytes) -> bytes:
+    """A copy of a message's bytes, as a server's request parsing makes one: a record keeps the
+    bytes it was published with, so publishing the generator's own objects would leave the JSON
+    (~141 B a record) out of the RSS growth after loading."""
+    return bytes(memoryview(raw))
+
+
+def _rocksdb(store: Store) -> str:
+    """RocksDB's memory (MiB), counted: the write buffers of every family, and the block cache
+    (one, shared by the families: ``[server] memtable_bytes``, ``block_cache_bytes``)."""
+    views = [store.db.family(f) for f in ("journal", "current", "history", "meta")]
+    memtables = sum(v.property_int_value("rocksdb.size-all-mem-tables") or 0 for v in views)
+    cache = views[0].property_int_value("rocksdb.block-cache-usage") or 0
+    return f"RocksDB memtables {memtables / 2**20:.1f} MiB, block cache {cache / 2**20:.1f} MiB"
+
+
 def _growth(rss0: float, n: int, json_bytes: float) -> str:
     """RSS growth since ``rss0`` (MiB) per record and against the JSON bytes."""
     gc.collect()
@@ -138,11 +154,12 @@ def _restart(data_dir: str) -> None:
     rss0 = _rss_mb(os.getpid())
     started = time.perf_counter()
     cfg = config_from_dict({**TOPICS, "server": {"data_dir": data_dir}}, source="<bench_memory>")
-    engine = Engine.open(cfg, Store(data_dir))
+    store = Store(data_dir)
+    engine = Engine.open(cfg, store)
     try:
         gc.collect()
         n = len(engine.topics.sow["orders"].records)
-        print(f"{(_rss_mb(os.getpid()) - rss0) * 2**20 / n:.0f} {time.perf_counter() - started:.2f}")
+        print(f"{(_rss_mb(os.getpid()) - rss0) * 2**20 / n:.0f} {time.perf_counter() - started:.2f} {_rocksdb(store)}")
     finally:
         engine.close()
 
@@ -160,21 +177,23 @@ def main() -> None:
     json_bytes = sum(map(len, orders)) / n
     with tempfile.TemporaryDirectory(prefix="sowdb-memory-") as tmp:
         cfg = config_from_dict({**TOPICS, "server": {"data_dir": tmp}}, source="<bench_memory>")
-        engine = Engine.open(cfg, Store(tmp))
+        store = Store(tmp)
+        engine = Engine.open(cfg, store)
         try:
             gc.collect()
             rss0 = _rss_mb(os.getpid())
             started = time.perf_counter()
             for i in range(0, n, 100):
-                engine.publish("orders", [InMessage(raw) for raw in orders[i : i + 100]])
+                engine.publish("orders", [InMessage(_fresh(raw)) for raw in orders[i : i + 100]])
             took = time.perf_counter() - started
             print(f"{n:,} orders, {json_bytes:.0f} JSON bytes each; loaded at {n / took:,.0f} records/s")
             growth = _growth(rss0, n, json_bytes)
-            print(f"RSS growth after loading: {growth}")
+            print(f"RSS growth after loading: {growth}; {_rocksdb(store)}")
             started = time.perf_counter()
             _queries(engine)
             took = time.perf_counter() - started
             growth = _growth(rss0, n, json_bytes)
+            growth = f"{growth}; {_rocksdb(store)}"
             print(f"RSS growth after the peer queries (twice, columns built, {took:.1f} s): {growth}")
             topic = engine.topics.sow["orders"]
             for r in topic.records.values():
@@ -183,9 +202,10 @@ def main() -> None:
             engine.close()
             child = subprocess.run(
                 [sys.executable, __file__, "--reopen", tmp], check=True, capture_output=True, text=True
-            ).stdout.split()
+            ).stdout.split(maxsplit=2)
             per, took_s = float(child[0]), float(child[1])
-            print(f"RSS growth after a restart: {per:,.0f} B/record ({per / json_bytes:.1f}x JSON), open {took_s} s")
+            times = f"{per / json_bytes:.1f}x JSON"
+            print(f"RSS growth after a restart: {per:,.0f} B/record ({times}), open {took_s} s; {child[2].strip()}")
             engine = Engine.open(cfg, Store(tmp))
             topic = engine.topics.sow["orders"]
             print()
@@ -198,7 +218,7 @@ def main() -> None:
             tracemalloc.start()
             before = tracemalloc.take_snapshot()
             for i in range(0, n, 100):
-                engine.publish("traced", [InMessage(raw) for raw in orders[i : i + 100]])
+                engine.publish("traced", [InMessage(_fresh(raw)) for raw in orders[i : i + 100]])
             after = tracemalloc.take_snapshot()
             tracemalloc.stop()
             print(f"\nTop allocation sites of loading {n:,} more records (tracemalloc):")

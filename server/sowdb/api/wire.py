@@ -110,15 +110,18 @@ def record_element(r: StoredRecord) -> bytes:
     """
     wire = r.wire
     if wire is None:
-        topic = r.topic.encode()
+        stamp = r.stamp  # the version's topic, bookmark and timestamp, read without the properties' calls
+        topic = stamp.topic.encode()
         key = r.sow_key.encode()
         raw = r.raw
+        bookmark = stamp.base + r.low
+        ts = stamp.timestamp_us
         body = b"".join(
             (
                 b"\x0a" + varint(len(topic)) + topic if topic else b"",
                 b"\x12" + varint(len(key)) + key if key else b"",
-                b"\x18" + _varint64(r.bookmark) if r.bookmark else b"",
-                _stamps.get(r.timestamp_us) or _stamp(r.timestamp_us),
+                b"\x18" + _varint64(bookmark) if bookmark else b"",
+                _stamps.get(ts) or _stamp(ts),
                 b"\x2a" + varint(len(raw)) + raw if raw else b"",
             )
         )

@@ -178,6 +178,8 @@ class _Reader:
                 "metrics_listen",
                 "handshake_timeout",
                 "max_connections",
+                "memtable_bytes",
+                "block_cache_bytes",
             },
         )
         listen = self._address(t, entry, "listen", m.DEFAULT_LISTEN)
@@ -209,7 +211,15 @@ class _Reader:
         max_connections = self._get(t, entry, "max_connections", int, 0)
         if max_connections < 0:
             raise self.fail(entry, f"max_connections: 0 (half the open-files limit) or more, got {max_connections}")
+        memtable = self._get(t, entry, "memtable_bytes", int, m.DEFAULT_MEMTABLE_BYTES)
+        if memtable < 1 << 20:
+            raise self.fail(entry, f"memtable_bytes: at least 1048576 (1 MiB), got {memtable}")
+        block_cache = self._get(t, entry, "block_cache_bytes", int, m.DEFAULT_BLOCK_CACHE_BYTES)
+        if block_cache < 0:
+            raise self.fail(entry, f"block_cache_bytes: 0 (no cache) or more, got {block_cache}")
         return m.ServerConfig(
+            memtable_bytes=memtable,
+            block_cache_bytes=block_cache,
             handshake_timeout_s=handshake,
             max_connections=max_connections,
             metrics_listen=metrics_listen,

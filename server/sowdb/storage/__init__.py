@@ -6,8 +6,19 @@ journal into ``current`` and ``history``; ``keys.py`` holds every byte layout be
 """
 
 from sowdb.storage.batch import Batch
+from sowdb.storage.database import Memory, store_memory
 from sowdb.storage.failures import StorageFailed, StorageFull, StoreLocked, StoreUnusable
 from sowdb.storage.repair import repair
 from sowdb.storage.store import Store
 
-__all__ = ["Batch", "StorageFailed", "StorageFull", "Store", "StoreLocked", "StoreUnusable", "repair"]
+__all__ = [
+    "Batch",
+    "Memory",
+    "StorageFailed",
+    "StorageFull",
+    "Store",
+    "StoreLocked",
+    "StoreUnusable",
+    "repair",
+    "store_memory",
+]

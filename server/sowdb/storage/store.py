@@ -29,7 +29,7 @@ from rocksdict import WriteBatch
 from sowdb.errors import SowdbError
 from sowdb.storage import keys as k
 from sowdb.storage.batch import Batch, Families
-from sowdb.storage.database import Database
+from sowdb.storage.database import Database, Memory
 from sowdb.storage.failures import (
     data_loss,
 )
@@ -44,8 +44,8 @@ class Store:
     into decoded reads and batched writes, over one :class:`~sowdb.storage.database.Database`
     (the RocksDB handles, the lock and the failure state)."""
 
-    def __init__(self, path: str | Path, *, fsync: bool = False) -> None:
-        self.db = Database(path, fsync=fsync)
+    def __init__(self, path: str | Path, *, fsync: bool = False, memory: Memory | None = None) -> None:
+        self.db = Database(path, fsync=fsync, memory=memory)
         self.path = self.db.path
         meta = self.db.family("meta")
         if meta.get(k.META_FORMAT) is None:

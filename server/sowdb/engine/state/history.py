@@ -29,7 +29,10 @@ def version_at(head: StoredRecord | None, seq: int, timestamp_us: int) -> Stored
     """The version of a chain current at sequence ``seq`` and time ``timestamp_us`` (None when
     the key had no record then)."""
     r = head
-    while r is not None and (r.bookmark > seq or r.timestamp_us > timestamp_us):
+    while r is not None:
+        s = r.stamp  # bookmark and timestamp without the properties' calls: one step per version walked
+        if s.base + r.low <= seq and s.timestamp_us <= timestamp_us:
+            break
         r = r.prev
     return None if r is None or type(r) is Tombstone else r
 
