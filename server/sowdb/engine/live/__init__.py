@@ -6,6 +6,7 @@
 engine events. It depends on ``state``, ``journal`` and ``read``.
 """
 
+from sowdb.engine.live.load import LOAD, LoopLoad
 from sowdb.engine.live.options import SubscriptionOptions
 from sowdb.engine.live.pages import PageSets
 from sowdb.engine.live.placement import Placement, Replacement, SowAndSubscribeArgs, SubscribeArgs
@@ -14,6 +15,8 @@ from sowdb.engine.live.streams import SubscriptionStream
 from sowdb.engine.live.subscription import Subscription
 
 __all__ = [
+    "LOAD",
+    "LoopLoad",
     "PageSets",
     "Placement",
     "Replacement",
