@@ -84,7 +84,9 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
         users asks for one); ``tls``: ``True`` for TLS with the system's CAs, or a :class:`Tls`
         with a CA file and, for mutual TLS, a client certificate."""
         self.target = target
-        self._channel = calls.open_channel(grpc.insecure_channel, grpc.secure_channel, target, tls, max_message_bytes)
+        self._channel = calls.open_channel(
+            grpc.insecure_channel, grpc.secure_channel, target, tls, max_message_bytes, calls.SINGLE_THREADED
+        )
         self._metadata = calls.token_metadata(token)
         self._stub = sow_pb2_grpc.SowServiceStub(self._channel)
         self._admin = admin_pb2_grpc.AdminServiceStub(self._channel)
