@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from sowdb.engine.live.load import FIRST_HOLD_S, FRAME_BUDGET, WINDOW_S, LoopLoad
+from sowdb.engine.live.load import FIRST_HOLD_S, FRAME_BUDGET, FRAME_CEILING, WINDOW_S, LoopLoad
 
 
 class Clock:
@@ -37,6 +37,19 @@ def test_the_hold_follows_the_loop_busy_share_up_to_the_pace() -> None:
     assert calming[0] == holds[-1] / 2
     assert calming[-1] == 0.0
     assert window(load, clock, 0.99, subscribers=1) == 1 / FRAME_BUDGET  # the ceiling follows the subscriber count
+
+
+def test_more_deliveries_than_the_ceiling_count_as_saturated_even_on_an_idle_loop() -> None:
+    """A loop that waits on gRPC's own threads looks idle while its frames keep them busy: the
+    delivery rate counts too."""
+    clock = Clock()
+    load = LoopLoad(clock)
+    load.measured = True
+    load.deliveries = int(FRAME_CEILING * WINDOW_S / 2)  # half the ceiling: room
+    assert window(load, clock, 0.1) == 0.0
+    load.deliveries = int(FRAME_CEILING * WINDOW_S * 2)
+    assert window(load, clock, 0.1) == FIRST_HOLD_S
+    assert load.deliveries == 0  # counted per window
 
 
 def test_an_unmeasured_loop_holds_nothing() -> None:

@@ -12,7 +12,8 @@ subscriber:
 - an idle or lightly loaded loop holds nothing: a change goes at once, in a frame of its own;
 - a loop busy more than :data:`BUSY` of a window doubles the hold (from :data:`FIRST_HOLD_S`),
   so every subscriber sends fewer, larger frames and the loop gets back to reading publishes;
-- a loop busy less than :data:`CALM` halves it, down to nothing.
+- a loop busy less than :data:`CALM` halves it, down to nothing;
+- more than :data:`FRAME_CEILING` deliveries a second count as busy (the transport's threads).
 
 Each subscriber waits its own hold since its own last delivery (no line shared among
 subscribers, which is what a window of in-flight deliveries was, and what made it lose to the
@@ -38,6 +39,10 @@ BUSY = 0.85
 """A loop busier than this share of a window is saturated: the hold doubles."""
 CALM = 0.6
 """A loop busy less than this share has room: the hold halves."""
+FRAME_CEILING = 5000.0
+"""Deliveries per second above which a window counts as saturated whatever the loop's idle
+time: gRPC's own threads (HTTP/2 framing, TLS) share the cores, and a loop waiting on them looks
+idle while its frames are what keeps them busy."""
 FIRST_HOLD_S = 0.0005
 """The hold a saturated loop starts from (and below which a halving drops it to nothing)."""
 
@@ -53,6 +58,7 @@ class LoopLoad:
         self.busy = 0.0  # the busy share of the last window
         self._window_start = clock()
         self._window_idle = 0.0
+        self.deliveries = 0  # in the current window, counted by the senders
 
     def hold_s(self, subscribers: int) -> float:
         """The least time between two deliveries of one subscriber now (0: at once)."""
@@ -61,7 +67,10 @@ class LoopLoad:
         now = self._clock()
         span = now - self._window_start
         if span >= WINDOW_S:
-            self.busy = busy = 1.0 - (self.idle_s - self._window_idle) / span
+            self.busy = busy = max(
+                1.0 - (self.idle_s - self._window_idle) / span, self.deliveries / span / FRAME_CEILING
+            )
+            self.deliveries = 0
             self._window_start, self._window_idle = now, self.idle_s
             if busy > BUSY:
                 self.hold = min(max(self.hold * 2, FIRST_HOLD_S), subscribers / FRAME_BUDGET)

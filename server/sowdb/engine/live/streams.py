@@ -115,6 +115,7 @@ class SubscriptionStream:
             if wait > 0:  # the loop is saturated: what arrives meanwhile goes in this delivery
                 await asyncio.sleep(wait)
             last_send = last_activity = loop.time()
+            LOAD.deliveries += 1
             for deliveries in self._deliveries(sub.drain()):
                 yield deliveries
 
