@@ -39,10 +39,12 @@ BUSY = 0.85
 """A loop busier than this share of a window is saturated: the hold doubles."""
 CALM = 0.6
 """A loop busy less than this share has room: the hold halves."""
-FRAME_CEILING = 5000.0
+FRAME_CEILING = 2500.0
 """Deliveries per second above which a window counts as saturated whatever the loop's idle
 time: gRPC's own threads (HTTP/2 framing, TLS) share the cores, and a loop waiting on them looks
-idle while its frames are what keeps them busy."""
+idle while its frames are what keeps them busy. At 2,500 (85 % of it: about the fixed pace's
+2,000 a second) a saturated server batches as the pace did; measured at 5,000, publishing with
+10 subscribers fell to 0.82x the pace's on a loaded 2-core machine (docs/benchmarks.md)."""
 FIRST_HOLD_S = 0.0005
 """The hold a saturated loop starts from (and below which a halving drops it to nothing)."""
 
