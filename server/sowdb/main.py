@@ -32,7 +32,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from sowdb.auth import hash_token
 from sowdb.config import Config, ConfigError, config_toml, demo_config, load_config, with_cluster_overrides
-from sowdb.engine import Engine
+from sowdb.engine import LOAD, Engine
 from sowdb.logs import LOG_FORMATS, configure_logging
 from sowdb.operations import AdminCaller, checkpoint, switchover, verify
 from sowdb.server import run, with_overrides
@@ -137,11 +137,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("rebuild", "verify", "repair"):
         return {"rebuild": _rebuild, "verify": verify, "repair": _repair}[args.command](config)
     try:
-        asyncio.run(run(config))
+        with asyncio.Runner(loop_factory=_timed_loop) as runner:
+            runner.run(run(config))
     except OSError as exc:  # a port in use, a data directory locked by another sowd, ...
         print(f"sowd: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _timed_loop() -> asyncio.AbstractEventLoop:
+    """The server's loop, its idle time measured: live delivery batches by how busy it is
+    (:mod:`sowdb.engine.live.load`)."""
+    return asyncio.SelectorEventLoop(LOAD.selector())
 
 
 def _version() -> str:

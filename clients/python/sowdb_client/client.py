@@ -128,9 +128,9 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
         self._servers = Servers(target, read_from=read_from, failover_timeout=failover_timeout)
 
         def connect(address: str) -> Connection[grpc.Channel]:
-            channel = calls.open_channel(
-                grpc.insecure_channel, grpc.secure_channel, address, tls, max_message_bytes, keepalive
-            )
+            insecure, secure = grpc.insecure_channel, grpc.secure_channel
+            extra = calls.SINGLE_THREADED  # a query's responses read on the caller's thread: no thread per call
+            channel = calls.open_channel(insecure, secure, address, tls, max_message_bytes, keepalive, extra)
             return Connection(address, channel)
 
         self._connect = connect

@@ -19,13 +19,14 @@ from sowdb.engine.events import (
     Subscribed,
 )
 from sowdb.engine.journal import Entry
-from sowdb.engine.live import Replacement, SowAndSubscribeArgs, SubscriptionOptions, SubscriptionStream
+from sowdb.engine.live import LOAD, LoopLoad, Replacement, SowAndSubscribeArgs, SubscriptionOptions, SubscriptionStream
 from sowdb.engine.read import QueryOptions
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.state import TopicSummary
 from sowdb.engine.write import InMessage, StageBuilder
 
 __all__ = [
+    "LOAD",
     "Clock",
     "Completed",
     "Deliveries",
@@ -35,6 +36,7 @@ __all__ = [
     "GroupEnd",
     "Heartbeat",
     "InMessage",
+    "LoopLoad",
     "QueryEvent",
     "QueryOptions",
     "RecordBatch",

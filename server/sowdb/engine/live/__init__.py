@@ -7,6 +7,7 @@ engine events; ``gate`` holds deliveries on a ``sync`` primary until the replica
 (SPEC §13). It depends on ``state``, ``journal`` and ``read``.
 """
 
+from sowdb.engine.live.load import LOAD, LoopLoad
 from sowdb.engine.live.options import Replacement, SubscriptionOptions
 from sowdb.engine.live.pages import PageSets
 from sowdb.engine.live.placement import Placement, SowAndSubscribeArgs, SubscribeArgs
@@ -15,6 +16,8 @@ from sowdb.engine.live.streams import SubscriptionStream
 from sowdb.engine.live.subscription import Subscription
 
 __all__ = [
+    "LOAD",
+    "LoopLoad",
     "PageSets",
     "Placement",
     "Replacement",

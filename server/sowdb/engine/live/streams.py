@@ -5,12 +5,12 @@ bookmark and ``completed`` (H-3, H-4); then the release of the held changes and 
 until the subscriber leaves or falls too far behind (SL-1). The protocol layer only encodes
 these events; every rule about what is sent when lives here.
 
-Deliveries are paced: the transport costs about the same per frame whatever its size (gRPC's
-Python server sends some 15k stream messages a second per core), so busy subscribers must get
-fewer, larger deliveries. All subscribers together aim at :data:`FRAME_BUDGET` deliveries a
-second — a subscriber delivers at most once per ``subscribers / FRAME_BUDGET`` seconds and lets
-events accumulate in between — while a stream that was idle that long delivers at once, so
-sparse traffic keeps its latency.
+Deliveries are batched by how busy the event loop is (:mod:`sowdb.engine.live.load`): the
+transport costs about the same per frame whatever its size, so when the loop is saturated each
+subscriber waits :meth:`~sowdb.engine.live.load.LoopLoad.hold_s` since its own last delivery and
+sends what accumulated meanwhile in one; a loop with room holds nothing and a change goes at
+once. What arrives while a delivery is in flight (until the protocol layer asks for the next
+event, i.e. gRPC completed the write) goes in the next one. No subscriber waits for another.
 """
 
 from __future__ import annotations
@@ -22,14 +22,12 @@ from types import TracebackType
 from sowdb.engine.changes import QueuedEvent
 from sowdb.engine.events import Completed, Deliveries, Heartbeat, QueryEvent, RecordBatch, StreamEvent, Subscribed
 from sowdb.engine.journal import Journal, Position
+from sowdb.engine.live.load import LOAD
 from sowdb.engine.live.placement import Placement
 from sowdb.engine.live.registry import SubscriptionHub
 from sowdb.engine.live.subscription import Subscription
 from sowdb.engine.read import RECORD_OVERHEAD
 from sowdb.engine.records import StoredRecord
-
-FRAME_BUDGET = 2000.0
-"""Deliveries per second that all subscribers together aim at."""
 
 
 class SubscriptionStream:
@@ -113,11 +111,11 @@ class SubscriptionStream:
                     last_activity = now
                     yield Heartbeat(self._hub.gate.start_point(self._writer.last_seq))
                 continue
-            gap = len(self._hub.subs) / FRAME_BUDGET
-            wait = last_send + gap - loop.time()
-            if wait > 0:
+            wait = last_send + LOAD.hold_s(len(self._hub.subs)) - loop.time()
+            if wait > 0:  # the loop is saturated: what arrives meanwhile goes in this delivery
                 await asyncio.sleep(wait)
             last_send = last_activity = loop.time()
+            LOAD.deliveries += 1
             for deliveries in self._deliveries(sub.drain()):
                 yield deliveries
 
