@@ -82,16 +82,24 @@ def _apply_run(writer: Writer, topic_name: str, run: list[JournalEntry], produce
         return
     hist = topic.history
     batch = writer.store.batch(topic_name, current=topic.persistent, history=hist is not None and topic.persistent)
-    keys = dict.fromkeys(topic.records)  # the keys held after the run, for the record count
+    records = topic.records
+    count = len(records)  # the records held after the run: counted from the run's keys alone
+    held: dict[str, bool] = {}  # a key the run touched -> held after its last entry so far
     for e in run:
+        key = e.sow_key
+        was = held.get(key)
+        if was is None:
+            was = key in records
         if e.op == OP_PUBLISH:
-            batch.publish(e.seq, e.timestamp_us, e.sow_key, e.payload, e.expiry_us)
-            keys[e.sow_key] = None
+            batch.publish(e.seq, e.timestamp_us, key, e.payload, e.expiry_us)
+            count += not was
+            held[key] = True
         else:
-            batch.remove(e.seq, e.timestamp_us, e.sow_key, e.payload, e.op)
-            keys.pop(e.sow_key, None)
+            batch.remove(e.seq, e.timestamp_us, key, e.payload, e.op)
+            count -= was
+            held[key] = False
     if topic.persistent:
-        batch.set_record_count(len(keys))
+        batch.set_record_count(count)
     _commit(writer, batch, producers)
     _advance(writer, run)
     counters = writer.counters.topic(topic_name)
