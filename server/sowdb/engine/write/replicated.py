@@ -85,42 +85,54 @@ def _apply_run(writer: Writer, topic_name: str, run: list[JournalEntry], produce
     records = topic.records
     count = len(records)  # the records held after the run: counted from the run's keys alone
     held: dict[str, bool] = {}  # a key the run touched -> held after its last entry so far
-    for e in run:
-        key = e.sow_key
-        was = held.get(key)
-        if was is None:
-            was = key in records
-        if e.op == OP_PUBLISH:
-            batch.publish(e.seq, e.timestamp_us, key, e.payload, e.expiry_us)
-            count += not was
-            held[key] = True
+    # the primary's batches: entries of one kind (publish or removal) and one timestamp, whose
+    # publishes are written, and put in memory, as the primary's writer did: a call per batch
+    groups = [
+        (removal, now, list(g))
+        for (removal, now), g in groupby(run, key=lambda e: (e.op != OP_PUBLISH, e.timestamp_us))
+    ]
+    for removal, now, group in groups:
+        for e in group:
+            was = held.get(e.sow_key)
+            if was is None:
+                was = e.sow_key in records
+            count += (not was) if not removal else -was
+            held[e.sow_key] = not removal
+        if removal:
+            for e in group:
+                batch.remove(e.seq, now, e.sow_key, e.payload, e.op)
         else:
-            batch.remove(e.seq, e.timestamp_us, key, e.payload, e.op)
-            count -= was
-            held[key] = False
+            keys, raws = [e.sow_key for e in group], [e.payload for e in group]
+            batch.publish_many(group[0].seq, now, keys, raws, [e.expiry_us for e in group])
     if topic.persistent:
         batch.set_record_count(count)
     _commit(writer, batch, producers)
     _advance(writer, run)
     counters = writer.counters.topic(topic_name)
-    # Memory, then fan-out once per batch of the primary: its entries share the topic, the kind
-    # (publish or removal) and the timestamp, so views fold each batch as the primary's did.
-    for (removal, now), group in groupby(run, key=lambda e: (e.op != OP_PUBLISH, e.timestamp_us)):
+    # memory, then fan-out once per batch of the primary, so views fold each batch as its did
+    for removal, now, group in groups:
         changes: list[Change] = []
-        for e in group:
-            if not removal:
-                rec = StoredRecord(
-                    topic_name, e.sow_key, decode_document(e.payload), e.payload, e.seq, now, e.expiry_us
-                )
-                counters.published([e.payload])
+        if not removal:
+            versions = [
+                StoredRecord(topic_name, e.sow_key, decode_document(e.payload), e.payload, e.seq, now, e.expiry_us)
+                for e in group
+            ]
+            counters.published([e.payload for e in group])
+            for rec in versions:
                 if rec.expiry_us:
                     writer.expiry.add(rec)
-                changes.append(Change(topic_name, e.sow_key, e.seq, now, topic.put_many([rec])[0], rec))
-            elif e.sow_key in topic.records:
-                counters.removed(1, expired=e.op == OP_EXPIRE)
-                old = topic.remove(e.sow_key, e.seq, now)
-                reason = OOF_EXPIRED if e.op == OP_EXPIRE else OOF_DELETED
-                changes.append(Change(topic_name, e.sow_key, e.seq, now, old, None, reason))
+            olds = topic.put_many(versions)
+            changes = [
+                Change(topic_name, e.sow_key, e.seq, now, old, rec)
+                for e, old, rec in zip(group, olds, versions, strict=True)
+            ]
+        else:
+            for e in group:
+                if e.sow_key in topic.records:
+                    counters.removed(1, expired=e.op == OP_EXPIRE)
+                    old = topic.remove(e.sow_key, e.seq, now)
+                    reason = OOF_EXPIRED if e.op == OP_EXPIRE else OOF_DELETED
+                    changes.append(Change(topic_name, e.sow_key, e.seq, now, old, None, reason))
         # removals go to fan-out always, as the writer's own do (derived topics follow them)
         if changes and (removal or writer.fan_out.wanted(topic_name)):
             writer.fan_out(topic_name, changes, now)
