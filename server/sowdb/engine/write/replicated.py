@@ -16,8 +16,10 @@ wrote it. A replica writes each one, and the producer's sequence, in the WriteBa
 that holds that bookmark, so a promoted replica refuses a producer's retry as the primary would
 have, and a replica that crashes never keeps entries without their producer state or the reverse.
 
-What is not replicated here: history thinning by granularity (H-1) is not applied to replicated publishes: a
-replica's history keeps every version within the window (the window's trim still applies).
+History thinning by granularity (H-1) is the primary's too: a version that replaced the previous
+version of its key's interval on the primary (by the primary's timestamps) drops that version's
+``history`` entry in the same WriteBatch here, as the primary's writer did; memory's version
+chains thin themselves as they link (:class:`~sowdb.engine.state.history.TopicHistory`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from sowdb.errors import FailedPrecondition
 from sowdb.storage.keys import OP_EXPIRE, OP_PUBLISH, JournalEntry
 
 if TYPE_CHECKING:
+    from sowdb.engine.state import SowTopic
     from sowdb.engine.write.writer import Writer
     from sowdb.storage import Batch
 
@@ -83,7 +86,10 @@ def _apply_run(writer: Writer, topic_name: str, run: list[JournalEntry], produce
     hist = topic.history
     batch = writer.store.batch(topic_name, current=topic.persistent, history=hist is not None and topic.persistent)
     keys = dict.fromkeys(topic.records)  # the keys held after the run, for the record count
+    newest: dict[str, tuple[int, int, bool]] | None = {} if hist is not None and hist.granularity_us else None
     for e in run:
+        if newest is not None:
+            _thin(topic, batch, newest, e)
         if e.op == OP_PUBLISH:
             batch.publish(e.seq, e.timestamp_us, e.sow_key, e.payload, e.expiry_us)
             keys[e.sow_key] = None
@@ -116,6 +122,25 @@ def _apply_run(writer: Writer, topic_name: str, run: list[JournalEntry], produce
         # removals go to fan-out always, as the writer's own do (derived topics follow them)
         if changes and (removal or writer.fan_out.wanted(topic_name)):
             writer.fan_out(topic_name, changes, now)
+
+
+def _thin(topic: SowTopic, batch: Batch, newest: dict[str, tuple[int, int, bool]], e: JournalEntry) -> None:
+    """H-1 granularity as the primary's writer applied it: entry ``e`` replaces the key's
+    previous version when both fall in one interval, so that version's ``history`` entry goes.
+    ``newest`` holds each key's newest version written earlier in the run (bookmark, timestamp,
+    live), which memory does not show yet. A publish replaces the record or its tombstone
+    (``Writer._thin_history``); a removal, only a live record (``Writer._delete``)."""
+    hist = topic.history
+    assert hist is not None
+    previous = newest.get(e.sow_key)
+    publish = e.op == OP_PUBLISH
+    if previous is None:
+        head = topic.head(e.sow_key) if publish else topic.records.get(e.sow_key)
+        if head is not None:
+            previous = (head.bookmark, head.timestamp_us, True)
+    if previous is not None and (publish or previous[2]) and hist.same_interval(previous[1], e.timestamp_us):
+        batch.drop_history(e.sow_key, previous[0])
+    newest[e.sow_key] = (e.seq, e.timestamp_us, publish)
 
 
 def _commit(writer: Writer, batch: Batch, producers: list[ProducerUpdate]) -> None:
