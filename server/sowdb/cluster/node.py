@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from sowdb.cluster.election import Election, ElectionEvent, NotLeader, SwitchoverFailed
 from sowdb.cluster.syncset import SyncSet
 from sowdb.config.cluster import ClusterConfig
-from sowdb.engine import Engine
+from sowdb.engine import Engine, FollowingClock
 from sowdb.errors import FailedPrecondition, InvalidArgument, NotPrimary, SowdbError, Unavailable
 from sowdb.storage.epochs import begin_epoch, epoch_history
 
@@ -49,11 +49,15 @@ class Follower:
 class Node:
     """The cluster side of one server: start with :meth:`start` once the engine is open."""
 
-    def __init__(self, cluster: ClusterConfig, engine: Engine, port: int) -> None:
+    def __init__(self, cluster: ClusterConfig, engine: Engine, port: int, clock: FollowingClock) -> None:
+        """``clock`` is the engine's: this node's own clock while it leads, the journal's time
+        (the primary's, as shipped) otherwise, so that the engine's upkeep follows the journal
+        (HA-2). It follows from here until the node leads."""
         host, _, bound = cluster.advertise.rpartition(":")
         if bound == "0":  # `--advertise HOST:0`: the port the server bound (tests bind port 0)
             cluster = replace(cluster, advertise=f"{host}:{port}")
-        self.cluster, self.engine = cluster, engine
+        self.cluster, self.engine, self.clock = cluster, engine, clock
+        clock.follow(engine.writer.last_ts)
         self.election = Election(
             cluster, eligible=self._eligible, listener=self._changed, unchanged=lambda: self.sync.unchanged()
         )
@@ -252,6 +256,10 @@ class Node:
 
     def _changed(self, event: ElectionEvent) -> None:
         self.known_epoch = max(self.known_epoch, event.epoch)
+        if event.kind == "lead":  # it writes the journal: its own clock; fenced or following: the journal's
+            self.clock.lead()
+        else:
+            self.clock.follow(self.engine.writer.last_ts)
         if event.kind == "lead" and self.cluster.ack != "async":
             self.engine.deliver_upto(self.engine.last_seq)  # held from here until the replicas hold it
         if event.kind == "lead":  # the epoch record goes in before this primary's first write (HA-4)

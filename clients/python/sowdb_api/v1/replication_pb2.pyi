@@ -206,7 +206,9 @@ Global___ReplicatedProducer: _TypeAlias = ReplicatedProducer  # noqa: Y015
 
 @_typing.final
 class FollowResponse(_message.Message):
-    """What the primary sends: a batch of entries, or (no entries) a tick saying it is alive."""
+    """What the primary sends: a batch of entries, or (no entries) a tick saying it is alive and
+    what its clock says.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -215,10 +217,17 @@ class FollowResponse(_message.Message):
     LAST_BOOKMARK_FIELD_NUMBER: _builtins.int
     PRODUCERS_FIELD_NUMBER: _builtins.int
     EPOCHS_FIELD_NUMBER: _builtins.int
+    CLOCK_US_FIELD_NUMBER: _builtins.int
     epoch: _builtins.int
     """The primary's epoch; a replica refuses frames of an epoch older than the one it knows."""
     last_bookmark: _builtins.int
     """The primary's latest bookmark when it sent the frame (a replica's lag is measured against it)."""
+    clock_us: _builtins.int
+    """The primary's clock (microseconds since the Unix epoch) when its journal ended at
+    `last_bookmark`. A replica that holds `last_bookmark` takes it as its time (HA-2): its
+    history trims, journal retention and conflated topics' refreshes follow the primary's
+    clock, never its own. 0: not given.
+    """
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicatedEntry]:
         """Entries in bookmark order, continuing from the previous frame's last one."""
@@ -241,10 +250,11 @@ class FollowResponse(_message.Message):
         last_bookmark: _builtins.int = ...,
         producers: _abc.Iterable[Global___ReplicatedProducer] | None = ...,
         epochs: _abc.Iterable[Global___EpochStart] | None = ...,
+        clock_us: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "epoch", b"epoch", "epochs", b"epochs", "last_bookmark", b"last_bookmark", "producers", b"producers"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["clock_us", b"clock_us", "entries", b"entries", "epoch", b"epoch", "epochs", b"epochs", "last_bookmark", b"last_bookmark", "producers", b"producers"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sowdb/v1/replication.proto.
  */
 export const file_sowdb_v1_replication: GenFile = /*@__PURE__*/
-  fileDesc("Chpzb3dkYi92MS9yZXBsaWNhdGlvbi5wcm90bxIIc293ZGIudjEiJQoVQ29weUNoZWNrcG9pbnRSZXF1ZXN0EgwKBG5vZGUYASABKAkiTQoPQ2hlY2twb2ludENodW5rEgwKBGZpbGUYASABKAkSDAoEZGF0YRgCIAEoDBIMCgRkb25lGAMgASgIEhAKCGJvb2ttYXJrGAQgASgEIoYBCg1Gb2xsb3dSZXF1ZXN0EgwKBG5vZGUYASABKAkSDQoFZXBvY2gYAiABKAQSGAoQYXBwbGllZF9ib29rbWFyaxgDIAEoBBIRCglhZHZlcnRpc2UYBCABKAkSHAoUYXBwbGllZF90aW1lc3RhbXBfdXMYBSABKAQSDQoFcHJvYmUYBiABKAgijQEKD1JlcGxpY2F0ZWRFbnRyeRIQCghib29rbWFyaxgBIAEoBBIUCgx0aW1lc3RhbXBfdXMYAiABKAQSEQoJb3BlcmF0aW9uGAMgASgNEhEKCWV4cGlyeV91cxgEIAEoBBINCgV0b3BpYxgFIAEoCRIPCgdzb3dfa2V5GAYgASgJEgwKBGRhdGEYByABKAwiSgoSUmVwbGljYXRlZFByb2R1Y2VyEhAKCGJvb2ttYXJrGAEgASgEEhAKCHByb2R1Y2VyGAIgASgJEhAKCHNlcXVlbmNlGAMgASgEIrkBCg5Gb2xsb3dSZXNwb25zZRINCgVlcG9jaBgBIAEoBBIqCgdlbnRyaWVzGAIgAygLMhkuc293ZGIudjEuUmVwbGljYXRlZEVudHJ5EhUKDWxhc3RfYm9va21hcmsYAyABKAQSLwoJcHJvZHVjZXJzGAQgAygLMhwuc293ZGIudjEuUmVwbGljYXRlZFByb2R1Y2VyEiQKBmVwb2NocxgFIAMoCzIULnNvd2RiLnYxLkVwb2NoU3RhcnQiQQoKRXBvY2hTdGFydBINCgVlcG9jaBgBIAEoBBIWCg5maXJzdF9ib29rbWFyaxgCIAEoBBIMCgRub2RlGAMgASgJMqEBChJSZXBsaWNhdGlvblNlcnZpY2USPwoGRm9sbG93Ehcuc293ZGIudjEuRm9sbG93UmVxdWVzdBoYLnNvd2RiLnYxLkZvbGxvd1Jlc3BvbnNlKAEwARJKCgpDaGVja3BvaW50Eh8uc293ZGIudjEuQ29weUNoZWNrcG9pbnRSZXF1ZXN0Ghkuc293ZGIudjEuQ2hlY2twb2ludENodW5rMAFiBnByb3RvMw");
+  fileDesc("Chpzb3dkYi92MS9yZXBsaWNhdGlvbi5wcm90bxIIc293ZGIudjEiJQoVQ29weUNoZWNrcG9pbnRSZXF1ZXN0EgwKBG5vZGUYASABKAkiTQoPQ2hlY2twb2ludENodW5rEgwKBGZpbGUYASABKAkSDAoEZGF0YRgCIAEoDBIMCgRkb25lGAMgASgIEhAKCGJvb2ttYXJrGAQgASgEIoYBCg1Gb2xsb3dSZXF1ZXN0EgwKBG5vZGUYASABKAkSDQoFZXBvY2gYAiABKAQSGAoQYXBwbGllZF9ib29rbWFyaxgDIAEoBBIRCglhZHZlcnRpc2UYBCABKAkSHAoUYXBwbGllZF90aW1lc3RhbXBfdXMYBSABKAQSDQoFcHJvYmUYBiABKAgijQEKD1JlcGxpY2F0ZWRFbnRyeRIQCghib29rbWFyaxgBIAEoBBIUCgx0aW1lc3RhbXBfdXMYAiABKAQSEQoJb3BlcmF0aW9uGAMgASgNEhEKCWV4cGlyeV91cxgEIAEoBBINCgV0b3BpYxgFIAEoCRIPCgdzb3dfa2V5GAYgASgJEgwKBGRhdGEYByABKAwiSgoSUmVwbGljYXRlZFByb2R1Y2VyEhAKCGJvb2ttYXJrGAEgASgEEhAKCHByb2R1Y2VyGAIgASgJEhAKCHNlcXVlbmNlGAMgASgEIssBCg5Gb2xsb3dSZXNwb25zZRINCgVlcG9jaBgBIAEoBBIqCgdlbnRyaWVzGAIgAygLMhkuc293ZGIudjEuUmVwbGljYXRlZEVudHJ5EhUKDWxhc3RfYm9va21hcmsYAyABKAQSLwoJcHJvZHVjZXJzGAQgAygLMhwuc293ZGIudjEuUmVwbGljYXRlZFByb2R1Y2VyEiQKBmVwb2NocxgFIAMoCzIULnNvd2RiLnYxLkVwb2NoU3RhcnQSEAoIY2xvY2tfdXMYBiABKAQiQQoKRXBvY2hTdGFydBINCgVlcG9jaBgBIAEoBBIWCg5maXJzdF9ib29rbWFyaxgCIAEoBBIMCgRub2RlGAMgASgJMqEBChJSZXBsaWNhdGlvblNlcnZpY2USPwoGRm9sbG93Ehcuc293ZGIudjEuRm9sbG93UmVxdWVzdBoYLnNvd2RiLnYxLkZvbGxvd1Jlc3BvbnNlKAEwARJKCgpDaGVja3BvaW50Eh8uc293ZGIudjEuQ29weUNoZWNrcG9pbnRSZXF1ZXN0Ghkuc293ZGIudjEuQ2hlY2twb2ludENodW5rMAFiBnByb3RvMw");
 
 /**
  * A replica asks for a copy of the primary's store.
@@ -238,7 +238,8 @@ export const ReplicatedProducerSchema: GenMessage<ReplicatedProducer> = /*@__PUR
   messageDesc(file_sowdb_v1_replication, 4);
 
 /**
- * What the primary sends: a batch of entries, or (no entries) a tick saying it is alive.
+ * What the primary sends: a batch of entries, or (no entries) a tick saying it is alive and
+ * what its clock says.
  *
  * @generated from message sowdb.v1.FollowResponse
  */
@@ -278,6 +279,16 @@ export type FollowResponse = Message<"sowdb.v1.FollowResponse"> & {
    * @generated from field: repeated sowdb.v1.EpochStart epochs = 5;
    */
   epochs: EpochStart[];
+
+  /**
+   * The primary's clock (microseconds since the Unix epoch) when its journal ended at
+   * `last_bookmark`. A replica that holds `last_bookmark` takes it as its time (HA-2): its
+   * history trims, journal retention and conflated topics' refreshes follow the primary's
+   * clock, never its own. 0: not given.
+   *
+   * @generated from field: uint64 clock_us = 6;
+   */
+  clockUs: bigint;
 };
 
 /**
