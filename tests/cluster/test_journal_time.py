@@ -6,7 +6,8 @@ Two nodes run in this process over a real etcd, so the test holds the primary's 
 :class:`ManualClock` set years behind the replica's own (the system clock), which therefore
 would trim every entry at once. Each trim is run by the test on both nodes once the replica has
 the primary's time; the two stores then hold the same journal and the same history at every
-step. Without the journal's time the replica trims everything at the first step.
+step. Without the journal's time the replica trims everything at the first step. A conflated
+topic refreshes on the replica at the primary's instants, after the same bookmarks.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import orjson
 
 from sowdb.cluster.node import Node
 from sowdb.config import Config, config_from_dict
-from sowdb.engine import Engine, InMessage
+from sowdb.engine import Engine, InMessage, SubscriptionOptions
 from sowdb.server import SowServer
 from tests.cluster.conftest import EtcdServer
 from tests.cluster.support import TTL
@@ -32,6 +33,7 @@ def node_config(tmp_path: Path, etcd: EtcdServer, node: str) -> Config:
     return config_from_dict(
         {
             "topic": [{"name": "book", "key": ["/id"], "history": {"window": "100s"}}],
+            "conflated_topic": [{"name": "book_1s", "underlying": "book", "interval": "1s"}],
             "server": {"data_dir": str(tmp_path / node), "listen": "127.0.0.1:0", "journal_max_age": "60s"},
             "cluster": {
                 "name": "t",
@@ -76,8 +78,10 @@ async def test_a_replica_trims_history_and_journal_by_the_primarys_time(tmp_path
         await until(first.election.may_acknowledge)
         await replica.start()
         follower, applied = parts(replica)
-        for t in (0, 10, 20):
-            clock.at(t)
+        subs = [e.placement.subscribe("book_1s", filter="", options=SubscriptionOptions()) for e in (written, applied)]
+        for done, t in enumerate((0, 10, 20)):
+            clock.at(t)  # the conflated topic refreshes (after the publish before, if any)
+            await until(lambda: first.refreshed == done)  # noqa: B023 (called within the iteration)
             written.publish("book", [InMessage(orjson.dumps({"id": 1, "v": t}))])
 
         async def trimmed_alike(at: float) -> tuple[int, list[Any], list[Any]]:
@@ -99,6 +103,11 @@ async def test_a_replica_trims_history_and_journal_by_the_primarys_time(tmp_path
         trimmed, entries, history = await trimmed_alike(130)  # versions before 30 s leave history
         assert (trimmed, entries, [h.seq for h in history]) == (3, [], [3])
         assert (first.clock.following, follower.clock.following) == (False, True)
+        # the conflated topic refreshed on the replica where it did on the primary (not by its
+        # own clock, which is past every interval): once after each publish
+        refreshed = [[(c.record.bookmark, orjson.loads(c.record.raw)["v"]) for c in sub.drain()] for sub in subs]
+        assert refreshed[0] == [(1, 0), (2, 10), (3, 20)]
+        assert refreshed[1] == refreshed[0]
     finally:
         await replica.stop(grace=0)
         await primary.stop(grace=0)

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass, replace
 
 from sowdb.cluster.election import Election, ElectionEvent, NotLeader, SwitchoverFailed
@@ -32,6 +33,9 @@ from sowdb.errors import FailedPrecondition, InvalidArgument, NotPrimary, SowdbE
 from sowdb.storage.epochs import begin_epoch, epoch_history
 
 log = logging.getLogger("sowdb.cluster")
+
+REFRESHES_KEPT = 10_000
+"""How many conflated topics' refreshes a primary keeps for followers that are behind."""
 
 
 @dataclass
@@ -58,6 +62,10 @@ class Node:
             cluster = replace(cluster, advertise=f"{host}:{port}")
         self.cluster, self.engine, self.clock = cluster, engine, clock
         clock.follow(engine.writer.last_ts)
+        # the conflated topics' refreshes (C-2) as (serial, bookmark, topic, time), for followers
+        self.refreshes: deque[tuple[int, int, str, int]] = deque(maxlen=REFRESHES_KEPT)
+        self.refreshed = 0  # how many refreshes there were: the next one's serial
+        engine.writer.refreshed = self._refreshed
         self.election = Election(
             cluster, eligible=self._eligible, listener=self._changed, unchanged=lambda: self.sync.unchanged()
         )
@@ -133,6 +141,25 @@ class Node:
             raise Unavailable(f"node {self.cluster.node} stopped being the primary before acknowledging; retry")
         self.sync.acknowledged(bookmark)
         self.release_deliveries()
+
+    def _refreshed(self, topic: str, bookmark: int, at_us: int) -> None:
+        """A conflated topic refreshed after ``bookmark`` at ``at_us``: the followers refresh it
+        there too (HA-2), woken as by a write."""
+        self.refreshes.append((self.refreshed, bookmark, topic, at_us))
+        self.refreshed += 1
+        self.written.set()
+        self.written.clear()
+
+    def first_refresh(self, bookmark: int) -> int:
+        """The serial of the first kept refresh at or after ``bookmark``: a follower that holds
+        ``bookmark`` is sent it and every later one (one it had done already publishes nothing
+        again: nothing changed since)."""
+        return next((r[0] for r in self.refreshes if r[1] >= bookmark), self.refreshed)
+
+    def refreshes_since(self, serial: int) -> list[tuple[int, int, str, int]]:
+        """The refreshes from number ``serial`` on (only the last ``REFRESHES_KEPT`` are kept:
+        a replica further behind misses some, and publishes their changes at a later one)."""
+        return [r for r in self.refreshes if r[0] >= serial]
 
     async def _replicated(self, bookmark: int, epoch: int) -> None:
         """Wait until every node of the sync set (:mod:`sowdb.cluster.syncset`) holds

@@ -99,13 +99,26 @@ class ReplicationServicer(Servicer):
             yield pb.FollowResponse(
                 epoch=epoch, last_bookmark=engine.last_seq, epochs=_epochs(engine), clock_us=engine.clock()
             )
-            idle = 0.0
+            idle, seen = 0.0, node.first_refresh(position)  # conflated refreshes, each in its place
             while node.election.epoch == epoch:
                 last, now = engine.last_seq, engine.clock()  # the journal ended at `last` at `now`
-                if last > position:
-                    async for entries in engine.read_journal(position, last, batch_size=FRAME_ENTRIES):
-                        yield _frame(engine, epoch, entries, last, now)
-                    position, idle = last, 0.0
+                refreshes = node.refreshes_since(seen)
+                if last > position or refreshes:
+                    # the entries up to each refresh's bookmark, the refresh, ..., the rest
+                    for upto, refresh in [*((r[1], r) for r in refreshes), (last, None)]:
+                        if upto > position:
+                            async for entries in engine.read_journal(position, upto, batch_size=FRAME_ENTRIES):
+                                yield _frame(engine, epoch, entries, last, now)
+                            position = upto
+                        if refresh is not None:
+                            seen, bookmark, topic, at = refresh
+                            yield pb.FollowResponse(
+                                epoch=epoch,
+                                last_bookmark=last,
+                                refresh=pb.ConflatedRefresh(topic=topic, bookmark=bookmark, timestamp_us=at),
+                            )
+                            seen += 1
+                    idle = 0.0
                     continue
                 if idle >= TICK_S:
                     yield pb.FollowResponse(epoch=epoch, last_bookmark=last, clock_us=now)
@@ -226,6 +239,8 @@ async def follow(node: Node, target: str) -> None:
                     producers = [(p.bookmark, p.producer, p.sequence) for p in frame.producers]
                     applied = writer.apply_replicated(entries, producers)
                     await reports.put(pb.FollowRequest(applied_bookmark=applied))
+                if frame.HasField("refresh"):
+                    _refresh(node, frame.refresh)
                 _follow_time(node, frame)
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and "forked" in (exc.details() or ""):
@@ -256,6 +271,21 @@ def _follow_time(node: Node, frame: pb.FollowResponse) -> None:
     node.clock.advance(node.engine.writer.last_ts)
     if node.engine.writer.last_seq >= frame.last_bookmark:
         node.clock.advance(frame.clock_us)
+
+
+def _refresh(node: Node, refresh: pb.ConflatedRefresh) -> None:
+    """The primary refreshed a conflated topic after ``refresh.bookmark`` (which this node has
+    just applied, the frames being in order) at ``refresh.timestamp_us``: so does this node.
+    The primary's journal ended at that bookmark then: that is the journal's time too."""
+    if node.engine.last_seq != refresh.bookmark:
+        log.warning(
+            "cluster: a refresh of %s after bookmark %d, but this node is at %d: refreshed now",
+            refresh.topic,
+            refresh.bookmark,
+            node.engine.last_seq,
+        )
+    node.clock.advance(refresh.timestamp_us)
+    node.engine.refresh_conflated(refresh.topic, refresh.timestamp_us)
 
 
 async def _copy(node: Node, stub: Any, metadata: Metadata, why: str) -> None:

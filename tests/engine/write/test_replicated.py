@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from sowdb.engine import Engine, InMessage, SubscriptionOptions
-from sowdb.errors import FailedPrecondition
+from sowdb.errors import FailedPrecondition, NotPrimary
 from sowdb.storage.keys import JournalEntry
 from tests.support import ManualClock, S, open_engine, publish
 
@@ -155,4 +155,52 @@ def test_a_replica_thins_history_by_granularity_as_the_primary_did(tmp_path: Pat
     reopened = open_engine(tmp_path / "r", topics, clock=ManualClock(now=5 * S))
     assert versions(reopened, "coarse") == expected
     reopened.close()
+    primary.close()
+
+
+def test_a_replica_refreshes_conflated_topics_at_its_primarys_instants(tmp_path: Path) -> None:
+    """C-2 on a replica (HA-2): it never refreshes by a clock of its own; told of each of the
+    primary's refreshes (topic, bookmark, instant), it refreshes right after that bookmark, so
+    each refresh publishes what the primary's did, even when a frame straddles the instant."""
+    topics = {
+        "topic": [{"name": "orders", "key": ["/id"]}],
+        "conflated_topic": [{"name": "orders_1s", "underlying": "orders", "interval": "1s"}],
+    }
+    clock = ManualClock()
+    primary = open_engine(tmp_path / "p", topics, clock=clock)
+    replica = open_engine(tmp_path / "r", topics, clock=ManualClock(now=clock.now + 5 * S))  # its own: ahead
+
+    def refuse() -> None:
+        raise NotPrimary("a replica", primary="elsewhere")
+
+    async def never(bookmark: int) -> None:
+        raise AssertionError("a replica acknowledges nothing")
+
+    replica.guard_writes(refuse, never)  # a cluster's replica: it writes nothing of its own
+    refreshes: list[tuple[str, int, int]] = []
+    primary.writer.refreshed = lambda *refresh: refreshes.append(refresh)
+    options = SubscriptionOptions(oof=True)
+    subs = [e.placement.subscribe("orders_1s", filter="", options=options) for e in (primary, replica)]
+    for step, v in [(0.0, 1), (0.5, 2), (1.0, None), (1.0, 3), (1.2, 4), (2.0, None), (2.0, 5), (2.5, 6)]:
+        clock.at(step)
+        if v is None:
+            primary.flush_conflated()
+        else:
+            publish(primary, "orders", {"id": v % 2, "v": v})
+    clock.at(3.0)
+    primary.sow_delete("orders", sow_keys=["1"])
+    primary.flush_conflated()
+    assert [(b, t - clock.now) for _, b, t in refreshes] == [(2, -2 * S), (4, -S), (7, 0)]
+
+    entries = journal(primary)
+    applied = 0
+    for topic, bookmark, at in refreshes:  # a frame up to each refresh, then the refresh
+        replica.writer.apply_replicated(entries[applied:bookmark])
+        applied = bookmark
+        replica.flush_conflated()  # its own clock is past every interval: it refreshes nothing
+        assert replica.refresh_conflated(topic, at) > 0
+    assert [(e.kind, e.record.data, e.record.bookmark, e.reason) for e in subs[1].drain()] == [
+        (e.kind, e.record.data, e.record.bookmark, e.reason) for e in subs[0].drain()
+    ]
+    replica.close()
     primary.close()
