@@ -159,6 +159,8 @@ class Node:
     def refreshes_since(self, serial: int) -> list[tuple[int, int, str, int]]:
         """The refreshes from number ``serial`` on (only the last ``REFRESHES_KEPT`` are kept:
         a replica further behind misses some, and publishes their changes at a later one)."""
+        if serial >= self.refreshed:  # the common case, looked at every poll: none since
+            return []
         return [r for r in self.refreshes if r[0] >= serial]
 
     async def _replicated(self, bookmark: int, epoch: int) -> None:
