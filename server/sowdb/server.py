@@ -30,7 +30,7 @@ from sowdb.api.service import (
 from sowdb.api.servicer import SowServicer
 from sowdb.auth import Authenticator
 from sowdb.config import Config, ConfigError, SecurityConfig, ServerConfig, load_config, parse_listen
-from sowdb.engine import Clock, Engine, system_clock
+from sowdb.engine import Clock, Engine, FollowingClock, system_clock
 from sowdb.engine.upkeep import run_upkeep
 from sowdb.metrics import ClusterFigures, MetricsServer, serve_metrics
 from sowdb.storage import Store, store_memory
@@ -65,6 +65,7 @@ class SowServer:
         self.auth = Authenticator(config.security)
         self.metrics: MetricsServer | None = None  # on [server] metrics_listen
         self.node: Node | None = None  # on [cluster] (SPEC §13)
+        self.following = FollowingClock(clock)  # a node's clock: the journal's time on a replica
 
     async def start(self) -> int:
         """Listen, open the store, load state, serve; returns the bound port.
@@ -115,7 +116,9 @@ class SowServer:
                 from sowdb.cluster.fork import cut_at_fork
 
                 cut_at_fork(store, self.config)
-            self.engine = Engine.open(self.config, store, clock=self.clock)
+            # a node's engine takes the journal's time while it is a replica (HA-2; its Node says when)
+            clock = self.following if self.config.cluster is not None else self.clock
+            self.engine = Engine.open(self.config, store, clock=clock)
         except BaseException:
             store.close()
             await _abandon(server, console)
@@ -144,7 +147,7 @@ class SowServer:
             from sowdb.cluster.replication import ReplicationServicer
             from sowdb_api.v1 import replication_pb2
 
-            self.node = Node(self.config.cluster, self.engine, self.port)
+            self.node = Node(self.config.cluster, self.engine, self.port, self.following)
             admin.cluster = self.node.status
             admin.switchover = self.node.switchover
             replication = replication_pb2.DESCRIPTOR.services_by_name["ReplicationService"]

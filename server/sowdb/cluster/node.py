@@ -22,16 +22,20 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass, replace
 
 from sowdb.cluster.election import Election, ElectionEvent, NotLeader, SwitchoverFailed
 from sowdb.cluster.syncset import SyncSet
 from sowdb.config.cluster import ClusterConfig
-from sowdb.engine import Engine
+from sowdb.engine import Engine, FollowingClock
 from sowdb.errors import FailedPrecondition, InvalidArgument, NotPrimary, SowdbError, Unavailable
 from sowdb.storage.epochs import begin_epoch, epoch_history
 
 log = logging.getLogger("sowdb.cluster")
+
+REFRESHES_KEPT = 10_000
+"""How many conflated topics' refreshes a primary keeps for followers that are behind."""
 
 
 @dataclass
@@ -49,11 +53,19 @@ class Follower:
 class Node:
     """The cluster side of one server: start with :meth:`start` once the engine is open."""
 
-    def __init__(self, cluster: ClusterConfig, engine: Engine, port: int) -> None:
+    def __init__(self, cluster: ClusterConfig, engine: Engine, port: int, clock: FollowingClock) -> None:
+        """``clock`` is the engine's: this node's own clock while it leads, the journal's time
+        (the primary's, as shipped) otherwise, so that the engine's upkeep follows the journal
+        (HA-2). It follows from here until the node leads."""
         host, _, bound = cluster.advertise.rpartition(":")
         if bound == "0":  # `--advertise HOST:0`: the port the server bound (tests bind port 0)
             cluster = replace(cluster, advertise=f"{host}:{port}")
-        self.cluster, self.engine = cluster, engine
+        self.cluster, self.engine, self.clock = cluster, engine, clock
+        clock.follow(engine.writer.last_ts)
+        # the conflated topics' refreshes (C-2) as (serial, bookmark, topic, time), for followers
+        self.refreshes: deque[tuple[int, int, str, int]] = deque(maxlen=REFRESHES_KEPT)
+        self.refreshed = 0  # how many refreshes there were: the next one's serial
+        engine.writer.refreshed = self._refreshed
         self.election = Election(
             cluster, eligible=self._eligible, listener=self._changed, unchanged=lambda: self.sync.unchanged()
         )
@@ -129,6 +141,27 @@ class Node:
             raise Unavailable(f"node {self.cluster.node} stopped being the primary before acknowledging; retry")
         self.sync.acknowledged(bookmark)
         self.release_deliveries()
+
+    def _refreshed(self, topic: str, bookmark: int, at_us: int) -> None:
+        """A conflated topic refreshed after ``bookmark`` at ``at_us``: the followers refresh it
+        there too (HA-2), woken as by a write."""
+        self.refreshes.append((self.refreshed, bookmark, topic, at_us))
+        self.refreshed += 1
+        self.written.set()
+        self.written.clear()
+
+    def first_refresh(self, bookmark: int) -> int:
+        """The serial of the first kept refresh at or after ``bookmark``: a follower that holds
+        ``bookmark`` is sent it and every later one (one it had done already publishes nothing
+        again: nothing changed since)."""
+        return next((r[0] for r in self.refreshes if r[1] >= bookmark), self.refreshed)
+
+    def refreshes_since(self, serial: int) -> list[tuple[int, int, str, int]]:
+        """The refreshes from number ``serial`` on (only the last ``REFRESHES_KEPT`` are kept:
+        a replica further behind misses some, and publishes their changes at a later one)."""
+        if serial >= self.refreshed:  # the common case, looked at every poll: none since
+            return []
+        return [r for r in self.refreshes if r[0] >= serial]
 
     async def _replicated(self, bookmark: int, epoch: int) -> None:
         """Wait until every node of the sync set (:mod:`sowdb.cluster.syncset`) holds
@@ -252,6 +285,10 @@ class Node:
 
     def _changed(self, event: ElectionEvent) -> None:
         self.known_epoch = max(self.known_epoch, event.epoch)
+        if event.kind == "lead":  # it writes the journal: its own clock; fenced or following: the journal's
+            self.clock.lead()
+        else:
+            self.clock.follow(self.engine.writer.last_ts)
         if event.kind == "lead" and self.cluster.ack != "async":
             self.engine.deliver_upto(self.engine.last_seq)  # held from here until the replicas hold it
         if event.kind == "lead":  # the epoch record goes in before this primary's first write (HA-4)

@@ -6,7 +6,10 @@ reader (:class:`~sowdb.engine.journal.ranges.JournalReads`) — and then each wr
 it wakes when it acknowledges one (``Node.written``) and looks every ``POLL_S`` for writes that
 are not acknowledged to a client (expirations, staged commits). A frame with no entries is a
 tick. Every frame carries the primary's epoch; a replica refuses a frame of an epoch older than
-one it has seen, and a primary refuses a follower that knows a newer epoch than its own.
+one it has seen, and a primary refuses a follower that knows a newer epoch than its own. Every
+frame also carries the primary's clock when its journal ended at the frame's ``last_bookmark``:
+a replica that holds that bookmark takes it as its time, the journal's time
+(:class:`~sowdb.engine.clock.FollowingClock`), by which its upkeep runs (HA-2).
 
 The replica applies each frame through :meth:`Writer.apply_replicated` (the primary's
 bookmarks, timestamps and data, never its own) and reports its applied bookmark back on the
@@ -93,17 +96,32 @@ class ReplicationServicer(Servicer):
         reports = asyncio.create_task(self._reports(request_iterator, follower))
         try:
             # the first frame: this primary's epoch history (HA-4), which the replica adopts
-            yield pb.FollowResponse(epoch=epoch, last_bookmark=engine.last_seq, epochs=_epochs(engine))
-            idle = 0.0
+            yield pb.FollowResponse(
+                epoch=epoch, last_bookmark=engine.last_seq, epochs=_epochs(engine), clock_us=engine.clock()
+            )
+            idle, seen = 0.0, node.first_refresh(position)  # conflated refreshes, each in its place
             while node.election.epoch == epoch:
-                last = engine.last_seq
-                if last > position:
-                    async for entries in engine.read_journal(position, last, batch_size=FRAME_ENTRIES):
-                        yield _frame(engine, epoch, entries, last)
-                    position, idle = last, 0.0
+                last, now = engine.last_seq, engine.clock()  # the journal ended at `last` at `now`
+                refreshes = node.refreshes_since(seen)
+                if last > position or refreshes:
+                    # the entries up to each refresh's bookmark, the refresh, ..., the rest
+                    for upto, refresh in [*((r[1], r) for r in refreshes), (last, None)]:
+                        if upto > position:
+                            async for entries in engine.read_journal(position, upto, batch_size=FRAME_ENTRIES):
+                                yield _frame(engine, epoch, entries, last, now)
+                            position = upto
+                        if refresh is not None:
+                            seen, bookmark, topic, at = refresh
+                            yield pb.FollowResponse(
+                                epoch=epoch,
+                                last_bookmark=last,
+                                refresh=pb.ConflatedRefresh(topic=topic, bookmark=bookmark, timestamp_us=at),
+                            )
+                            seen += 1
+                    idle = 0.0
                     continue
                 if idle >= TICK_S:
-                    yield pb.FollowResponse(epoch=epoch, last_bookmark=last)
+                    yield pb.FollowResponse(epoch=epoch, last_bookmark=last, clock_us=now)
                     idle = 0.0
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(node.written.wait(), POLL_S)
@@ -147,13 +165,15 @@ class ReplicationServicer(Servicer):
             await self.node.report(follower)
 
 
-def _frame(engine: Engine, epoch: int, entries: list[JournalEntry], last: int) -> pb.FollowResponse:
-    """A frame of entries, with the producer state (J-4) of the batches that end within them."""
+def _frame(engine: Engine, epoch: int, entries: list[JournalEntry], last: int, now: int) -> pb.FollowResponse:
+    """A frame of entries, with the producer state (J-4) of the batches that end within them;
+    ``now`` is this primary's clock when its journal ended at ``last``."""
     producers = engine.store.producer_log(entries[0].seq - 1, entries[-1].seq)
     return pb.FollowResponse(
         epoch=epoch,
         entries=[_entry(e) for e in entries],
         last_bookmark=last,
+        clock_us=now,
         producers=[pb.ReplicatedProducer(bookmark=b, producer=p, sequence=q) for b, p, q in producers],
     )
 
@@ -219,6 +239,9 @@ async def follow(node: Node, target: str) -> None:
                     producers = [(p.bookmark, p.producer, p.sequence) for p in frame.producers]
                     applied = writer.apply_replicated(entries, producers)
                     await reports.put(pb.FollowRequest(applied_bookmark=applied))
+                if frame.HasField("refresh"):
+                    _refresh(node, frame.refresh)
+                _follow_time(node, frame)
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and "forked" in (exc.details() or ""):
                 node.diverged = exc.details() or "forked"
@@ -240,6 +263,29 @@ async def follow(node: Node, target: str) -> None:
                 return
             log.info("cluster: following %s ended: %s %s", target, exc.code().name, exc.details())
             await asyncio.sleep(node.cluster.loop_wait_s / 4)
+
+
+def _follow_time(node: Node, frame: pb.FollowResponse) -> None:
+    """The journal's time (HA-2) after a frame: its last applied entry's timestamp, or the
+    primary's clock when this node holds everything the primary's journal held then."""
+    node.clock.advance(node.engine.writer.last_ts)
+    if node.engine.writer.last_seq >= frame.last_bookmark:
+        node.clock.advance(frame.clock_us)
+
+
+def _refresh(node: Node, refresh: pb.ConflatedRefresh) -> None:
+    """The primary refreshed a conflated topic after ``refresh.bookmark`` (which this node has
+    just applied, the frames being in order) at ``refresh.timestamp_us``: so does this node.
+    The primary's journal ended at that bookmark then: that is the journal's time too."""
+    if node.engine.last_seq != refresh.bookmark:
+        log.warning(
+            "cluster: a refresh of %s after bookmark %d, but this node is at %d: refreshed now",
+            refresh.topic,
+            refresh.bookmark,
+            node.engine.last_seq,
+        )
+    node.clock.advance(refresh.timestamp_us)
+    node.engine.refresh_conflated(refresh.topic, refresh.timestamp_us)
 
 
 async def _copy(node: Node, stub: Any, metadata: Metadata, why: str) -> None:

@@ -5,7 +5,7 @@ It never imports grpc: the protocol layer (``sowdb.api``) translates requests in
 is ``README.md`` beside this file.
 """
 
-from sowdb.engine.clock import Clock, system_clock
+from sowdb.engine.clock import Clock, FollowingClock, system_clock
 from sowdb.engine.engine import Engine
 from sowdb.engine.events import (
     Completed,
@@ -32,6 +32,7 @@ __all__ = [
     "Deliveries",
     "Engine",
     "Entry",
+    "FollowingClock",
     "GroupBegin",
     "GroupEnd",
     "Heartbeat",

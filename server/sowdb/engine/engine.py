@@ -263,8 +263,16 @@ class Engine:
         return self.topics.build_columns()
 
     def flush_conflated(self) -> None:
-        """Conflated topics (C-2) whose interval ended publish their refreshed records."""
-        self.writer.flush_conflated()
+        """Conflated topics (C-2) whose interval ended publish their refreshed records; not on
+        a replica, which refreshes at its primary's instants (:meth:`refresh_conflated`)."""
+        if self.accepts_writes():
+            self.writer.flush_conflated()
+
+    def refresh_conflated(self, topic: str, at_us: int) -> int:
+        """On a replica (HA-2): refresh conflated topic ``topic`` as its primary did at
+        ``at_us``, right after the bookmark the replica has just applied; returns the changes
+        (:mod:`sowdb.engine.write.conflation`)."""
+        return self.writer.flush_conflated(at_us, topic)
 
     def expire_leases(self) -> None:
         """End the data service's snapshots and stages whose lease ran out (SPEC §9)."""

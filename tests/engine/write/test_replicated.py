@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from sowdb.engine import Engine, InMessage, SubscriptionOptions
-from sowdb.errors import FailedPrecondition
+from sowdb.errors import FailedPrecondition, NotPrimary
 from sowdb.storage.keys import JournalEntry
 from tests.support import ManualClock, S, open_engine, publish
 
@@ -113,3 +113,95 @@ def test_journal_retention_and_a_roll_back_cut_the_producer_log(tmp_path: Path) 
     assert [b for b, _, _ in engine.store.producer_log(0, 10)] == [2]
     assert {k.rsplit("\x00", 1)[1]: v for k, v in engine.store.producer_seqs().items()} == {"feed": 2}
     engine.close()
+
+
+def versions(engine: Engine, topic: str) -> list[tuple[str, int, int, int]]:
+    """The history a topic keeps (H-1): in ``history`` (SowKey, bookmark, operation, timestamp),
+    and as the version chains of memory, walked from each head."""
+    held = [(e.sow_key, e.seq, e.op, e.timestamp_us) for e in engine.store.iter_history() if e.topic == topic]
+    found = engine.topics.sow[topic]
+    hist = found.history
+    assert hist is not None
+    chains = []
+    for key in sorted({*found.records, *hist.tombstones}):
+        r = found.records.get(key) or hist.tombstones.get(key)
+        while r is not None:
+            chains.append((key, r.bookmark, r.timestamp_us))
+            r = r.prev
+    return [*held, *[(k, b, -1, t) for k, b, t in sorted(chains)]]
+
+
+def test_a_replica_thins_history_by_granularity_as_the_primary_did(tmp_path: Path) -> None:
+    """H-1 granularity on a replica: a version that replaced the previous one of its interval on
+    the primary replaces it on the replica too (the primary's timestamps decide), in the store
+    as in memory, publishes and removals alike, and after a restart."""
+    topics = {"topic": [{"name": "coarse", "key": ["/id"], "history": {"window": "1h", "granularity": "10s"}}]}
+    clock = ManualClock()
+    primary = open_engine(tmp_path / "p", topics, clock=clock)
+    replica = open_engine(tmp_path / "r", topics, clock=ManualClock(now=5 * S))
+    for t, v in [(0, 0), (3, 3), (9, 9), (12, 12), (13, 13), (20, 20), (32, 32)]:
+        clock.at(t)
+        publish(primary, "coarse", {"id": 1, "v": v}, {"id": 2, "v": v})
+    clock.at(34)
+    primary.sow_delete("coarse", sow_keys=["2"])  # replaces v 32 of key 2: the same interval
+    clock.at(45)
+    publish(primary, "coarse", {"id": 2, "v": 45})
+    entries = journal(primary)
+    for at in range(0, len(entries), 3):  # frames that split the primary's batches
+        replica.writer.apply_replicated(entries[at : at + 3])
+    expected = versions(primary, "coarse")
+    assert [v for _, _, op, _ in expected if op >= 0] != []
+    assert versions(replica, "coarse") == expected
+    replica.close()
+    reopened = open_engine(tmp_path / "r", topics, clock=ManualClock(now=5 * S))
+    assert versions(reopened, "coarse") == expected
+    reopened.close()
+    primary.close()
+
+
+def test_a_replica_refreshes_conflated_topics_at_its_primarys_instants(tmp_path: Path) -> None:
+    """C-2 on a replica (HA-2): it never refreshes by a clock of its own; told of each of the
+    primary's refreshes (topic, bookmark, instant), it refreshes right after that bookmark, so
+    each refresh publishes what the primary's did, even when a frame straddles the instant."""
+    topics = {
+        "topic": [{"name": "orders", "key": ["/id"]}],
+        "conflated_topic": [{"name": "orders_1s", "underlying": "orders", "interval": "1s"}],
+    }
+    clock = ManualClock()
+    primary = open_engine(tmp_path / "p", topics, clock=clock)
+    replica = open_engine(tmp_path / "r", topics, clock=ManualClock(now=clock.now + 5 * S))  # its own: ahead
+
+    def refuse() -> None:
+        raise NotPrimary("a replica", primary="elsewhere")
+
+    async def never(bookmark: int) -> None:
+        raise AssertionError("a replica acknowledges nothing")
+
+    replica.guard_writes(refuse, never)  # a cluster's replica: it writes nothing of its own
+    refreshes: list[tuple[str, int, int]] = []
+    primary.writer.refreshed = lambda *refresh: refreshes.append(refresh)
+    options = SubscriptionOptions(oof=True)
+    subs = [e.placement.subscribe("orders_1s", filter="", options=options) for e in (primary, replica)]
+    for step, v in [(0.0, 1), (0.5, 2), (1.0, None), (1.0, 3), (1.2, 4), (2.0, None), (2.0, 5), (2.5, 6)]:
+        clock.at(step)
+        if v is None:
+            primary.flush_conflated()
+        else:
+            publish(primary, "orders", {"id": v % 2, "v": v})
+    clock.at(3.0)
+    primary.sow_delete("orders", sow_keys=["1"])
+    primary.flush_conflated()
+    assert [(b, t - clock.now) for _, b, t in refreshes] == [(2, -2 * S), (4, -S), (7, 0)]
+
+    entries = journal(primary)
+    applied = 0
+    for topic, bookmark, at in refreshes:  # a frame up to each refresh, then the refresh
+        replica.writer.apply_replicated(entries[applied:bookmark])
+        applied = bookmark
+        replica.flush_conflated()  # its own clock is past every interval: it refreshes nothing
+        assert replica.refresh_conflated(topic, at) > 0
+    assert [(e.kind, e.record.data, e.record.bookmark, e.reason) for e in subs[1].drain()] == [
+        (e.kind, e.record.data, e.record.bookmark, e.reason) for e in subs[0].drain()
+    ]
+    replica.close()
+    primary.close()

@@ -206,7 +206,9 @@ Global___ReplicatedProducer: _TypeAlias = ReplicatedProducer  # noqa: Y015
 
 @_typing.final
 class FollowResponse(_message.Message):
-    """What the primary sends: a batch of entries, or (no entries) a tick saying it is alive."""
+    """What the primary sends: a batch of entries, or (no entries) a tick saying it is alive and
+    what its clock says.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -215,10 +217,18 @@ class FollowResponse(_message.Message):
     LAST_BOOKMARK_FIELD_NUMBER: _builtins.int
     PRODUCERS_FIELD_NUMBER: _builtins.int
     EPOCHS_FIELD_NUMBER: _builtins.int
+    CLOCK_US_FIELD_NUMBER: _builtins.int
+    REFRESH_FIELD_NUMBER: _builtins.int
     epoch: _builtins.int
     """The primary's epoch; a replica refuses frames of an epoch older than the one it knows."""
     last_bookmark: _builtins.int
     """The primary's latest bookmark when it sent the frame (a replica's lag is measured against it)."""
+    clock_us: _builtins.int
+    """The primary's clock (microseconds since the Unix epoch) when its journal ended at
+    `last_bookmark`. A replica that holds `last_bookmark` takes it as its time (HA-2): its
+    history trims, journal retention and conflated topics' refreshes follow the primary's
+    clock, never its own. 0: not given.
+    """
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicatedEntry]:
         """Entries in bookmark order, continuing from the previous frame's last one."""
@@ -233,6 +243,13 @@ class FollowResponse(_message.Message):
         whose journal is a prefix of the primary's, adopts it as its own.
         """
 
+    @_builtins.property
+    def refresh(self) -> Global___ConflatedRefresh:
+        """A conflated topic's refresh (C-2) on the primary, right after the entries up to its
+        `bookmark` (sent in earlier frames); a frame with it has no entries. The replica, which
+        never refreshes by a clock of its own, refreshes that topic then, at that instant (HA-2).
+        """
+
     def __init__(
         self,
         *,
@@ -241,14 +258,46 @@ class FollowResponse(_message.Message):
         last_bookmark: _builtins.int = ...,
         producers: _abc.Iterable[Global___ReplicatedProducer] | None = ...,
         epochs: _abc.Iterable[Global___EpochStart] | None = ...,
+        clock_us: _builtins.int = ...,
+        refresh: Global___ConflatedRefresh | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["refresh", b"refresh"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "epoch", b"epoch", "epochs", b"epochs", "last_bookmark", b"last_bookmark", "producers", b"producers"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["clock_us", b"clock_us", "entries", b"entries", "epoch", b"epoch", "epochs", b"epochs", "last_bookmark", b"last_bookmark", "producers", b"producers", "refresh", b"refresh"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___FollowResponse: _TypeAlias = FollowResponse  # noqa: Y015
+
+@_typing.final
+class ConflatedRefresh(_message.Message):
+    """A conflated topic refreshed on the primary."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    BOOKMARK_FIELD_NUMBER: _builtins.int
+    TIMESTAMP_US_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    """The conflated topic."""
+    bookmark: _builtins.int
+    """The primary's last bookmark when it refreshed: the refresh follows that entry."""
+    timestamp_us: _builtins.int
+    """When the primary refreshed (microseconds since the Unix epoch)."""
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        bookmark: _builtins.int = ...,
+        timestamp_us: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bookmark", b"bookmark", "timestamp_us", b"timestamp_us", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConflatedRefresh: _TypeAlias = ConflatedRefresh  # noqa: Y015
 
 @_typing.final
 class EpochStart(_message.Message):

@@ -53,8 +53,12 @@ class TopicHistory:
     def drops(self, previous: StoredRecord | None, timestamp_us: int) -> bool:
         """Whether a new version at ``timestamp_us`` replaces ``previous`` instead of following
         it: at most one version per key per granularity interval (H-1)."""
+        return previous is not None and self.same_interval(previous.timestamp_us, timestamp_us)
+
+    def same_interval(self, a_us: int, b_us: int) -> bool:
+        """Whether two instants fall in one granularity interval (never without a granularity)."""
         g = self.granularity_us
-        return bool(g) and previous is not None and previous.timestamp_us // g == timestamp_us // g
+        return bool(g) and a_us // g == b_us // g
 
     def link(self, rec: StoredRecord, old: StoredRecord | None) -> None:
         """Chain a new version ``rec`` of a key whose previous live version was ``old``."""

@@ -16,8 +16,10 @@ wrote it. A replica writes each one, and the producer's sequence, in the WriteBa
 that holds that bookmark, so a promoted replica refuses a producer's retry as the primary would
 have, and a replica that crashes never keeps entries without their producer state or the reverse.
 
-What is not replicated here: history thinning by granularity (H-1) is not applied to replicated publishes: a
-replica's history keeps every version within the window (the window's trim still applies).
+History thinning by granularity (H-1) is the primary's too: a version that replaced the previous
+version of its key's interval on the primary (by the primary's timestamps) drops that version's
+``history`` entry in the same WriteBatch here, as the primary's writer did; memory's version
+chains thin themselves as they link (:class:`~sowdb.engine.state.history.TopicHistory`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from sowdb.errors import FailedPrecondition
 from sowdb.storage.keys import OP_EXPIRE, OP_PUBLISH, JournalEntry
 
 if TYPE_CHECKING:
+    from sowdb.engine.state import SowTopic
     from sowdb.engine.write.writer import Writer
     from sowdb.storage import Batch
 
@@ -85,6 +88,7 @@ def _apply_run(writer: Writer, topic_name: str, run: list[JournalEntry], produce
     records = topic.records
     count = len(records)  # the records held after the run: counted from the run's keys alone
     held: dict[str, bool] = {}  # a key the run touched -> held after its last entry so far
+    newest: dict[str, tuple[int, int, bool]] | None = {} if hist is not None and hist.granularity_us else None
     # the primary's batches: entries of one kind (publish or removal) and one timestamp, whose
     # publishes are written, and put in memory, as the primary's writer did: a call per batch
     groups = [
@@ -104,6 +108,9 @@ def _apply_run(writer: Writer, topic_name: str, run: list[JournalEntry], produce
         else:
             keys, raws = [e.sow_key for e in group], [e.payload for e in group]
             batch.publish_many(group[0].seq, now, keys, raws, [e.expiry_us for e in group])
+        if newest is not None:  # after the group's own writes: a version it replaces may be one of them
+            for e in group:
+                _thin(topic, batch, newest, e)
     if topic.persistent:
         batch.set_record_count(count)
     _commit(writer, batch, producers)
@@ -136,6 +143,25 @@ def _apply_run(writer: Writer, topic_name: str, run: list[JournalEntry], produce
         # removals go to fan-out always, as the writer's own do (derived topics follow them)
         if changes and (removal or writer.fan_out.wanted(topic_name)):
             writer.fan_out(topic_name, changes, now)
+
+
+def _thin(topic: SowTopic, batch: Batch, newest: dict[str, tuple[int, int, bool]], e: JournalEntry) -> None:
+    """H-1 granularity as the primary's writer applied it: entry ``e`` replaces the key's
+    previous version when both fall in one interval, so that version's ``history`` entry goes.
+    ``newest`` holds each key's newest version written earlier in the run (bookmark, timestamp,
+    live), which memory does not show yet. A publish replaces the record or its tombstone
+    (``Writer._thin_history``); a removal, only a live record (``Writer._delete``)."""
+    hist = topic.history
+    assert hist is not None
+    previous = newest.get(e.sow_key)
+    publish = e.op == OP_PUBLISH
+    if previous is None:
+        head = topic.head(e.sow_key) if publish else topic.records.get(e.sow_key)
+        if head is not None:
+            previous = (head.bookmark, head.timestamp_us, True)
+    if previous is not None and (publish or previous[2]) and hist.same_interval(previous[1], e.timestamp_us):
+        batch.drop_history(e.sow_key, previous[0])
+    newest[e.sow_key] = (e.seq, e.timestamp_us, publish)
 
 
 def _commit(writer: Writer, batch: Batch, producers: list[ProducerUpdate]) -> None:

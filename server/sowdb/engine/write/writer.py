@@ -23,6 +23,7 @@ from sowdb.engine.filters import request_filter
 from sowdb.engine.read import plan_candidates
 from sowdb.engine.records import StoredRecord, decode_document
 from sowdb.engine.state import ExpiryQueue, SowTopic, Topics, check_topic_name
+from sowdb.engine.write.conflation import Refreshed, refresh
 from sowdb.engine.write.fanout import FanOut
 from sowdb.engine.write.messages import MessageLike, check_ttls, decode_batch, expiries, merge_deltas
 from sowdb.engine.write.producers import Producer, Producers, scoped
@@ -39,6 +40,8 @@ log = logging.getLogger("sowdb.engine")
 class Writer:
     """Every change to state goes through these methods, one at a time; the only assigner of
     sequence numbers (``last_seq``) and of the journal's timestamps."""
+
+    refreshed: Refreshed | None = None  # told of each conflated topic's refresh (a primary ships it)
 
     def __init__(
         self,
@@ -384,14 +387,6 @@ class Writer:
                 self.store.trim_history(topic.name, removed, hist.floor)
         return more
 
-    def flush_conflated(self) -> int:
-        """C-2: refresh every conflated topic whose interval has passed; returns the changes."""
-        now = self.clock()
-        count = 0
-        for d in self.topics.conflated():
-            out = d.flush(now)
-            if out:
-                count += len(out)
-                self.counters.topic(d.name).followed(out)
-                self.fan_out(d.name, out, now)
-        return count
+    def flush_conflated(self, at_us: int | None = None, topic: str = "") -> int:
+        """C-2 (:func:`~sowdb.engine.write.conflation.refresh`); returns the changes published."""
+        return refresh(self, at_us, topic)

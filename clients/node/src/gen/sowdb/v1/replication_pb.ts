@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sowdb/v1/replication.proto.
  */
 export const file_sowdb_v1_replication: GenFile = /*@__PURE__*/
-  fileDesc("Chpzb3dkYi92MS9yZXBsaWNhdGlvbi5wcm90bxIIc293ZGIudjEiJQoVQ29weUNoZWNrcG9pbnRSZXF1ZXN0EgwKBG5vZGUYASABKAkiTQoPQ2hlY2twb2ludENodW5rEgwKBGZpbGUYASABKAkSDAoEZGF0YRgCIAEoDBIMCgRkb25lGAMgASgIEhAKCGJvb2ttYXJrGAQgASgEIoYBCg1Gb2xsb3dSZXF1ZXN0EgwKBG5vZGUYASABKAkSDQoFZXBvY2gYAiABKAQSGAoQYXBwbGllZF9ib29rbWFyaxgDIAEoBBIRCglhZHZlcnRpc2UYBCABKAkSHAoUYXBwbGllZF90aW1lc3RhbXBfdXMYBSABKAQSDQoFcHJvYmUYBiABKAgijQEKD1JlcGxpY2F0ZWRFbnRyeRIQCghib29rbWFyaxgBIAEoBBIUCgx0aW1lc3RhbXBfdXMYAiABKAQSEQoJb3BlcmF0aW9uGAMgASgNEhEKCWV4cGlyeV91cxgEIAEoBBINCgV0b3BpYxgFIAEoCRIPCgdzb3dfa2V5GAYgASgJEgwKBGRhdGEYByABKAwiSgoSUmVwbGljYXRlZFByb2R1Y2VyEhAKCGJvb2ttYXJrGAEgASgEEhAKCHByb2R1Y2VyGAIgASgJEhAKCHNlcXVlbmNlGAMgASgEIrkBCg5Gb2xsb3dSZXNwb25zZRINCgVlcG9jaBgBIAEoBBIqCgdlbnRyaWVzGAIgAygLMhkuc293ZGIudjEuUmVwbGljYXRlZEVudHJ5EhUKDWxhc3RfYm9va21hcmsYAyABKAQSLwoJcHJvZHVjZXJzGAQgAygLMhwuc293ZGIudjEuUmVwbGljYXRlZFByb2R1Y2VyEiQKBmVwb2NocxgFIAMoCzIULnNvd2RiLnYxLkVwb2NoU3RhcnQiQQoKRXBvY2hTdGFydBINCgVlcG9jaBgBIAEoBBIWCg5maXJzdF9ib29rbWFyaxgCIAEoBBIMCgRub2RlGAMgASgJMqEBChJSZXBsaWNhdGlvblNlcnZpY2USPwoGRm9sbG93Ehcuc293ZGIudjEuRm9sbG93UmVxdWVzdBoYLnNvd2RiLnYxLkZvbGxvd1Jlc3BvbnNlKAEwARJKCgpDaGVja3BvaW50Eh8uc293ZGIudjEuQ29weUNoZWNrcG9pbnRSZXF1ZXN0Ghkuc293ZGIudjEuQ2hlY2twb2ludENodW5rMAFiBnByb3RvMw");
+  fileDesc("Chpzb3dkYi92MS9yZXBsaWNhdGlvbi5wcm90bxIIc293ZGIudjEiJQoVQ29weUNoZWNrcG9pbnRSZXF1ZXN0EgwKBG5vZGUYASABKAkiTQoPQ2hlY2twb2ludENodW5rEgwKBGZpbGUYASABKAkSDAoEZGF0YRgCIAEoDBIMCgRkb25lGAMgASgIEhAKCGJvb2ttYXJrGAQgASgEIoYBCg1Gb2xsb3dSZXF1ZXN0EgwKBG5vZGUYASABKAkSDQoFZXBvY2gYAiABKAQSGAoQYXBwbGllZF9ib29rbWFyaxgDIAEoBBIRCglhZHZlcnRpc2UYBCABKAkSHAoUYXBwbGllZF90aW1lc3RhbXBfdXMYBSABKAQSDQoFcHJvYmUYBiABKAgijQEKD1JlcGxpY2F0ZWRFbnRyeRIQCghib29rbWFyaxgBIAEoBBIUCgx0aW1lc3RhbXBfdXMYAiABKAQSEQoJb3BlcmF0aW9uGAMgASgNEhEKCWV4cGlyeV91cxgEIAEoBBINCgV0b3BpYxgFIAEoCRIPCgdzb3dfa2V5GAYgASgJEgwKBGRhdGEYByABKAwiSgoSUmVwbGljYXRlZFByb2R1Y2VyEhAKCGJvb2ttYXJrGAEgASgEEhAKCHByb2R1Y2VyGAIgASgJEhAKCHNlcXVlbmNlGAMgASgEIvgBCg5Gb2xsb3dSZXNwb25zZRINCgVlcG9jaBgBIAEoBBIqCgdlbnRyaWVzGAIgAygLMhkuc293ZGIudjEuUmVwbGljYXRlZEVudHJ5EhUKDWxhc3RfYm9va21hcmsYAyABKAQSLwoJcHJvZHVjZXJzGAQgAygLMhwuc293ZGIudjEuUmVwbGljYXRlZFByb2R1Y2VyEiQKBmVwb2NocxgFIAMoCzIULnNvd2RiLnYxLkVwb2NoU3RhcnQSEAoIY2xvY2tfdXMYBiABKAQSKwoHcmVmcmVzaBgHIAEoCzIaLnNvd2RiLnYxLkNvbmZsYXRlZFJlZnJlc2giSQoQQ29uZmxhdGVkUmVmcmVzaBINCgV0b3BpYxgBIAEoCRIQCghib29rbWFyaxgCIAEoBBIUCgx0aW1lc3RhbXBfdXMYAyABKAQiQQoKRXBvY2hTdGFydBINCgVlcG9jaBgBIAEoBBIWCg5maXJzdF9ib29rbWFyaxgCIAEoBBIMCgRub2RlGAMgASgJMqEBChJSZXBsaWNhdGlvblNlcnZpY2USPwoGRm9sbG93Ehcuc293ZGIudjEuRm9sbG93UmVxdWVzdBoYLnNvd2RiLnYxLkZvbGxvd1Jlc3BvbnNlKAEwARJKCgpDaGVja3BvaW50Eh8uc293ZGIudjEuQ29weUNoZWNrcG9pbnRSZXF1ZXN0Ghkuc293ZGIudjEuQ2hlY2twb2ludENodW5rMAFiBnByb3RvMw");
 
 /**
  * A replica asks for a copy of the primary's store.
@@ -238,7 +238,8 @@ export const ReplicatedProducerSchema: GenMessage<ReplicatedProducer> = /*@__PUR
   messageDesc(file_sowdb_v1_replication, 4);
 
 /**
- * What the primary sends: a batch of entries, or (no entries) a tick saying it is alive.
+ * What the primary sends: a batch of entries, or (no entries) a tick saying it is alive and
+ * what its clock says.
  *
  * @generated from message sowdb.v1.FollowResponse
  */
@@ -278,6 +279,25 @@ export type FollowResponse = Message<"sowdb.v1.FollowResponse"> & {
    * @generated from field: repeated sowdb.v1.EpochStart epochs = 5;
    */
   epochs: EpochStart[];
+
+  /**
+   * The primary's clock (microseconds since the Unix epoch) when its journal ended at
+   * `last_bookmark`. A replica that holds `last_bookmark` takes it as its time (HA-2): its
+   * history trims, journal retention and conflated topics' refreshes follow the primary's
+   * clock, never its own. 0: not given.
+   *
+   * @generated from field: uint64 clock_us = 6;
+   */
+  clockUs: bigint;
+
+  /**
+   * A conflated topic's refresh (C-2) on the primary, right after the entries up to its
+   * `bookmark` (sent in earlier frames); a frame with it has no entries. The replica, which
+   * never refreshes by a clock of its own, refreshes that topic then, at that instant (HA-2).
+   *
+   * @generated from field: sowdb.v1.ConflatedRefresh refresh = 7;
+   */
+  refresh?: ConflatedRefresh | undefined;
 };
 
 /**
@@ -286,6 +306,41 @@ export type FollowResponse = Message<"sowdb.v1.FollowResponse"> & {
  */
 export const FollowResponseSchema: GenMessage<FollowResponse> = /*@__PURE__*/
   messageDesc(file_sowdb_v1_replication, 5);
+
+/**
+ * A conflated topic refreshed on the primary.
+ *
+ * @generated from message sowdb.v1.ConflatedRefresh
+ */
+export type ConflatedRefresh = Message<"sowdb.v1.ConflatedRefresh"> & {
+  /**
+   * The conflated topic.
+   *
+   * @generated from field: string topic = 1;
+   */
+  topic: string;
+
+  /**
+   * The primary's last bookmark when it refreshed: the refresh follows that entry.
+   *
+   * @generated from field: uint64 bookmark = 2;
+   */
+  bookmark: bigint;
+
+  /**
+   * When the primary refreshed (microseconds since the Unix epoch).
+   *
+   * @generated from field: uint64 timestamp_us = 3;
+   */
+  timestampUs: bigint;
+};
+
+/**
+ * Describes the message sowdb.v1.ConflatedRefresh.
+ * Use `create(ConflatedRefreshSchema)` to create a new message.
+ */
+export const ConflatedRefreshSchema: GenMessage<ConflatedRefresh> = /*@__PURE__*/
+  messageDesc(file_sowdb_v1_replication, 6);
 
 /**
  * An epoch record (HA-4): epoch `epoch` wrote the journal's entries from `first_bookmark` on
@@ -322,7 +377,7 @@ export type EpochStart = Message<"sowdb.v1.EpochStart"> & {
  * Use `create(EpochStartSchema)` to create a new message.
  */
 export const EpochStartSchema: GenMessage<EpochStart> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_replication, 6);
+  messageDesc(file_sowdb_v1_replication, 7);
 
 /**
  * The primary's side of replication; replicas call it, clients have no use for it.
