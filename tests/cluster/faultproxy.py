@@ -49,9 +49,13 @@ class FaultProxy:
         return self.port
 
     def set(self, mode: Mode, delay: float = 0.0) -> None:
-        """Switch to ``mode`` now (``cut`` also closes every open connection)."""
+        """Switch to ``mode`` (``cut`` also closes every open connection), in effect on return: a
+        test may then take the moment as the fault's start."""
         self.mode, self.delay = mode, delay
-        self._loop.call_soon_threadsafe(self._apply)
+        asyncio.run_coroutine_threadsafe(self._applied(), self._loop).result(timeout=5)
+
+    async def _applied(self) -> None:
+        self._apply()
 
     def _apply(self) -> None:
         assert self._flowing is not None
