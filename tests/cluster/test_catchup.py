@@ -1,7 +1,7 @@
 """A replica behind the primary's retained journal rebuilds from a checkpoint (SPEC §13, HA-2):
 the primary's journal retention removed entries the stopped replica never applied, so Follow
 refuses it with OUT_OF_RANGE; it copies a checkpoint of the primary's store
-(``ReplicationService.Checkpoint``), stops, installs it at its next start and follows from the
+(``ReplicationService.CopyCheckpoint``), stops, installs it at its next start and follows from the
 checkpoint's bookmark, ending with the primary's digest."""
 
 from __future__ import annotations

@@ -168,6 +168,7 @@ class SowFrames:
         client of a server list chooses the server then)."""
         self._call = call
         self._opener = opener
+        self.owner: object = None  # the client: it keeps the channel alive while this is read
         self.group_begin: pb.GroupBegin | None = None
         self.group_end: pb.GroupEnd | None = None
 
@@ -196,6 +197,7 @@ class EventStream:
         self._reopen = reopen
         self._resume = resume
         self._cancelled = False
+        self.owner: object = None  # the client: it keeps the channel alive while this is read
         self.sub_id = ""
 
     def _event(self, resp: pb.SowAndSubscribeResponse | pb.SubscribeResponse) -> Event:

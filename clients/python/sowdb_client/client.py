@@ -155,10 +155,14 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
         return self._conns[address]
 
     def _sow_result(self, call: Any, opener: Any = None) -> SowResult:
-        return SowResult(call, opener)
+        result = SowResult(call, opener)
+        result.owner = self  # its stream is read on the caller's thread: nothing else holds the channel
+        return result
 
     def _subscription(self, call: Any, reopen: Any = None, resume: Resume | None = None) -> SubscriptionStream:
-        return SubscriptionStream(call, reopen, resume)
+        stream = SubscriptionStream(call, reopen, resume)
+        stream.owner = self
+        return stream
 
     def _publish(self, tally: PublishTally, call: Any) -> Iterator[PublishAck]:
         try:

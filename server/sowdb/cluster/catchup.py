@@ -1,7 +1,7 @@
 """A replica behind the primary's retained journal rebuilds from a checkpoint (SPEC §13, HA-2).
 
 Journal retention (H-4) may remove entries a stopped replica has not applied yet; the primary
-then refuses its ``Follow`` with OUT_OF_RANGE. The replica asks ``ReplicationService.Checkpoint``
+then refuses its ``Follow`` with OUT_OF_RANGE. The replica asks ``ReplicationService.CopyCheckpoint``
 instead: the primary takes a fresh RocksDB checkpoint (the ``sowd checkpoint`` path: one step of
 the writer, hard links) in a temp directory beside its data directory and streams its files in
 chunks, the checkpoint's last bookmark in the final message; it removes the temp directory when
@@ -42,7 +42,7 @@ INSTALLING = "checkpoint-installing"
 _KEEP = {INCOMING, INSTALLING, LOST_WRITES}
 
 
-async def checkpoint_chunks(engine: Engine) -> AsyncIterator[pb.CheckpointChunk]:
+async def checkpoint_chunks(engine: Engine) -> AsyncIterator[pb.CopyCheckpointResponse]:
     """The primary's side: a fresh checkpoint's files, chunk by chunk, then its bookmark."""
     temp, files, bookmark = _take_checkpoint(engine)
     try:
@@ -53,9 +53,9 @@ async def checkpoint_chunks(engine: Engine) -> AsyncIterator[pb.CheckpointChunk]
                     data = await asyncio.to_thread(f.read, CHUNK_BYTES)
                     if not data and not first:
                         break
-                    yield pb.CheckpointChunk(file=path.name, data=data)
+                    yield pb.CopyCheckpointResponse(file=path.name, data=data)
                     first = False
-        yield pb.CheckpointChunk(done=True, bookmark=bookmark)
+        yield pb.CopyCheckpointResponse(done=True, bookmark=bookmark)
     finally:
         await asyncio.to_thread(shutil.rmtree, temp, True)
 

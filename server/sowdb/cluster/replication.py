@@ -134,9 +134,9 @@ class ReplicationServicer(Servicer):
             await node.report(None, follower.node)
 
     @error_boundary
-    async def Checkpoint(
+    async def CopyCheckpoint(
         self, request: pb.CopyCheckpointRequest, context: Context, access: Access
-    ) -> AsyncIterator[pb.CheckpointChunk]:
+    ) -> AsyncIterator[pb.CopyCheckpointResponse]:
         access.require_admin("copy the store (replication)")
         if not self.node.election.is_leader:
             await context.abort(
@@ -293,7 +293,7 @@ async def _copy(node: Node, stub: Any, metadata: Metadata, why: str) -> None:
     log.warning("cluster: the primary no longer holds this node's next entries (%s): copying a checkpoint", why)
     data_dir = node.engine.config.server.data_dir
     bookmark = await copy_checkpoint(
-        data_dir, stub.Checkpoint(pb.CopyCheckpointRequest(node=node.cluster.node), metadata=metadata)
+        data_dir, stub.CopyCheckpoint(pb.CopyCheckpointRequest(node=node.cluster.node), metadata=metadata)
     )
     node.diverged = f"a checkpoint at bookmark {bookmark} waits to be installed"
     log.error(

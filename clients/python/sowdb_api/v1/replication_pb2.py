@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1asowdb/v1/replication.proto\x12\x08sowdb.v1\"%\n\x15\x43opyCheckpointRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\"M\n\x0f\x43heckpointChunk\x12\x0c\n\x04\x66ile\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x0c\n\x04\x64one\x18\x03 \x01(\x08\x12\x10\n\x08\x62ookmark\x18\x04 \x01(\x04\"\x86\x01\n\rFollowRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x18\n\x10\x61pplied_bookmark\x18\x03 \x01(\x04\x12\x11\n\tadvertise\x18\x04 \x01(\t\x12\x1c\n\x14\x61pplied_timestamp_us\x18\x05 \x01(\x04\x12\r\n\x05probe\x18\x06 \x01(\x08\"\x8d\x01\n\x0fReplicatedEntry\x12\x10\n\x08\x62ookmark\x18\x01 \x01(\x04\x12\x14\n\x0ctimestamp_us\x18\x02 \x01(\x04\x12\x11\n\toperation\x18\x03 \x01(\r\x12\x11\n\texpiry_us\x18\x04 \x01(\x04\x12\r\n\x05topic\x18\x05 \x01(\t\x12\x0f\n\x07sow_key\x18\x06 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x07 \x01(\x0c\"J\n\x12ReplicatedProducer\x12\x10\n\x08\x62ookmark\x18\x01 \x01(\x04\x12\x10\n\x08producer\x18\x02 \x01(\t\x12\x10\n\x08sequence\x18\x03 \x01(\x04\"\xf8\x01\n\x0e\x46ollowResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\x12*\n\x07\x65ntries\x18\x02 \x03(\x0b\x32\x19.sowdb.v1.ReplicatedEntry\x12\x15\n\rlast_bookmark\x18\x03 \x01(\x04\x12/\n\tproducers\x18\x04 \x03(\x0b\x32\x1c.sowdb.v1.ReplicatedProducer\x12$\n\x06\x65pochs\x18\x05 \x03(\x0b\x32\x14.sowdb.v1.EpochStart\x12\x10\n\x08\x63lock_us\x18\x06 \x01(\x04\x12+\n\x07refresh\x18\x07 \x01(\x0b\x32\x1a.sowdb.v1.ConflatedRefresh\"I\n\x10\x43onflatedRefresh\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x10\n\x08\x62ookmark\x18\x02 \x01(\x04\x12\x14\n\x0ctimestamp_us\x18\x03 \x01(\x04\"A\n\nEpochStart\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\x12\x16\n\x0e\x66irst_bookmark\x18\x02 \x01(\x04\x12\x0c\n\x04node\x18\x03 \x01(\t2\xa1\x01\n\x12ReplicationService\x12?\n\x06\x46ollow\x12\x17.sowdb.v1.FollowRequest\x1a\x18.sowdb.v1.FollowResponse(\x01\x30\x01\x12J\n\nCheckpoint\x12\x1f.sowdb.v1.CopyCheckpointRequest\x1a\x19.sowdb.v1.CheckpointChunk0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1asowdb/v1/replication.proto\x12\x08sowdb.v1\"%\n\x15\x43opyCheckpointRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\"T\n\x16\x43opyCheckpointResponse\x12\x0c\n\x04\x66ile\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x0c\n\x04\x64one\x18\x03 \x01(\x08\x12\x10\n\x08\x62ookmark\x18\x04 \x01(\x04\"\x86\x01\n\rFollowRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x18\n\x10\x61pplied_bookmark\x18\x03 \x01(\x04\x12\x11\n\tadvertise\x18\x04 \x01(\t\x12\x1c\n\x14\x61pplied_timestamp_us\x18\x05 \x01(\x04\x12\r\n\x05probe\x18\x06 \x01(\x08\"\x8d\x01\n\x0fReplicatedEntry\x12\x10\n\x08\x62ookmark\x18\x01 \x01(\x04\x12\x14\n\x0ctimestamp_us\x18\x02 \x01(\x04\x12\x11\n\toperation\x18\x03 \x01(\r\x12\x11\n\texpiry_us\x18\x04 \x01(\x04\x12\r\n\x05topic\x18\x05 \x01(\t\x12\x0f\n\x07sow_key\x18\x06 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x07 \x01(\x0c\"J\n\x12ReplicatedProducer\x12\x10\n\x08\x62ookmark\x18\x01 \x01(\x04\x12\x10\n\x08producer\x18\x02 \x01(\t\x12\x10\n\x08sequence\x18\x03 \x01(\x04\"\xf8\x01\n\x0e\x46ollowResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\x12*\n\x07\x65ntries\x18\x02 \x03(\x0b\x32\x19.sowdb.v1.ReplicatedEntry\x12\x15\n\rlast_bookmark\x18\x03 \x01(\x04\x12/\n\tproducers\x18\x04 \x03(\x0b\x32\x1c.sowdb.v1.ReplicatedProducer\x12$\n\x06\x65pochs\x18\x05 \x03(\x0b\x32\x14.sowdb.v1.EpochStart\x12\x10\n\x08\x63lock_us\x18\x06 \x01(\x04\x12+\n\x07refresh\x18\x07 \x01(\x0b\x32\x1a.sowdb.v1.ConflatedRefresh\"I\n\x10\x43onflatedRefresh\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x10\n\x08\x62ookmark\x18\x02 \x01(\x04\x12\x14\n\x0ctimestamp_us\x18\x03 \x01(\x04\"A\n\nEpochStart\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\x12\x16\n\x0e\x66irst_bookmark\x18\x02 \x01(\x04\x12\x0c\n\x04node\x18\x03 \x01(\t2\xac\x01\n\x12ReplicationService\x12?\n\x06\x46ollow\x12\x17.sowdb.v1.FollowRequest\x1a\x18.sowdb.v1.FollowResponse(\x01\x30\x01\x12U\n\x0e\x43opyCheckpoint\x12\x1f.sowdb.v1.CopyCheckpointRequest\x1a .sowdb.v1.CopyCheckpointResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,20 +34,20 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_COPYCHECKPOINTREQUEST']._serialized_start=40
   _globals['_COPYCHECKPOINTREQUEST']._serialized_end=77
-  _globals['_CHECKPOINTCHUNK']._serialized_start=79
-  _globals['_CHECKPOINTCHUNK']._serialized_end=156
-  _globals['_FOLLOWREQUEST']._serialized_start=159
-  _globals['_FOLLOWREQUEST']._serialized_end=293
-  _globals['_REPLICATEDENTRY']._serialized_start=296
-  _globals['_REPLICATEDENTRY']._serialized_end=437
-  _globals['_REPLICATEDPRODUCER']._serialized_start=439
-  _globals['_REPLICATEDPRODUCER']._serialized_end=513
-  _globals['_FOLLOWRESPONSE']._serialized_start=516
-  _globals['_FOLLOWRESPONSE']._serialized_end=764
-  _globals['_CONFLATEDREFRESH']._serialized_start=766
-  _globals['_CONFLATEDREFRESH']._serialized_end=839
-  _globals['_EPOCHSTART']._serialized_start=841
-  _globals['_EPOCHSTART']._serialized_end=906
-  _globals['_REPLICATIONSERVICE']._serialized_start=909
-  _globals['_REPLICATIONSERVICE']._serialized_end=1070
+  _globals['_COPYCHECKPOINTRESPONSE']._serialized_start=79
+  _globals['_COPYCHECKPOINTRESPONSE']._serialized_end=163
+  _globals['_FOLLOWREQUEST']._serialized_start=166
+  _globals['_FOLLOWREQUEST']._serialized_end=300
+  _globals['_REPLICATEDENTRY']._serialized_start=303
+  _globals['_REPLICATEDENTRY']._serialized_end=444
+  _globals['_REPLICATEDPRODUCER']._serialized_start=446
+  _globals['_REPLICATEDPRODUCER']._serialized_end=520
+  _globals['_FOLLOWRESPONSE']._serialized_start=523
+  _globals['_FOLLOWRESPONSE']._serialized_end=771
+  _globals['_CONFLATEDREFRESH']._serialized_start=773
+  _globals['_CONFLATEDREFRESH']._serialized_end=846
+  _globals['_EPOCHSTART']._serialized_start=848
+  _globals['_EPOCHSTART']._serialized_end=913
+  _globals['_REPLICATIONSERVICE']._serialized_start=916
+  _globals['_REPLICATIONSERVICE']._serialized_end=1088
 # @@protoc_insertion_point(module_scope)

@@ -42,7 +42,7 @@ class CopyCheckpointRequest(_message.Message):
 Global___CopyCheckpointRequest: _TypeAlias = CopyCheckpointRequest  # noqa: Y015
 
 @_typing.final
-class CheckpointChunk(_message.Message):
+class CopyCheckpointResponse(_message.Message):
     """A piece of one file of the checkpoint, or (`done`) the end of the copy."""
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -75,7 +75,7 @@ class CheckpointChunk(_message.Message):
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___CheckpointChunk: _TypeAlias = CheckpointChunk  # noqa: Y015
+Global___CopyCheckpointResponse: _TypeAlias = CopyCheckpointResponse  # noqa: Y015
 
 @_typing.final
 class FollowRequest(_message.Message):

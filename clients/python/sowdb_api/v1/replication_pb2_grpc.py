@@ -41,10 +41,10 @@ class ReplicationServiceStub:
                 request_serializer=sowdb_dot_v1_dot_replication__pb2.FollowRequest.SerializeToString,
                 response_deserializer=sowdb_dot_v1_dot_replication__pb2.FollowResponse.FromString,
                 _registered_method=True)
-        self.Checkpoint = channel.unary_stream(
-                '/sowdb.v1.ReplicationService/Checkpoint',
+        self.CopyCheckpoint = channel.unary_stream(
+                '/sowdb.v1.ReplicationService/CopyCheckpoint',
                 request_serializer=sowdb_dot_v1_dot_replication__pb2.CopyCheckpointRequest.SerializeToString,
-                response_deserializer=sowdb_dot_v1_dot_replication__pb2.CheckpointChunk.FromString,
+                response_deserializer=sowdb_dot_v1_dot_replication__pb2.CopyCheckpointResponse.FromString,
                 _registered_method=True)
 
 
@@ -65,7 +65,7 @@ class ReplicationServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def Checkpoint(self, request, context):
+    def CopyCheckpoint(self, request, context):
         """A replica that Follow refused with OUT_OF_RANGE (journal retention removed entries it has not
         applied) copies the primary's store instead: the primary takes a fresh checkpoint (as `sowd
         checkpoint` does) and streams its files, chunk by chunk, then a last message with `done` and
@@ -83,10 +83,10 @@ def add_ReplicationServiceServicer_to_server(servicer, server):
                     request_deserializer=sowdb_dot_v1_dot_replication__pb2.FollowRequest.FromString,
                     response_serializer=sowdb_dot_v1_dot_replication__pb2.FollowResponse.SerializeToString,
             ),
-            'Checkpoint': grpc.unary_stream_rpc_method_handler(
-                    servicer.Checkpoint,
+            'CopyCheckpoint': grpc.unary_stream_rpc_method_handler(
+                    servicer.CopyCheckpoint,
                     request_deserializer=sowdb_dot_v1_dot_replication__pb2.CopyCheckpointRequest.FromString,
-                    response_serializer=sowdb_dot_v1_dot_replication__pb2.CheckpointChunk.SerializeToString,
+                    response_serializer=sowdb_dot_v1_dot_replication__pb2.CopyCheckpointResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -128,7 +128,7 @@ class ReplicationService:
             _registered_method=True)
 
     @staticmethod
-    def Checkpoint(request,
+    def CopyCheckpoint(request,
             target,
             options=(),
             channel_credentials=None,
@@ -141,9 +141,9 @@ class ReplicationService:
         return grpc.experimental.unary_stream(
             request,
             target,
-            '/sowdb.v1.ReplicationService/Checkpoint',
+            '/sowdb.v1.ReplicationService/CopyCheckpoint',
             sowdb_dot_v1_dot_replication__pb2.CopyCheckpointRequest.SerializeToString,
-            sowdb_dot_v1_dot_replication__pb2.CheckpointChunk.FromString,
+            sowdb_dot_v1_dot_replication__pb2.CopyCheckpointResponse.FromString,
             options,
             channel_credentials,
             insecure,

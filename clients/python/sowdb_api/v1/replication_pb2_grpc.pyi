@@ -43,7 +43,7 @@ class ReplicationServiceStub:
     longer) the primary, or that knows an older epoch than the replica, ends the stream with
     FAILED_PRECONDITION; a replica whose bookmark the journal no longer holds gets OUT_OF_RANGE.
     """
-    Checkpoint: _grpc.UnaryStreamMultiCallable[_replication_pb2.CopyCheckpointRequest, _replication_pb2.CheckpointChunk]
+    CopyCheckpoint: _grpc.UnaryStreamMultiCallable[_replication_pb2.CopyCheckpointRequest, _replication_pb2.CopyCheckpointResponse]
     """A replica that Follow refused with OUT_OF_RANGE (journal retention removed entries it has not
     applied) copies the primary's store instead: the primary takes a fresh checkpoint (as `sowd
     checkpoint` does) and streams its files, chunk by chunk, then a last message with `done` and
@@ -64,7 +64,7 @@ class ReplicationServiceAsyncStub(ReplicationServiceStub):
     longer) the primary, or that knows an older epoch than the replica, ends the stream with
     FAILED_PRECONDITION; a replica whose bookmark the journal no longer holds gets OUT_OF_RANGE.
     """
-    Checkpoint: _aio.UnaryStreamMultiCallable[_replication_pb2.CopyCheckpointRequest, _replication_pb2.CheckpointChunk]  # type: ignore[assignment]
+    CopyCheckpoint: _aio.UnaryStreamMultiCallable[_replication_pb2.CopyCheckpointRequest, _replication_pb2.CopyCheckpointResponse]  # type: ignore[assignment]
     """A replica that Follow refused with OUT_OF_RANGE (journal retention removed entries it has not
     applied) copies the primary's store instead: the primary takes a fresh checkpoint (as `sowd
     checkpoint` does) and streams its files, chunk by chunk, then a last message with `done` and
@@ -90,11 +90,11 @@ class ReplicationServiceServicer(metaclass=_abc_1.ABCMeta):
         """
 
     @_abc_1.abstractmethod
-    def Checkpoint(
+    def CopyCheckpoint(
         self,
         request: _replication_pb2.CopyCheckpointRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_abc.Iterator[_replication_pb2.CheckpointChunk], _abc.AsyncIterator[_replication_pb2.CheckpointChunk]]:
+    ) -> _typing.Union[_abc.Iterator[_replication_pb2.CopyCheckpointResponse], _abc.AsyncIterator[_replication_pb2.CopyCheckpointResponse]]:
         """A replica that Follow refused with OUT_OF_RANGE (journal retention removed entries it has not
         applied) copies the primary's store instead: the primary takes a fresh checkpoint (as `sowd
         checkpoint` does) and streams its files, chunk by chunk, then a last message with `done` and

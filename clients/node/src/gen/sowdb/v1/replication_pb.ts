@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sowdb/v1/replication.proto.
  */
 export const file_sowdb_v1_replication: GenFile = /*@__PURE__*/
-  fileDesc("Chpzb3dkYi92MS9yZXBsaWNhdGlvbi5wcm90bxIIc293ZGIudjEiJQoVQ29weUNoZWNrcG9pbnRSZXF1ZXN0EgwKBG5vZGUYASABKAkiTQoPQ2hlY2twb2ludENodW5rEgwKBGZpbGUYASABKAkSDAoEZGF0YRgCIAEoDBIMCgRkb25lGAMgASgIEhAKCGJvb2ttYXJrGAQgASgEIoYBCg1Gb2xsb3dSZXF1ZXN0EgwKBG5vZGUYASABKAkSDQoFZXBvY2gYAiABKAQSGAoQYXBwbGllZF9ib29rbWFyaxgDIAEoBBIRCglhZHZlcnRpc2UYBCABKAkSHAoUYXBwbGllZF90aW1lc3RhbXBfdXMYBSABKAQSDQoFcHJvYmUYBiABKAgijQEKD1JlcGxpY2F0ZWRFbnRyeRIQCghib29rbWFyaxgBIAEoBBIUCgx0aW1lc3RhbXBfdXMYAiABKAQSEQoJb3BlcmF0aW9uGAMgASgNEhEKCWV4cGlyeV91cxgEIAEoBBINCgV0b3BpYxgFIAEoCRIPCgdzb3dfa2V5GAYgASgJEgwKBGRhdGEYByABKAwiSgoSUmVwbGljYXRlZFByb2R1Y2VyEhAKCGJvb2ttYXJrGAEgASgEEhAKCHByb2R1Y2VyGAIgASgJEhAKCHNlcXVlbmNlGAMgASgEIvgBCg5Gb2xsb3dSZXNwb25zZRINCgVlcG9jaBgBIAEoBBIqCgdlbnRyaWVzGAIgAygLMhkuc293ZGIudjEuUmVwbGljYXRlZEVudHJ5EhUKDWxhc3RfYm9va21hcmsYAyABKAQSLwoJcHJvZHVjZXJzGAQgAygLMhwuc293ZGIudjEuUmVwbGljYXRlZFByb2R1Y2VyEiQKBmVwb2NocxgFIAMoCzIULnNvd2RiLnYxLkVwb2NoU3RhcnQSEAoIY2xvY2tfdXMYBiABKAQSKwoHcmVmcmVzaBgHIAEoCzIaLnNvd2RiLnYxLkNvbmZsYXRlZFJlZnJlc2giSQoQQ29uZmxhdGVkUmVmcmVzaBINCgV0b3BpYxgBIAEoCRIQCghib29rbWFyaxgCIAEoBBIUCgx0aW1lc3RhbXBfdXMYAyABKAQiQQoKRXBvY2hTdGFydBINCgVlcG9jaBgBIAEoBBIWCg5maXJzdF9ib29rbWFyaxgCIAEoBBIMCgRub2RlGAMgASgJMqEBChJSZXBsaWNhdGlvblNlcnZpY2USPwoGRm9sbG93Ehcuc293ZGIudjEuRm9sbG93UmVxdWVzdBoYLnNvd2RiLnYxLkZvbGxvd1Jlc3BvbnNlKAEwARJKCgpDaGVja3BvaW50Eh8uc293ZGIudjEuQ29weUNoZWNrcG9pbnRSZXF1ZXN0Ghkuc293ZGIudjEuQ2hlY2twb2ludENodW5rMAFiBnByb3RvMw");
+  fileDesc("Chpzb3dkYi92MS9yZXBsaWNhdGlvbi5wcm90bxIIc293ZGIudjEiJQoVQ29weUNoZWNrcG9pbnRSZXF1ZXN0EgwKBG5vZGUYASABKAkiVAoWQ29weUNoZWNrcG9pbnRSZXNwb25zZRIMCgRmaWxlGAEgASgJEgwKBGRhdGEYAiABKAwSDAoEZG9uZRgDIAEoCBIQCghib29rbWFyaxgEIAEoBCKGAQoNRm9sbG93UmVxdWVzdBIMCgRub2RlGAEgASgJEg0KBWVwb2NoGAIgASgEEhgKEGFwcGxpZWRfYm9va21hcmsYAyABKAQSEQoJYWR2ZXJ0aXNlGAQgASgJEhwKFGFwcGxpZWRfdGltZXN0YW1wX3VzGAUgASgEEg0KBXByb2JlGAYgASgIIo0BCg9SZXBsaWNhdGVkRW50cnkSEAoIYm9va21hcmsYASABKAQSFAoMdGltZXN0YW1wX3VzGAIgASgEEhEKCW9wZXJhdGlvbhgDIAEoDRIRCglleHBpcnlfdXMYBCABKAQSDQoFdG9waWMYBSABKAkSDwoHc293X2tleRgGIAEoCRIMCgRkYXRhGAcgASgMIkoKElJlcGxpY2F0ZWRQcm9kdWNlchIQCghib29rbWFyaxgBIAEoBBIQCghwcm9kdWNlchgCIAEoCRIQCghzZXF1ZW5jZRgDIAEoBCL4AQoORm9sbG93UmVzcG9uc2USDQoFZXBvY2gYASABKAQSKgoHZW50cmllcxgCIAMoCzIZLnNvd2RiLnYxLlJlcGxpY2F0ZWRFbnRyeRIVCg1sYXN0X2Jvb2ttYXJrGAMgASgEEi8KCXByb2R1Y2VycxgEIAMoCzIcLnNvd2RiLnYxLlJlcGxpY2F0ZWRQcm9kdWNlchIkCgZlcG9jaHMYBSADKAsyFC5zb3dkYi52MS5FcG9jaFN0YXJ0EhAKCGNsb2NrX3VzGAYgASgEEisKB3JlZnJlc2gYByABKAsyGi5zb3dkYi52MS5Db25mbGF0ZWRSZWZyZXNoIkkKEENvbmZsYXRlZFJlZnJlc2gSDQoFdG9waWMYASABKAkSEAoIYm9va21hcmsYAiABKAQSFAoMdGltZXN0YW1wX3VzGAMgASgEIkEKCkVwb2NoU3RhcnQSDQoFZXBvY2gYASABKAQSFgoOZmlyc3RfYm9va21hcmsYAiABKAQSDAoEbm9kZRgDIAEoCTKsAQoSUmVwbGljYXRpb25TZXJ2aWNlEj8KBkZvbGxvdxIXLnNvd2RiLnYxLkZvbGxvd1JlcXVlc3QaGC5zb3dkYi52MS5Gb2xsb3dSZXNwb25zZSgBMAESVQoOQ29weUNoZWNrcG9pbnQSHy5zb3dkYi52MS5Db3B5Q2hlY2twb2ludFJlcXVlc3QaIC5zb3dkYi52MS5Db3B5Q2hlY2twb2ludFJlc3BvbnNlMAFiBnByb3RvMw");
 
 /**
  * A replica asks for a copy of the primary's store.
@@ -38,9 +38,9 @@ export const CopyCheckpointRequestSchema: GenMessage<CopyCheckpointRequest> = /*
 /**
  * A piece of one file of the checkpoint, or (`done`) the end of the copy.
  *
- * @generated from message sowdb.v1.CheckpointChunk
+ * @generated from message sowdb.v1.CopyCheckpointResponse
  */
-export type CheckpointChunk = Message<"sowdb.v1.CheckpointChunk"> & {
+export type CopyCheckpointResponse = Message<"sowdb.v1.CopyCheckpointResponse"> & {
   /**
    * The file's name in the checkpoint directory (a plain name); its chunks come in order, one
    * file after another; an empty file is one chunk without data.
@@ -72,10 +72,10 @@ export type CheckpointChunk = Message<"sowdb.v1.CheckpointChunk"> & {
 };
 
 /**
- * Describes the message sowdb.v1.CheckpointChunk.
- * Use `create(CheckpointChunkSchema)` to create a new message.
+ * Describes the message sowdb.v1.CopyCheckpointResponse.
+ * Use `create(CopyCheckpointResponseSchema)` to create a new message.
  */
-export const CheckpointChunkSchema: GenMessage<CheckpointChunk> = /*@__PURE__*/
+export const CopyCheckpointResponseSchema: GenMessage<CopyCheckpointResponse> = /*@__PURE__*/
   messageDesc(file_sowdb_v1_replication, 1);
 
 /**
@@ -407,12 +407,12 @@ export const ReplicationService: GenService<{
    * checkpoint` does) and streams its files, chunk by chunk, then a last message with `done` and
    * the checkpoint's bookmark. The replica installs the copy and follows from that bookmark.
    *
-   * @generated from rpc sowdb.v1.ReplicationService.Checkpoint
+   * @generated from rpc sowdb.v1.ReplicationService.CopyCheckpoint
    */
-  checkpoint: {
+  copyCheckpoint: {
     methodKind: "server_streaming";
     input: typeof CopyCheckpointRequestSchema;
-    output: typeof CheckpointChunkSchema;
+    output: typeof CopyCheckpointResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_sowdb_v1_replication, 0);
