@@ -306,8 +306,10 @@ class Election:
         intent = await self.etcd.get(self._intent_key)
         if intent is not None and json.loads(intent.value).get("to") != self.cluster.node:
             return 0.0  # a switchover to another node is under way
-        if not self._published:  # this round's answer of the eligibility callback
-            return 0.0
+        if not self._published:
+            # this round's eligibility, judged maybe before the key lapsed (while the dead
+            # primary's applied bookmark still counted): judge again soon, not a whole loop later
+            return self.cluster.loop_wait_s / 4
         unchanged = self._unchanged() if self._unchanged is not None else None
         created, found = await self.etcd.create(self._key, self._record(), self._lease, unchanged)
         if found is not None and created:
