@@ -184,6 +184,17 @@ export function fromStatus(status: Status): SowdbError {
   return new SowdbError({ code: codeName(status.code), message: status.message, fieldViolations, reason, metadata });
 }
 
+/**
+ * What a `CANCELLED` sent by the server means. gRPC core ends the calls that reached a server
+ * but no handler yet with `CANCELLED` when that server stops (grpc/grpc#41785), where
+ * `UNAVAILABLE` is meant; sowd never ends a call with `CANCELLED` itself. Reported as
+ * `UNAVAILABLE`, so that a caller retries it and a server list moves on, as for every other
+ * failure of a server going away. A `CANCELLED` this side made (its signal, a lost connection)
+ * stays `CANCELLED`.
+ */
+export const SHUT_DOWN_UNDER_THE_CALL =
+  "the server dropped the call as it shut down, before handling it; retry (in a cluster, on another node)";
+
 /** The {@link SowdbError} for anything a call threw (a ConnectError, an abort, a bug). */
 export function toSowdbError(err: unknown): SowdbError {
   if (err instanceof SowdbError) return err;
@@ -193,6 +204,9 @@ export function toSowdbError(err: unknown): SowdbError {
     for (const v of bad.fieldViolations) fieldViolations.push({ field: v.field, description: v.description });
   }
   const info = ce.findDetails(ErrorInfoSchema)[0];
+  if (ce.code === Code.Canceled && ce.isWireError) {
+    return new SowdbError({ code: "UNAVAILABLE", message: `${SHUT_DOWN_UNDER_THE_CALL} [${ce.rawMessage}]`, cause: err });
+  }
   return new SowdbError({
     code: codeName(ce.code),
     message: ce.rawMessage,

@@ -24,6 +24,7 @@ export {
   type FieldViolation,
   PublishError,
   type PublishErrorInit,
+  SHUT_DOWN_UNDER_THE_CALL,
   SowdbError,
   type SowdbErrorInit,
   type StatusCode,

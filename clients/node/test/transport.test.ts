@@ -2,19 +2,24 @@
  * The client's security options (SPEC §11): `token` is sent as `authorization: Bearer TOKEN`
  * metadata on every call, `tls` opens a TLS channel. Checked against a small HTTP/2 endpoint in
  * the test that records what it receives and answers every call with gRPC status UNIMPLEMENTED,
- * and against a live sowd with TLS and token users.
+ * and against a live sowd with TLS and token users. Also: a call a stopping server dropped
+ * (a Python grpcio server that drops them every time) is UNAVAILABLE, not CANCELLED.
  */
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
+import { createInterface } from "node:readline";
 import { after, before, describe, test } from "node:test";
-import { SowdbError, createClient } from "@sowdb/client";
-import { type Sowd, TEST_CONFIG, startSowd } from "./server.ts";
+import { Code, type ConnectError } from "@connectrpc/connect";
+import { SHUT_DOWN_UNDER_THE_CALL, SowdbError, createClient } from "@sowdb/client";
+import { type Sowd, TEST_CONFIG, python, startSowd } from "./server.ts";
+
+const REPO = resolve(import.meta.dirname, "..", "..", "..");
 
 interface Seen {
   path: string;
@@ -230,5 +235,46 @@ write = ["orders"]
     const c = await code(client.listTopics({ timeoutMs: 3000 }));
     assert.notEqual(c, "OK");
     client.close();
+  });
+});
+
+describe("a server that stops under a call", () => {
+  // `tests/client/stopping_server.py` (the Python SDK's test has its story): its health check
+  // holds its event loop, then stops it; the calls that arrived meanwhile never reach a handler
+  // and gRPC core ends them with CANCELLED (grpc/grpc#41785)
+  test("the calls it dropped fail with UNAVAILABLE, saying to retry", async () => {
+    const proc = spawn(python(), ["-m", "tests.client.stopping_server"], {
+      cwd: REPO,
+      env: { ...process.env, PYTHONUNBUFFERED: "1" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stderr = ""; // gRPC prints the handlers it cancelled: shown only when the server fails
+    proc.stderr!.on("data", (b: Buffer) => (stderr += b.toString()));
+    const exited = new Promise<number | null>((r) => proc.once("exit", r));
+    try {
+      const lines = createInterface({ input: proc.stdout! })[Symbol.asyncIterator]();
+      const address = `127.0.0.1:${Number((await lines.next()).value)}`;
+      const client = createClient({ address });
+      const held = code(client.ping());
+      assert.equal((await lines.next()).value, "holding");
+      // the server asked core for its next call of each method before its loop was held
+      const first = [code(client.ping()), code(client.publish("orders", [{ orderId: 0 }]))];
+      await new Promise((r) => setTimeout(r, 500));
+      const dropped = await Promise.allSettled([1, 2, 3].map((i) => client.publish("orders", [{ orderId: i }])));
+      await Promise.all([held, ...first]);
+      for (const outcome of dropped) {
+        assert.equal(outcome.status, "rejected");
+        const e = outcome.reason as SowdbError;
+        assert.ok(e instanceof SowdbError, String(e));
+        assert.equal(e.code, "UNAVAILABLE", e.message);
+        assert.ok(e.message.includes(SHUT_DOWN_UNDER_THE_CALL), e.message);
+        const wire = e.cause as ConnectError; // what the server sent
+        assert.deepEqual([wire.code, wire.isWireError], [Code.Canceled, true]);
+      }
+      client.close();
+      assert.equal(await exited, 0, stderr);
+    } finally {
+      proc.kill();
+    }
   });
 });

@@ -170,6 +170,24 @@ _CONNECTION_HINTS = (
 """gRPC's words for a connection that failed to set up, and what they mean to a person (a
 plain client against a TLS port sees only "Socket closed")."""
 _DETAILS_KEY = "grpc-status-details-bin"
+_CANCELLED_HERE = frozenset(
+    {
+        "Locally cancelled by application!",
+        "Cancelled upon garbage collection!",
+        "Channel closed!",
+        "Channel deallocated!",
+        "Call cancelled in fork child",
+    }
+)
+"""grpcio's details of a call cancelled on this side (a ``cancel()``, a closed channel): the
+only CANCELLED a caller should see, since the server never ends a call with CANCELLED itself."""
+SHUT_DOWN_UNDER_THE_CALL = (
+    "the server dropped the call as it shut down, before handling it; retry (in a cluster, on another node)"
+)
+"""What a CANCELLED from the server means. gRPC core ends the calls that reached a server but no
+handler yet with CANCELLED when that server stops (grpc/grpc#41785), where UNAVAILABLE is meant:
+the caller retries, a server list moves on. Reported as UNAVAILABLE, so that it is retried like
+every other failure of a server going away."""
 
 
 def from_status(status: status_pb2.Status) -> SowdbError:
@@ -200,6 +218,8 @@ def from_rpc_error(err: grpc.RpcError) -> SowdbError:
             status = status_pb2.Status.FromString(value)
             if status.code == code.value[0]:
                 return from_status(status)
+    if code == grpc.StatusCode.CANCELLED and details not in _CANCELLED_HERE:
+        return UnavailableError(grpc.StatusCode.UNAVAILABLE, f"{SHUT_DOWN_UNDER_THE_CALL} [{details}]")
     if code == grpc.StatusCode.UNAVAILABLE:
         details = next((f"{hint} [{details}]" for words, hint in _CONNECTION_HINTS if words in details), details)
     return _BY_CODE.get(code, SowdbError)(code, details)

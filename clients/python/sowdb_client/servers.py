@@ -48,7 +48,9 @@ ROUND_PAUSE = 0.2
 PROBE_TIMEOUT = 2.0
 """Seconds a probe of a server (health, cluster status) may take: a blackholed node answers
 nothing, and a call without a deadline would wait on it for gRPC's connect timeout (20 s)."""
-_RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
+_RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+"""A server's absence. A call a stopping server dropped arrives as UNAVAILABLE too
+(:data:`sowdb_client.errors.SHUT_DOWN_UNDER_THE_CALL`); a CANCELLED is this client's own doing."""
 
 
 def server_list(target: str | Sequence[str]) -> list[str]:
