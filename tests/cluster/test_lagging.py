@@ -127,3 +127,34 @@ def _published(c: Client) -> PublishAck | None:
         if exc.code != grpc.StatusCode.UNAVAILABLE:
             raise
         return None
+
+
+def test_a_query_of_the_primary_shows_no_write_its_replicas_do_not_hold(tmp_path: Path, etcd: EtcdServer) -> None:
+    """HA-3 for reads (``sowdb.engine.live.gate``), with ``sync_strict``, whose hold does not end
+    by falling back: a write journaled on the primary while its replica is paused is refused,
+    and a query of the primary does not show it (its results wait for the replica, then the
+    query fails UNAVAILABLE); once the replica holds the write, a query shows it."""
+    cluster = Cluster(tmp_path, etcd)
+    cluster.config.write_text(cluster.config.read_text().replace('ack = "sync"', 'ack = "sync_strict"'))
+    try:
+        cluster.start("n1")
+        assert cluster.primary() == "n1"
+        cluster.start("n2")
+        until(lambda: len(cluster.status("n1")) == 2)
+        primary = cluster.nodes["n1"].target
+        first = publish_acknowledged(primary, "orders", [{"id": 0}]).last_bookmark
+        with Client(primary) as c:
+            with paused(cluster.nodes["n2"]):
+                with pytest.raises(SowdbError) as refused:
+                    c.publish("orders", [{"id": 1}], timeout=TTL + 8)
+                assert refused.value.code == grpc.StatusCode.UNAVAILABLE
+                assert cluster.own("n1").applied_bookmark == first + 1  # journaled there, held by no replica
+                began = time.monotonic()
+                with pytest.raises(SowdbError) as held:
+                    c.sow("orders", timeout=TTL + 8).records()
+                assert held.value.code == grpc.StatusCode.UNAVAILABLE
+                assert f"do not hold bookmark {first + 1}" in held.value.message
+                assert time.monotonic() - began >= 2 * TTL - 0.5  # it waited for the replica first
+            until(lambda: {r.json()["id"] for r in c.sow("orders", timeout=TTL + 8).records()} == {0, 1})
+    finally:
+        cluster.stop()

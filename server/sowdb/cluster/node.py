@@ -92,6 +92,8 @@ class Node:
 
     async def start(self) -> None:
         self.engine.guard_writes(self.check_write, self.acknowledge)
+        if self.cluster.ack != "async":  # queries show no write a failover could lose (HA-3)
+            self.engine.hold_reads(2 * self.cluster.lease_ttl_s)
         self._tasks.append(asyncio.create_task(self.election.run(), name="sowdb-election"))
         self._tasks.append(asyncio.create_task(self._supervise(), name="sowdb-replica"))
         self._tasks.append(asyncio.create_task(self.sync.run(), name="sowdb-sync-set"))

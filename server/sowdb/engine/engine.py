@@ -44,6 +44,7 @@ from sowdb.engine.live import (
     Subscription,
     SubscriptionHub,
     SubscriptionStream,
+    committed_results,
 )
 from sowdb.engine.read import Queries, QueryOptions, Snapshots
 from sowdb.engine.state import ExpiryQueue, Topics, TopicSummary
@@ -97,6 +98,7 @@ class Engine:
         """In a cluster (SPEC §13): awaited with a write's last bookmark before it is acknowledged
         (HA-1 fencing, HA-3 ``sync``); raises ``Unavailable`` when it may not be. None alone."""
         self._write_check: Callable[[], None] | None = None
+        self._read_hold_s: float | None = None
 
     def guard_writes(self, check: Callable[[], None], acknowledge: Acknowledge) -> None:
         """Make this engine a cluster node's (SPEC §13): ``check`` runs before every publish
@@ -115,6 +117,13 @@ class Engine:
             return await commit(*args, **kwargs)
 
         self.commit_stages = commit_stages
+
+    def hold_reads(self, within_s: float) -> None:
+        """Make queries wait for the gate as deliveries do (a cluster node with ``ack`` sync):
+        a query's results go out once its bookmark may be shown, or it fails ``Unavailable``
+        after ``within_s`` seconds (:func:`sowdb.engine.live.gate.committed_results`). Only a
+        ``sync`` primary ever holds anything back; elsewhere the wait is a comparison."""
+        self._read_hold_s = within_s
 
     def deliver_upto(self, committed: int | None) -> None:
         """Show subscribers only the changes up to bookmark ``committed`` and hold the later
@@ -175,7 +184,7 @@ class Engine:
 
     def sow(self, opts: QueryOptions, access: Access = EVERYONE) -> AsyncIterator[QueryEvent]:
         """A SOW query: group_begin, record batches, group_end (Q-1)."""
-        return self.queries.sow(opts, access)
+        return self._shown_when_committed(self.queries.sow(opts, access))
 
     def subscribe(self, topic: str, **args: Unpack[SubscribeArgs]) -> SubscriptionStream:
         """A subscription without a query, placed now; with a bookmark it replays first (H-4).
@@ -186,7 +195,13 @@ class Engine:
         """A query and a subscription placed at one point (S-1, H-3, P-1, Q-8); the arguments
         are :meth:`Placement.sow_and_subscribe`'s."""
         sub, query = self.placement.sow_and_subscribe(opts, **args)
-        return self._stream(sub, query)
+        return self._stream(sub, self._shown_when_committed(query))
+
+    def _shown_when_committed(self, events: AsyncIterator[QueryEvent]) -> AsyncIterator[QueryEvent]:
+        """A query's results, held by the gate on a cluster node (:meth:`hold_reads`)."""
+        if self._read_hold_s is None:
+            return events
+        return committed_results(events, self.hub.gate, self._read_hold_s)
 
     def _stream(self, sub: Subscription, query: AsyncIterator[QueryEvent] | None) -> SubscriptionStream:
         return SubscriptionStream(

@@ -1,18 +1,23 @@
 """The delivery gate of a ``sync`` primary (:mod:`sowdb.engine.live.gate`): subscribers are shown
 only what the replicas hold, every kind of subscription placed while changes are held gets each
-change once, and an open gate is the lone server's behaviour. Through a real cluster:
+change once, queries' results wait for their bookmark on a cluster node, and an open gate is the
+lone server's behaviour. Through a real cluster:
 ``tests/cluster/test_clients.py`` (a subscriber across a kill -9 of the primary)."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import orjson
+import pytest
 
 from sowdb.config import config_from_dict
 from sowdb.engine import Engine, InMessage, QueryOptions
-from sowdb.engine.events import Subscribed
+from sowdb.engine.events import GroupBegin, QueryEvent, RecordBatch, Subscribed
 from sowdb.engine.live.subscription import Subscription
+from sowdb.errors import Unavailable
 from sowdb.storage import Store
 
 
@@ -72,4 +77,46 @@ def test_an_open_gate_holds_nothing(tmp_path: Path) -> None:
     _publish(engine, 1)
     assert _shown(sub) == [1]
     assert not engine.hub.gate.held
+    engine.close()
+
+
+async def _ids(events: AsyncIterator[QueryEvent]) -> list[int]:
+    return [orjson.loads(r.raw)["id"] async for e in events if isinstance(e, RecordBatch) for r in e.records]
+
+
+async def test_a_query_s_results_wait_until_the_replicas_hold_its_bookmark(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    engine.hold_reads(5.0)  # a cluster node with ack = "sync"
+    _publish(engine, 1, 2)
+    engine.deliver_upto(1)  # the replicas hold bookmark 1, not 2
+    sow = engine.sow(QueryOptions(topic="orders"))
+    stream = engine.sow_and_subscribe(QueryOptions(topic="orders"))
+    mirror = stream.events()
+    assert isinstance(await anext(mirror), Subscribed)
+    waiting = [asyncio.ensure_future(anext(sow)), asyncio.ensure_future(anext(mirror))]
+    await asyncio.sleep(0.05)
+    assert not any(w.done() for w in waiting), "a query showed bookmark 2 before a replica held it"
+
+    engine.deliver_upto(2)
+    for w in waiting:
+        begin = await asyncio.wait_for(w, 1)
+        assert isinstance(begin, GroupBegin)
+        assert begin.bookmark == 2  # pinned when asked: the same state, shown once it is safe
+    assert await _ids(sow) == [1, 2]
+    stream.close()
+
+    _publish(engine, 3)  # held while no replica reports holding it
+    engine.hold_reads(0.05)
+    with pytest.raises(Unavailable, match="do not hold bookmark 3"):
+        await _ids(engine.sow(QueryOptions(topic="orders")))
+    engine.deliver_upto(None)  # acknowledging alone (or a replica): nothing is held back
+    assert await _ids(engine.sow(QueryOptions(topic="orders"))) == [1, 2, 3]
+    engine.close()
+
+
+async def test_a_lone_server_s_queries_never_wait(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    _publish(engine, 1)
+    engine.deliver_upto(0)  # even behind a shut gate: without hold_reads, a query reads as written
+    assert await asyncio.wait_for(_ids(engine.sow(QueryOptions(topic="orders"))), 1) == [1]
     engine.close()

@@ -3,10 +3,11 @@
 ``SubscriptionHub`` (registry.py) owns every live subscription and dispatches changes to them;
 ``Placement`` places, replaces and removes them; ``Subscription`` evaluates each change;
 ``pages`` keeps paginated result sets; ``SubscriptionStream`` is a subscription's life as
-engine events; ``gate`` holds deliveries on a ``sync`` primary until the replicas hold them
-(SPEC §13). It depends on ``state``, ``journal`` and ``read``.
+engine events; ``gate`` holds deliveries (and, on a cluster node, queries' results) on a
+``sync`` primary until the replicas hold them (SPEC §13). It depends on ``state``, ``journal`` and ``read``.
 """
 
+from sowdb.engine.live.gate import committed_results
 from sowdb.engine.live.load import LOAD, LoopLoad
 from sowdb.engine.live.options import Replacement, SubscriptionOptions
 from sowdb.engine.live.pages import PageSets
@@ -27,4 +28,5 @@ __all__ = [
     "SubscriptionHub",
     "SubscriptionOptions",
     "SubscriptionStream",
+    "committed_results",
 ]

@@ -19,16 +19,24 @@ A subscription placed while the gate is shut starts where its first event can co
   applied record, so the held batches before it are not its business.
 
 The hub offers a released batch only to the subscriptions placed before it (:attr:`since`).
-Only the hub's deliveries wait; queries, pages and views read the primary's state as written.
+
+Queries wait too, on a cluster node (:meth:`sowdb.engine.Engine.hold_reads`): a query's snapshot
+is pinned at once, but its results (a ``sow``, the first state of a ``sow_and_subscribe``, a
+first page) go out only once the gate has let its bookmark through (:meth:`DeliveryGate.reached`),
+so no query shows a write a failover could lose either.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass
 
 from sowdb.engine.changes import Change
+from sowdb.engine.events import GroupBegin, QueryEvent
+from sowdb.errors import Unavailable
 
 
 @dataclass(slots=True)
@@ -47,6 +55,7 @@ class DeliveryGate:
         self.committed: int | None = None
         self.held: deque[HeldBatch] = deque()
         self.since: dict[str, int] = {}  # while shut: a subscription's id -> its placement point
+        self._waiting: list[tuple[int, asyncio.Future[None]]] = []  # queries: (bookmark, woken there)
 
     @property
     def shut(self) -> bool:
@@ -56,6 +65,33 @@ class DeliveryGate:
         """Where a subscription without a query of the current state starts (module doc)."""
         return last_seq if self.committed is None else min(self.committed, last_seq)
 
+    def holds_back(self, bookmark: int) -> bool:
+        """Whether ``bookmark`` is past what may be shown."""
+        return self.committed is not None and bookmark > self.committed
+
+    async def reached(self, bookmark: int, within_s: float) -> bool:
+        """Wait until ``bookmark`` may be shown (at once when it may); False if it still may not
+        after ``within_s`` seconds."""
+        if not self.holds_back(bookmark):
+            return True
+        woken = asyncio.get_running_loop().create_future()
+        self._waiting.append((bookmark, woken))
+        try:
+            async with asyncio.timeout(within_s):
+                await woken
+        except TimeoutError:
+            return False
+        finally:
+            self._waiting = [w for w in self._waiting if w[1] is not woken]
+        return True
+
+    def _wake(self) -> None:
+        """Wake the queries waiting for a bookmark the gate now lets through."""
+        if self._waiting:
+            for bookmark, woken in self._waiting:
+                if not self.holds_back(bookmark) and not woken.done():
+                    woken.set_result(None)
+
     def hold(self, topic: str, changes: Sequence[Change]) -> None:
         self.held.append(HeldBatch(max(c.bookmark for c in changes), topic, changes))
 
@@ -63,12 +99,34 @@ class DeliveryGate:
         """Shut the gate (or move it on) with everything up to ``committed`` let through; yields
         the batches released, in order, for the hub to offer."""
         self.committed = max(committed, self.committed or 0)
+        self._wake()
         while self.held and self.held[0].bookmark <= self.committed:
             yield self.held.popleft()
 
     def open(self) -> Iterator[HeldBatch]:
         """Open the gate: every held batch is released, in order; nothing is held from now on."""
         self.committed = None
+        self._wake()
         while self.held:
             yield self.held.popleft()
         self.since.clear()
+
+
+async def committed_results(
+    events: AsyncIterator[QueryEvent], gate: DeliveryGate, within_s: float
+) -> AsyncIterator[QueryEvent]:
+    """A query's ``events``, the first of them (its ``group_begin``, which names the bookmark its
+    snapshot was pinned at) sent once ``gate`` lets that bookmark through.
+
+    Raises:
+        Unavailable: the bookmark is still held after ``within_s`` seconds (the sync replicas
+            are gone or stalled): the caller retries, or reads elsewhere.
+    """
+    async with aclosing(events):  # type: ignore[type-var]  # typed an iterator, made by an async generator
+        async for event in events:
+            if isinstance(event, GroupBegin) and not await gate.reached(event.bookmark, within_s):
+                raise Unavailable(
+                    f"the sync replicas do not hold bookmark {event.bookmark} yet, and this query's results would "
+                    f"show it (a failover could still lose it); retry, or read from a replica (read_from=any)"
+                )
+            yield event
