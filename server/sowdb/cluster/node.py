@@ -92,8 +92,6 @@ class Node:
 
     async def start(self) -> None:
         self.engine.guard_writes(self.check_write, self.acknowledge)
-        if self.cluster.ack != "async":  # queries show no write a failover could lose (HA-3)
-            self.engine.hold_reads(2 * self.cluster.lease_ttl_s)
         self._tasks.append(asyncio.create_task(self.election.run(), name="sowdb-election"))
         self._tasks.append(asyncio.create_task(self._supervise(), name="sowdb-replica"))
         self._tasks.append(asyncio.create_task(self.sync.run(), name="sowdb-sync-set"))
@@ -293,6 +291,10 @@ class Node:
             self.clock.follow(self.engine.writer.last_ts)
         if event.kind == "lead" and self.cluster.ack != "async":
             self.engine.deliver_upto(self.engine.last_seq)  # held from here until the replicas hold it
+        if self.cluster.ack != "async":
+            # a primary's queries show no write a failover could lose (HA-3); any other node's
+            # read its state as written (reads go on everywhere, even with no primary)
+            self.engine.hold_reads(2 * self.cluster.lease_ttl_s if event.kind == "lead" else None)
         if event.kind == "lead":  # the epoch record goes in before this primary's first write (HA-4)
             try:
                 begin_epoch(self.engine.store, event.epoch, self.cluster.node, self.engine.last_seq)

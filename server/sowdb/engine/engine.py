@@ -118,12 +118,14 @@ class Engine:
 
         self.commit_stages = commit_stages
 
-    def hold_reads(self, within_s: float) -> None:
-        """Make queries wait for the gate as deliveries do (a cluster node with ``ack`` sync):
-        a query's results go out once its bookmark may be shown, or it fails ``Unavailable``
-        after ``within_s`` seconds (:func:`sowdb.engine.live.gate.committed_results`). Only a
-        ``sync`` primary ever holds anything back; elsewhere the wait is a comparison."""
+    def hold_reads(self, within_s: float | None) -> None:
+        """Make queries wait for the gate as deliveries do (a ``sync`` cluster's primary): a
+        query's results go out once its bookmark may be shown, or it fails ``Unavailable``
+        after ``within_s`` seconds (:func:`sowdb.engine.live.gate.committed_results`). None
+        (the node stepped down): queries read the state as written again, those waiting too."""
         self._read_hold_s = within_s
+        if within_s is None:
+            self.hub.gate.stop_holding_queries()
 
     def deliver_upto(self, committed: int | None) -> None:
         """Show subscribers only the changes up to bookmark ``committed`` and hold the later

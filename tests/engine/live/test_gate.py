@@ -109,8 +109,15 @@ async def test_a_query_s_results_wait_until_the_replicas_hold_its_bookmark(tmp_p
     engine.hold_reads(0.05)
     with pytest.raises(Unavailable, match="do not hold bookmark 3"):
         await _ids(engine.sow(QueryOptions(topic="orders")))
-    engine.deliver_upto(None)  # acknowledging alone (or a replica): nothing is held back
-    assert await _ids(engine.sow(QueryOptions(topic="orders"))) == [1, 2, 3]
+    engine.hold_reads(5.0)
+    waiting_one = asyncio.ensure_future(_ids(engine.sow(QueryOptions(topic="orders"))))
+    await asyncio.sleep(0.05)
+    assert not waiting_one.done()
+    engine.hold_reads(None)  # the primary stepped down: its queries read its state as written
+    assert await asyncio.wait_for(waiting_one, 1) == [1, 2, 3]
+    engine.hold_reads(5.0)
+    engine.deliver_upto(None)  # acknowledging alone: nothing is held back
+    assert await asyncio.wait_for(_ids(engine.sow(QueryOptions(topic="orders"))), 1) == [1, 2, 3]
     engine.close()
 
 

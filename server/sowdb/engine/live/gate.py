@@ -20,10 +20,12 @@ A subscription placed while the gate is shut starts where its first event can co
 
 The hub offers a released batch only to the subscriptions placed before it (:attr:`since`).
 
-Queries wait too, on a cluster node (:meth:`sowdb.engine.Engine.hold_reads`): a query's snapshot
-is pinned at once, but its results (a ``sow``, the first state of a ``sow_and_subscribe``, a
-first page) go out only once the gate has let its bookmark through (:meth:`DeliveryGate.reached`),
-so no query shows a write a failover could lose either.
+Queries wait too, on a ``sync`` cluster's primary (:meth:`sowdb.engine.Engine.hold_reads`): a
+query's snapshot is pinned at once, but its results (a ``sow``, the first state of a
+``sow_and_subscribe``, a first page) go out only once the gate has let its bookmark through
+(:meth:`DeliveryGate.reached`), so no query of the primary shows a write a failover could lose
+either. Another node's queries (a replica, a primary that stepped down) read its state as
+written, so that reads go on everywhere while no primary is known.
 """
 
 from __future__ import annotations
@@ -84,6 +86,13 @@ class DeliveryGate:
         finally:
             self._waiting = [w for w in self._waiting if w[1] is not woken]
         return True
+
+    def stop_holding_queries(self) -> None:
+        """Let every waiting query go on, whatever its bookmark (its node is no longer the
+        primary: it reads its state as written, as any other node does)."""
+        for _, woken in self._waiting:
+            if not woken.done():
+                woken.set_result(None)
 
     def _wake(self) -> None:
         """Wake the queries waiting for a bookmark the gate now lets through."""
