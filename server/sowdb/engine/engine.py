@@ -200,7 +200,7 @@ class Engine:
         return self._stream(sub, self._shown_when_committed(query))
 
     def _shown_when_committed(self, events: AsyncIterator[QueryEvent]) -> AsyncIterator[QueryEvent]:
-        """A query's results, held by the gate on a cluster node (:meth:`hold_reads`)."""
+        """A query's results, held by the gate on a ``sync`` primary (:meth:`hold_reads`)."""
         if self._read_hold_s is None:
             return events
         return committed_results(events, self.hub.gate, self._read_hold_s)

@@ -3,8 +3,8 @@
 ``SubscriptionHub`` (registry.py) owns every live subscription and dispatches changes to them;
 ``Placement`` places, replaces and removes them; ``Subscription`` evaluates each change;
 ``pages`` keeps paginated result sets; ``SubscriptionStream`` is a subscription's life as
-engine events; ``gate`` holds deliveries (and, on a cluster node, queries' results) on a
-``sync`` primary until the replicas hold them (SPEC §13). It depends on ``state``, ``journal`` and ``read``.
+engine events; ``gate`` holds deliveries and queries' results on a ``sync`` primary until the
+replicas hold them (SPEC §13). It depends on ``state``, ``journal`` and ``read``.
 """
 
 from sowdb.engine.live.gate import committed_results
