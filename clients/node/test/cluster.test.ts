@@ -39,7 +39,14 @@ after(async () => {
 async function settled(among?: string[]): Promise<{ primary: string; replicas: string[] }> {
   const primary = await cluster.primary(among);
   const c = client({ address: cluster.nodes.get(primary)!.address });
-  await until(async () => (await c.clusterStatus()).length === (among?.length ?? 3), 30_000, "replicas following");
+  await until(async () => (await c.clusterStatus()).length === (among?.length ?? 3), 30_000, "replicas following").catch(
+    async (e: Error) => {
+      const nodes = await Promise.all([...cluster.nodes.keys()].map(async (n) => [n, await cluster.own(n)] as const));
+      const seen = nodes.map(([n, o]) => (o ? `${n} ${o.role} at ${o.appliedBookmark}` : `${n} down`)).join(", ");
+      const tails = [...cluster.nodes].map(([n, s]) => `--- ${n}\n${s.output().split("\n").slice(-15).join("\n")}`);
+      throw new Error(`${e.message} (${primary} primary; ${seen})\n${tails.join("\n")}`);
+    },
+  );
   const replicas = [...cluster.nodes.keys()].filter((n) => n !== primary && (among === undefined || among.includes(n)));
   return { primary, replicas };
 }

@@ -126,11 +126,25 @@ lease_ttl = "${LEASE_TTL_S}s"
 `;
   }
 
-  async startNode(name: string): Promise<Sowd> {
-    const sowd = await startSowd(this.config(), ["--node", name, "--advertise", "127.0.0.1:0"]);
+  async startNode(name: string, again?: Sowd): Promise<Sowd> {
+    const args = ["--node", name, "--advertise", "127.0.0.1:0"];
+    const sowd = again
+      ? await startSowd(this.config(), [...args, "--listen", again.address], { dataDir: again.dataDir })
+      : await startSowd(this.config(), args);
     this.nodes.set(name, sowd);
+    sowd.proc.once("close", () => {
+      // (its output read to the end) as its supervisor would: a node whose journal forked (a replica that had entries the
+      // new primary never got) stops, and cuts the fork at its next start, on the same address
+      if (!this.stopping && this.nodes.get(name) === sowd && sowd.output().includes("forked after bookmark")) {
+        this.restarting = this.startNode(name, sowd).then(() => undefined);
+      }
+    });
     return sowd;
   }
+
+  private stopping = false;
+  /** A restart under way (awaited by {@link stop}). */
+  private restarting: Promise<void> = Promise.resolve();
 
   /** Every node's address, in name order. */
   addresses(): string[] {
@@ -175,6 +189,8 @@ lease_ttl = "${LEASE_TTL_S}s"
   }
 
   async stop(): Promise<void> {
+    this.stopping = true;
+    await this.restarting.catch(() => undefined);
     await Promise.all([...this.nodes.values()].map((n) => n.stop()));
     await this.etcd.stop();
   }

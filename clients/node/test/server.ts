@@ -10,7 +10,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 
 const REPO = resolve(import.meta.dirname, "..", "..", "..");
@@ -35,12 +35,19 @@ export function python(): string {
   return process.env["SOWDB_PYTHON"] ?? join(REPO, ".venv", "bin", "python");
 }
 
-/** Starts sowd with `config` (TOML text; the test config by default) and waits for its banner. */
-export async function startSowd(config: string = TEST_CONFIG, extraArgs: string[] = []): Promise<Sowd> {
+/**
+ * Starts sowd with `config` (TOML text; the test config by default) and waits for its banner.
+ * `dataDir`: an earlier sowd's, to start it again (a supervisor's restart; removed with it).
+ */
+export async function startSowd(
+  config: string = TEST_CONFIG,
+  extraArgs: string[] = [],
+  { dataDir: earlier }: { dataDir?: string } = {},
+): Promise<Sowd> {
   const dir = mkdtempSync(join(tmpdir(), "sowdb-node-"));
   const cfgPath = join(dir, "sowd.toml");
   writeFileSync(cfgPath, config);
-  const dataDir = join(dir, "data");
+  const dataDir = earlier ?? join(dir, "data");
   const proc = spawn(
     python(),
     ["-m", "sowdb.testing", "--data-dir", dataDir, "--config", cfgPath, ...extraArgs],
@@ -78,6 +85,7 @@ export async function startSowd(config: string = TEST_CONFIG, extraArgs: string[
         clearTimeout(timer);
       }
       rmSync(dir, { recursive: true, force: true });
+      if (earlier) rmSync(dirname(earlier), { recursive: true, force: true });
     },
   };
 }
