@@ -133,9 +133,10 @@ lease_ttl = "${LEASE_TTL_S}s"
       : await startSowd(this.config(), args);
     this.nodes.set(name, sowd);
     sowd.proc.once("close", () => {
-      // (its output read to the end) as its supervisor would: a node whose journal forked (a replica that had entries the
-      // new primary never got) stops, and cuts the fork at its next start, on the same address
-      if (!this.stopping && this.nodes.get(name) === sowd && sowd.output().includes("forked after bookmark")) {
+      // (its output read to the end) as its supervisor would: a node whose journal forked (a
+      // replica that had entries the new primary never got) stops, and cuts the fork "at its
+      // next start"; so does one that copied a checkpoint, to install it. Same address and data.
+      if (!this.stopping && this.nodes.get(name) === sowd && sowd.output().includes("at its next start")) {
         this.restarting = this.startNode(name, sowd).then(() => undefined);
       }
     });
