@@ -109,7 +109,7 @@ key = ["/id"]
 """
 
 
-def node_config(tmp_path: Path, etcd: EtcdServer) -> Path:
+def node_config(tmp_path: Path, etcd: EtcdServer, ack: str = "sync") -> Path:
     (tmp_path / "alone.toml").write_text(TOPICS)  # the same topics without [cluster]
     path = tmp_path / "node.toml"
     path.write_text(
@@ -118,7 +118,7 @@ def node_config(tmp_path: Path, etcd: EtcdServer) -> Path:
 [cluster]
 name = "t"
 etcd = ["{etcd.url}"]
-ack = "sync"
+ack = "{ack}"
 sync_replicas = 1
 lease_ttl = "{TTL}s"
 """
@@ -129,15 +129,23 @@ lease_ttl = "{TTL}s"
 class Cluster:
     """Three nodes n1..n3 on one etcd."""
 
-    def __init__(self, tmp_path: Path, etcd: EtcdServer) -> None:
+    def __init__(self, tmp_path: Path, etcd: EtcdServer, ack: str = "sync") -> None:
         self.tmp_path = tmp_path
-        self.config = node_config(tmp_path, etcd)
+        self.config = node_config(tmp_path, etcd, ack)
         self.nodes: dict[str, testing.Sowd] = {}
 
     def start(self, name: str) -> testing.Sowd:
         sowd = testing.start(self.tmp_path / name, "--node", name, "--advertise", "127.0.0.1:0", config=self.config)
         self.nodes[name] = sowd
         return sowd
+
+    def primary_and_replica(self) -> str:
+        """n1 started and leading, then n2 started and following it; n1's address."""
+        self.start("n1")
+        assert self.primary() == "n1"
+        self.start("n2")
+        until(lambda: len(self.status("n1")) == 2)
+        return self.nodes["n1"].target
 
     def status(self, name: str) -> list[admin_pb2.ClusterNode]:
         with grpc.insecure_channel(self.nodes[name].target) as channel:

@@ -84,8 +84,7 @@ def test_a_former_primary_finds_its_fork_point_from_the_epoch_histories(tmp_path
     """``async``: n1 acknowledges 6..8 alone while n2 is stopped, and dies; n2 takes over at a new
     epoch from bookmark 6. n1, back, is refused as forked and places the fork after 5 from the
     two histories (confirmed by probes), cuts 6..8 into its lost-writes file and follows."""
-    cluster = Cluster(tmp_path, etcd)
-    cluster.config.write_text(cluster.config.read_text().replace('ack = "sync"', 'ack = "async"'))
+    cluster = Cluster(tmp_path, etcd, ack="async")
     try:
         cluster.start("n1")
         assert cluster.primary() == "n1"

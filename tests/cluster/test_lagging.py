@@ -32,11 +32,7 @@ def paused(sowd: testing.Sowd) -> Iterator[None]:
 
 
 def test_a_follower_that_stops_reporting_holds_sync_acks_back_for_one_lease_at_most(cluster: Cluster) -> None:
-    cluster.start("n1")
-    assert cluster.primary() == "n1"
-    cluster.start("n2")
-    until(lambda: len(cluster.status("n1")) == 2)
-    primary = cluster.nodes["n1"].target
+    primary = cluster.primary_and_replica()
     publish_acknowledged(primary, "orders", [{"id": 1}])
     until(lambda: cluster.own("n2").applied_bookmark == cluster.own("n1").applied_bookmark)
     with paused(cluster.nodes["n2"]):
@@ -99,14 +95,9 @@ def test_a_producers_retry_is_acknowledged_only_once_the_write_it_repeats_is(tmp
     refused (UNAVAILABLE); its retry, a duplicate, is refused too until the replica holds it,
     never acknowledged before (a duplicate answered at once would acknowledge a write that a
     failover may lose)."""
-    cluster = Cluster(tmp_path, etcd)
-    cluster.config.write_text(cluster.config.read_text().replace('ack = "sync"', 'ack = "sync_strict"'))
+    cluster = Cluster(tmp_path, etcd, ack="sync_strict")
     try:
-        cluster.start("n1")
-        assert cluster.primary() == "n1"
-        cluster.start("n2")
-        until(lambda: len(cluster.status("n1")) == 2)
-        with Client(cluster.nodes["n1"].target) as c:
+        with Client(cluster.primary_and_replica()) as c:
             with paused(cluster.nodes["n2"]):
                 for _ in range(2):  # the request, then its retry
                     with pytest.raises(SowdbError) as refused:
@@ -134,14 +125,9 @@ def test_a_query_of_the_primary_shows_no_write_its_replicas_do_not_hold(tmp_path
     by falling back: a write journaled on the primary while its replica is paused is refused,
     and a query of the primary does not show it (its results wait for the replica, then the
     query fails UNAVAILABLE); once the replica holds the write, a query shows it."""
-    cluster = Cluster(tmp_path, etcd)
-    cluster.config.write_text(cluster.config.read_text().replace('ack = "sync"', 'ack = "sync_strict"'))
+    cluster = Cluster(tmp_path, etcd, ack="sync_strict")
     try:
-        cluster.start("n1")
-        assert cluster.primary() == "n1"
-        cluster.start("n2")
-        until(lambda: len(cluster.status("n1")) == 2)
-        primary = cluster.nodes["n1"].target
+        primary = cluster.primary_and_replica()
         first = publish_acknowledged(primary, "orders", [{"id": 0}]).last_bookmark
         with Client(primary) as c:
             with paused(cluster.nodes["n2"]):

@@ -136,8 +136,7 @@ def test_kill_9_of_the_primary_under_sync_load_loses_no_acknowledged_write(clust
 def test_a_primary_without_replicas_falls_back_to_async_or_refuses_with_sync_strict(
     tmp_path: Path, etcd: EtcdServer, ack: str
 ) -> None:
-    config = node_config(tmp_path, etcd)
-    config.write_text(config.read_text().replace('ack = "sync"', f'ack = "{ack}"'))
+    config = node_config(tmp_path, etcd, ack)
     with testing.start(tmp_path / "n1", "--node", "n1", "--advertise", "127.0.0.1:0", config=config) as sowd:
         with Client(sowd.target) as c:
             until(lambda: c.cluster_status()[0].role == "primary")
