@@ -20,6 +20,11 @@ A node that is not eligible — an empty or gapped store, not holding every ackn
 (HA-3) — never takes the key; the eligibility callback says so each round, and each node
 publishes it in its member record ``/sowdb/NAME/members/NODE`` (under its lease), which is what
 a switchover waits on before the primary hands over.
+
+While it leads, a :class:`~sowdb.cluster.keepalive.LeaseKeeper` thread also refreshes the lease
+and extends the deadline, apart from the server's event loop: a loop saturated by the data path
+delays the round, never the proof that the lease lives (issue: a loaded primary stepped down with
+no fault). The deadline of an epoch only ever moves forward, whichever of the two extends it.
 """
 
 from __future__ import annotations
@@ -28,11 +33,13 @@ import asyncio
 import contextlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from sowdb.cluster.etcd import Etcd, EtcdUnavailable, KeyValue
+from sowdb.cluster.keepalive import LeaseKeeper
 from sowdb.config.cluster import ClusterConfig
 
 log = logging.getLogger("sowdb.cluster")
@@ -112,6 +119,8 @@ class Election:
         self._handing_over = False  # a switchover has fenced this primary
         self._resigned = 0  # an epoch this node stepped down from, whose key it still deletes
         self._lock = asyncio.Lock()  # one round (or switchover step) at a time
+        self._guard = threading.Lock()  # the epoch, lease and deadline, also moved by the keeper's thread
+        self.keeper = LeaseKeeper(cluster, self)
         self.rounds = 0  # rounds completed (successfully or not): progress a test can wait on
         self.leader: Leader | None = None
 
@@ -136,6 +145,21 @@ class Election:
         """This node holds the leader key (it may still be fenced: see :meth:`may_acknowledge`)."""
         return self._epoch != 0
 
+    def holding(self) -> tuple[int, int]:
+        """(epoch, lease) this node leads at; (0, 0) when it does not lead (the keeper's view)."""
+        with self._guard:
+            return (self._epoch, self._lease) if self._epoch else (0, 0)
+
+    def extend(self, epoch: int, lease: int, deadline: float) -> bool:
+        """Move the fencing deadline to ``deadline``, proven by a refresh of ``lease`` while the
+        key was this node's at ``epoch`` (the keeper's thread or the round): only if this node
+        still leads at that epoch under that lease, and only forward. True when it moved."""
+        with self._guard:
+            if self._epoch != epoch or self._lease != lease or deadline <= self._deadline:
+                return False
+            self._deadline = deadline
+            return True
+
     def may_acknowledge(self, epoch: int | None = None) -> bool:
         """True only while this node holds the key at its epoch and its monotonic deadline has
         not passed (HA-1): a partitioned or paused primary turns False before its lease can
@@ -149,6 +173,7 @@ class Election:
     async def run(self) -> None:
         """The HA loop, until cancelled: one round every ``loop_wait``, a follower's every half
         of it (it polls the leader key: a lapsed key is taken within half a loop)."""
+        self.keeper.start()
         while True:
             start = time.monotonic()
             wait = 0.0  # a follower's shorter pause before it reads the leader key again
@@ -166,6 +191,7 @@ class Election:
         """Leave the election (after cancelling :meth:`run`): a primary first stops
         acknowledging, then frees the key and its lease so that a successor need not wait for
         the lease to lapse. ``resign=False`` walks away like a crashed node."""
+        self.keeper.stop()
         async with self._lock:
             if self._epoch:
                 self._step_down("closing", at=time.monotonic())
@@ -266,27 +292,28 @@ class Election:
         if found is None or found.create_revision != epoch or found.lease != self._lease:
             self._step_down("the leader key is gone", at=time.monotonic())
             return
-        self._set_deadline(start + ttl - self.cluster.margin_s)
+        self.extend(epoch, found.lease, start + ttl - self.cluster.margin_s)
 
-    def _set_deadline(self, deadline: float) -> None:
-        """Move the deadline, and the timer that steps down there: acknowledging stops at the
-        deadline by :meth:`may_acknowledge` alone; the timer makes the role change visible at
-        once, even while a round waits on an unreachable etcd."""
-        self._deadline = deadline
+    def _arm(self) -> None:
+        """The timer that steps down at the deadline: acknowledging stops there by
+        :meth:`may_acknowledge` alone; the timer makes the role change visible at once, even
+        while a round waits on an unreachable etcd. When it fires it looks at the deadline as it
+        is then (the keeper may have moved it) and waits on to that if it has not passed."""
         if self._timer is not None:
             self._timer.cancel()
         epoch = self._epoch
 
         def expire() -> None:
-            if self._epoch != epoch or self._deadline != deadline:
+            if self._epoch != epoch:
                 return
-            if time.monotonic() < deadline:  # the loop may fire a timer a clock tick early
+            deadline = self._deadline
+            if time.monotonic() < deadline:  # moved meanwhile, or a timer fired a clock tick early
                 self._timer = asyncio.get_running_loop().call_at(deadline, expire)
             else:
                 self._step_down("no refresh before the deadline", at=deadline)
 
         # the loop's clock is time.monotonic(), the clock of the deadline
-        self._timer = asyncio.get_running_loop().call_at(deadline, expire)
+        self._timer = asyncio.get_running_loop().call_at(self._deadline, expire)
 
     async def _follow(self, start: float, ttl: int) -> float:
         found = await self.etcd.get(self._key)
@@ -320,8 +347,9 @@ class Election:
 
     def _lead_at(self, epoch: int, start: float, ttl: int) -> None:
         """Become the primary at ``epoch``: this round's lease refresh began at ``start``."""
-        self._epoch = epoch
-        self._set_deadline(start + ttl - self.cluster.margin_s)
+        with self._guard:
+            self._epoch, self._deadline = epoch, start + ttl - self.cluster.margin_s
+        self._arm()
         self.leader = Leader(self.cluster.node, self.cluster.advertise, epoch)
         log.info("cluster %s: node %s is the primary at epoch %d", self.cluster.name, self.cluster.node, epoch)
         self._emit("lead", epoch, time.monotonic())
@@ -329,7 +357,8 @@ class Election:
     def _step_down(self, reason: str, *, at: float) -> None:
         """Stop being the primary: acknowledging stops now (or already stopped at ``at``, the
         deadline, which this records as the end of the window)."""
-        epoch, self._epoch, self._deadline = self._epoch, 0, 0.0
+        with self._guard:
+            epoch, self._epoch, self._deadline = self._epoch, 0, 0.0
         if self._timer is not None:
             self._timer.cancel()
         self._resigned = epoch
