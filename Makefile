@@ -65,8 +65,16 @@ run: setup
 	$(BIN)/sowd --http-listen 127.0.0.1:9080
 
 ## The whole suite: lint (ruff, buf, generated code), types, tests, the Node SDK's types and
-## tests. This is what CI runs.
-test: lint typecheck unit node-test
+## tests. This is what CI runs. Every step runs even when an earlier one failed (a pytest failure
+## must not hide the Node SDK's results); the target fails at the end, naming each failed step.
+TEST_STEPS := lint typecheck unit node-test
+test: setup
+	@failed=""; for step in $(TEST_STEPS); do \
+		echo "== make $$step"; \
+		$(MAKE) --no-print-directory $$step || failed="$$failed $$step"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make test: FAILED:$$failed"; exit 1; fi; \
+	echo "make test: every step passed ($(TEST_STEPS))"
 
 lint: setup
 	$(BIN)/ruff check server clients tests tools
