@@ -1,6 +1,7 @@
 """The front door (issue 32): README.md stays one screen of orientation, its own blocks run as
-written, every relative link of README.md and docs/ leads somewhere, and every rule id the
-repository cites (K-3, Q-7, A-2, HA-3, ...) is stated in docs/rules.md.
+written, every page of docs/ is reached from it, and every rule id the repository cites (K-3,
+Q-7, A-2, HA-3, ...) is stated in docs/rules.md with a link to the page that explains it. That
+links lead somewhere, and never out of the repository, is ``test_docs_links.py``'s (issue 36).
 
 The manual's pages run in their own tests: the tour, "Securing sowdb" and "Operations" in
 ``test_readme_tour.py``, the tour's Python mirror and the Spark page's write in
@@ -12,6 +13,7 @@ Python SDK, the sample config, the filter engine's example) in ``test_docs_pages
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -20,11 +22,14 @@ from urllib.parse import unquote
 
 import pytest
 
-from tests.doc_pages import DOCS, ROOT, anchors, blocks, page_path, relative_links, run_block
+from tests.doc_pages import DOCS, ROOT, blocks, page_path, relative_links, run_block
 from tests.support import Process
 
 README_MAX_LINES = 300
-SPEC = ROOT.parent / "shared" / "SPEC.md"
+SPEC = Path(os.environ.get("SOWDB_SPEC", ROOT.parent / "shared" / "SPEC.md"))
+"""The product specification, kept beside a development checkout and not in the repository: where
+it is there (or named by ``SOWDB_SPEC``), docs/rules.md must state every rule id it has."""
+NOT_BUILT = "Not built yet"  # the heading of docs/rules.md for the spec's rules not kept yet
 RULE_ID = re.compile(r"\b[A-Z]{1,2}-[0-9]{1,2}\b")  # K-3, SL-1, HA-3; not UTF-8, SHA-256, ISO-8601
 CITING = ("server", "clients", "tests", "tools", "docs")
 SUFFIXES = {".py", ".ts", ".md", ".toml", ".html", ".css"}
@@ -48,20 +53,6 @@ def test_the_readme_keeps_the_two_commands_ci_runs() -> None:
     assert "\nmake test " in block
 
 
-@pytest.mark.parametrize("page", pages())
-def test_every_relative_link_of_a_page_resolves(page: str) -> None:
-    source = page_path(page)
-    broken = []
-    for link in relative_links(source.read_text()):
-        path, _, anchor = link.partition("#")
-        target = (source.parent / unquote(path)).resolve() if path else source
-        if not target.exists():
-            broken.append(f"{link}: no file {target}")
-        elif anchor and target.suffix == ".md" and anchor not in anchors(target.read_text()):
-            broken.append(f"{link}: no heading #{anchor} in {target.name}")
-    assert not broken, f"{page}: " + "; ".join(broken)
-
-
 def test_every_page_of_docs_is_reached_from_the_readme() -> None:
     """A page no link leads to is a page nobody reads: each docs/*.md is linked from README.md or
     from a page the README links to."""
@@ -74,13 +65,6 @@ def test_every_page_of_docs_is_reached_from_the_readme() -> None:
                 reached.add(target.name)
                 todo.append(target.name)
     assert {p.name for p in DOCS.glob("*.md")} <= reached
-
-
-def test_the_link_check_finds_a_broken_link(tmp_path: Path) -> None:
-    """The check above can fail: a missing file and a missing heading are both seen."""
-    text = "# Title\n\nSee [a](missing.md), [b](#nowhere), [c](#title), `[d](in-code.md)`.\n"
-    assert relative_links(text) == ["missing.md", "#nowhere", "#title"]
-    assert anchors(text) == {"title"}
 
 
 def cited_rule_ids() -> dict[str, set[str]]:
@@ -113,12 +97,44 @@ def test_every_rule_id_the_repository_cites_is_in_the_rule_index() -> None:
 
 
 def test_the_rule_index_lists_every_rule_of_the_spec() -> None:
+    """docs/rules.md is written by hand (it links each rule to its page); where the spec is at
+    hand, this says which of its rules the page lacks: state them there, or list them under
+    "Not built yet"."""
     if not SPEC.exists():
-        pytest.skip(f"the spec is not beside this checkout ({SPEC})")
+        pytest.skip(f"the spec is not beside this checkout ({SPEC}; SOWDB_SPEC names another place)")
     in_spec = set(re.findall(r"^- \*\*([A-Z]+-[0-9]+)\b", SPEC.read_text(), flags=re.MULTILINE))
     assert len(in_spec) >= 40
     missing = in_spec - listed_rule_ids()
-    assert not missing, f"run tools/docs/rules_index.py: docs/rules.md lacks {sorted(missing)}"
+    assert not missing, f"docs/rules.md lacks {sorted(missing)}"
+
+
+def rule_bullets(text: str) -> dict[str, str]:
+    """Rule id -> its bullet (the line and its indented continuation) in a rules page's text."""
+    bullets: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        match = re.match(r"^- \*\*([A-Z]+-[0-9]+)\b", line)
+        if match:
+            current = bullets[match.group(1)] = [line]
+        elif current is not None and line.startswith("  ") and line.strip():
+            current.append(line)
+        else:
+            current = None
+    return {rule: "\n".join(lines) for rule, lines in bullets.items()}
+
+
+def test_each_rule_kept_links_to_the_page_that_explains_it() -> None:
+    text = (DOCS / "rules.md").read_text()
+    kept, _, planned = text.partition(f"## {NOT_BUILT}")
+    bullets = rule_bullets(kept)
+    assert len(bullets) >= 45, sorted(bullets)
+    bare = sorted(rule for rule, bullet in bullets.items() if not relative_links(bullet))
+    assert not bare, f"rules in docs/rules.md with no link to a page: {bare}"
+    assert not set(bullets) & set(rule_bullets(planned)), "a rule both kept and not built"
+    assert rule_bullets("- **Q-1** one\n  two ([x](x.md))\n\n- **Q-2** three\n") == {
+        "Q-1": "- **Q-1** one\n  two ([x](x.md))",
+        "Q-2": "- **Q-2** three",
+    }
 
 
 def test_the_readmes_short_tour_runs_as_written(sowd_process: Process) -> None:

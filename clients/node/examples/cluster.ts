@@ -1,6 +1,6 @@
 import { createClient } from "@sowdb/client";
 
-// the servers of a cluster (SPEC §13): one string with commas, or an array
+// the servers of a cluster (rule HA-5): one string with commas, or an array
 const client = createClient({
   address: process.env["SOWDB_SERVERS"] ?? "127.0.0.1:9007,127.0.0.1:9008,127.0.0.1:9009",
   failoverTimeoutMs: 30_000, // how long a call looks for the primary again after a failover

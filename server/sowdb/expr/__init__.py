@@ -1,4 +1,4 @@
-"""The filter expression language (``../shared/FILTERS.md``): parse once, compile to Python.
+"""The filter expression language (``docs/filters.md``): parse once, compile to Python.
 
 Entry points:
     compile_filter(text)       -> CompiledFilter      (``.matches(data, ctx=None)``; cached)
