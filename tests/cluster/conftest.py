@@ -6,13 +6,13 @@ soak and the replication benchmark share."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.cluster.processes import EtcdServer, start_etcd
-from tests.cluster.support import Cluster
+from tests.cluster.support import CREATED, Cluster
 
 __all__ = ["EtcdServer", "cluster", "etcd"]
 
@@ -27,6 +27,29 @@ def etcd(tmp_path: Path) -> Iterator[EtcdServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Keep each phase's report on the test item, so that a fixture can tell a failed test."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
+
+
+@pytest.fixture(autouse=True)
+def nodes_output_on_failure(request: pytest.FixtureRequest) -> Iterator[None]:
+    """When a test fails, print the output of every node of every :class:`Cluster` it made
+    (pytest shows it with the failure): a step-down or a fork on a loaded machine says itself."""
+    CREATED.clear()
+    yield
+    report = getattr(request.node, "report_call", None)
+    if report is not None and report.failed:
+        for c in CREATED:
+            print(f"the nodes' output ({c.tmp_path}):\n{c.outputs()}")
+    CREATED.clear()
 
 
 @pytest.fixture

@@ -154,6 +154,7 @@ class Nodes(Cluster):
             self.tmp_path / name, "--node", name, "--advertise", "127.0.0.1:0", *flags, config=self.config
         )
         self.nodes[name] = sowd
+        self.started.append((name, sowd))
         return sowd
 
 

@@ -126,6 +126,11 @@ lease_ttl = "{TTL}s"
     return path
 
 
+CREATED: list[Cluster] = []
+"""Every :class:`Cluster` the running test made (tests/cluster/conftest.py shows their nodes'
+output when the test fails)."""
+
+
 class Cluster:
     """Three nodes n1..n3 on one etcd."""
 
@@ -133,11 +138,24 @@ class Cluster:
         self.tmp_path = tmp_path
         self.config = node_config(tmp_path, etcd, ack)
         self.nodes: dict[str, testing.Sowd] = {}
+        self.started: list[tuple[str, testing.Sowd]] = []
+        """Every start of a node, in order (a restart replaces it in :attr:`nodes`, not here)."""
+        CREATED.append(self)
 
     def start(self, name: str) -> testing.Sowd:
         sowd = testing.start(self.tmp_path / name, "--node", name, "--advertise", "127.0.0.1:0", config=self.config)
         self.nodes[name] = sowd
+        self.started.append((name, sowd))
         return sowd
+
+    def outputs(self, lines: int = 60) -> str:
+        """The last ``lines`` lines of every start of every node: what a failed test shows, so
+        that a step-down or a fork on a loaded machine says itself."""
+        parts = []
+        for number, (name, sowd) in enumerate(self.started, start=1):
+            tail = "".join(sowd.lines[-lines:])
+            parts.append(f"--- start {number}: {name} (exit {sowd.proc.poll()}) ---\n{tail}")
+        return "\n".join(parts)
 
     def primary_and_replica(self) -> str:
         """n1 started and leading, then n2 started and following it; n1's address."""

@@ -180,10 +180,27 @@ def restart(cluster: Nodes, name: str, within: float = 60.0) -> None:
 
 def caught_up(cluster: Nodes, within: float = 60.0) -> int:
     """With the load stopped: wait until every node has applied the primary's last bookmark;
-    that bookmark."""
-    last = cluster.own(cluster.primary(within=within)).applied_bookmark
-    until(lambda: all(cluster.own(n).applied_bookmark == last for n in cluster.nodes), within)
-    return last
+    that bookmark. The primary and its bookmark are read again at each probe: a write still in
+    flight when the load stopped may land after the first read, and the primary may change.
+
+    Raises:
+        AssertionError: not within ``within`` s, with each node's role, bookmark and output.
+    """
+
+    def same() -> int:
+        rows = {n: cluster.own(n) for n in cluster.nodes}
+        leaders = [r for r in rows.values() if r.role == "primary"]
+        if len(leaders) != 1:
+            return 0
+        last = leaders[0].applied_bookmark
+        return last if all(r.applied_bookmark == last for r in rows.values()) else 0
+
+    try:
+        return int(str(until(same, within)))
+    except AssertionError as exc:
+        own = {n: cluster.own(n) for n in cluster.nodes}
+        rows = ", ".join(f"{n} {r.role} at {r.applied_bookmark}" for n, r in own.items())
+        raise AssertionError(f"{exc}: the nodes did not catch up ({rows})\n{cluster.outputs()}") from None
 
 
 @dataclass
