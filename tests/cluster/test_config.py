@@ -80,3 +80,14 @@ def test_sowd_refuses_cluster_flags_without_a_cluster() -> None:
     done = subprocess.run([sowd, "--node", "n1"], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2
     assert "--node and --advertise need a [cluster] section" in done.stderr
+
+
+def test_the_ca_is_a_file_relative_to_the_config(tmp_path: Path) -> None:
+    (tmp_path / "pki").mkdir()
+    (tmp_path / "pki" / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\n")
+    raw = {"cluster": {"name": "c", "ca": "pki/ca.pem"}}
+    cluster = config_from_dict(raw, source=str(tmp_path / "c.toml"), base=tmp_path).cluster
+    assert cluster is not None
+    assert cluster.ca == str(tmp_path / "pki" / "ca.pem")
+    with pytest.raises(ConfigError, match=r"\[cluster\]: ca: .*missing.pem does not exist \(the CA that signed"):
+        config_from_dict({"cluster": {"name": "c", "ca": "missing.pem"}}, source="c.toml", base=tmp_path)

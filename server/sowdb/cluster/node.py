@@ -75,6 +75,8 @@ class Node:
         self.known_epoch = 0  # the newest epoch seen (led or followed)
         self.primary_last = 0  # on a replica: the primary's latest bookmark, as its last frame said
         self.diverged = ""  # on a replica: why it cannot follow (its journal forked), if so
+        self.following = False  # on a replica: a Follow stream from the primary delivers frames now
+        self.follow_error = ""  # on a replica: why it last failed to follow (kept until it follows)
         self.restart = asyncio.Event()  # set when this node must restart (its journal forked)
         self.sync = SyncSet(self)
         self._tasks: list[asyncio.Task[None]] = []
@@ -343,6 +345,20 @@ class Node:
                     self._following = asyncio.create_task(follow(self, target), name="sowdb-follow")
             await asyncio.sleep(self.cluster.loop_wait_s / 4)
 
+    def streaming(self, target: str) -> None:
+        """A frame came from the primary at ``target``: this replica follows it."""
+        if not self.following:
+            log.info("cluster %s: node %s follows %s", self.cluster.name, self.cluster.node, target)
+        self.following, self.follow_error = True, ""
+
+    def not_following(self, why: str = "") -> None:
+        """The Follow stream ended or never started (``why``, logged once per new reason: a
+        replica that cannot reach its primary, such as over the wrong transport, says so)."""
+        self.following = False
+        if why and why != self.follow_error:
+            log.warning("cluster %s: node %s does not follow: %s", self.cluster.name, self.cluster.node, why)
+            self.follow_error = why
+
     def status(self) -> list[dict[str, object]]:
         """This node (with its epoch history), then the followers it knows (ClusterStatus)."""
         me = self.engine.last_seq
@@ -360,6 +376,8 @@ class Node:
                 "lag": last - me,
                 "sync": self.cluster.node in members,
                 "epochs": epochs,
+                "following": self.following and not self.election.is_leader,
+                "follow_error": "" if self.election.is_leader else self.follow_error,
             }
         ]
         for f in sorted(self.followers.values(), key=lambda f: f.node):
@@ -372,6 +390,7 @@ class Node:
                     "applied_bookmark": f.applied,
                     "lag": max(0, me - f.applied),
                     "sync": f.node in members,
+                    "following": True,
                 }
             )
         return rows

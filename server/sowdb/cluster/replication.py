@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -36,6 +35,7 @@ from sowdb.auth import Authenticator
 from sowdb.cluster.catchup import checkpoint_chunks, copy_checkpoint
 from sowdb.cluster.fork import LOST_WRITES, mark_fork
 from sowdb.cluster.node import Follower, Node
+from sowdb.cluster.peers import Metadata, peer_channel, peer_metadata
 from sowdb.engine import Engine
 from sowdb.engine.access import Access
 from sowdb.errors import OutOfRange
@@ -51,11 +51,6 @@ POLL_S = 0.05
 TICK_S = 1.0
 """An idle primary sends a frame without entries this often: the replica sees it is alive."""
 FRAME_ENTRIES = 2000
-Metadata = tuple[tuple[str, str], ...] | None
-
-
-TOKEN_ENV = "SOWDB_CLUSTER_TOKEN"
-"""A replica sends this token (an admin user's) when the primary has security on (A-1)."""
 
 
 class ReplicationServicer(Servicer):
@@ -214,12 +209,18 @@ async def follow(node: Node, target: str) -> None:
         while True:
             yield await reports.get()
 
-    token = os.environ.get(TOKEN_ENV)
-    metadata = (("authorization", f"Bearer {token}"),) if token else None
-    async with grpc.aio.insecure_channel(target) as channel:
+    metadata = peer_metadata()
+    try:
+        channel = peer_channel(target, node.cluster, node.engine.config.security)
+    except OSError as exc:
+        node.not_following(f"cannot dial {target}: {exc}")
+        await asyncio.sleep(node.cluster.loop_wait_s)
+        return
+    async with channel:
         stub = pb_grpc.ReplicationServiceStub(channel)
         try:
             async for frame in stub.Follow(requests(), metadata=metadata):
+                node.streaming(target)
                 if node.election.is_leader:
                     return  # promoted meanwhile: this node writes its own journal now
                 if frame.epoch < node.known_epoch:
@@ -262,7 +263,10 @@ async def follow(node: Node, target: str) -> None:
                 await _copy(node, stub, metadata, exc.details() or "")
                 return
             log.info("cluster: following %s ended: %s %s", target, exc.code().name, exc.details())
+            node.not_following(f"{target}: {exc.code().name}: {exc.details()}")
             await asyncio.sleep(node.cluster.loop_wait_s / 4)
+        finally:
+            node.not_following()
 
 
 def _follow_time(node: Node, frame: pb.FollowResponse) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -41,6 +42,10 @@ class ClusterConfig:
     ack: str = "sync"
     sync_replicas: int = 1
     lease_ttl_s: float = 5.0
+    ca: str = ""
+    """The CA that signed the nodes' TLS certificates, which a replica trusts when it dials
+    its primary (empty: the node's own ``[security] tls_cert``, a self-signed certificate that
+    the nodes share)."""
 
     @property
     def loop_wait_s(self) -> float:
@@ -64,7 +69,7 @@ class ClusterConfig:
         return f"/sowdb/{self.name}/"
 
 
-def read_cluster(raw: dict[str, Any], fail: Fail) -> ClusterConfig | None:
+def read_cluster(raw: dict[str, Any], fail: Fail, base: Path | None = None) -> ClusterConfig | None:
     """The ``[cluster]`` table of a config file; None when there is none (a lone server).
 
     Raises:
@@ -76,7 +81,7 @@ def read_cluster(raw: dict[str, Any], fail: Fail) -> ClusterConfig | None:
     entry = "[cluster]"
     if not isinstance(t, dict):
         raise fail(entry, "expected a table")
-    allowed = {"name", "node", "advertise", "etcd", "ack", "sync_replicas", "lease_ttl"}
+    allowed = {"name", "node", "advertise", "etcd", "ack", "sync_replicas", "lease_ttl", "ca"}
     unknown = sorted(set(t) - allowed)
     if unknown:
         raise fail(entry, f"unknown setting {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
@@ -106,7 +111,15 @@ def read_cluster(raw: dict[str, Any], fail: Fail) -> ClusterConfig | None:
         raise fail(entry, f"lease_ttl: {exc}") from None
     if ttl < MIN_LEASE_TTL_S or ttl != int(ttl):
         raise fail(entry, f"lease_ttl: whole seconds, at least 2s (etcd's shortest lease), got {t['lease_ttl']!r}")
-    cluster = ClusterConfig(name, node, advertise, tuple(etcd), ack, sync_replicas, ttl)
+    ca = t.get("ca", "")
+    if not isinstance(ca, str):
+        raise fail(entry, f"ca: the path of a PEM file, got {ca!r}")
+    if ca:
+        path = ((base or Path.cwd()) / ca).resolve()
+        if not path.is_file():
+            raise fail(entry, f"ca: {path} does not exist (the CA that signed the nodes' certificates)")
+        ca = str(path)
+    cluster = ClusterConfig(name, node, advertise, tuple(etcd), ack, sync_replicas, ttl, ca)
     if cluster.loop_wait_s + 2 * cluster.retry_timeout_s > ttl + 1e-9:  # holds by construction; kept honest
         raise fail(entry, "lease_ttl: loop_wait + 2 * retry_timeout must not exceed it")
     return cluster

@@ -85,7 +85,8 @@ class _Reader:
                     raise self.fail(f'[[{kind}]] #{i} "{e.name}"', f"underlying: a cycle {' -> '.join(path)}")
                 if len(path) > len(reads) + 1:
                     break  # a cycle not through this entry; reported at its own entry
-        return m.Config(server, topics, conflated, views, self.source, security, read_cluster(raw, self.fail))
+        cluster = read_cluster(raw, self.fail, self.base)
+        return m.Config(server, topics, conflated, views, self.source, security, cluster)
 
     def _tables(self, raw: dict[str, Any], key: str) -> list[dict[str, Any]]:
         value = raw.get(key, [])

@@ -29,7 +29,7 @@ from sowdb_api.v1 import replication_pb2 as sowdb_dot_v1_dot_replication__pb2
 from sowdb_api.v1 import sow_pb2 as sowdb_dot_v1_dot_sow__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14sowdb/v1/admin.proto\x12\x08sowdb.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1asowdb/v1/replication.proto\x1a\x12sowdb/v1/sow.proto\"\x1f\n\x11SwitchoverRequest\x12\n\n\x02to\x18\x01 \x01(\t\"L\n\x12SwitchoverResponse\x12\x0f\n\x07primary\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x16\n\x0eprevious_epoch\x18\x03 \x01(\x04\"\x16\n\x14\x43lusterStatusRequest\"\xa4\x01\n\x0b\x43lusterNode\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\r\n\x05\x65poch\x18\x04 \x01(\x04\x12\x18\n\x10\x61pplied_bookmark\x18\x05 \x01(\x04\x12\x0b\n\x03lag\x18\x06 \x01(\x04\x12\x0c\n\x04sync\x18\x07 \x01(\x08\x12$\n\x06\x65pochs\x18\x08 \x03(\x0b\x32\x14.sowdb.v1.EpochStart\"=\n\x15\x43lusterStatusResponse\x12$\n\x05nodes\x18\x01 \x03(\x0b\x32\x15.sowdb.v1.ClusterNode\"&\n\x11\x43heckpointRequest\x12\x11\n\tdirectory\x18\x01 \x01(\t\"M\n\x12\x43heckpointResponse\x12\x11\n\tdirectory\x18\x01 \x01(\t\x12\x10\n\x08\x62ookmark\x18\x02 \x01(\x04\x12\x12\n\nsize_bytes\x18\x03 \x01(\x04\"2\n\x0cStatsRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x13\n\x0btopics_only\x18\x02 \x01(\x08\"\xf5\x01\n\rStatsResponse\x12$\n\x06topics\x18\x01 \x03(\x0b\x32\x14.sowdb.v1.TopicStats\x12\x32\n\rsubscriptions\x18\x02 \x03(\x0b\x32\x1b.sowdb.v1.SubscriptionStats\x12%\n\x06server\x18\x03 \x01(\x0b\x32\x15.sowdb.v1.ServerStats\x12\x10\n\x08\x62ookmark\x18\x04 \x01(\x04\x12)\n\x05taken\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12&\n\x07\x63luster\x18\x06 \x03(\x0b\x32\x15.sowdb.v1.ClusterNode\"\xcd\x01\n\nTopicStats\x12\x0c\n\x04name\x18\x01 \x01(\t\x12!\n\x04kind\x18\x02 \x01(\x0e\x32\x13.sowdb.v1.TopicKind\x12\x0f\n\x07records\x18\x03 \x01(\x04\x12\x14\n\x0c\x62ytes_stored\x18\x04 \x01(\x04\x12\x11\n\tpublishes\x18\x05 \x01(\x04\x12\x17\n\x0f\x62ytes_published\x18\x06 \x01(\x04\x12\x0f\n\x07\x64\x65letes\x18\x07 \x01(\x04\x12\x13\n\x0b\x65xpirations\x18\x08 \x01(\x04\x12\x15\n\rsubscriptions\x18\t \x01(\x04\"\x92\x02\n\x11SubscriptionStats\x12\x0e\n\x06sub_id\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x0e\n\x06\x66ilter\x18\x03 \x01(\t\x12\x0c\n\x04user\x18\x04 \x01(\t\x12\x0c\n\x04peer\x18\x05 \x01(\t\x12\x15\n\rqueued_events\x18\x06 \x01(\x04\x12\x14\n\x0cqueued_bytes\x18\x07 \x01(\x04\x12\x19\n\x11max_queued_events\x18\x08 \x01(\x04\x12\x18\n\x10max_queued_bytes\x18\t \x01(\x04\x12\x13\n\x0bsent_events\x18\n \x01(\x04\x12\x13\n\x0b\x63\x61tching_up\x18\x0b \x01(\x08\x12&\n\x03\x61ge\x18\x0c \x01(\x0b\x32\x19.google.protobuf.Duration\"\xd7\x02\n\x0bServerStats\x12)\n\x06uptime\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x13\n\x0b\x63pu_seconds\x18\x02 \x01(\x01\x12\x16\n\x0eresident_bytes\x18\x03 \x01(\x04\x12\x12\n\ndisk_bytes\x18\x04 \x01(\x04\x12\'\n\x07journal\x18\x05 \x01(\x0b\x32\x16.sowdb.v1.JournalStats\x12\x15\n\rsubscriptions\x18\x06 \x01(\x04\x12\x15\n\rqueued_events\x18\x07 \x01(\x04\x12\x1d\n\x15slow_consumer_cutoffs\x18\x08 \x01(\x04\x12 \n\x04rpcs\x18\t \x03(\x0b\x32\x12.sowdb.v1.RpcStats\x12\x1e\n\x16unconfigured_publishes\x18\n \x01(\x04\x12$\n\x1cunconfigured_bytes_published\x18\x0b \x01(\x04\"\x94\x01\n\x0cJournalStats\x12\r\n\x05\x62ytes\x18\x01 \x01(\x04\x12\x0f\n\x07\x65ntries\x18\x02 \x01(\x04\x12\x17\n\x0foldest_bookmark\x18\x03 \x01(\x04\x12\x34\n\x10oldest_timestamp\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rlast_bookmark\x18\x05 \x01(\x04\"\x96\x01\n\x08RpcStats\x12\x0b\n\x03rpc\x18\x01 \x01(\t\x12\r\n\x05\x63\x61lls\x18\x02 \x01(\x04\x12.\n\x06\x65rrors\x18\x03 \x03(\x0b\x32\x1e.sowdb.v1.RpcStats.ErrorsEntry\x12\x0f\n\x07seconds\x18\x04 \x01(\x01\x1a-\n\x0b\x45rrorsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\x32\xac\x02\n\x0c\x41\x64minService\x12G\n\nCheckpoint\x12\x1b.sowdb.v1.CheckpointRequest\x1a\x1c.sowdb.v1.CheckpointResponse\x12\x38\n\x05Stats\x12\x16.sowdb.v1.StatsRequest\x1a\x17.sowdb.v1.StatsResponse\x12P\n\rClusterStatus\x12\x1e.sowdb.v1.ClusterStatusRequest\x1a\x1f.sowdb.v1.ClusterStatusResponse\x12G\n\nSwitchover\x12\x1b.sowdb.v1.SwitchoverRequest\x1a\x1c.sowdb.v1.SwitchoverResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14sowdb/v1/admin.proto\x12\x08sowdb.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1asowdb/v1/replication.proto\x1a\x12sowdb/v1/sow.proto\"\x1f\n\x11SwitchoverRequest\x12\n\n\x02to\x18\x01 \x01(\t\"L\n\x12SwitchoverResponse\x12\x0f\n\x07primary\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x16\n\x0eprevious_epoch\x18\x03 \x01(\x04\"\x16\n\x14\x43lusterStatusRequest\"\xcd\x01\n\x0b\x43lusterNode\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\r\n\x05\x65poch\x18\x04 \x01(\x04\x12\x18\n\x10\x61pplied_bookmark\x18\x05 \x01(\x04\x12\x0b\n\x03lag\x18\x06 \x01(\x04\x12\x0c\n\x04sync\x18\x07 \x01(\x08\x12$\n\x06\x65pochs\x18\x08 \x03(\x0b\x32\x14.sowdb.v1.EpochStart\x12\x11\n\tfollowing\x18\t \x01(\x08\x12\x14\n\x0c\x66ollow_error\x18\n \x01(\t\"=\n\x15\x43lusterStatusResponse\x12$\n\x05nodes\x18\x01 \x03(\x0b\x32\x15.sowdb.v1.ClusterNode\"&\n\x11\x43heckpointRequest\x12\x11\n\tdirectory\x18\x01 \x01(\t\"M\n\x12\x43heckpointResponse\x12\x11\n\tdirectory\x18\x01 \x01(\t\x12\x10\n\x08\x62ookmark\x18\x02 \x01(\x04\x12\x12\n\nsize_bytes\x18\x03 \x01(\x04\"2\n\x0cStatsRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x13\n\x0btopics_only\x18\x02 \x01(\x08\"\xf5\x01\n\rStatsResponse\x12$\n\x06topics\x18\x01 \x03(\x0b\x32\x14.sowdb.v1.TopicStats\x12\x32\n\rsubscriptions\x18\x02 \x03(\x0b\x32\x1b.sowdb.v1.SubscriptionStats\x12%\n\x06server\x18\x03 \x01(\x0b\x32\x15.sowdb.v1.ServerStats\x12\x10\n\x08\x62ookmark\x18\x04 \x01(\x04\x12)\n\x05taken\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12&\n\x07\x63luster\x18\x06 \x03(\x0b\x32\x15.sowdb.v1.ClusterNode\"\xcd\x01\n\nTopicStats\x12\x0c\n\x04name\x18\x01 \x01(\t\x12!\n\x04kind\x18\x02 \x01(\x0e\x32\x13.sowdb.v1.TopicKind\x12\x0f\n\x07records\x18\x03 \x01(\x04\x12\x14\n\x0c\x62ytes_stored\x18\x04 \x01(\x04\x12\x11\n\tpublishes\x18\x05 \x01(\x04\x12\x17\n\x0f\x62ytes_published\x18\x06 \x01(\x04\x12\x0f\n\x07\x64\x65letes\x18\x07 \x01(\x04\x12\x13\n\x0b\x65xpirations\x18\x08 \x01(\x04\x12\x15\n\rsubscriptions\x18\t \x01(\x04\"\x92\x02\n\x11SubscriptionStats\x12\x0e\n\x06sub_id\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x0e\n\x06\x66ilter\x18\x03 \x01(\t\x12\x0c\n\x04user\x18\x04 \x01(\t\x12\x0c\n\x04peer\x18\x05 \x01(\t\x12\x15\n\rqueued_events\x18\x06 \x01(\x04\x12\x14\n\x0cqueued_bytes\x18\x07 \x01(\x04\x12\x19\n\x11max_queued_events\x18\x08 \x01(\x04\x12\x18\n\x10max_queued_bytes\x18\t \x01(\x04\x12\x13\n\x0bsent_events\x18\n \x01(\x04\x12\x13\n\x0b\x63\x61tching_up\x18\x0b \x01(\x08\x12&\n\x03\x61ge\x18\x0c \x01(\x0b\x32\x19.google.protobuf.Duration\"\xd7\x02\n\x0bServerStats\x12)\n\x06uptime\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x13\n\x0b\x63pu_seconds\x18\x02 \x01(\x01\x12\x16\n\x0eresident_bytes\x18\x03 \x01(\x04\x12\x12\n\ndisk_bytes\x18\x04 \x01(\x04\x12\'\n\x07journal\x18\x05 \x01(\x0b\x32\x16.sowdb.v1.JournalStats\x12\x15\n\rsubscriptions\x18\x06 \x01(\x04\x12\x15\n\rqueued_events\x18\x07 \x01(\x04\x12\x1d\n\x15slow_consumer_cutoffs\x18\x08 \x01(\x04\x12 \n\x04rpcs\x18\t \x03(\x0b\x32\x12.sowdb.v1.RpcStats\x12\x1e\n\x16unconfigured_publishes\x18\n \x01(\x04\x12$\n\x1cunconfigured_bytes_published\x18\x0b \x01(\x04\"\x94\x01\n\x0cJournalStats\x12\r\n\x05\x62ytes\x18\x01 \x01(\x04\x12\x0f\n\x07\x65ntries\x18\x02 \x01(\x04\x12\x17\n\x0foldest_bookmark\x18\x03 \x01(\x04\x12\x34\n\x10oldest_timestamp\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rlast_bookmark\x18\x05 \x01(\x04\"\x96\x01\n\x08RpcStats\x12\x0b\n\x03rpc\x18\x01 \x01(\t\x12\r\n\x05\x63\x61lls\x18\x02 \x01(\x04\x12.\n\x06\x65rrors\x18\x03 \x03(\x0b\x32\x1e.sowdb.v1.RpcStats.ErrorsEntry\x12\x0f\n\x07seconds\x18\x04 \x01(\x01\x1a-\n\x0b\x45rrorsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\x32\xac\x02\n\x0c\x41\x64minService\x12G\n\nCheckpoint\x12\x1b.sowdb.v1.CheckpointRequest\x1a\x1c.sowdb.v1.CheckpointResponse\x12\x38\n\x05Stats\x12\x16.sowdb.v1.StatsRequest\x1a\x17.sowdb.v1.StatsResponse\x12P\n\rClusterStatus\x12\x1e.sowdb.v1.ClusterStatusRequest\x1a\x1f.sowdb.v1.ClusterStatusResponse\x12G\n\nSwitchover\x12\x1b.sowdb.v1.SwitchoverRequest\x1a\x1c.sowdb.v1.SwitchoverResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,29 +45,29 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CLUSTERSTATUSREQUEST']._serialized_start=258
   _globals['_CLUSTERSTATUSREQUEST']._serialized_end=280
   _globals['_CLUSTERNODE']._serialized_start=283
-  _globals['_CLUSTERNODE']._serialized_end=447
-  _globals['_CLUSTERSTATUSRESPONSE']._serialized_start=449
-  _globals['_CLUSTERSTATUSRESPONSE']._serialized_end=510
-  _globals['_CHECKPOINTREQUEST']._serialized_start=512
-  _globals['_CHECKPOINTREQUEST']._serialized_end=550
-  _globals['_CHECKPOINTRESPONSE']._serialized_start=552
-  _globals['_CHECKPOINTRESPONSE']._serialized_end=629
-  _globals['_STATSREQUEST']._serialized_start=631
-  _globals['_STATSREQUEST']._serialized_end=681
-  _globals['_STATSRESPONSE']._serialized_start=684
-  _globals['_STATSRESPONSE']._serialized_end=929
-  _globals['_TOPICSTATS']._serialized_start=932
-  _globals['_TOPICSTATS']._serialized_end=1137
-  _globals['_SUBSCRIPTIONSTATS']._serialized_start=1140
-  _globals['_SUBSCRIPTIONSTATS']._serialized_end=1414
-  _globals['_SERVERSTATS']._serialized_start=1417
-  _globals['_SERVERSTATS']._serialized_end=1760
-  _globals['_JOURNALSTATS']._serialized_start=1763
-  _globals['_JOURNALSTATS']._serialized_end=1911
-  _globals['_RPCSTATS']._serialized_start=1914
-  _globals['_RPCSTATS']._serialized_end=2064
-  _globals['_RPCSTATS_ERRORSENTRY']._serialized_start=2019
-  _globals['_RPCSTATS_ERRORSENTRY']._serialized_end=2064
-  _globals['_ADMINSERVICE']._serialized_start=2067
-  _globals['_ADMINSERVICE']._serialized_end=2367
+  _globals['_CLUSTERNODE']._serialized_end=488
+  _globals['_CLUSTERSTATUSRESPONSE']._serialized_start=490
+  _globals['_CLUSTERSTATUSRESPONSE']._serialized_end=551
+  _globals['_CHECKPOINTREQUEST']._serialized_start=553
+  _globals['_CHECKPOINTREQUEST']._serialized_end=591
+  _globals['_CHECKPOINTRESPONSE']._serialized_start=593
+  _globals['_CHECKPOINTRESPONSE']._serialized_end=670
+  _globals['_STATSREQUEST']._serialized_start=672
+  _globals['_STATSREQUEST']._serialized_end=722
+  _globals['_STATSRESPONSE']._serialized_start=725
+  _globals['_STATSRESPONSE']._serialized_end=970
+  _globals['_TOPICSTATS']._serialized_start=973
+  _globals['_TOPICSTATS']._serialized_end=1178
+  _globals['_SUBSCRIPTIONSTATS']._serialized_start=1181
+  _globals['_SUBSCRIPTIONSTATS']._serialized_end=1455
+  _globals['_SERVERSTATS']._serialized_start=1458
+  _globals['_SERVERSTATS']._serialized_end=1801
+  _globals['_JOURNALSTATS']._serialized_start=1804
+  _globals['_JOURNALSTATS']._serialized_end=1952
+  _globals['_RPCSTATS']._serialized_start=1955
+  _globals['_RPCSTATS']._serialized_end=2105
+  _globals['_RPCSTATS_ERRORSENTRY']._serialized_start=2060
+  _globals['_RPCSTATS_ERRORSENTRY']._serialized_end=2105
+  _globals['_ADMINSERVICE']._serialized_start=2108
+  _globals['_ADMINSERVICE']._serialized_end=2408
 # @@protoc_insertion_point(module_scope)

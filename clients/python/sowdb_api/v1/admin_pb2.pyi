@@ -106,6 +106,8 @@ class ClusterNode(_message.Message):
     LAG_FIELD_NUMBER: _builtins.int
     SYNC_FIELD_NUMBER: _builtins.int
     EPOCHS_FIELD_NUMBER: _builtins.int
+    FOLLOWING_FIELD_NUMBER: _builtins.int
+    FOLLOW_ERROR_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     """Its name (`[cluster] node`)."""
     address: _builtins.str
@@ -122,6 +124,12 @@ class ClusterNode(_message.Message):
     """A member of the sync set (HA-3: it holds every acknowledged write and may be promoted), as
     the answering node last wrote or read the set.
     """
+    following: _builtins.bool
+    """A replica: a Follow stream from the primary delivers frames now. False on a replica that
+    does not follow (its lag is then not known, whatever `lag` says; `follow_error` says why).
+    """
+    follow_error: _builtins.str
+    """A replica that does not follow: why its last attempt failed (empty while it follows)."""
     @_builtins.property
     def epochs(self) -> _containers.RepeatedCompositeFieldContainer[_replication_pb2.EpochStart]:
         """The answering node's row only: its epoch history (HA-4), oldest first."""
@@ -137,10 +145,12 @@ class ClusterNode(_message.Message):
         lag: _builtins.int = ...,
         sync: _builtins.bool = ...,
         epochs: _abc.Iterable[_replication_pb2.EpochStart] | None = ...,
+        following: _builtins.bool = ...,
+        follow_error: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "applied_bookmark", b"applied_bookmark", "epoch", b"epoch", "epochs", b"epochs", "lag", b"lag", "node", b"node", "role", b"role", "sync", b"sync"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "applied_bookmark", b"applied_bookmark", "epoch", b"epoch", "epochs", b"epochs", "follow_error", b"follow_error", "following", b"following", "lag", b"lag", "node", b"node", "role", b"role", "sync", b"sync"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

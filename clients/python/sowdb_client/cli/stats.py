@@ -62,15 +62,22 @@ def run_cluster(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
         return 0
     table = Table("node", "address", "role", "epoch", "applied bookmark", "lag", box=None)
     for n in nodes:
-        table.add_row(n.node, n.address, n.role, str(n.epoch), str(n.applied_bookmark), str(n.lag))
+        table.add_row(n.node, n.address, n.role, str(n.epoch), str(n.applied_bookmark), _lag(n))
     Console(file=out, width=None if terminal(out) else 240, highlight=False).print(table)
     return 0
+
+
+def _lag(n: pb.ClusterNode) -> str:
+    """The lag, or on a replica that does not follow its primary, that (its lag is not known)."""
+    if n.role == "replica" and not n.following:
+        return f"not following ({n.follow_error})" if n.follow_error else "not following"
+    return str(n.lag)
 
 
 def cluster_line(nodes: list[pb.ClusterNode]) -> str:
     """``node n1: primary, epoch 7, applied bookmark 51, lag 0; followers: n2 lag 0, n3 lag 2``."""
     me, *followers = nodes
-    line = f"node {me.node}: {me.role}, epoch {me.epoch}, applied bookmark {me.applied_bookmark}, lag {me.lag}"
+    line = f"node {me.node}: {me.role}, epoch {me.epoch}, applied bookmark {me.applied_bookmark}, lag {_lag(me)}"
     if me.role == "primary":
         line += "; followers: " + (", ".join(f"{f.node} lag {f.lag}" for f in followers) or "none")
     return line

@@ -1,0 +1,105 @@
+"""A secured cluster replicates (issue 38, finding 1): with ``[security]`` TLS on, a replica
+dials its primary over TLS (trusting ``[cluster] ca``) with the replication token, so a ``sync``
+primary's acknowledged writes are on its replica and survive a kill -9. A replica that cannot
+follow (here: it does not trust the primary's certificate) says so in ``ClusterStatus`` and in
+``sow cluster`` instead of reporting itself at lag 0."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sowdb import testing
+from sowdb.auth import hash_token
+from sowdb_api.v1 import admin_pb2
+from sowdb_client import Client, SowdbError, Tls
+from tests.cluster.conftest import EtcdServer
+from tests.cluster.support import TTL, node_config, until
+from tests.support import Certs, sow
+
+TOKEN = "replication-secret"
+
+
+def secured_config(tmp_path: Path, etcd: EtcdServer, certs: Certs, *, ca: str = "ca.pem") -> Path:
+    """The cluster's config with TLS (a server certificate the test CA signed), a users file
+    with one admin user, and ``ca`` as ``[cluster] ca``."""
+    (tmp_path / "users.toml").write_text(
+        f'[[user]]\nname = "repl"\ntoken_sha256 = "{hash_token(TOKEN)}"\nroles = ["ops"]\n'
+    )
+    config = node_config(tmp_path, etcd)
+    text = config.read_text()
+    text = text.replace(f'lease_ttl = "{TTL}s"\n', f'lease_ttl = "{TTL}s"\nca = "{certs[ca]}"\n')
+    config.write_text(
+        text
+        + f"""
+[security]
+tls_cert = "{certs["server.pem"]}"
+tls_key = "{certs["server.key"]}"
+users_file = "{tmp_path / "users.toml"}"
+
+[[role]]
+name = "ops"
+read = [".*"]
+write = [".*"]
+admin = true
+"""
+    )
+    return config
+
+
+def me(c: Client) -> admin_pb2.ClusterNode:
+    try:
+        return c.cluster_status()[0]
+    except SowdbError:
+        return admin_pb2.ClusterNode(role="down")
+
+
+def test_a_secured_sync_cluster_replicates_and_its_acknowledged_writes_survive_a_kill(
+    tmp_path: Path, etcd: EtcdServer
+) -> None:
+    certs = Certs(tmp_path / "pki")
+    config = secured_config(tmp_path, etcd, certs)
+    env = {**os.environ, "SOWDB_CLUSTER_TOKEN": TOKEN}
+    tls = Tls(ca=certs["ca.pem"])
+    flags = ("--advertise", "127.0.0.1:0")
+    primary = testing.start(tmp_path / "n1", "--node", "n1", *flags, config=config, env=env)
+    replica = testing.start(tmp_path / "n2", "--node", "n2", *flags, config=config, env=env)
+    try:
+        with Client(primary.target, token=TOKEN, tls=tls) as p, Client(replica.target, token=TOKEN, tls=tls) as r:
+            until(lambda: me(p).role == "primary", TTL + 20)
+            until(lambda: me(r).following, TTL + 20)
+            ack = p.publish("orders", [{"id": i} for i in range(5)])
+            assert me(r).applied_bookmark == ack.last_bookmark  # sync: held by the replica when acknowledged
+            assert [n.node for n in p.cluster_status()] == ["n1", "n2"]
+            primary.kill()
+            until(lambda: me(r).role == "primary", TTL + 20)
+            assert sorted(rec.json()["id"] for rec in r.sow("orders").records()) == list(range(5))
+    finally:
+        primary.stop()
+        replica.stop()
+
+
+def test_a_replica_that_cannot_follow_says_so_instead_of_lag_0(tmp_path: Path, etcd: EtcdServer) -> None:
+    certs = Certs(tmp_path / "pki")
+    config = secured_config(tmp_path, etcd, certs, ca="rogue.pem")  # not the CA that signed the primary's
+    env = {**os.environ, "SOWDB_CLUSTER_TOKEN": TOKEN}
+    tls = Tls(ca=certs["ca.pem"])
+    flags = ("--advertise", "127.0.0.1:0")
+    primary = testing.start(tmp_path / "n1", "--node", "n1", *flags, config=config, env=env)
+    replica = testing.start(tmp_path / "n2", "--node", "n2", *flags, config=config, env=env)
+    try:
+        with Client(primary.target, token=TOKEN, tls=tls) as p, Client(replica.target, token=TOKEN, tls=tls) as r:
+            until(lambda: me(p).role == "primary", TTL + 20)
+            until(lambda: me(r).follow_error, TTL + 20)
+            row = me(r)
+            assert row.role == "replica"
+            assert not row.following
+            assert primary.target in row.follow_error
+            assert "does not follow" in replica.output
+            shown = sow("cluster", "-server", replica.target, "-token", TOKEN, "-cacert", certs["ca.pem"])
+            assert shown.returncode == 0, shown.stderr
+            row_text = next(line for line in shown.stdout.splitlines() if line.split()[:1] == ["n2"])
+            assert "not following" in row_text, shown.stdout
+    finally:
+        primary.stop()
+        replica.stop()
