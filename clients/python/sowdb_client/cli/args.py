@@ -14,6 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from sowdb.address import parse_address
+from sowdb_client.cli import numbers as n
 from sowdb_client.cli.typos import CommandParser
 
 DEFAULT_HOST = "127.0.0.1"
@@ -284,17 +285,27 @@ def parser() -> argparse.ArgumentParser:
 def _publish_flags(p: argparse.ArgumentParser) -> None:
     _flag(p, "topic", required=True, metavar="TOPIC", help="the topic to publish to, e.g. orders")
     _flag(p, "file", metavar="FILE", help="read the documents from this file (default: stdin)")
+    _flag(
+        p,
+        "delimiter",
+        type=n.delimiter,
+        default=10,
+        metavar="BYTE",
+        help="the byte that ends each message of the input, as AMPS spark's: a byte value or one character "
+        "(default 10, a newline), e.g. -delimiter 0 or -delimiter '|'",
+    )
     _flag(p, "delta", action="store_true", help="merge each document into the stored record (delta publish)")
-    _flag(p, "rate", type=float, metavar="N", help="at most N messages a second (default: as fast as possible)")
+    _flag(p, "rate", type=n.POSITIVE, metavar="N", help="at most N messages a second (default: as fast as possible)")
     _flag(
         p,
         "batchsize",
-        type=int,
+        type=n.PUBLISH_BATCH,
         default=100,
         metavar="N",
-        help="messages per request; each request is stored whole or not at all (default 100)",
+        help="messages per request, 1..1000000; each request is stored whole or not at all (default 100; a "
+        "request is also cut short where the next message would take it over the gRPC message limit)",
     )
-    _flag(p, "expiration", type=float, metavar="SECONDS", help="time to live of every message, e.g. 60")
+    _flag(p, "expiration", type=n.POSITIVE, metavar="SECONDS", help="time to live of every message, e.g. 60")
     _flag(
         p,
         "producer",
@@ -306,7 +317,7 @@ def _publish_flags(p: argparse.ArgumentParser) -> None:
     _flag(
         p,
         "producerseq",
-        type=int,
+        type=n.PRODUCER_SEQ,
         default=1,
         metavar="N",
         help="with -producer: the sequence number of the first request (default 1); request i carries N+i, "
@@ -337,9 +348,11 @@ def _query_flags(p: argparse.ArgumentParser, *, bookmark: str) -> None:
     _flag(p, "topic", required=True, metavar="TOPIC", help=TOPIC_HELP)
     _flag(p, "filter", default="", metavar="FILTER", help=FILTER_HELP)
     _flag(p, "orderby", default="", metavar="ORDER", help="sort order, e.g. '/price DESC, /orderId' (ASC by default)")
-    _flag(p, "topn", type=int, metavar="N", help="at most N records, e.g. -topn 10")
-    _flag(p, "skipn", type=int, metavar="N", help="skip the first N records (needs -topn): a page of the order")
-    _flag(p, "batchsize", type=int, default=10, metavar="N", help="records per response, 1..10000 (default 10)")
+    _flag(p, "topn", type=n.TOP_N, metavar="N", help="at most N records, e.g. -topn 10")
+    _flag(p, "skipn", type=n.SKIP_N, metavar="N", help="skip the first N records (needs -topn): a page of the order")
+    _flag(
+        p, "batchsize", type=n.QUERY_BATCH, default=10, metavar="N", help="records per response, 1..10000 (default 10)"
+    )
     _flag(p, "bookmark", default="", metavar="B", help=bookmark)
     _keys_flags(p)
     _flag(p, "queryid", default="", metavar="ID", help="an id of your choice, echoed in group_begin and group_end")
@@ -380,7 +393,7 @@ def _live_flags(p: argparse.ArgumentParser) -> None:
     _flag(
         p,
         "conflation",
-        type=float,
+        type=n.POSITIVE,
         metavar="SECONDS",
         help="at most one update per record (or per -conflationkey) per interval, the latest, e.g. 0.5",
     )
@@ -391,11 +404,11 @@ def _live_flags(p: argparse.ArgumentParser) -> None:
         metavar="PATHS",
         help="with -conflation: conflate per these comma-separated paths instead of per record, e.g. /symbol",
     )
-    _flag(p, "timeout", type=float, metavar="SECONDS", help="stop after this many seconds (exit 0), e.g. 10")
+    _flag(p, "timeout", type=n.POSITIVE, metavar="SECONDS", help="stop after this many seconds (exit 0), e.g. 10")
     _flag(
         p,
         "count",
-        type=int,
+        type=n.COUNT,
         metavar="N",
         help="stop after N records printed (query results and updates; not frames) (exit 0)",
     )

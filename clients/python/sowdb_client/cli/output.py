@@ -13,7 +13,7 @@ from typing import IO, Any
 
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client.client import Client
-from sowdb_client.errors import SowdbError
+from sowdb_client.errors import FailedPreconditionError, SowdbError
 from sowdb_client.types import Record
 
 REGEX_METACHARACTERS = frozenset("^$*+?()[]{}|\\")
@@ -103,14 +103,21 @@ def is_regex(topic: str) -> bool:
 
 
 def unconfigured(c: Client, topic: str) -> bool:
-    """True when ``topic`` is a plain name that the server does not list (no SOW: K-5, S-2).
+    """True when ``topic`` is a plain name that the server says is not a SOW topic (K-5, S-2:
+    it keeps no records).
 
-    A server that cannot list its topics (an error of any kind) gets the benefit of the doubt:
-    the command itself will report a real problem.
+    The server is asked for none of its records (``top_n`` 0), not for its topic list: the list
+    holds only the topics the caller may read, so a write-only user's topic was missing from it
+    and the note was false (issue 36). A query that is refused for any other reason (no read
+    right, no connection) says nothing either way: no note.
     """
     if is_regex(topic):
         return False
     try:
-        return topic not in {t.name for t in c.list_topics(timeout=5)}
+        for _ in c.sow(topic, top_n=0, timeout=5):
+            pass
+    except FailedPreconditionError as exc:
+        return exc.field == "topic"
     except SowdbError:
         return False
+    return False
