@@ -58,9 +58,14 @@ def test_cli_tour(sowd_process: Process) -> None:
 
     deleted = sow("sow_delete", "-topic", "orders", "-filter", "/price > 105", *s)
     assert deleted.returncode == 0
-    assert deleted.stdout.strip() == "6"
-    assert sow("sow_delete", "-topic", "orders", "-data", '{"orderId": 0}', *s).stdout.strip() == "1"
-    assert sow("sow_delete", "-topic", "orders", "-sowkeys", "2,3", *s).stdout.strip() == "2"
+    assert deleted.stdout.strip() == "deleted 6 records from orders"
+    assert (
+        sow("sow_delete", "-topic", "orders", "-data", '{"orderId": 0}', *s).stdout.strip()
+        == "deleted 1 record from orders"
+    )
+    assert (
+        sow("sow_delete", "-topic", "orders", "-sowkeys", "2,3", *s).stdout.strip() == "deleted 2 records from orders"
+    )
     assert len(sow("sow", "-topic", "orders", *s).stdout.splitlines()) == 3
 
 

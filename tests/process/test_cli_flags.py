@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+from pathlib import Path
 
 import pytest
 
+from sowdb_client import Client
 from sowdb_client.cli import main
 from sowdb_client.cli.args import parser
-from tests.support import Process, sow
+from tests.support import Process, sow, start_sowd
 
 NOWHERE = "127.0.0.1:1"
 """A server no test reaches: a flag that got past its check fails to connect (exit 1), not 2."""
@@ -96,3 +99,81 @@ def test_in_range_values_still_work(sowd_process: Process) -> None:
     assert [json.loads(line) for line in q.stdout.splitlines()] == [{"orderId": 2}]
     live = sow("subscribe", *TOPIC, "-count", "0", "-timeout", "0.5", *s)
     assert live.returncode == 0, live.stderr
+
+
+def test_the_console_or_metrics_port_is_named_for_what_it_is(tmp_path: Path) -> None:
+    with start_sowd(tmp_path / "data", "--http-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0") as p:
+        console = re.search(r"console on http://([\d.]+:\d+)/", p.output)
+        metrics = re.search(r"metrics on http://([\d.]+:\d+)/metrics", p.output)
+        assert console, p.output
+        assert metrics, p.output
+        for port, args in (
+            (console[1], ("ping",)),
+            (metrics[1], ("ping",)),
+            (metrics[1], ("sow", "-topic", "orders")),
+            (metrics[1], ("publish", "-topic", "orders")),
+        ):
+            run = sow("-server", port, *args, stdin='{"orderId": 1}\n')
+            assert run.returncode == 1
+            line = (
+                f"sow: {port} answered as an HTTP server, not as sowdb's gRPC port (default 9007): is it the console's"
+            )
+            assert run.stderr.startswith(line), run.stderr
+            assert len(run.stderr.splitlines()) == 1
+
+
+def test_an_empty_key_list_is_refused_alike_by_sow_and_sow_delete(sowd_process: Process) -> None:
+    s = ("-server", sowd_process.target)
+    assert sow("publish", *TOPIC, *s, stdin='{"orderId":1}\n{"orderId":2}\n').returncode == 0
+    for command in ("sow", "sow_delete", "sow_and_subscribe"):
+        for empty in ("", "[]", " , "):
+            live = ("-timeout", "5") if command == "sow_and_subscribe" else ()
+            run = sow(command, *TOPIC, "-sowkeys", empty, *live, *s)
+            assert run.returncode == 2, (command, empty, run.stdout, run.stderr)
+            assert run.stdout == ""
+            assert f"sow {command}: error: -sowkeys {empty!r} names no SowKey; leave -sowkeys out" in run.stderr
+    with Client(sowd_process.target) as c:
+        with pytest.raises(ValueError, match="sow_keys is empty: it names no record"):
+            c.sow("orders", sow_keys=[])
+        with pytest.raises(ValueError, match="sow_keys is empty: it names no record"):
+            c.sow_delete("orders", sow_keys=[])
+        assert sorted(r.json()["orderId"] for r in c.sow("orders")) == [1, 2]
+
+
+def test_format_templates_fill_their_placeholders(sowd_process: Process) -> None:
+    s = ("-server", sowd_process.target)
+    assert sow("publish", *TOPIC, *s, stdin='{"orderId":1}\n{"orderId":2}\n').returncode == 0
+    q = sow("sow", *TOPIC, "-orderby", "/orderId", "-format", "{bookmark} {sow_key} {data}", *s)
+    assert q.returncode == 0, q.stderr
+    assert q.stdout.splitlines() == ['1 1 {"orderId":1}', '2 2 {"orderId":2}']
+    spark = sow("sow", *TOPIC, "-sowkeys", "2", "-format", "[{command}] {topic} {sowkey} {length}{{}}", *s)
+    assert spark.stdout == "[sow] orders 2 13{}\n"
+    live = sow("subscribe", *TOPIC, "-bookmark", "0", "-count", "2", "-format", "{command}:{bookmark}", *s)
+    assert live.stdout.splitlines() == ["publish:1", "publish:2"]
+    for bad, says in (("{bookmrk}", "'{bookmrk}': unknown placeholder {bookmrk}; the placeholders are {bookmark}, "),
+                      ("json", "'json' is not a format: give data, full, or a template")):  # fmt: skip
+        run = sow("sow", *TOPIC, "-format", bad, *s)
+        assert run.returncode == 2
+        assert f"sow sow: error: argument -format/--format: {says}" in run.stderr
+
+
+def test_sow_delete_says_what_it_deleted(sowd_process: Process) -> None:
+    s = ("-server", sowd_process.target)
+    assert sow("publish", *TOPIC, *s, stdin='{"orderId":1}\n{"orderId":2}\n{"orderId":3}\n').returncode == 0
+    assert sow("sow_delete", *TOPIC, "-filter", "/orderId > 1", *s).stdout == "deleted 2 records from orders\n"
+    assert sow("sow_delete", *TOPIC, "-sowkeys", "1", *s).stdout == "deleted 1 record from orders\n"
+
+
+def test_an_amps_server_uri_is_taken_when_it_is_plainly_host_and_port(sowd_process: Process) -> None:
+    uri = f"tcp://{sowd_process.target}/amps/json"
+    assert sow("-server", uri, "ping").returncode == 0
+    assert sow("ping", "-server", f"tcp://{sowd_process.target}").returncode == 0
+    for given, says in (
+        (f"tcps://{sowd_process.target}/amps/json", f"write -server {sowd_process.target} with -tls"),
+        (f"http://{sowd_process.target}/", f"not a http:// URI: write -server {sowd_process.target}"),
+        (f"tcp://alice@{sowd_process.target}/amps/json", "give the user's token with -token"),
+    ):
+        run = sow("-server", given, "ping")
+        assert run.returncode == 2
+        assert says in run.stderr, run.stderr
+        assert "Traceback" not in run.stderr

@@ -147,3 +147,21 @@ def test_a_true_note_comes_after_the_publish(sowd_process: Process) -> None:
     assert bad.returncode == 1
     assert bad.stderr.startswith("sow: INVALID_ARGUMENT"), bad.stderr
     assert "note" not in bad.stderr
+
+
+def test_a_refused_subscription_says_only_why(secured: Process) -> None:
+    s = ("-server", secured.target, "-token", "loader-token")
+    for command in ("subscribe", "sow_and_subscribe"):
+        run = sow(command, "-topic", "scratch", "-timeout", "5", *s)
+        assert run.returncode == 1
+        assert run.stderr.startswith("sow: PERMISSION_DENIED"), run.stderr
+        assert len(run.stderr.splitlines()) == 1, run.stderr
+
+
+def test_a_subscription_to_an_unconfigured_topic_notes_it_once_subscribed(sowd_process: Process) -> None:
+    run = sow("subscribe", "-topic", "scratch", "-timeout", "0.5", "-server", sowd_process.target)
+    assert run.returncode == 0, run.stderr
+    assert "sow: note: 'scratch' is not a configured topic" in run.stderr
+    configured = sow("subscribe", "-topic", "orders", "-timeout", "0.5", "-server", sowd_process.target)
+    assert configured.returncode == 0
+    assert configured.stderr == ""

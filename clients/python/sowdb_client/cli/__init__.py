@@ -36,6 +36,7 @@ from typing import IO
 
 from sowdb_client.cli.args import UsageError, check, parser
 from sowdb_client.cli.live import run_sow_and_subscribe, run_subscribe
+from sowdb_client.cli.output import describe
 from sowdb_client.cli.publish import run_publish
 from sowdb_client.cli.query import run_sow, run_sow_delete, run_topics
 from sowdb_client.cli.stats import run_cluster, run_stats
@@ -65,11 +66,6 @@ HANDLERS: dict[str, Handler] = {
 }
 
 
-def describe(exc: SowdbError) -> str:
-    """``CODE: message (field F)``: one line, naming the request field the server blamed."""
-    return f"{exc.code.name}: {exc.message}" + (f" (field {exc.field})" if exc.field else "")
-
-
 def tls_settings(a: argparse.Namespace) -> Tls | None:
     """The TLS of the connection flags: -tls, or -cacert, -cert/-key, -servername."""
     if not (a.tls or a.cacert or a.cert):
@@ -90,7 +86,7 @@ def main(argv: Sequence[str] | None = None, *, out: IO[str] | None = None) -> in
         print(f"sow {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except SowdbError as exc:
-        print(f"sow: {describe(exc)}", file=sys.stderr)
+        print(f"sow: {describe(exc, args.server)}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         _discard_stdout(stdout)

@@ -15,6 +15,7 @@ from typing import Any
 
 from sowdb.address import parse_address
 from sowdb_client.cli import numbers as n
+from sowdb_client.cli.formats import PLACEHOLDERS, record_format, server_uri
 from sowdb_client.cli.typos import CommandParser
 
 DEFAULT_HOST = "127.0.0.1"
@@ -32,14 +33,17 @@ def server_address(text: str) -> str:
     cluster's servers are a comma-separated list (``h1,h2:9100,h3``, SPEC §13 HA-5), each
     read the same way and given back joined by commas.
 
-    gRPC would take a bare host as port 443, which no sowd listens on by default.
+    gRPC would take a bare host as port 443, which no sowd listens on by default. An AMPS-style
+    ``tcp://HOST:PORT/amps/json`` is taken as HOST:PORT; other URIs are refused with what to
+    write (:func:`~sowdb_client.cli.formats.server_uri`).
 
     Raises:
         argparse.ArgumentTypeError: not an address, or a port out of 1..65535 (the message
             names ``$SOW_SERVER`` when the text came from there).
     """
     try:
-        addresses = [parse_address(part, default_port=DEFAULT_PORT) for part in text.split(",") if part.strip()]
+        parts = [server_uri(part.strip()) for part in text.split(",") if part.strip()]
+        addresses = [parse_address(part, default_port=DEFAULT_PORT) for part in parts]
         if not addresses:
             parse_address(text, default_port=DEFAULT_PORT)  # says what is wrong with it
     except ValueError as exc:
@@ -86,7 +90,9 @@ SOWKEY_HELP = (
 )
 FORMAT_HELP = (
     "data: each record's JSON document a line (default); full: one JSON object a line with the "
-    "frame's command, topic, sow_key, bookmark, timestamp and data"
+    "frame's command, topic, sow_key, bookmark, timestamp and data; or a template, as AMPS spark's, of "
+    f"the placeholders {', '.join('{' + p + '}' for p in PLACEHOLDERS)}, "
+    "e.g. -format '{bookmark} {sow_key} {data}'"
 )
 
 EPILOG_TOP = """\
@@ -141,7 +147,7 @@ examples:
   sow sow_delete -topic pairs -sowkey '1,"EU"'
   sow sow_delete -topic orders -data '{"orderId": 42}'
 
-Prints the number of records deleted.
+Prints what it deleted, e.g. "deleted 3 records from orders".
 """,
     "subscribe": """\
 examples:
@@ -242,8 +248,8 @@ def parser() -> argparse.ArgumentParser:
     _publish_flags(command("publish", "publish JSON documents, one a line, from a file or stdin"))
     p = command("sow", "query the state of a topic")
     _query_flags(p, bookmark="the state as of this point: a bookmark, a time (20260102T150405Z, ISO-8601), 0 or now")
-    _flag(p, "format", choices=["data", "full"], default="data", help=FORMAT_HELP)
-    _delete_flags(command("sow_delete", "delete records by filter, SowKeys or data; prints how many"))
+    _flag(p, "format", type=record_format, default="data", metavar="FORMAT", help=FORMAT_HELP)
+    _delete_flags(command("sow_delete", "delete records by filter, SowKeys or data; says how many"))
 
     p = command("subscribe", "print every later message of a topic")
     _flag(p, "topic", required=True, metavar="TOPIC", help=TOPIC_HELP)
@@ -256,12 +262,12 @@ def parser() -> argparse.ArgumentParser:
         help="first replay the journal after this point (a bookmark, a time, or 0 for all of it), "
         "then 'completed', then live",
     )
-    _flag(p, "format", choices=["data", "full"], default="data", help=FORMAT_HELP)
+    _flag(p, "format", type=record_format, default="data", metavar="FORMAT", help=FORMAT_HELP)
     _live_flags(p)
 
     p = command("sow_and_subscribe", "print the matching records, then every later change")
     _query_flags(p, bookmark="the state as of this point, then every change since, then live (history topics)")
-    _flag(p, "format", choices=["data", "full"], default="data", help=FORMAT_HELP)
+    _flag(p, "format", type=record_format, default="data", metavar="FORMAT", help=FORMAT_HELP)
     _live_flags(p)
 
     p = command("topics", "list the configured topics with their kind, key and record count")
@@ -340,7 +346,7 @@ def _publish_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _keys_flags(p: argparse.ArgumentParser | Any) -> None:
-    _flag(p, "sowkeys", default="", metavar="KEYS", help=SOWKEYS_HELP)
+    _flag(p, "sowkeys", metavar="KEYS", help=SOWKEYS_HELP)
     _flag(p, "sowkey", action="append", default=[], metavar="KEY", help=SOWKEY_HELP)
 
 
@@ -428,7 +434,9 @@ def sow_keys(args: argparse.Namespace) -> list[str]:
     when it starts with ``[``, else comma-separated).
 
     Raises:
-        UsageError: ``-sowkeys`` starts with ``[`` but is not a JSON list of strings.
+        UsageError: ``-sowkeys`` starts with ``[`` but is not a JSON list of strings, or names
+            no key (``-sowkeys ""``, ``'[]'``): ``sow`` would take every record where
+            ``sow_delete`` refused, so both refuse it (issue 36).
     """
     keys = list(args.sowkey or ())
     text = (args.sowkeys or "").strip()
@@ -446,6 +454,11 @@ def sow_keys(args: argparse.Namespace) -> list[str]:
         keys.extend(listed)
     elif text:
         keys.extend(k.strip() for k in text.split(",") if k.strip())
+    if args.sowkeys is not None and not keys:
+        raise UsageError(
+            f"-sowkeys {args.sowkeys!r} names no SowKey; leave -sowkeys out to take every record (sow and "
+            "sow_delete refuse an empty key list alike)"
+        )
     return keys
 
 
@@ -456,5 +469,7 @@ def check(args: argparse.Namespace) -> None:
         UsageError: e.g. ``-oof`` with the data format, which prints documents only and so
             could never show an oof.
     """
-    if getattr(args, "oof", False) and args.format != "full":
-        raise UsageError("-oof needs -format full: the data format prints documents only, so the oofs would not show")
+    if getattr(args, "oof", False) and args.format == "data":
+        raise UsageError(
+            "-oof needs -format full (or a template): the data format prints documents only, so the oofs would not show"
+        )

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from sowdb_client.cli.args import UsageError
-from sowdb_client.cli.output import full, note, plural, stored_text, unconfigured
+from sowdb_client.cli.output import describe, full, note, plural, stored_text, unconfigured
 from sowdb_client.client import Client
 from sowdb_client.errors import PublishError, SowdbError
 from sowdb_client.types import Message, PublishItem
@@ -165,12 +165,12 @@ def run_publish(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
             bar.update(progress.stored)
     except SowdbError as exc:
         bar.close()
-        message, where = exc.message, ""
+        message, where = describe(exc, a.server, field=False), ""
         if isinstance(exc, PublishError) and exc.message_index is not None:
             # the server counts messages within its request; the input line says more here
-            message = _REQUEST_INDEX.sub("", message)
+            message = f"{exc.code.name}: {_REQUEST_INDEX.sub('', exc.message)}"
             where = f" at input {progress.unit} {progress.line_of(exc.message_index)}"
-        print(f"sow: {exc.code.name}: {message}; {progress.stored_text()} before the error{where}", file=sys.stderr)
+        print(f"sow: {message}; {progress.stored_text()} before the error{where}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         bar.close()
