@@ -177,3 +177,21 @@ def test_an_amps_server_uri_is_taken_when_it_is_plainly_host_and_port(sowd_proce
         assert run.returncode == 2
         assert says in run.stderr, run.stderr
         assert "Traceback" not in run.stderr
+
+
+def test_a_token_file_others_may_read_is_warned_about(sowd_process: Process, tmp_path: Path) -> None:
+    token = tmp_path / "alice.token"
+    token.write_text("a-token\n")
+    token.chmod(0o644)
+    run = sow("-server", sowd_process.target, "-tokenfile", str(token), "ping")
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == (
+        f"sow: warning: token file {token} may be read by its group or others (mode 644): chmod 600 {token}\n"
+    )
+    token.chmod(0o600)
+    quiet = sow("ping", "-server", sowd_process.target, "-tokenfile", str(token))
+    assert (quiet.returncode, quiet.stderr) == (0, "")
+    token.write_text("\n")
+    empty = sow("ping", "-server", sowd_process.target, "-tokenfile", str(token))
+    assert empty.returncode == 2
+    assert "holds no token" in empty.stderr

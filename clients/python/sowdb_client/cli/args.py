@@ -197,6 +197,14 @@ Ask the primary for the whole cluster; a replica answers for itself.
 
 CONNECTION_FLAGS: list[tuple[str, dict[str, Any]]] = [
     ("token", {"metavar": "TOKEN", "help": f"the user's token, sent with every call (default ${TOKEN_ENV})"}),
+    (
+        "tokenfile",
+        {
+            "metavar": "FILE",
+            "help": "read the user's token from this file (its first line), which only you should read "
+            "(chmod 600: sow warns otherwise); keeps the token out of the command line",
+        },
+    ),
     ("tls", {"action": "store_true", "help": "connect over TLS, trusting the system's CAs"}),
     ("cacert", {"metavar": "FILE", "help": "connect over TLS, trusting this CA certificate (PEM)"}),
     ("cert", {"metavar": "FILE", "help": "with TLS: this client certificate (PEM), for a server that asks for one"}),
