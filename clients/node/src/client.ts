@@ -49,6 +49,7 @@ import {
   publishMessage,
   replaceRequest,
   sowAndSubscribeRequest,
+  sowKeysOf,
   sowRequest,
   subscribeRequest,
 } from "./types.js";
@@ -307,7 +308,7 @@ export class SowdbClient {
     const req = create(SowDeleteRequestSchema, {
       topic,
       filter: opts.filter ?? "",
-      sowKeys: opts.sowKeys ?? [],
+      sowKeys: sowKeysOf(opts.sowKeys),
       data: opts.data === undefined ? new Uint8Array() : encodeJson(opts.data),
     });
     const signal = this.signal(opts.signal);

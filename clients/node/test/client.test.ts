@@ -345,3 +345,10 @@ describe("publish under the message limit", () => {
     assert.equal(ids.length, 35);
   });
 });
+
+describe("an empty key list", () => {
+  test("is refused alike by sow and sowDelete, as the CLI and the Python SDK refuse it", async () => {
+    assert.throws(() => client.sow("items", { sowKeys: [] }), /sowKeys is empty: it names no record/);
+    await assert.rejects(client.sowDelete("items", { sowKeys: [] }), /sowKeys is empty: it names no record/);
+  });
+});
