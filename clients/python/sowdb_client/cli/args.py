@@ -16,7 +16,7 @@ from typing import Any
 from sowdb.address import parse_address
 from sowdb_client.cli import numbers as n
 from sowdb_client.cli.formats import PLACEHOLDERS, record_format, server_uri
-from sowdb_client.cli.typos import CommandParser
+from sowdb_client.cli.typos import CommandParser, ValueErrors
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9007
@@ -226,7 +226,7 @@ def _connection_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
 
 def parser() -> argparse.ArgumentParser:
     """The whole command line of ``sow``."""
-    top = argparse.ArgumentParser(
+    top = ValueErrors(
         prog="sow",
         description="sowdb command-line client: publish, query and subscribe to a sowdb server",
         epilog=EPILOG_TOP,
