@@ -5,11 +5,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import grpc
 import pytest
 
 from sowdb_client import Client, PublishAck, PublishError
-from tests.support import BAD_MESSAGE, Process, Running, collect, orders_with_a_bad_message
+from tests.support import BAD_MESSAGE, Process, Running, collect, make_config, orders_with_a_bad_message, running
 
 
 async def test_async_publish_stops_at_the_first_refusal_and_says_what_was_stored(sowd: Running) -> None:
@@ -42,3 +45,37 @@ def test_sync_publish_stops_at_the_first_refusal_and_says_what_was_stored(sowd_p
         assert seen == [PublishAck(100, 101, 200), PublishAck(100, 201, 300)]
         assert (err.value.message_index, err.value.stored) == (220, 200)
         assert (err.value.first_bookmark, err.value.last_bookmark) == (101, 300)
+
+
+BIG = 900_000
+"""Bytes of a large document: under the server's max_document_bytes (1 MiB), while 30 of them
+(27 MB) are over the gRPC message limit (16 MiB) of one request of the default batch (100)."""
+
+
+def big_orders(n: int) -> list[dict[str, object]]:
+    return [{"orderId": i, "pad": "x" * BIG} for i in range(n)]
+
+
+async def test_async_publish_splits_a_batch_that_would_pass_the_message_limit(tmp_path: Path) -> None:
+    async with running(make_config(tmp_path / "data")) as sowd:  # the default limits, as the client's
+        ack = await sowd.client.publish("orders", big_orders(30))
+        assert (ack.count, ack.first_bookmark, ack.last_bookmark) == (30, 1, 30)
+        got = await sowd.client.sow("orders", select="[-/,+/orderId]", batch_size=100).records()
+        assert sorted(r.json()["orderId"] for r in got) == list(range(30))
+
+
+def test_sync_publish_splits_its_batches_under_its_own_message_limit(sowd_process: Process) -> None:
+    with Client(sowd_process.target, max_message_bytes=2 * 1024 * 1024) as c:
+        acks = list(c.publish_iter("orders", big_orders(5)))
+        assert [a.count for a in acks] == [2, 2, 1]  # two 900 KB documents a request under 2 MiB
+        assert sorted(r.json()["orderId"] for r in c.sow("orders", select="[-/,+/orderId]")) == list(range(5))
+
+
+async def test_async_publish_whose_messages_raise_raises_that_error(sowd: Running) -> None:
+    def messages() -> Iterator[dict[str, int]]:
+        yield {"orderId": 1}
+        raise LookupError("the source of the messages failed")
+
+    with pytest.raises(LookupError, match="the source of the messages failed"):
+        await sowd.client.publish("orders", messages(), batch_size=1)
+    assert [r.json() for r in await sowd.client.sow("orders").records()] == [{"orderId": 1}]

@@ -13,7 +13,7 @@ from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import Client, InvalidArgumentError, SowdbError, UnavailableError
 from sowdb_client.errors import FailedPreconditionError
 from sowdb_client.events import Event
-from sowdb_client.publishing import publish_requests
+from sowdb_client.publishing import PublishTally, publish_requests
 from sowdb_client.servers import Outbox, Resume, Servers
 from sowdb_client.types import Record
 
@@ -70,9 +70,9 @@ def test_read_from_any_takes_each_server_in_turn_and_a_replica_is_not_the_primar
 
 
 def test_an_attempt_sends_again_exactly_the_requests_not_acknowledged() -> None:
-    sizes: list[int] = []
+    tally = PublishTally()
     options = {"batch_size": 2, "producer_id": "p", "producer_seq": 7}
-    outbox = Outbox(publish_requests("t", [{"i": i} for i in range(5)], options, sizes))
+    outbox = Outbox(publish_requests("t", [{"i": i} for i in range(5)], options, tally))
     first = outbox.attempt()
     sent = [next(first), next(first)]
     assert [r.producer_seq for r in sent] == [7, 8]
@@ -80,7 +80,7 @@ def test_an_attempt_sends_again_exactly_the_requests_not_acknowledged() -> None:
     again = list(outbox.attempt())
     assert [r.producer_seq for r in again] == [8, 9]  # 8 again, then the rest
     assert list(first) == []  # the abandoned attempt draws nothing more
-    assert sizes == [2, 2, 1]
+    assert tally.sizes == [2, 2, 1]
 
 
 def test_a_client_s_producer_serves_one_call_at_a_time_and_its_sequence_rises() -> None:

@@ -178,10 +178,13 @@ def test_composite_keys_by_repeated_sowkey_or_a_json_list(pairs: Process) -> Non
 
     split = sow("sow_delete", "-topic", "pairs", "-sowkeys", '1,"A"', *s)  # two keys: 1 and "A"
     assert split.returncode == 0
-    assert split.stdout.strip() == "0"
+    assert split.stdout.strip() == "deleted 0 records from pairs"
     assert "-sowkey" in split.stderr  # the note says how to name a key with commas
-    assert sow("sow_delete", "-topic", "pairs", "-sowkey", '1,"A"', *s).stdout.strip() == "1"
-    assert sow("sow_delete", "-topic", "pairs", "-sowkeys", '["2,\\"B\\""]', *s).stdout.strip() == "1"
+    assert sow("sow_delete", "-topic", "pairs", "-sowkey", '1,"A"', *s).stdout.strip() == "deleted 1 record from pairs"
+    assert (
+        sow("sow_delete", "-topic", "pairs", "-sowkeys", '["2,\\"B\\""]', *s).stdout.strip()
+        == "deleted 1 record from pairs"
+    )
     assert ids(sow("sow", "-topic", "pairs", *s)) == [3]
     bad = sow("sow", "-topic", "pairs", "-sowkeys", '["1", 2]', *s)
     assert bad.returncode == 2

@@ -58,9 +58,14 @@ def test_cli_tour(sowd_process: Process) -> None:
 
     deleted = sow("sow_delete", "-topic", "orders", "-filter", "/price > 105", *s)
     assert deleted.returncode == 0
-    assert deleted.stdout.strip() == "6"
-    assert sow("sow_delete", "-topic", "orders", "-data", '{"orderId": 0}', *s).stdout.strip() == "1"
-    assert sow("sow_delete", "-topic", "orders", "-sowkeys", "2,3", *s).stdout.strip() == "2"
+    assert deleted.stdout.strip() == "deleted 6 records from orders"
+    assert (
+        sow("sow_delete", "-topic", "orders", "-data", '{"orderId": 0}', *s).stdout.strip()
+        == "deleted 1 record from orders"
+    )
+    assert (
+        sow("sow_delete", "-topic", "orders", "-sowkeys", "2,3", *s).stdout.strip() == "deleted 2 records from orders"
+    )
     assert len(sow("sow", "-topic", "orders", *s).stdout.splitlines()) == 3
 
 
@@ -101,7 +106,7 @@ def test_cli_subscriptions_end_on_count_and_timeout(sowd_process: Process) -> No
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     sub = subprocess.Popen(
-        [sys.executable, "-m", "sowdb_client.cli", "subscribe", "-topic", "orders", "-timeout", "4", "-format", "full",
+        [sys.executable, "-m", "sowdb_client.cli", "subscribe", "-topic", "orders", "-timeout", "8", "-format", "full",
          *s],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -115,7 +120,7 @@ def test_cli_subscriptions_end_on_count_and_timeout(sowd_process: Process) -> No
     lines = [json.loads(line) for line in out.splitlines()]
     assert [x["command"] for x in lines] == ["group_begin", "sow", "sow", "group_end", "oof", "oof"]
     assert [(x["sow_key"], x["reason"]) for x in lines[4:]] == [("0", "match"), ("1", "deleted")]
-    out, err = finish(sub)  # ends after its 4 s timeout, exit 0
+    out, err = finish(sub)  # ends after its 8 s timeout, exit 0 (the publish and the delete, two processes, come first)
     assert sub.returncode == 0, err
     events = [json.loads(line) for line in out.splitlines()]
     assert [(x["command"], x["data"]) for x in events if x["command"] != "heartbeat"] == [

@@ -107,6 +107,8 @@ def test_securing_sowdb_runs_as_written(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     secured = tmp_path / "sowdb-secured"
     assert not (ROOT / "secured").exists()  # private keys and tokens are made outside the checkout
+    for user in ("alice", "bob", "carol"):  # a token is a password: its file is its owner's alone
+        assert (secured / f"{user}.token").stat().st_mode & 0o777 == 0o600
     # the README's own command (its config holds the address), its output read by the launcher
     proc = subprocess.Popen(
         [str(BIN / "sowd"), "--config", "sowd.toml"],
@@ -136,6 +138,7 @@ def test_securing_sowdb_runs_as_written(tmp_path: Path) -> None:
     assert "PERMISSION_DENIED: user 'bob' may not write to topic 'orders' (no write right)" in err
     assert "UNAUTHENTICATED: this server needs a token" in err
     assert "it may want TLS" in err
+    assert "warning: token file" not in err  # the page's token files are 0600
     assert out.count("exit status 1") == 4
     assert "\n2\n" in out  # grpcurl: both orders
     assert (secured / "backup-1" / "CURRENT").exists()

@@ -49,6 +49,7 @@ import {
   publishMessage,
   replaceRequest,
   sowAndSubscribeRequest,
+  sowKeysOf,
   sowRequest,
   subscribeRequest,
 } from "./types.js";
@@ -143,10 +144,13 @@ export class SowdbClient {
   private readonly placed = new Map<string, Channel>();
   /** Aborted by close(): every call's signal follows it. */
   private readonly closing = new AbortController();
+  /** The largest gRPC message sent: a publish's requests stay under it. */
+  private readonly maxMessageBytes: number;
 
   constructor(opts: ClientOptions | string | string[] = {}) {
     if (typeof opts === "string" || Array.isArray(opts)) opts = { address: opts };
     const tls = opts.tls ?? false;
+    this.maxMessageBytes = opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
     this.servers = addressList(opts.address ?? DEFAULT_ADDRESS, tls !== false);
     this.address = typeof opts.address === "string" ? opts.address : this.servers.join(",");
     const interceptors: Interceptor[] = [];
@@ -159,7 +163,7 @@ export class SowdbClient {
       tls: tls !== false,
       nodeOptions: tlsNodeOptions(tls),
       interceptors,
-      maxMessageBytes: opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
+      maxMessageBytes: this.maxMessageBytes,
       keepaliveMs,
       keepaliveTimeoutMs: opts.keepaliveTimeoutMs ?? keepaliveMs,
     });
@@ -191,8 +195,9 @@ export class SowdbClient {
   }
 
   /**
-   * Publishes documents in atomic batches of `batchSize` (default 100) over one bidi stream,
-   * and resolves once every batch is acknowledged.
+   * Publishes documents in atomic batches of `batchSize` (default 100; a batch is cut short
+   * where the next document would take it over `maxMessageBytes`) over one bidi stream, and
+   * resolves once every batch is acknowledged.
    *
    * Documents are plain objects (sent as `JSON.stringify` gives them), JSON text, UTF-8 bytes,
    * or {@link Message}s for a SowKey or time to live; `docs` may be any iterable or async
@@ -210,7 +215,13 @@ export class SowdbClient {
     docs: Iterable<PublishItem> | AsyncIterable<PublishItem>,
     opts: PublishOptions = {},
   ): Promise<PublishAck> {
-    const ctx = { nodes: this.nodes, failover: this.failover, producers: this.producers, signal: this.signal(opts.signal) };
+    const ctx = {
+      nodes: this.nodes,
+      failover: this.failover,
+      producers: this.producers,
+      signal: this.signal(opts.signal),
+      maxMessageBytes: this.maxMessageBytes,
+    };
     return publish(ctx, topic, docs, opts);
   }
 
@@ -297,7 +308,7 @@ export class SowdbClient {
     const req = create(SowDeleteRequestSchema, {
       topic,
       filter: opts.filter ?? "",
-      sowKeys: opts.sowKeys ?? [],
+      sowKeys: sowKeysOf(opts.sowKeys),
       data: opts.data === undefined ? new Uint8Array() : encodeJson(opts.data),
     });
     const signal = this.signal(opts.signal);

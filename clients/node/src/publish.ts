@@ -1,5 +1,6 @@
 /**
- * `publish`: documents in atomic requests of `batchSize` over one bidi stream, and, in a cluster
+ * `publish`: documents in atomic requests of `batchSize` (each also under the client's gRPC
+ * message limit, `maxMessageBytes`) over one bidi stream, and, in a cluster
  * (SPEC §13, HA-5), the same stream opened again on the primary found after a failover, sending
  * again every request that was not answered.
  *
@@ -92,11 +93,15 @@ class Feed {
   private readonly sync: boolean;
   private exhausted = false;
   private chain: Promise<unknown> = Promise.resolve();
+  /** A message that did not fit its request's bytes: the first of the next request. */
+  private pending: PublishMessage | undefined;
 
+  /** `room`: the bytes of messages one request may hold (under the gRPC message limit). */
   constructor(
     docs: Iterable<PublishItem> | AsyncIterable<PublishItem>,
     private readonly make: (messages: PublishMessage[], index: number) => PublishRequest,
     private readonly batchSize: number,
+    private readonly room: number,
   ) {
     this.sync = Symbol.iterator in docs;
     this.items = Symbol.iterator in docs ? docs[Symbol.iterator]() : docs[Symbol.asyncIterator]();
@@ -123,14 +128,28 @@ class Feed {
   private async fetch(): Promise<boolean> {
     if (this.exhausted) return false;
     const batch: PublishMessage[] = [];
+    let used = 0;
     try {
       while (batch.length < this.batchSize) {
-        const r = this.sync ? (this.items as Iterator<PublishItem>).next() : await this.items.next();
-        if (r.done) {
-          this.exhausted = true;
+        let msg = this.pending;
+        this.pending = undefined;
+        if (msg === undefined) {
+          const r = this.sync ? (this.items as Iterator<PublishItem>).next() : await this.items.next();
+          if (r.done) {
+            this.exhausted = true;
+            break;
+          }
+          msg = publishMessage(r.value);
+        }
+        const size = messageBytes(msg);
+        if (batch.length > 0 && used + size > this.room) {
+          // 30 documents of 900 KB each fit max_document_bytes, not one 16 MiB request together;
+          // a message over the limit alone goes alone (and is refused by its size)
+          this.pending = msg;
           break;
         }
-        batch.push(publishMessage(r.value));
+        batch.push(msg);
+        used += size;
       }
     } catch (error) {
       // end the stream cleanly (the requests sent are answered), then rethrow it as it is
@@ -158,6 +177,16 @@ export interface PublishContext {
   failover: FailoverSettings;
   producers: Producers;
   signal: AbortSignal;
+  /** The client's gRPC message limit: each request stays under it. */
+  maxMessageBytes: number;
+}
+
+/** Bytes of a request's limit kept for what is not a message (topic, producer id, framing). */
+const REQUEST_HEADROOM = 4096;
+
+/** A message's bytes inside a request: its data and SowKey, and room for its framing and expiration. */
+function messageBytes(m: PublishMessage): number {
+  return m.data.length + Buffer.byteLength(m.sowKey) + 32;
 }
 
 /** Pause before the next try after a failover failure. */
@@ -188,6 +217,7 @@ export async function publish(
         ...(producer === undefined ? {} : { producerId: producer.id, producerSeq: nextSeq(producer) }),
       }),
     batchSize,
+    ctx.maxMessageBytes - REQUEST_HEADROOM - Buffer.byteLength(topic) - Buffer.byteLength(producer?.id ?? ""),
   );
   let stored = 0;
   let first = 0n;

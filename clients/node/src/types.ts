@@ -148,7 +148,7 @@ export interface QueryOptions {
   skipN?: number;
   /** Records per response, 1..10000; default 10 (Q-6). */
   batchSize?: number;
-  /** Restrict the query to these SowKeys (Q-5). */
+  /** Restrict the query to these SowKeys (Q-5); an empty array is refused (it names none). */
   sowKeys?: string[];
   /** Echoed in `group_begin` and `group_end`. */
   queryId?: string;
@@ -226,7 +226,7 @@ export interface PublishOptions extends CallOptions {
 export interface SowDeleteOptions extends CallOptions {
   /** Delete every record that matches this filter. */
   filter?: string;
-  /** Delete these records. */
+  /** Delete these records (an empty array is refused: it names none). */
   sowKeys?: string[];
   /** Delete the record with the same SowKey as this document. */
   data?: JsonInput;
@@ -329,11 +329,23 @@ function optionalCount(name: string, n: number | undefined): number | undefined 
   return n;
 }
 
+/**
+ * `sowKeys` as given, refused when it names no key: one rule for a query and a delete (the
+ * protocol cannot tell an empty list from none, so a query would take every record where a
+ * delete is refused; a caller that built an empty list meant neither).
+ */
+export function sowKeysOf(keys: string[] | undefined): string[] {
+  if (keys === undefined) return [];
+  if (!Array.isArray(keys)) throw new TypeError("sowKeys takes an array of SowKeys");
+  if (keys.length === 0) throw new RangeError("sowKeys is empty: it names no record; leave it out to take every record");
+  return keys;
+}
+
 export function sowRequest(topic: string, o: QueryOptions): SowRequest {
   return create(SowRequestSchema, {
     topic,
     filter: o.filter ?? "",
-    sowKeys: o.sowKeys ?? [],
+    sowKeys: sowKeysOf(o.sowKeys),
     queryId: o.queryId ?? "",
     orderBy: o.orderBy ?? "",
     topN: optionalCount("topN", o.topN),

@@ -323,3 +323,32 @@ describe("deadlines and cancellation of calls", () => {
     assert.ok(n >= 3 && n < 250);
   });
 });
+
+describe("publish under the message limit", () => {
+  test("documents that together pass the gRPC message limit publish in requests cut by bytes", async () => {
+    // each under max_document_bytes (1 MiB); 30 of them (27 MB) over one 16 MiB request of the default batch
+    const pad = "x".repeat(900_000);
+    const docs = Array.from({ length: 30 }, (_, i) => ({ id: 90_000 + i, pad }));
+    const ack = await client.publish("items", docs);
+    assert.equal(ack.count, 30);
+    assert.equal(ack.lastBookmark - ack.firstBookmark, 29n);
+    const small = createClient({ address: sowd.address, maxMessageBytes: 2 * 1024 * 1024 });
+    try {
+      const more = Array.from({ length: 5 }, (_, i) => ({ id: 90_100 + i, pad }));
+      assert.equal((await small.publish("items", more)).count, 5); // two a request under 2 MiB
+    } finally {
+      small.close();
+    }
+    const ids = (await client.sow("items", { filter: "/id >= 90000", select: "[-/,+/id]", batchSize: 100 }).toArray()).map(
+      (r) => r.data.id,
+    );
+    assert.equal(ids.length, 35);
+  });
+});
+
+describe("an empty key list", () => {
+  test("is refused alike by sow and sowDelete, as the CLI and the Python SDK refuse it", async () => {
+    assert.throws(() => client.sow("items", { sowKeys: [] }), /sowKeys is empty: it names no record/);
+    await assert.rejects(client.sowDelete("items", { sowKeys: [] }), /sowKeys is empty: it names no record/);
+  });
+});

@@ -107,6 +107,7 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t
         """See :class:`Client`."""
         self.target = target if isinstance(target, str) else ",".join(target)
         self._servers = Servers(target, read_from=read_from, failover_timeout=failover_timeout)
+        self._max_message_bytes = max_message_bytes
 
         def connect(address: str) -> Connection[grpc.aio.Channel]:
             channel = calls.open_channel(
@@ -146,6 +147,7 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t
             with calls.rpc_errors():
                 async for resp in call:
                     yield tally.ack(resp)
+            tally.end()
         finally:
             call.cancel()  # a no-op once the call has ended; stops sending when we stop early
 
@@ -221,7 +223,7 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t
         timeout: float | None,
     ) -> AsyncIterator[t.PublishAck]:
         with self._servers.producing(options, tally.sizes) as given:
-            outbox = Outbox(publish_requests(topic, iter(messages), given, tally.sizes))
+            outbox = Outbox(publish_requests(topic, iter(messages), given, tally, self._max_message_bytes))
             failover = self._servers.failover(write=True)
             while True:
                 conn = await self._reach(failover)
@@ -233,6 +235,7 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t
                             outbox.acknowledged()
                             failover.succeeded()
                             yield ack
+                    tally.end()
                     return
                 except SowdbError as exc:
                     await asyncio.sleep(failover.failed(conn.address, exc))

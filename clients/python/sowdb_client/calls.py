@@ -234,6 +234,7 @@ class Calls(Generic[S, E, P]):
     _stub: Any
     _metadata: tuple[tuple[str, str], ...] | None = None
     _servers: Servers
+    _max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES  # a publish splits its requests to fit
 
     def _sow_result(self, call: Any, opener: Any = None) -> S:
         raise NotImplementedError
@@ -312,7 +313,7 @@ class Calls(Generic[S, E, P]):
         given = o.checked(options, o.PublishOptions, "publish")
         if self._servers.many:
             return self._publish_failover(tally, topic, messages, given, timeout)
-        requests = publish_requests(topic, messages, given, tally.sizes)
+        requests = publish_requests(topic, messages, given, tally, self._max_message_bytes)
         return self._publish(tally, self._stub.Publish(requests, timeout=timeout, metadata=self._metadata))
 
     @staticmethod

@@ -126,6 +126,7 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
         notice a connection that answers nothing (None: none)."""
         self.target = target if isinstance(target, str) else ",".join(target)
         self._servers = Servers(target, read_from=read_from, failover_timeout=failover_timeout)
+        self._max_message_bytes = max_message_bytes
 
         def connect(address: str) -> Connection[grpc.Channel]:
             insecure, secure = grpc.insecure_channel, grpc.secure_channel
@@ -169,6 +170,7 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
             with calls.rpc_errors():
                 for resp in call:
                     yield tally.ack(resp)
+            tally.end()
         finally:
             call.cancel()  # a no-op once the call has ended; stops sending when we stop early
 
@@ -245,7 +247,7 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
         timeout: float | None,
     ) -> Iterator[PublishAck]:
         with self._servers.producing(options, tally.sizes) as given:
-            outbox = Outbox(publish_requests(topic, iter(messages), given, tally.sizes))
+            outbox = Outbox(publish_requests(topic, iter(messages), given, tally, self._max_message_bytes))
             failover = self._servers.failover(write=True)
             while True:
                 conn = self._reach(failover)
@@ -257,6 +259,7 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
                             outbox.acknowledged()
                             failover.succeeded()
                             yield ack
+                    tally.end()
                     return
                 except SowdbError as exc:
                     time.sleep(failover.failed(conn.address, exc))

@@ -33,7 +33,7 @@ class QueryOptions(TypedDict, total=False):
         skip_n: skip this many first (needs ``top_n``; with it, ``sow_and_subscribe`` is a
             live page, P-1).
         batch_size: records per response, 1..10000 (default 10).
-        sow_keys: only these records.
+        sow_keys: only these records (an empty list is refused: it names none).
         query_id: echoed in ``group_begin`` and ``group_end``.
         bookmark: the state as of this point: a sequence number, a time, ``0`` or ``now``.
         grouping: grouping expressions of an aggregated query (with ``projection``).
@@ -148,6 +148,25 @@ def _duration(seconds: float) -> duration_pb2.Duration:
     return d
 
 
+def _sow_keys(options: Mapping[str, Any]) -> list[str]:
+    """``sow_keys`` as given, refused when it names no key: one rule for a query and a delete
+    (issue 36). The protocol cannot tell an empty list from none, so the server would take an
+    empty list as no restriction in a query (every record) and as no selector in a delete (a
+    refusal); a caller that built an empty list meant neither.
+
+    Raises:
+        ValueError: ``sow_keys`` is given and empty, or is a string (a list is meant).
+    """
+    keys = options.get("sow_keys")
+    if keys is None:
+        return []
+    if isinstance(keys, str | bytes):
+        raise ValueError(f"sow_keys takes a list of SowKeys, e.g. [{keys!r}], not a string")
+    if not keys:
+        raise ValueError("sow_keys is empty: it names no record; leave it out to take every record")
+    return list(keys)
+
+
 def sow_request(topic: str, options: Mapping[str, Any]) -> pb.SowRequest:
     """The query of ``sow`` or of ``sow_and_subscribe`` (the options of :class:`QueryOptions`
     among ``options``)."""
@@ -155,7 +174,7 @@ def sow_request(topic: str, options: Mapping[str, Any]) -> pb.SowRequest:
         topic=topic,
         filter=options.get("filter", ""),
         order_by=options.get("order_by", ""),
-        sow_keys=list(options.get("sow_keys", ())),
+        sow_keys=_sow_keys(options),
         query_id=options.get("query_id", ""),
         bookmark=options.get("bookmark", ""),
         grouping=list(options.get("grouping", ())),
@@ -220,6 +239,6 @@ def sow_delete_request(topic: str, options: Mapping[str, Any]) -> pb.SowDeleteRe
     return pb.SowDeleteRequest(
         topic=topic,
         filter=options.get("filter", ""),
-        sow_keys=list(options.get("sow_keys", ())),
+        sow_keys=_sow_keys(options),
         data=encode_data(data) if data is not None else b"",
     )

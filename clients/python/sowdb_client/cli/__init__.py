@@ -1,13 +1,13 @@
 """``sow``: the command-line client, after AMPS's ``spark`` (SPEC §7).
 
-    sow [-server HOST[:PORT][,...]] COMMAND [flags]     (sow COMMAND --help for each command's flags)
+    sow [-server HOST[:PORT][,...]] [-token T | -tokenfile F] COMMAND [flags]   (sow COMMAND --help: its flags)
     sow ping
-    sow publish           -topic T [-file F] [-delta] [-rate N] [-batchsize N] [-sowkey K]
+    sow publish           -topic T [-file F] [-delimiter B] [-delta] [-rate N] [-batchsize N] [-sowkey K]
                           [-expiration S] [-producer ID [-producerseq N]]
                           [-format summary|full|bookmark]
     sow sow               -topic T [-filter F] [-orderby O] [-topn N] [-skipn N] [-batchsize N]
                           [-bookmark B] [-sowkeys K,...|JSON] [-sowkey K ...] [-queryid Q]
-                          [-grouping G -projection P] [-select S] [-format data|full]
+                          [-grouping G -projection P] [-select S] [-format data|full|TEMPLATE]
     sow sow_delete        -topic T (-filter F | -sowkeys K,...|JSON | -sowkey K ... | -data JSON)
     sow subscribe         -topic T [-filter F] [-bookmark B] [live flags]
     sow sow_and_subscribe -topic T [query flags] [live flags]
@@ -15,7 +15,8 @@
     sow stats             [-topic T] [-topicsonly] [-format table|json]
     sow cluster           [-format table|json]
     live flags: [-oof] [-delta] [-noempties] [-conflation S [-conflationkey K]] [-timeout S]
-                [-count N] [-subid ID] [-format data|full]
+                [-count N] [-subid ID] [-format data|full|TEMPLATE]
+    TEMPLATE: AMPS spark's, e.g. -format "{bookmark} {sow_key} {data}" (sowdb_client.cli.formats)
 
 The server is ``-server`` (before or after the command), else ``$SOW_SERVER``, else
 127.0.0.1:9007; a host without a port means port 9007; a cluster's servers are a list,
@@ -36,6 +37,7 @@ from typing import IO
 
 from sowdb_client.cli.args import UsageError, check, parser
 from sowdb_client.cli.live import run_sow_and_subscribe, run_subscribe
+from sowdb_client.cli.output import describe
 from sowdb_client.cli.publish import run_publish
 from sowdb_client.cli.query import run_sow, run_sow_delete, run_topics
 from sowdb_client.cli.stats import run_cluster, run_stats
@@ -65,9 +67,26 @@ HANDLERS: dict[str, Handler] = {
 }
 
 
-def describe(exc: SowdbError) -> str:
-    """``CODE: message (field F)``: one line, naming the request field the server blamed."""
-    return f"{exc.code.name}: {exc.message}" + (f" (field {exc.field})" if exc.field else "")
+def read_token_file(path: str) -> str:
+    """The token in ``path`` (its first line), with a one-line warning on stderr when the file
+    may be read by its group or by others: a token is a password (issue 36).
+
+    Raises:
+        UsageError: the file is empty.
+        OSError: it cannot be read.
+    """
+    with open(path, encoding="utf-8") as f:
+        mode = os.fstat(f.fileno()).st_mode
+        token = f.readline().strip()
+    if mode & 0o077:
+        print(
+            f"sow: warning: token file {path} may be read by its group or others (mode {mode & 0o777:o}): "
+            f"chmod 600 {path}",
+            file=sys.stderr,
+        )
+    if not token:
+        raise UsageError(f"-tokenfile {path}: the file holds no token (its first line is empty)")
+    return token
 
 
 def tls_settings(a: argparse.Namespace) -> Tls | None:
@@ -82,7 +101,8 @@ def main(argv: Sequence[str] | None = None, *, out: IO[str] | None = None) -> in
     stdout = out or sys.stdout
     try:
         check(args)
-        with Client(args.server, token=args.token, tls=tls_settings(args)) as c:
+        token = read_token_file(args.tokenfile) if args.tokenfile else args.token
+        with Client(args.server, token=token, tls=tls_settings(args)) as c:
             status = HANDLERS[args.command](c, args, stdout)
             stdout.flush()  # inside the try: a reader that has gone shows here at the latest
             return status
@@ -90,7 +110,7 @@ def main(argv: Sequence[str] | None = None, *, out: IO[str] | None = None) -> in
         print(f"sow {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except SowdbError as exc:
-        print(f"sow: {describe(exc)}", file=sys.stderr)
+        print(f"sow: {describe(exc, args.server)}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         _discard_stdout(stdout)

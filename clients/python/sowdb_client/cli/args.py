@@ -14,7 +14,9 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from sowdb.address import parse_address
-from sowdb_client.cli.typos import CommandParser
+from sowdb_client.cli import numbers as n
+from sowdb_client.cli.formats import PLACEHOLDERS, record_format, server_uri
+from sowdb_client.cli.typos import CommandParser, ValueErrors
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9007
@@ -31,14 +33,17 @@ def server_address(text: str) -> str:
     cluster's servers are a comma-separated list (``h1,h2:9100,h3``, SPEC §13 HA-5), each
     read the same way and given back joined by commas.
 
-    gRPC would take a bare host as port 443, which no sowd listens on by default.
+    gRPC would take a bare host as port 443, which no sowd listens on by default. An AMPS-style
+    ``tcp://HOST:PORT/amps/json`` is taken as HOST:PORT; other URIs are refused with what to
+    write (:func:`~sowdb_client.cli.formats.server_uri`).
 
     Raises:
         argparse.ArgumentTypeError: not an address, or a port out of 1..65535 (the message
             names ``$SOW_SERVER`` when the text came from there).
     """
     try:
-        addresses = [parse_address(part, default_port=DEFAULT_PORT) for part in text.split(",") if part.strip()]
+        parts = [server_uri(part.strip()) for part in text.split(",") if part.strip()]
+        addresses = [parse_address(part, default_port=DEFAULT_PORT) for part in parts]
         if not addresses:
             parse_address(text, default_port=DEFAULT_PORT)  # says what is wrong with it
     except ValueError as exc:
@@ -85,7 +90,9 @@ SOWKEY_HELP = (
 )
 FORMAT_HELP = (
     "data: each record's JSON document a line (default); full: one JSON object a line with the "
-    "frame's command, topic, sow_key, bookmark, timestamp and data"
+    "frame's command, topic, sow_key, bookmark, timestamp and data; or a template, as AMPS spark's, of "
+    f"the placeholders {', '.join('{' + p + '}' for p in PLACEHOLDERS)}, "
+    "e.g. -format '{bookmark} {sow_key} {data}'"
 )
 
 EPILOG_TOP = """\
@@ -140,7 +147,7 @@ examples:
   sow sow_delete -topic pairs -sowkey '1,"EU"'
   sow sow_delete -topic orders -data '{"orderId": 42}'
 
-Prints the number of records deleted.
+Prints what it deleted, e.g. "deleted 3 records from orders".
 """,
     "subscribe": """\
 examples:
@@ -190,6 +197,14 @@ Ask the primary for the whole cluster; a replica answers for itself.
 
 CONNECTION_FLAGS: list[tuple[str, dict[str, Any]]] = [
     ("token", {"metavar": "TOKEN", "help": f"the user's token, sent with every call (default ${TOKEN_ENV})"}),
+    (
+        "tokenfile",
+        {
+            "metavar": "FILE",
+            "help": "read the user's token from this file (its first line), which only you should read "
+            "(chmod 600: sow warns otherwise); keeps the token out of the command line",
+        },
+    ),
     ("tls", {"action": "store_true", "help": "connect over TLS, trusting the system's CAs"}),
     ("cacert", {"metavar": "FILE", "help": "connect over TLS, trusting this CA certificate (PEM)"}),
     ("cert", {"metavar": "FILE", "help": "with TLS: this client certificate (PEM), for a server that asks for one"}),
@@ -211,7 +226,7 @@ def _connection_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
 
 def parser() -> argparse.ArgumentParser:
     """The whole command line of ``sow``."""
-    top = argparse.ArgumentParser(
+    top = ValueErrors(
         prog="sow",
         description="sowdb command-line client: publish, query and subscribe to a sowdb server",
         epilog=EPILOG_TOP,
@@ -241,8 +256,8 @@ def parser() -> argparse.ArgumentParser:
     _publish_flags(command("publish", "publish JSON documents, one a line, from a file or stdin"))
     p = command("sow", "query the state of a topic")
     _query_flags(p, bookmark="the state as of this point: a bookmark, a time (20260102T150405Z, ISO-8601), 0 or now")
-    _flag(p, "format", choices=["data", "full"], default="data", help=FORMAT_HELP)
-    _delete_flags(command("sow_delete", "delete records by filter, SowKeys or data; prints how many"))
+    _flag(p, "format", type=record_format, default="data", metavar="FORMAT", help=FORMAT_HELP)
+    _delete_flags(command("sow_delete", "delete records by filter, SowKeys or data; says how many"))
 
     p = command("subscribe", "print every later message of a topic")
     _flag(p, "topic", required=True, metavar="TOPIC", help=TOPIC_HELP)
@@ -255,12 +270,12 @@ def parser() -> argparse.ArgumentParser:
         help="first replay the journal after this point (a bookmark, a time, or 0 for all of it), "
         "then 'completed', then live",
     )
-    _flag(p, "format", choices=["data", "full"], default="data", help=FORMAT_HELP)
+    _flag(p, "format", type=record_format, default="data", metavar="FORMAT", help=FORMAT_HELP)
     _live_flags(p)
 
     p = command("sow_and_subscribe", "print the matching records, then every later change")
     _query_flags(p, bookmark="the state as of this point, then every change since, then live (history topics)")
-    _flag(p, "format", choices=["data", "full"], default="data", help=FORMAT_HELP)
+    _flag(p, "format", type=record_format, default="data", metavar="FORMAT", help=FORMAT_HELP)
     _live_flags(p)
 
     p = command("topics", "list the configured topics with their kind, key and record count")
@@ -284,17 +299,27 @@ def parser() -> argparse.ArgumentParser:
 def _publish_flags(p: argparse.ArgumentParser) -> None:
     _flag(p, "topic", required=True, metavar="TOPIC", help="the topic to publish to, e.g. orders")
     _flag(p, "file", metavar="FILE", help="read the documents from this file (default: stdin)")
+    _flag(
+        p,
+        "delimiter",
+        type=n.delimiter,
+        default=10,
+        metavar="BYTE",
+        help="the byte that ends each message of the input, as AMPS spark's: a byte value or one character "
+        "(default 10, a newline), e.g. -delimiter 0 or -delimiter '|'",
+    )
     _flag(p, "delta", action="store_true", help="merge each document into the stored record (delta publish)")
-    _flag(p, "rate", type=float, metavar="N", help="at most N messages a second (default: as fast as possible)")
+    _flag(p, "rate", type=n.POSITIVE, metavar="N", help="at most N messages a second (default: as fast as possible)")
     _flag(
         p,
         "batchsize",
-        type=int,
+        type=n.PUBLISH_BATCH,
         default=100,
         metavar="N",
-        help="messages per request; each request is stored whole or not at all (default 100)",
+        help="messages per request, 1..1000000; each request is stored whole or not at all (default 100; a "
+        "request is also cut short where the next message would take it over the gRPC message limit)",
     )
-    _flag(p, "expiration", type=float, metavar="SECONDS", help="time to live of every message, e.g. 60")
+    _flag(p, "expiration", type=n.POSITIVE, metavar="SECONDS", help="time to live of every message, e.g. 60")
     _flag(
         p,
         "producer",
@@ -306,7 +331,7 @@ def _publish_flags(p: argparse.ArgumentParser) -> None:
     _flag(
         p,
         "producerseq",
-        type=int,
+        type=n.PRODUCER_SEQ,
         default=1,
         metavar="N",
         help="with -producer: the sequence number of the first request (default 1); request i carries N+i, "
@@ -329,7 +354,7 @@ def _publish_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _keys_flags(p: argparse.ArgumentParser | Any) -> None:
-    _flag(p, "sowkeys", default="", metavar="KEYS", help=SOWKEYS_HELP)
+    _flag(p, "sowkeys", metavar="KEYS", help=SOWKEYS_HELP)
     _flag(p, "sowkey", action="append", default=[], metavar="KEY", help=SOWKEY_HELP)
 
 
@@ -337,9 +362,11 @@ def _query_flags(p: argparse.ArgumentParser, *, bookmark: str) -> None:
     _flag(p, "topic", required=True, metavar="TOPIC", help=TOPIC_HELP)
     _flag(p, "filter", default="", metavar="FILTER", help=FILTER_HELP)
     _flag(p, "orderby", default="", metavar="ORDER", help="sort order, e.g. '/price DESC, /orderId' (ASC by default)")
-    _flag(p, "topn", type=int, metavar="N", help="at most N records, e.g. -topn 10")
-    _flag(p, "skipn", type=int, metavar="N", help="skip the first N records (needs -topn): a page of the order")
-    _flag(p, "batchsize", type=int, default=10, metavar="N", help="records per response, 1..10000 (default 10)")
+    _flag(p, "topn", type=n.TOP_N, metavar="N", help="at most N records, e.g. -topn 10")
+    _flag(p, "skipn", type=n.SKIP_N, metavar="N", help="skip the first N records (needs -topn): a page of the order")
+    _flag(
+        p, "batchsize", type=n.QUERY_BATCH, default=10, metavar="N", help="records per response, 1..10000 (default 10)"
+    )
     _flag(p, "bookmark", default="", metavar="B", help=bookmark)
     _keys_flags(p)
     _flag(p, "queryid", default="", metavar="ID", help="an id of your choice, echoed in group_begin and group_end")
@@ -380,7 +407,7 @@ def _live_flags(p: argparse.ArgumentParser) -> None:
     _flag(
         p,
         "conflation",
-        type=float,
+        type=n.POSITIVE,
         metavar="SECONDS",
         help="at most one update per record (or per -conflationkey) per interval, the latest, e.g. 0.5",
     )
@@ -391,11 +418,11 @@ def _live_flags(p: argparse.ArgumentParser) -> None:
         metavar="PATHS",
         help="with -conflation: conflate per these comma-separated paths instead of per record, e.g. /symbol",
     )
-    _flag(p, "timeout", type=float, metavar="SECONDS", help="stop after this many seconds (exit 0), e.g. 10")
+    _flag(p, "timeout", type=n.POSITIVE, metavar="SECONDS", help="stop after this many seconds (exit 0), e.g. 10")
     _flag(
         p,
         "count",
-        type=int,
+        type=n.COUNT,
         metavar="N",
         help="stop after N records printed (query results and updates; not frames) (exit 0)",
     )
@@ -415,7 +442,9 @@ def sow_keys(args: argparse.Namespace) -> list[str]:
     when it starts with ``[``, else comma-separated).
 
     Raises:
-        UsageError: ``-sowkeys`` starts with ``[`` but is not a JSON list of strings.
+        UsageError: ``-sowkeys`` starts with ``[`` but is not a JSON list of strings, or names
+            no key (``-sowkeys ""``, ``'[]'``): ``sow`` would take every record where
+            ``sow_delete`` refused, so both refuse it (issue 36).
     """
     keys = list(args.sowkey or ())
     text = (args.sowkeys or "").strip()
@@ -433,6 +462,11 @@ def sow_keys(args: argparse.Namespace) -> list[str]:
         keys.extend(listed)
     elif text:
         keys.extend(k.strip() for k in text.split(",") if k.strip())
+    if args.sowkeys is not None and not keys:
+        raise UsageError(
+            f"-sowkeys {args.sowkeys!r} names no SowKey; leave -sowkeys out to take every record (sow and "
+            "sow_delete refuse an empty key list alike)"
+        )
     return keys
 
 
@@ -443,5 +477,7 @@ def check(args: argparse.Namespace) -> None:
         UsageError: e.g. ``-oof`` with the data format, which prints documents only and so
             could never show an oof.
     """
-    if getattr(args, "oof", False) and args.format != "full":
-        raise UsageError("-oof needs -format full: the data format prints documents only, so the oofs would not show")
+    if getattr(args, "oof", False) and args.format == "data":
+        raise UsageError(
+            "-oof needs -format full (or a template): the data format prints documents only, so the oofs would not show"
+        )

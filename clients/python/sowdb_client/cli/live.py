@@ -22,24 +22,28 @@ def _options(a: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_subscribe(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
-    if unconfigured(c, a.topic):
-        note(f"'{a.topic}' is not a configured topic: only messages published to it from now on will arrive")
-    return _print_events(c.subscribe(a.topic, **_options(a)), a, out)
+    note_text = f"'{a.topic}' is not a configured topic: only messages published to it from now on will arrive"
+    return _print_events(c, c.subscribe(a.topic, **_options(a)), a, out, note_text)
 
 
 def run_sow_and_subscribe(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
-    if unconfigured(c, a.topic):
-        note(
-            f"'{a.topic}' is not a configured topic: it keeps no records, so the query part is empty; "
-            "messages published to it from now on will arrive"
-        )
     query = query_options(a)
     del query["filter"], query["bookmark"]  # also subscription options
-    return _print_events(c.sow_and_subscribe(a.topic, **query, **_options(a)), a, out)
+    note_text = (
+        f"'{a.topic}' is not a configured topic: it keeps no records, so the query part is empty; "
+        "messages published to it from now on will arrive"
+    )
+    return _print_events(c, c.sow_and_subscribe(a.topic, **query, **_options(a)), a, out, note_text)
 
 
-def _print_events(stream: SubscriptionStream, a: argparse.Namespace, out: IO[str]) -> int:
+def _print_events(
+    c: Client, stream: SubscriptionStream, a: argparse.Namespace, out: IO[str], unconfigured_note: str
+) -> int:
     """Print events until ``-count`` records, ``-timeout`` seconds or Ctrl-C (all a normal end).
+
+    ``unconfigured_note`` is said once the server has accepted the subscription (its
+    ``subscribed`` event), and only when the topic is not configured: a refusal comes first
+    and alone (issue 36).
 
     The data format prints the documents of query results and updates; oofs and deletes have no
     document of their own to show there, so they print with ``-format full`` only (which is why
@@ -53,7 +57,12 @@ def _print_events(stream: SubscriptionStream, a: argparse.Namespace, out: IO[str
     try:
         if printer.done:  # -count 0
             return 0
+        told = False
         for event in stream:
+            if event.kind == "subscribed" and not told:  # once: a resumed subscription says it again
+                told = True
+                if unconfigured(c, a.topic):
+                    note(unconfigured_note)
             if event.kind in _FRAMES:
                 printer.frame(event.kind, **_frame_fields(event))
                 if event.kind == "group_end" and event.group_end is not None and not event.group_end.records_returned:

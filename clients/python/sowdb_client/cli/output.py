@@ -8,16 +8,38 @@ summaries — goes to stderr.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import IO, Any
 
 from sowdb_api.v1 import sow_pb2 as pb
+from sowdb_client.cli.args import DEFAULT_PORT
+from sowdb_client.cli.formats import render
 from sowdb_client.client import Client
-from sowdb_client.errors import SowdbError
+from sowdb_client.errors import FailedPreconditionError, SowdbError
 from sowdb_client.types import Record
 
 REGEX_METACHARACTERS = frozenset("^$*+?()[]{}|\\")
 """Characters that make a topic name a regular expression (the server's rule: ``.`` is not one)."""
+
+
+NOT_GRPC = re.compile(
+    r"Received http2 header with status: (\d+)|Failed parsing HTTP/2|Trying to connect an http1\.x server"
+)
+"""What gRPC says when the port it reached answers HTTP, not gRPC: the console's port answers
+a call it does not forward with 404, the /metrics port does not speak HTTP/2 at all."""
+
+
+def describe(exc: SowdbError, server: str, *, field: bool = True) -> str:
+    """``CODE: message (field F)``: one line, naming the request field the server blamed; or,
+    when ``server`` answered as an HTTP server, a sentence saying so (issue 36: "Received
+    http2 header with status: 404" told a person nothing)."""
+    if NOT_GRPC.search(exc.message):
+        return (
+            f"{server} answered as an HTTP server, not as sowdb's gRPC port (default {DEFAULT_PORT}): is it "
+            f"the console's or the /metrics port? Give sowd's gRPC address (its banner says 'sowd listening on ...')"
+        )
+    return f"{exc.code.name}: {exc.message}" + (f" (field {exc.field})" if field and exc.field else "")
 
 
 def note(text: str) -> None:
@@ -48,8 +70,15 @@ def full(command: str, **fields: Any) -> str:
 
 
 def record_line(rec: Record, fmt: str, command: str, reason: str = "") -> str:
+    """A record as ``fmt`` prints it: ``data``, ``full``, or a template (:mod:`.formats`)."""
     if fmt == "data":
         return rec.data.decode()
+    if fmt != "full":
+        data = rec.data.decode()
+        placed = {"bookmark": rec.bookmark, "command": command, "data": data, "length": len(rec.data),
+                  "reason": reason, "sow_key": rec.sow_key, "sowkey": rec.sow_key, "topic": rec.topic,
+                  "timestamp": rec.timestamp.isoformat().replace("+00:00", "Z")}  # fmt: skip
+        return render(fmt, placed)
     fields: dict[str, Any] = {
         "topic": rec.topic,
         "sow_key": rec.sow_key,
@@ -103,14 +132,21 @@ def is_regex(topic: str) -> bool:
 
 
 def unconfigured(c: Client, topic: str) -> bool:
-    """True when ``topic`` is a plain name that the server does not list (no SOW: K-5, S-2).
+    """True when ``topic`` is a plain name that the server says is not a SOW topic (K-5, S-2:
+    it keeps no records).
 
-    A server that cannot list its topics (an error of any kind) gets the benefit of the doubt:
-    the command itself will report a real problem.
+    The server is asked for none of its records (``top_n`` 0), not for its topic list: the list
+    holds only the topics the caller may read, so a write-only user's topic was missing from it
+    and the note was false (issue 36). A query that is refused for any other reason (no read
+    right, no connection) says nothing either way: no note.
     """
     if is_regex(topic):
         return False
     try:
-        return topic not in {t.name for t in c.list_topics(timeout=5)}
+        for _ in c.sow(topic, top_n=0, timeout=5):
+            pass
+    except FailedPreconditionError as exc:
+        return exc.field == "topic"
     except SowdbError:
         return False
+    return False

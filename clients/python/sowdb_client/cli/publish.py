@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from sowdb_client.cli.args import UsageError
-from sowdb_client.cli.output import full, note, plural, stored_text, unconfigured
+from sowdb_client.cli.output import describe, full, note, plural, stored_text, unconfigured
 from sowdb_client.client import Client
 from sowdb_client.errors import PublishError, SowdbError
 from sowdb_client.types import Message, PublishItem
@@ -26,15 +26,33 @@ from sowdb_client.types import Message, PublishItem
 _REQUEST_INDEX = re.compile(r"^message \d+: ")
 
 
-def numbered_lines(stream: IO[str]) -> Iterator[tuple[int, str]]:
-    """(line number, text) of each non-blank line; blank lines count as lines of the file."""
-    for number, line in enumerate(stream, 1):
-        line = line.strip()
-        if line:
-            yield number, line
+NEWLINE = 10
+"""The default ``-delimiter``: one message a line."""
+CHUNK = 1 << 20
 
 
-def paced(items: Iterator[tuple[int, str]], rate: float | None) -> Iterator[tuple[int, str]]:
+def numbered_lines(stream: IO[bytes], delimiter: int = NEWLINE) -> Iterator[tuple[int, bytes]]:
+    """(number, bytes) of each non-blank message of the input, the messages ending at
+    ``delimiter`` (a newline: the lines); blank ones count. Bytes, decoded by :func:`_items`:
+    a message that is not UTF-8 is then refused by its number, where decoding the whole
+    stream failed in gRPC's thread as ``UNKNOWN: Exception iterating requests!``."""
+    pieces = iter(stream) if delimiter == NEWLINE else _pieces(stream, bytes([delimiter]))
+    for number, piece in enumerate(pieces, 1):
+        if piece.strip():
+            yield number, piece
+
+
+def _pieces(stream: IO[bytes], delimiter: bytes) -> Iterator[bytes]:
+    """The input cut at ``delimiter`` (AMPS spark's ``-delimiter``), read a chunk at a time."""
+    rest = b""
+    for chunk in iter(lambda: stream.read(CHUNK), b""):
+        *done, rest = (rest + chunk).split(delimiter)
+        yield from done
+    if rest:
+        yield rest
+
+
+def paced(items: Iterator[tuple[int, bytes]], rate: float | None) -> Iterator[tuple[int, bytes]]:
     """The items at most ``rate`` a second."""
     if not rate:
         yield from items
@@ -50,8 +68,11 @@ def paced(items: Iterator[tuple[int, str]], rate: float | None) -> Iterator[tupl
 class _Progress:
     """What the acknowledgements have covered so far: messages, bookmarks and input lines."""
 
-    def __init__(self) -> None:
+    def __init__(self, unit: str) -> None:
+        self.unit = unit  # what the input's numbers count: "line", or "message" with -delimiter
         self.lines = array("Q")  # the input line of each message sent, by message index
+        self.input_error = ""  # what is wrong with the input at the number ``bad_line``
+        self.bad_line = 0
         self.stored = 0
         self.requests = 0
         self.duplicates = 0  # J-4: acknowledged as applied before (-producer)
@@ -119,14 +140,15 @@ def _line_count(path: str) -> int | None:
 
 
 def run_publish(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
-    progress = _Progress()
-    stream = open(a.file, encoding="utf-8") if a.file else sys.stdin  # noqa: SIM115 (closed below)
+    progress = _Progress("line" if a.delimiter == NEWLINE else "message")
+    # stdin through a reader of its own, not sys.stdin.buffer: gRPC's thread may be blocked in a
+    # read of it at Ctrl-C, and the interpreter's exit would wait for sys.stdin's lock (abort)
+    source = a.file or sys.stdin.fileno()
+    stream = open(source, "rb", closefd=bool(a.file))  # noqa: SIM115 (closed below)
     start = time.perf_counter()
     bar = _Bar(a.topic, _line_count(a.file) if a.file and sys.stderr.isatty() else None)
     try:
-        if unconfigured(c, a.topic):
-            note(f"'{a.topic}' is not a configured topic: journaled only, no SOW (subscribers get the messages)")
-        lines = paced(numbered_lines(stream), a.rate)
+        lines = paced(numbered_lines(stream, a.delimiter), a.rate)
         if a.sowkey:  # checked here: an error raised while gRPC reads the messages would be lost
             given = list(lines)
             if len(given) != 1:
@@ -143,16 +165,16 @@ def run_publish(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
             bar.update(progress.stored)
     except SowdbError as exc:
         bar.close()
-        message, where = exc.message, ""
+        message, where = describe(exc, a.server, field=False), ""
         if isinstance(exc, PublishError) and exc.message_index is not None:
             # the server counts messages within its request; the input line says more here
-            message = _REQUEST_INDEX.sub("", message)
-            where = f" at input line {progress.line_of(exc.message_index)}"
-        print(f"sow: {exc.code.name}: {message}; {progress.stored_text()} before the error{where}", file=sys.stderr)
+            message = f"{exc.code.name}: {_REQUEST_INDEX.sub('', exc.message)}"
+            where = f" at input {progress.unit} {progress.line_of(exc.message_index)}"
+        print(f"sow: {message}; {progress.stored_text()} before the error{where}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         bar.close()
-        through = f", through input line {progress.line_of(progress.stored - 1)}" if progress.stored else ""
+        through = f", through input {progress.unit} {progress.line_of(progress.stored - 1)}" if progress.stored else ""
         print(
             f"sow: interrupted: {progress.stored_text()}{through}; requests in flight may also have been stored",
             file=sys.stderr,
@@ -163,14 +185,33 @@ def run_publish(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
         bar.close()
         if a.file:
             stream.close()
+    if progress.input_error:  # the messages before it are stored: publish again from that line
+        where = f"input {progress.unit} {progress.bad_line}"
+        print(f"sow: {where}: {progress.input_error}; {progress.stored_text()} before the error at {where}",
+              file=sys.stderr)  # fmt: skip
+        return 1
     _summary(a, progress, time.perf_counter() - start, out)
+    if unconfigured(c, a.topic):  # after the publish: a refusal says what went wrong, first and alone
+        note(f"'{a.topic}' is not a configured topic: journaled only, no SOW (subscribers get the messages)")
     return 0
 
 
-def _items(lines: Iterator[tuple[int, str]], a: argparse.Namespace, progress: _Progress) -> Iterator[PublishItem]:
+def _items(lines: Iterator[tuple[int, bytes]], a: argparse.Namespace, progress: _Progress) -> Iterator[PublishItem]:
     """The messages to send, noting each one's input line (gRPC sends them from its own thread;
-    a message's line is noted before it is sent, so before any response can name it)."""
-    for number, text in lines:
+    a message's line is noted before it is sent, so before any response can name it).
+
+    A message that is not UTF-8 text ends the input there (noted in ``progress``): the messages
+    before it are sent and stored, so that the summary can say to publish again from its line.
+    """
+    for number, raw in lines:
+        try:
+            text = raw.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            progress.input_error = (
+                f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the {progress.unit})"
+            )
+            progress.bad_line = number
+            return
         progress.lines.append(number)
         if a.sowkey or a.expiration is not None:
             yield Message(text, sow_key=a.sowkey or "", expiration=a.expiration)

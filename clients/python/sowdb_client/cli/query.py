@@ -14,15 +14,17 @@ from rich.table import Table
 
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client.cli.args import sow_keys
-from sowdb_client.cli.output import Printer, group_end_fields, note, terminal
+from sowdb_client.cli.output import Printer, group_end_fields, note, plural, terminal
 from sowdb_client.client import Client
+from sowdb_client.options import DeleteOptions
 from sowdb_client.types import records_from_pb
 
 
 def query_options(a: argparse.Namespace) -> dict[str, Any]:
     """The query options of ``sow`` and ``sow_and_subscribe`` (the same flags)."""
     named = flags(a, "filter", "order_by", "top_n", "skip_n", "batch_size", "query_id", "bookmark")
-    return named | flags(a, "grouping", "projection", "select") | {"sow_keys": sow_keys(a)}
+    keys = sow_keys(a)
+    return named | flags(a, "grouping", "projection", "select") | ({"sow_keys": keys} if keys else {})
 
 
 def flags(a: argparse.Namespace, *options: str) -> dict[str, Any]:
@@ -78,8 +80,9 @@ def keys_hint(a: argparse.Namespace) -> None:
 
 def run_sow_delete(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
     keys = sow_keys(a)
-    count = c.sow_delete(a.topic, filter=a.filter or "", sow_keys=keys, data=a.data)
-    print(count, file=out)
+    selector: DeleteOptions = {"sow_keys": keys} if keys else {"filter": a.filter or "", "data": a.data}
+    count = c.sow_delete(a.topic, **selector)
+    print(f"deleted {plural(count, 'record')} from {a.topic}", file=out)
     if not count and keys:
         keys_hint(a)
     return 0

@@ -5,9 +5,23 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import sys
+from typing import NoReturn
 
 
-class CommandParser(argparse.ArgumentParser):
+class ValueErrors(argparse.ArgumentParser):
+    """A parser that refuses a flag's value in one line (issue 36): ``-topn -1`` names the
+    flag and its range; the usage above it would repeat every flag but say nothing more. Other
+    errors (a flag unknown or missing) still show the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        exc = sys.exc_info()[1]  # argparse calls error() while handling the ArgumentError
+        if isinstance(exc, argparse.ArgumentError) and isinstance(exc.__context__, argparse.ArgumentTypeError):
+            self.exit(2, f"{self.prog}: error: {message}\n")
+        super().error(message)
+
+
+class CommandParser(ValueErrors):
     """A command's parser that names an unknown flag first, with the closest known one.
 
     argparse leaves a command's unknown flags to the top parser, which reports them only after
