@@ -122,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
             http_listen=args.http_listen,
             metrics_listen=args.metrics_listen,
         )
-        config = with_cluster_overrides(config, node=args.node, advertise=args.advertise)
+        serving = args.command == "serve"
+        config = with_cluster_overrides(config, node=args.node, advertise=args.advertise, serving=serving)
     except ConfigError as exc:
         print(f"sowd: invalid config: {exc}", file=sys.stderr)
         return 2

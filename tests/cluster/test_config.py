@@ -91,3 +91,29 @@ def test_the_ca_is_a_file_relative_to_the_config(tmp_path: Path) -> None:
     assert cluster.ca == str(tmp_path / "pki" / "ca.pem")
     with pytest.raises(ConfigError, match=r"\[cluster\]: ca: .*missing.pem does not exist \(the CA that signed"):
         config_from_dict({"cluster": {"name": "c", "ca": "missing.pem"}}, source="c.toml", base=tmp_path)
+
+
+@pytest.mark.parametrize("command", ["verify", "rebuild"])
+def test_the_offline_commands_take_a_cluster_config_without_node_or_advertise(tmp_path: Path, command: str) -> None:
+    """``sowd verify --config cluster.toml --data-dir nX`` (the docs' cluster config names no node:
+    each node gets ``--node`` and ``--advertise`` when it serves) works on a stopped node's store."""
+    config = tmp_path / "cluster.toml"
+    config.write_text('[[topic]]\nname = "orders"\nkey = ["/id"]\n\n[cluster]\nname = "c"\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "sowdb.main", command, "--config", str(config), "--data-dir", str(tmp_path / "n1")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "advertise" not in done.stderr
+    serve = subprocess.run(
+        [sys.executable, "-m", "sowdb.main", "--config", str(config), "--print-config"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert serve.returncode == 2
+    assert "[cluster]: node: required" in serve.stderr  # serving still needs them

@@ -125,12 +125,17 @@ def read_cluster(raw: dict[str, Any], fail: Fail, base: Path | None = None) -> C
     return cluster
 
 
-def with_cluster_overrides(config: Config, *, node: str | None, advertise: str | None) -> Config:
+def with_cluster_overrides(config: Config, *, node: str | None, advertise: str | None, serving: bool = True) -> Config:
     """The config with ``--node`` / ``--advertise`` applied.
 
+    Args:
+        serving: the node is to serve, so it needs its name and address; the commands that
+            work on a stopped node's store (``sowd verify``, ``rebuild``, ``repair``) or call a
+            running one (``checkpoint``, ``switchover``) take the cluster's shared config as it is.
+
     Raises:
-        ConfigError: a flag without a ``[cluster]`` section, a bad value, or a cluster whose
-            node or advertised address is set neither in the file nor by a flag.
+        ConfigError: a flag without a ``[cluster]`` section, a bad value, or a serving cluster
+            node whose node or advertised address is set neither in the file nor by a flag.
     """
     cluster = config.cluster
     if cluster is None:
@@ -146,7 +151,7 @@ def with_cluster_overrides(config: Config, *, node: str | None, advertise: str |
             raise ConfigError(f"--advertise: {advertise!r} is not HOST:PORT")
         cluster = replace(cluster, advertise=advertise)
     for key in ("node", "advertise"):
-        if not getattr(cluster, key):
+        if serving and not getattr(cluster, key):
             raise ConfigError(f"{config.source}: [cluster]: {key}: required (in the file or as --{key})")
     return replace(config, cluster=cluster)
 
