@@ -65,16 +65,20 @@ class SowServer:
         """The console's HTTP side (SPEC §12), when ``[server] http_listen`` is set."""
         self._server: grpc.aio.Server | None = None
         self._store: Store | None = None
-        self.progress = StartProgress(os.environ.get(HOLD_ENV))
-        """How far start-up has come: what calls are answered while the state loads (issue 36)."""
-        self._gate = StartupGate(GATED_SERVICES, self.progress.message)
-        self._health = Health(self._not_serving)
+        self._starting()
         self._upkeep: asyncio.Task[None] | None = None
         self._health_updates: set[asyncio.Task[None]] = set()
         self.auth = Authenticator(config.security)
         self.metrics: MetricsServer | None = None  # on [server] metrics_listen
         self.node: Node | None = None  # on [cluster] (SPEC §13)
         self.following = FollowingClock(clock)  # a node's clock: the journal's time on a replica
+
+    def _starting(self) -> None:
+        """The start-up's progress, gate and health service, as before a first start."""
+        self.progress = StartProgress(os.environ.get(HOLD_ENV))
+        """How far start-up has come: what calls are answered while the state loads (issue 36)."""
+        self._gate = StartupGate(GATED_SERVICES, self.progress.message)
+        self._health = Health(self._not_serving)
 
     async def start(self) -> int:
         """Listen, then load the state and serve (:meth:`listen`, :meth:`load`); returns the port."""
@@ -98,6 +102,7 @@ class SowServer:
         """
         cfg = self.config.server
         limit = cfg.max_message_bytes
+        self._starting()  # fresh: a server stopped and started again begins its start-up anew
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", limit),
