@@ -13,7 +13,7 @@ prometheus_client's own process collector (``process_*``). On a node of a cluste
 follower's on a primary, its own on a replica) and how often ``sync`` fell back to acknowledging
 alone, from the same rows ``ClusterStatus`` answers; a server alone has role ``none``.
 ``sowdb_ready`` is 0 while the server loads its state at start-up (``sowdb_start_records_loaded``
-of ``sowdb_start_records_total``), and only those and the process's families are served then.
+of ``sowdb_start_records_total``); the topics', subscriptions' and calls' families come once loaded.
 """
 
 from __future__ import annotations
