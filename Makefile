@@ -107,11 +107,11 @@ node-test: setup
 
 ## Benchmarks of the server (issue 3 figures): 1M orders, publish and queries.
 bench: setup
-	$(BIN)/python tools/bench/bench_server.py
+	$(BIN)/python tools/bench/bench_server.py $(ARGS)
 
-## Subscription benchmarks: latency, fan-out, snapshot.
+## Subscription benchmarks: latency, fan-out, snapshot (`ARGS="--orders 20000 --rounds 1"` for a quick run).
 bench-subscriptions: setup
-	$(BIN)/python tools/bench/bench_subscriptions.py
+	$(BIN)/python tools/bench/bench_subscriptions.py $(ARGS)
 
 ## Live delivery and point lookups beside bare grpcio servers of the same shapes (issue 29):
 ## publish -> receive with 1/10/100/1,000 subscribers, lookups, fan-out; alternating rounds, ratios
@@ -121,15 +121,15 @@ bench-latency: setup
 
 ## History benchmarks (issue 5): historical vs current query, recovery rate, start-up.
 bench-history: setup
-	cd tools/bench && ../../$(BIN)/python bench_history.py
+	cd tools/bench && ../../$(BIN)/python bench_history.py $(ARGS)
 
 ## Views and pages (issue 6): window upkeep CPU share, view upkeep rate.
 bench-views: setup
-	cd tools/bench && ../../$(BIN)/python bench_views.py
+	cd tools/bench && ../../$(BIN)/python bench_views.py $(ARGS)
 
 ## What security costs (TLS + token + a row entitlement vs off, alternating rounds).
 bench-security: setup
-	$(BIN)/python tools/bench/bench_security.py
+	$(BIN)/python tools/bench/bench_security.py $(ARGS)
 
 ## What the metrics cost on publish throughput: the server before the counting, without and with
 ## metrics_listen (scraped every second), alternating rounds; goal under 3 % (`ARGS="--orders 50000"`).
@@ -137,7 +137,7 @@ bench-metrics: setup
 	$(BIN)/python tools/bench/bench_metrics.py $(ARGS)
 
 bench-expr: setup
-	$(BIN)/python tools/bench/bench_expr.py
+	$(BIN)/python tools/bench/bench_expr.py $(ARGS)
 
 ## The PySpark pipeline (issue 17): read, df.write beside the server's publish rate, journal
 ## export to Parquet, streaming delay (1M orders; `ARGS="--orders 100000"` for a quick run).

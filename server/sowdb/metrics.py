@@ -12,6 +12,8 @@ prometheus_client's own process collector (``process_*``). On a node of a cluste
 ``sowdb_cluster_*`` families say its role, epoch, applied bookmark, the replication lag (each
 follower's on a primary, its own on a replica) and how often ``sync`` fell back to acknowledging
 alone, from the same rows ``ClusterStatus`` answers; a server alone has role ``none``.
+``sowdb_ready`` is 0 while the server loads its state at start-up (``sowdb_start_records_loaded``
+of ``sowdb_start_records_total``); the topics', subscriptions' and calls' families come once loaded.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from sowdb.config import SecurityConfig, parse_listen
 from sowdb.engine.counters import LATENCY_BUCKETS
+from sowdb.engine.starting import StartProgress
 from sowdb.engine.stats import ServerFigures, StatsSnapshot
 
 log = logging.getLogger("sowdb.metrics")
@@ -91,19 +94,41 @@ def _int(value: object) -> int:
 
 class EngineCollector(Collector):
     """The engine's figures as metric families, taken fresh at each scrape by ``take`` (with the
-    node's cluster figures, None for a server alone)."""
+    node's cluster figures, None for a server alone; no snapshot while the state loads), and the
+    start-up's readiness from ``progress``."""
 
-    def __init__(self, take: Callable[[], tuple[StatsSnapshot, ClusterFigures | None]]) -> None:
+    def __init__(
+        self,
+        take: Callable[[], tuple[StatsSnapshot | None, ClusterFigures | None]],
+        progress: StartProgress | None = None,
+    ) -> None:
         self.take = take
+        self.progress = progress
 
     def collect(self) -> Iterator[Metric]:
+        if self.progress is not None:
+            yield from _start_families(self.progress)
         snap, cluster = self.take()
         yield from _cluster_families(cluster)
+        if snap is None:
+            return
         yield from _topic_families(snap)
         yield from _subscription_families(snap)
         if snap.server is not None:
             yield from _server_families(snap.server)
             yield from _rpc_families(snap.server)
+
+
+def _start_families(progress: StartProgress) -> Iterator[Metric]:
+    """Whether the server serves, and how far the load has come while it does not (issue 36:
+    an alert on ``sowdb_ready == 0`` tells a slow start from a dead server)."""
+    yield GaugeMetricFamily(
+        "sowdb_ready", "1 once the state is loaded and calls are served; 0 while starting", value=progress.ready
+    )
+    yield GaugeMetricFamily(
+        "sowdb_start_records_loaded", "Records loaded at start-up so far (all, once ready)", value=progress.loaded
+    )
+    yield GaugeMetricFamily("sowdb_start_records_total", "Records the store held at start-up", value=progress.total)
 
 
 # The families read from the snapshot's figures, a row each: type, name, the figure (an attribute
@@ -265,13 +290,15 @@ def _http_server(host: str, port: int, app: WSGIApp, security: SecurityConfig | 
 
 def serve_metrics(
     listen: str,
-    snapshot: Callable[[], StatsSnapshot],
+    snapshot: Callable[[], StatsSnapshot | None],
     security: SecurityConfig | None = None,
     allowed: Callable[[str | None], bool] | None = None,
     cluster: Callable[[], ClusterFigures | None] = lambda: None,
+    progress: StartProgress | None = None,
 ) -> MetricsServer:
     """Serve the metrics on ``listen``; ``snapshot`` and ``cluster`` are called on this event
-    loop at each scrape. With ``allowed``, a scrape's ``Authorization`` header must satisfy it
+    loop at each scrape (``snapshot`` answers None while the state loads; ``progress`` says how
+    far it has come). With ``allowed``, a scrape's ``Authorization`` header must satisfy it
     (``[security] metrics_user``); it is called on the HTTP thread.
 
     Raises:
@@ -280,14 +307,14 @@ def serve_metrics(
     host, port = parse_listen(listen)
     loop = asyncio.get_running_loop()
 
-    async def on_loop() -> tuple[StatsSnapshot, ClusterFigures | None]:
+    async def on_loop() -> tuple[StatsSnapshot | None, ClusterFigures | None]:
         return snapshot(), cluster()
 
-    def take() -> tuple[StatsSnapshot, ClusterFigures | None]:  # on the HTTP thread
+    def take() -> tuple[StatsSnapshot | None, ClusterFigures | None]:  # on the HTTP thread
         return asyncio.run_coroutine_threadsafe(on_loop(), loop).result(SCRAPE_TIMEOUT_S)
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(EngineCollector(take))
+    registry.register(EngineCollector(take, progress))
     ProcessCollector(registry=registry)
     app = make_wsgi_app(registry)
     try:

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import errno
 import gc
 import logging
-import resource
+import os
 import signal
-import socket
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,11 +26,15 @@ from sowdb.api.service import (
     add_service,
 )
 from sowdb.api.servicer import SowServicer
+from sowdb.api.starting import Health, StartupGate
 from sowdb.auth import Authenticator
-from sowdb.config import Config, ConfigError, SecurityConfig, ServerConfig, load_config, parse_listen
+from sowdb.config import Config, ConfigError, load_config, parse_listen
 from sowdb.engine import Clock, Engine, FollowingClock, system_clock
+from sowdb.engine.starting import HOLD_ENV, StartProgress
+from sowdb.engine.stats import StatsSnapshot
 from sowdb.engine.upkeep import run_upkeep
 from sowdb.metrics import ClusterFigures, MetricsServer, serve_metrics
+from sowdb.ports import bind, connection_limits, credentials
 from sowdb.storage import Store, store_memory
 from sowdb_api.v1 import admin_pb2, data_pb2
 
@@ -43,6 +45,9 @@ if TYPE_CHECKING:  # imported when a console is configured: HTTP, Connect and th
 log = logging.getLogger("sowdb.server")
 
 SHUTDOWN_GRACE_S = 5.0
+
+GATED_SERVICES = (SERVICE_NAME, ADMIN_SERVICE_NAME, DATA_SERVICE_NAME, "sowdb.v1.ReplicationService")
+"""The services whose calls are answered UNAVAILABLE while the state loads."""
 
 
 class SowServer:
@@ -59,7 +64,8 @@ class SowServer:
         self.console: ConsoleServer | None = None
         """The console's HTTP side (SPEC §12), when ``[server] http_listen`` is set."""
         self._server: grpc.aio.Server | None = None
-        self._health = health.aio.HealthServicer()
+        self._store: Store | None = None
+        self._starting()
         self._upkeep: asyncio.Task[None] | None = None
         self._health_updates: set[asyncio.Task[None]] = set()
         self.auth = Authenticator(config.security)
@@ -67,13 +73,28 @@ class SowServer:
         self.node: Node | None = None  # on [cluster] (SPEC §13)
         self.following = FollowingClock(clock)  # a node's clock: the journal's time on a replica
 
+    def _starting(self) -> None:
+        """The start-up's progress, gate and health service, as before a first start."""
+        self.progress = StartProgress(os.environ.get(HOLD_ENV))
+        """How far start-up has come: what calls are answered while the state loads (issue 36)."""
+        self._gate = StartupGate(GATED_SERVICES, self.progress.message)
+        self._health = Health(self._not_serving)
+
     async def start(self) -> int:
-        """Listen, open the store, load state, serve; returns the bound port.
+        """Listen, then load the state and serve (:meth:`listen`, :meth:`load`); returns the port."""
+        port = await self.listen()
+        await self.load()
+        return port
+
+    async def listen(self) -> int:
+        """Take the port and the data directory, and answer calls while the state is not
+        loaded yet; returns the bound port.
 
         The two things another process can hold — the port and the data directory's lock — are
         taken first, so that a second sowd, or a port in use, is refused at once rather than
-        after a recovery or a load that can take minutes. The port is bound here but accepts
-        connections only once the state is loaded (``server.start()``).
+        after a recovery or a load that can take minutes. Then the server answers: every call
+        of the sowdb services UNAVAILABLE with the load's progress, health NOT_SERVING, the
+        console's ``/status`` and ``/metrics`` not ready (issue 36), until :meth:`load` is done.
 
         Raises:
             OSError: the address cannot be bound (one line, e.g. already in use).
@@ -81,6 +102,7 @@ class SowServer:
         """
         cfg = self.config.server
         limit = cfg.max_message_bytes
+        self._starting()  # fresh: a server stopped and started again begins its start-up anew
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", limit),
@@ -97,9 +119,9 @@ class SowServer:
         if cfg.http_listen:
             from sowdb.console.server import ConsoleServer
 
-            console = ConsoleServer(self.config, self.auth)
+            console = ConsoleServer(self.config, self.auth, self.progress)
         try:
-            self.port = _bind(server, cfg.listen, _credentials(self.config.security))
+            self.port = bind(server, cfg.listen, credentials(self.config.security))
             if console is not None:
                 console.bind()
                 server.add_insecure_port(console.grpc_target)
@@ -107,41 +129,56 @@ class SowServer:
                 from sowdb.cluster.catchup import install_checkpoint
 
                 install_checkpoint(cfg.data_dir)
-            store = Store(Path(cfg.data_dir), fsync=cfg.fsync, memory=store_memory(cfg))
+            self._store = Store(Path(cfg.data_dir), fsync=cfg.fsync, memory=store_memory(cfg))
         except BaseException:
             await _abandon(server, console)
             raise
+        server.add_generic_rpc_handlers((self._gate,))
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        services = (SERVICE_NAME, ADMIN_SERVICE_NAME, DATA_SERVICE_NAME, reflection.SERVICE_NAME, health.SERVICE_NAME)
+        reflection.enable_server_reflection(services, server)
+        self._server = server
         try:
-            if self.config.cluster is not None:  # a fork found before the last stop is cut first
-                from sowdb.cluster.fork import cut_at_fork
-
-                cut_at_fork(store, self.config)
-            # a node's engine takes the journal's time while it is a replica (HA-2; its Node says when)
-            clock = self.following if self.config.cluster is not None else self.clock
-            self.engine = Engine.open(self.config, store, clock=clock)
-        except BaseException:
-            store.close()
-            await _abandon(server, console)
-            raise
-        if cfg.metrics_listen:
-            try:
+            if cfg.metrics_listen:
                 self.metrics = serve_metrics(
                     cfg.metrics_listen,
-                    self.engine.stats,
+                    self._stats,
                     self.config.security,
                     self.auth.metrics_guard(),
                     cluster=self._cluster_figures,
+                    progress=self.progress,
                 )
-            except BaseException:
-                self.engine.close()
-                self.engine = None
-                await _abandon(server, console)
-                raise
+            await self._set_health(False)
+            await server.start()
+            if console is not None:
+                await console.start()
+                self.console = console
+        except BaseException:
+            await self.stop(0)
+            if console is not None and self.console is None:
+                await console.stop()
+            raise
+        return self.port
+
+    async def load(self) -> None:
+        """Recover and load the state (on a thread, while the event loop answers calls with its
+        progress), then serve: the services take over from the start-up gate.
+
+        Raises:
+            StoreUnusable: the store cannot be used as it is (the server is stopped then).
+        """
+        assert self._server is not None and self._store is not None, "listen() first"
+        store = self._store
+        try:
+            self.engine = await asyncio.to_thread(self._open_engine, store)
+        except BaseException:
+            await self.stop(0)
+            raise
         tune_gc()
         logging.getLogger("grpc._cython.cygrpc").addFilter(_CLIENT_GONE)
-        add_service(SowServicer(self.engine, self.auth), server)
+        add_service(SowServicer(self.engine, self.auth), self._gate)
         admin = AdminServicer(self.engine, self.auth)
-        add_service(admin, server, ADMIN_SERVICE, admin_pb2)
+        add_service(admin, self._gate, ADMIN_SERVICE, admin_pb2)
         if self.config.cluster is not None:  # SPEC §13: a node of a cluster (sowdb.cluster.node)
             from sowdb.cluster.node import Node
             from sowdb.cluster.replication import ReplicationServicer
@@ -151,22 +188,47 @@ class SowServer:
             admin.cluster = self.node.status
             admin.switchover = self.node.switchover
             replication = replication_pb2.DESCRIPTOR.services_by_name["ReplicationService"]
-            add_service(ReplicationServicer(self.node, self.auth), server, replication, replication_pb2)
-        add_service(DataServicer(self.engine, self.auth), server, DATA_SERVICE, data_pb2)
-        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        services = (SERVICE_NAME, ADMIN_SERVICE_NAME, DATA_SERVICE_NAME, reflection.SERVICE_NAME, health.SERVICE_NAME)
-        reflection.enable_server_reflection(services, server)
-        await server.start()
-        self._server = server
-        if console is not None:
-            await console.start()
-            self.console = console
+            add_service(ReplicationServicer(self.node, self.auth), self._gate, replication, replication_pb2)
+        add_service(DataServicer(self.engine, self.auth), self._gate, DATA_SERVICE, data_pb2)
+        self.progress.done()
+        self._gate.open()
         if self.node is not None:
             await self.node.start()
         self._upkeep = asyncio.create_task(run_upkeep(self.engine), name="sowdb-upkeep")
         await self._set_health(store.writable)
         store.watch(self._storage_changed)
-        return self.port
+
+    def _open_engine(self, store: Store) -> Engine:
+        """Recover and load (on the loading thread): a fork found before the last stop is cut
+        first, on a node of a cluster, whose engine takes the journal's time while it is a
+        replica (HA-2; its Node says when)."""
+        if self.config.cluster is not None:
+            from sowdb.cluster.fork import cut_at_fork
+
+            cut_at_fork(store, self.config)
+        clock = self.following if self.config.cluster is not None else self.clock
+        return Engine.open(self.config, store, clock=clock, progress=self.progress)
+
+    def addresses(self) -> str:
+        """The console's and the metrics' addresses, as start-up lines end: ``; console URL``."""
+        out = f"; console {self.console.url}" if self.console is not None else ""
+        if self.metrics is not None:
+            tls = self.config.security is not None and self.config.security.tls_cert
+            host = self.config.server.metrics_listen.rpartition(":")[0]
+            out += f"; metrics {'https' if tls else 'http'}://{host}:{self.metrics.port}/metrics"
+        return out
+
+    def _stats(self) -> StatsSnapshot | None:
+        """The engine's figures for ``/metrics``; None while the state loads."""
+        return self.engine.stats() if self.engine is not None else None
+
+    def _not_serving(self) -> str | None:
+        """Why health says NOT_SERVING, in one line (``sow ping`` shows it)."""
+        if not self.progress.ready:
+            return self.progress.message()
+        if self._store is not None and not self._store.writable:
+            return "the storage cannot be written (e.g. the disk is full); writes are refused until it can"
+        return None
 
     async def _set_health(self, serving: bool) -> None:
         """SERVING, or NOT_SERVING while the storage cannot be written (E-2): a load balancer
@@ -218,31 +280,9 @@ class SowServer:
         if self.engine is not None:
             self.engine.close()
             self.engine = None
-
-
-def connection_limits(cfg: ServerConfig) -> list[tuple[str, int]]:
-    """gRPC core's channel arguments that bound what connections cost before any call (issue 26:
-    20,000 half-open TCP connections that never started TLS were each held 120 s, until a new
-    admin client could not connect).
-
-    - ``grpc.server_handshake_timeout_ms`` (core's default 120 s): the time a connection has to
-      finish the TLS handshake and send the HTTP/2 preface and SETTINGS; past it core drops it.
-    - ``grpc.max_allowed_incoming_connections`` (core's connection quota; no limit by default):
-      past it a new connection is closed at once, so the process never runs out of descriptors
-      (then nothing, not even the operator, gets in); by default half the open-files limit,
-      leaving the rest to the store, the journal and the console.
-
-    Not used: ``grpc.max_connection_idle_ms`` would also close the idle connections of honest
-    clients between calls, which the handshake timeout and the cap make unnecessary.
-    """
-    cap = cfg.max_connections
-    if not cap:
-        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-        cap = max(64, soft // 2) if soft != resource.RLIM_INFINITY else 65_536
-    return [
-        ("grpc.server_handshake_timeout_ms", max(1, int(cfg.handshake_timeout_s * 1000))),
-        ("grpc.max_allowed_incoming_connections", cap),
-    ]
+        elif self._store is not None:  # stopped before the state was loaded
+            self._store.close()
+        self._store = None
 
 
 async def _abandon(server: grpc.aio.Server, console: ConsoleServer | None) -> None:
@@ -250,51 +290,6 @@ async def _abandon(server: grpc.aio.Server, console: ConsoleServer | None) -> No
     if console is not None:
         await console.stop()
     await server.stop(None)
-
-
-def _credentials(security: SecurityConfig | None) -> grpc.ServerCredentials | None:
-    """TLS on the gRPC port when ``tls_cert`` is set; client certificates required when
-    ``client_ca`` is (mutual TLS)."""
-    if security is None or not security.tls_cert:
-        return None
-    key = Path(security.tls_key).read_bytes()
-    cert = Path(security.tls_cert).read_bytes()
-    ca = Path(security.client_ca).read_bytes() if security.client_ca else None
-    return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=ca is not None)
-
-
-def _bind(server: grpc.aio.Server, listen: str, credentials: grpc.ServerCredentials | None = None) -> int:
-    """Bind ``listen`` (HOST:PORT) for the server; returns the port.
-
-    A port in use is first looked for with a plain socket, as gRPC binds (``SO_REUSEADDR``, so
-    a previous server's connections in TIME_WAIT do not count): gRPC's own failure is a log line
-    from its core plus an exception that says only "failed to bind".
-
-    Raises:
-        OSError: the address cannot be bound, in one line.
-    """
-    host, _, port_text = listen.rpartition(":")
-    if port_text.isdigit() and int(port_text) != 0:
-        try:
-            addresses = socket.getaddrinfo(host.strip("[]") or None, int(port_text), type=socket.SOCK_STREAM)
-        except socket.gaierror as exc:
-            raise OSError(f"cannot listen on {listen}: {exc.strerror}") from None
-        for family, kind, proto, _, address in addresses:
-            with socket.socket(family, kind, proto) as probe:
-                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                try:
-                    probe.bind(address)
-                except OSError as exc:
-                    if exc.errno == errno.EADDRINUSE:
-                        raise OSError(f"cannot listen on {listen}: the address is already in use") from None
-                    # anything else (e.g. no IPv6 here): gRPC binds what it can, and judges
-    try:
-        port = server.add_insecure_port(listen) if credentials is None else server.add_secure_port(listen, credentials)
-    except RuntimeError:
-        port = 0
-    if port == 0:
-        raise OSError(f"cannot listen on {listen}")
-    return port
 
 
 class _ClientGoneFilter(logging.Filter):
@@ -329,14 +324,18 @@ _CLIENT_GONE = _ClientGoneFilter()
 async def run(config: Config) -> None:
     """Run until SIGTERM or SIGINT, then shut down gracefully."""
     server = SowServer(config)
-    port = await server.start()
+    port = await server.listen()
+    host = config.server.listen.rsplit(":", 1)[0]
+    # Calls are answered from here on (UNAVAILABLE, with the progress, until the state is loaded).
+    starting = f"sowd starting on {host}:{port}: loading the state from {config.server.data_dir}"
+    print(f"{starting}{server.addresses()}", flush=True)
+    await server.load()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     if not config.source.startswith("<"):  # a file, not the built-in demo: SIGHUP re-reads its rights (A-4)
         loop.add_signal_handler(signal.SIGHUP, _reload_from, server, config.source)
-    host = config.server.listen.rsplit(":", 1)[0]
     # Printed only once the signal handlers are in place, so a supervisor that waits for this
     # line can stop the server at once without killing it half-way.
     console = f"; console {server.console.url}" if server.console is not None else ""

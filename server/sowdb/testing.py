@@ -105,6 +105,17 @@ class Sowd:
             self._reader.join(timeout=30)
             raise NotStarted(status, self.output)
 
+    def wait_line(self, text: str, timeout: float = START_TIMEOUT_S) -> str:
+        """The first line that holds ``text``, once printed (e.g. ``starting on``, printed while
+        it loads its state); "" when sowd ended, or ``timeout`` passed, first."""
+
+        def found() -> str:
+            return next((line for line in self._lines if text in line), "")
+
+        with self._changed:
+            self._changed.wait_for(lambda: bool(found()) or self._ended, timeout)
+            return found()
+
     @property
     def output(self) -> str:
         """Everything it printed so far."""

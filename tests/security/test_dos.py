@@ -23,7 +23,7 @@ import pytest
 from sowdb.config import ConfigError, RoleConfig
 from sowdb.engine.access import MEMO_LIMIT, Access
 from sowdb.expr.matching import compile_pattern
-from sowdb.server import connection_limits
+from sowdb.ports import connection_limits
 from sowdb_api.v1 import data_pb2 as dpb
 from sowdb_api.v1 import data_pb2_grpc
 from sowdb_api.v1 import sow_pb2 as pb

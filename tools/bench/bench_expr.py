@@ -25,7 +25,7 @@ FILTER_200 = (
 
 
 def order(i: int) -> dict[str, Any]:
-    """The dataset of ../shared/bench/make_orders.py, built in memory."""
+    """The dataset of tools/demo/make_orders.py, built in memory."""
     return {
         "orderId": i,
         "symbol": f"SYM{i % 500}",

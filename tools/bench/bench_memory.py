@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where a stored record's memory goes (issue 20; SPEC §10 goal: RSS ≤ 3x the JSON bytes).
 
-Loads N orders of ``../shared/bench/make_orders.py`` into an engine in this process (a real
+Loads N orders of ``tools/demo/make_orders.py`` into an engine in this process (a real
 RocksDB under a temporary directory, the topic of ``make bench``: ``orders`` keyed by
 ``/orderId``, a ``/symbol`` hash index), 100 per publish as the server applies them, and reports:
 

@@ -3,7 +3,7 @@
 
 ``bench_memory.py`` measures the engine as it is: one Python object graph per record
 (``StoredRecord``, its JSON ``bytes``, its SowKey, the topic's map entry). This probe builds, in
-a fresh child process each, the same N orders of ``../shared/bench/make_orders.py`` held three
+a fresh child process each, the same N orders of ``tools/demo/make_orders.py`` held three
 ways, and reports the RSS growth per record of each (the records only: the ``/symbol`` index,
 ~26 B, and RocksDB, ~25 B, come on top of every model alike):
 

@@ -3,7 +3,7 @@
 
 Starts ``sowd`` on a fresh data directory, then from this (separate) client process:
 
-- publish: N orders of ``../shared/bench/make_orders.py``, 100 per request, over one stream;
+- publish: N orders of ``tools/demo/make_orders.py``, 100 per request, over one stream;
 - query-range: ``/price > 190 AND /side = 'B'`` over the N orders, batch_size 100, every record
   received by the client;
 - query-eq: ``/symbol = 'SYM42'`` served by the ``/symbol`` hash index;
@@ -28,15 +28,16 @@ from sowdb import testing
 from sowdb_client import Client
 
 ROOT = Path(__file__).resolve().parents[2]
-MAKE_ORDERS = ROOT.parent / "shared" / "bench" / "make_orders.py"
-DEMO_ORDERS = ROOT / "tools" / "demo" / "make_orders.py"  # the same orders, for a checkout without ../shared
+MAKE_ORDERS = ROOT / "tools" / "demo" / "make_orders.py"
+"""The benchmarks' orders: the tour's generator, which writes the same orders, byte for byte, as the
+benchmark dataset's ``make_orders.py`` that the reference figures were measured with (checked for
+N = 1000 and 100000)."""
 
 
-def _orders(n: int, *, demo_fallback: bool = False) -> list[bytes]:
-    """N orders of the shared generator (with ``demo_fallback``, the demo's copy where it is missing)."""
-    path = DEMO_ORDERS if demo_fallback and not MAKE_ORDERS.exists() else MAKE_ORDERS
-    spec = importlib.util.spec_from_file_location("make_orders", path)
-    assert spec and spec.loader, f"dataset generator not found at {path}"
+def _orders(n: int) -> list[bytes]:
+    """The first ``n`` orders of :data:`MAKE_ORDERS`, as JSON bytes."""
+    spec = importlib.util.spec_from_file_location("make_orders", MAKE_ORDERS)
+    assert spec and spec.loader, f"dataset generator not found at {MAKE_ORDERS}"
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return [json.dumps(mod.order(i), separators=(",", ":")).encode() for i in range(n)]

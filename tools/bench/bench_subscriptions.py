@@ -8,11 +8,13 @@
   rate held;
 - snapshot: sow_and_subscribe of a 20,000-record topic until group_end.
 
-Usage: ``python tools/bench/bench_subscriptions.py`` (``make bench-subscriptions``).
+Usage: ``python tools/bench/bench_subscriptions.py [--orders 200000] [--rounds 5] [--seconds 10]
+[--snapshot 20000]`` (``make bench-subscriptions``; the test of the benchmarks runs it tiny).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import multiprocessing
@@ -79,7 +81,7 @@ async def _subscriber(target: str, topic: str, flt: str, sink: Any, ready: async
         call.cancel()
 
 
-async def latency(target: str) -> tuple[float, float]:
+async def latency(target: str, seconds: float = 10) -> tuple[float, float]:
     """Publish -> receive latency (p50, p99 in ms), printed as well."""
     lat: list[float] = []
 
@@ -92,7 +94,7 @@ async def latency(target: str) -> tuple[float, float]:
     readies = [asyncio.Event() for _ in range(10)]
     tasks = [asyncio.create_task(_subscriber(target, "orders", "", sink, r, stop)) for r in readies]
     await asyncio.gather(*(r.wait() for r in readies))
-    proc = _SPAWN.Process(target=_publish_paced, args=(target, 2000, 10))
+    proc = _SPAWN.Process(target=_publish_paced, args=(target, 2000, seconds))
     proc.start()
     while proc.is_alive():
         await asyncio.sleep(0.1)
@@ -146,9 +148,9 @@ async def fanout(target: str, n: int) -> float:
     return count[0] / took
 
 
-async def snapshot(target: str) -> None:
+async def snapshot(target: str, records: int = 20_000) -> None:
     with Client(target) as c:
-        c.publish("quotes", [{"symbol": f"S{i}", "px": i} for i in range(20_000)])
+        c.publish("quotes", [{"symbol": f"S{i}", "px": i} for i in range(records)])
     for batch in (100, 10):
         times = []
         for _ in range(5):
@@ -163,14 +165,14 @@ async def snapshot(target: str) -> None:
                 times.append(time.perf_counter() - start)
                 stream.cancel()
         print(
-            f"snapshot     sow_and_subscribe of 20,000 records, batch_size {batch}: "
+            f"snapshot     sow_and_subscribe of {records:,} records, batch_size {batch}: "
             f"{statistics.median(times):.3f} s to group_end ({n:,} records)"
         )
 
 
-async def slow_consumer(target: str, pid: int, stalled: bool) -> tuple[float, float]:
+async def slow_consumer(target: str, pid: int, stalled: bool, n: int = 200_000) -> tuple[float, float]:
     """Publish rate with 10 reading subscribers, and with one more that never reads (SL-1)."""
-    orders = _orders(200_000)
+    orders = _orders(n)
     count = [0]
 
     def sink(data: bytes) -> None:
@@ -201,15 +203,21 @@ async def slow_consumer(target: str, pid: int, stalled: bool) -> tuple[float, fl
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--orders", type=int, default=200_000, help="published by slow consumer and fan-out")
+    parser.add_argument("--rounds", type=int, default=SLOW_ROUNDS, help="alternating slow-consumer rounds")
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of the latency measurement")
+    parser.add_argument("--snapshot", type=int, default=20_000, help="records of the snapshot's topic")
+    args = parser.parse_args()
     # Run to run, the publish rate on this shared machine moves by more than the effect being
     # measured, so the two configurations alternate for SLOW_ROUNDS rounds and medians compare.
     runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
-    for _ in range(SLOW_ROUNDS):
+    for _ in range(args.rounds):
         for stalled in (False, True):
             with tempfile.TemporaryDirectory(prefix="sowdb-bench-") as data_dir:
                 proc, target = _start(data_dir)
                 try:
-                    runs[stalled].append(asyncio.run(slow_consumer(target, proc.pid, stalled)))
+                    runs[stalled].append(asyncio.run(slow_consumer(target, proc.pid, stalled, args.orders)))
                 finally:
                     proc.terminate()
                     proc.wait(timeout=30)
@@ -217,19 +225,21 @@ def main() -> None:
     slow = statistics.median(r for r, _ in runs[True])
     rss0, rss1 = max(m for _, m in runs[False]), max(m for _, m in runs[True])
     print(
-        f"slow consumer publish 200k with 10 subscribers: {base:,.0f} msg/s; plus one stalled subscriber: "
-        f"{slow:,.0f} msg/s ({(slow / base - 1) * 100:+.1f} %, medians of {SLOW_ROUNDS} alternating rounds); "
+        f"slow consumer publish {args.orders:,} with 10 subscribers: {base:,.0f} msg/s; plus one stalled "
+        f"subscriber: {slow:,.0f} msg/s ({(slow / base - 1) * 100:+.1f} %, medians of {args.rounds} alternating "
+        "rounds); "
         f"server RSS {rss0:.0f} MB vs {rss1:.0f} MB"
     )
-    for name, run in (("latency", latency), ("fanout", None), ("snapshot", snapshot)):
+    for name in ("latency", "fanout", "snapshot"):
         with tempfile.TemporaryDirectory(prefix="sowdb-bench-") as data_dir:
             proc, target = _start(data_dir)
             try:
                 if name == "fanout":
-                    asyncio.run(fanout(target, 200_000))
+                    asyncio.run(fanout(target, args.orders))
+                elif name == "latency":
+                    asyncio.run(latency(target, args.seconds))
                 else:
-                    assert run is not None
-                    asyncio.run(run(target))
+                    asyncio.run(snapshot(target, args.snapshot))
             finally:
                 proc.terminate()
                 proc.wait(timeout=30)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """sowdb beside its peers in one run (SPEC §10, issue 20): PostgreSQL 15, Redis and NATS.
 
-The dataset is ``../shared/bench/make_orders.py`` (N orders, ~150 JSON bytes each). sowd runs as
+The dataset is ``tools/demo/make_orders.py`` (N orders, ~150 JSON bytes each). sowd runs as
 ``make bench`` starts it (``bench_server.py``: topic ``orders`` keyed by ``/orderId``, a
 ``/symbol`` hash index); PostgreSQL holds ``orders (key text primary key, data jsonb)`` with an
 expression index on ``data->>'symbol'`` (``peers_pg.py``: a temporary cluster unless
@@ -25,6 +25,7 @@ Usage: ``python tools/bench/peers.py [--records 1000000] [--rounds 3]`` (``make 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
 import sys
 import tempfile
@@ -226,6 +227,9 @@ def main() -> None:
         run_sowdb_and_postgres(args, orders, run, args.pg_dsn)
     elif bindir is None:
         print("PostgreSQL is not installed (no initdb; apt-get install postgresql-15): sowdb alone", file=sys.stderr)
+        run_sowdb_and_postgres(args, orders, run, None)
+    elif importlib.util.find_spec("psycopg") is None:
+        print("psycopg, PostgreSQL's client, is not installed (`make bench-peers` does): sowdb alone", file=sys.stderr)
         run_sowdb_and_postgres(args, orders, run, None)
     else:
         with (

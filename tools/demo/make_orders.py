@@ -3,8 +3,9 @@
 
 Usage: ``python3 tools/demo/make_orders.py 10000 | sow publish -topic orders``.
 
-The orders are those of the benchmark dataset (``../shared/bench/make_orders.py``, which lives
-outside this repository): kept here so that the tour runs on a fresh clone.
+The orders are, byte for byte, those of the benchmark dataset's ``make_orders.py`` that the
+reference figures were measured with (it lives outside this repository); the tour and every
+benchmark (``tools/bench``, ``clients/node/bench``) take them from here, so both run on a fresh clone.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The Node SDK beside the Python SDK, in one run against one ``sowd`` (not part of the tests).
 
-- sow: N orders of ``../shared/bench/make_orders.py`` (default 1M) in topic ``orders``, queried
+- sow: N orders of ``tools/demo/make_orders.py`` (default 1M) in topic ``orders``, queried
   whole with batch_size 100, every record received as an object (parsed, a field read): records/s;
 - publish: P orders (default 200k) as objects, 100 per request over one stream, into ``pub``
   (filled once beforehand, so every timed round updates existing records): messages/s.

@@ -54,6 +54,9 @@ import {
   subscribeRequest,
 } from "./types.js";
 
+/** The trailing metadata in which a NOT_SERVING health check says why. */
+const NOT_SERVING_KEY = "sowdb-not-serving";
+
 /** The service name the health check asks about. */
 export const SERVICE_NAME = "sowdb.v1.SowService";
 
@@ -178,18 +181,24 @@ export class SowdbClient {
     this.failover = { timeoutMs, readFrom };
   }
 
-  /** Round-trip time in milliseconds of a `grpc.health.v1` check of the service. */
+  /**
+   * Round-trip time in milliseconds of a `grpc.health.v1` check of the service. A server that
+   * is not serving fails it with UNAVAILABLE and its reason (e.g. `starting: 120000 of 500000
+   * records loaded` while it loads its state).
+   */
   async ping(opts: CallOptions = {}): Promise<number> {
     const start = performance.now();
     const signal = this.signal(opts.signal);
+    let why: string | null = null;
     const resp = await onReader(this.nodes, this.failover, signal, "ping", (c) =>
       c.health.check(create(HealthCheckRequestSchema, { service: SERVICE_NAME }), {
         signal,
         timeoutMs: opts.timeoutMs ?? 5000,
+        onTrailer: (trailers) => (why = trailers.get(NOT_SERVING_KEY)),
       }),
     );
     if (resp.status !== HealthCheckResponse_ServingStatus.SERVING) {
-      throw new SowdbError({ code: "UNAVAILABLE", message: "server is not serving" });
+      throw new SowdbError({ code: "UNAVAILABLE", message: why ?? "server is not serving" });
     }
     return performance.now() - start;
   }

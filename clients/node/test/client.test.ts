@@ -3,9 +3,13 @@
  * historical sow, sowDelete, listTopics, the rich errors, deadlines and cancellation.
  */
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { Message, PublishError, SowdbError, type SowdbClient, createClient } from "@sowdb/client";
-import { type Sowd, startSowd } from "./server.ts";
+import { until } from "./helpers.ts";
+import { type Sowd, TEST_CONFIG, startSowd } from "./server.ts";
 
 let sowd: Sowd;
 let client: SowdbClient;
@@ -35,6 +39,28 @@ describe("ping and listTopics", () => {
   test("ping answers with a round-trip time", async () => {
     const ms = await client.ping();
     assert.ok(ms >= 0 && ms < 5000);
+  });
+
+  test("ping of a server still loading its state fails at once with its progress", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sowdb-node-hold-"));
+    const hold = join(dir, "hold"); // the load waits while it exists (SOWDB_TEST_HOLD_LOAD)
+    writeFileSync(hold, "");
+    const loading = await startSowd(TEST_CONFIG, [], {
+      env: { SOWDB_TEST_HOLD_LOAD: hold },
+      until: /starting on (\S+):\s/,
+    });
+    const c = createClient({ address: loading.address });
+    try {
+      const err = await rejection(c.ping());
+      assert.equal(err.code, "UNAVAILABLE");
+      assert.equal(err.message, "starting: 0 of 0 records loaded");
+      rmSync(hold);
+      await until(() => c.ping().then(() => true, () => false), 30_000, "the server serving");
+    } finally {
+      c.close();
+      await loading.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test("listTopics lists the configured topics with their settings", async () => {

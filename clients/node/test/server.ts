@@ -38,11 +38,17 @@ export function python(): string {
 /**
  * Starts sowd with `config` (TOML text; the test config by default) and waits for its banner.
  * `dataDir`: an earlier sowd's, to start it again (a supervisor's restart; removed with it).
+ * `env`: more environment; `until`: the line to wait for instead of the banner, its first group
+ * the address (e.g. `starting on`, printed while sowd loads its state).
  */
 export async function startSowd(
   config: string = TEST_CONFIG,
   extraArgs: string[] = [],
-  { dataDir: earlier }: { dataDir?: string } = {},
+  {
+    dataDir: earlier,
+    env = {},
+    until = /listening on (\S+)/,
+  }: { dataDir?: string; env?: Record<string, string>; until?: RegExp } = {},
 ): Promise<Sowd> {
   const dir = mkdtempSync(join(tmpdir(), "sowdb-node-"));
   const cfgPath = join(dir, "sowd.toml");
@@ -51,7 +57,7 @@ export async function startSowd(
   const proc = spawn(
     python(),
     ["-m", "sowdb.testing", "--data-dir", dataDir, "--config", cfgPath, ...extraArgs],
-    { cwd: REPO, env: { ...process.env, PYTHONUNBUFFERED: "1" }, stdio: ["pipe", "pipe", "pipe"] },
+    { cwd: REPO, env: { ...process.env, ...env, PYTHONUNBUFFERED: "1" }, stdio: ["pipe", "pipe", "pipe"] },
   );
   let out = "";
   proc.stderr!.on("data", (b: Buffer) => (out += b.toString()));
@@ -60,7 +66,7 @@ export async function startSowd(
     const timer = setTimeout(() => reject(new Error(`sowd did not start in 60 s:\n${out}`)), 60_000);
     lines.on("line", (line) => {
       out += line + "\n";
-      const m = /listening on (\S+)/.exec(line);
+      const m = until.exec(line);
       if (m) {
         clearTimeout(timer);
         resolveAddr(m[1]!);

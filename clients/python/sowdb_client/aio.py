@@ -162,9 +162,7 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t
                     failover.confirmed(conn.address, calls.role_of(await self._status_of(conn)))
                 elif probe or not failover.to_primary:
                     with calls.rpc_errors():
-                        calls.check_serving(
-                            await conn.health.Check(calls.HEALTH_CHECK, timeout=PROBE_TIMEOUT, metadata=self._metadata)
-                        )
+                        await calls.health_check_async(conn, PROBE_TIMEOUT, self._metadata)
                 return conn
             except SowdbError as exc:
                 await asyncio.sleep(failover.failed(conn.address, exc))
@@ -255,7 +253,7 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t
         start = time.perf_counter()
 
         async def check(c: Connection[grpc.aio.Channel]) -> None:
-            calls.check_serving(await c.health.Check(calls.HEALTH_CHECK, timeout=timeout, metadata=self._metadata))
+            await calls.health_check_async(c, timeout, self._metadata)
 
         await self._call(check)
         return time.perf_counter() - start

@@ -152,12 +152,32 @@ def rpc_errors() -> Iterator[None]:
         raise from_rpc_error(exc) from None
 
 
-def check_serving(resp: Any) -> None:
+NOT_SERVING_KEY = "sowdb-not-serving"
+"""The trailing metadata in which a NOT_SERVING health check says why (e.g. ``starting: 12 of
+50 records loaded`` while the server loads its state)."""
+
+
+def check_serving(resp: Any, trailing: Iterable[tuple[str, Any]] | None = None) -> None:
     """Raises:
-    SowdbError: the health check says the server is not serving (e.g. its disk is full).
+    SowdbError: the health check says the server is not serving (UNAVAILABLE, with the reason
+        the server gave in its ``trailing`` metadata: starting, or its disk is full).
     """
     if resp.status != health_pb2.HealthCheckResponse.SERVING:
-        raise SowdbError(grpc.StatusCode.UNAVAILABLE, "server is not serving")
+        why = dict(trailing or ()).get(NOT_SERVING_KEY)
+        raise SowdbError(grpc.StatusCode.UNAVAILABLE, str(why) if why else "server is not serving")
+
+
+def health_check(conn: Connection[grpc.Channel], timeout: float, metadata: Any) -> None:
+    """A health check over ``conn``, checked (:func:`check_serving`)."""
+    resp, call = conn.health.Check.with_call(HEALTH_CHECK, timeout=timeout, metadata=metadata)
+    check_serving(resp, call.trailing_metadata())
+
+
+async def health_check_async(conn: Connection[grpc.aio.Channel], within_s: float, metadata: Any) -> None:
+    """:func:`health_check` over an asyncio channel."""
+    call = conn.health.Check(HEALTH_CHECK, timeout=within_s, metadata=metadata)
+    resp = await call
+    check_serving(resp, await call.trailing_metadata())
 
 
 class SowFrames:

@@ -186,9 +186,7 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
                     failover.confirmed(conn.address, calls.role_of(self._status_of(conn)))
                 elif probe or not failover.to_primary:
                     with calls.rpc_errors():
-                        calls.check_serving(
-                            conn.health.Check(calls.HEALTH_CHECK, timeout=PROBE_TIMEOUT, metadata=self._metadata)
-                        )
+                        calls.health_check(conn, PROBE_TIMEOUT, self._metadata)
                 return conn
             except SowdbError as exc:
                 time.sleep(failover.failed(conn.address, exc))
@@ -283,9 +281,7 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
             SowdbError: the server is unreachable or not serving.
         """
         start = time.perf_counter()
-        self._call(
-            lambda c: calls.check_serving(c.health.Check(calls.HEALTH_CHECK, timeout=timeout, metadata=self._metadata))
-        )
+        self._call(lambda c: calls.health_check(c, timeout, self._metadata))
         return time.perf_counter() - start
 
     def publish(

@@ -20,7 +20,7 @@ import time
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 (the PySpark convention)
 
-from sowdb_spark.session import session
+from sowdb_spark.session import job_session
 
 
 def as_of(journal: DataFrame, topic: str, bookmark: int) -> DataFrame:
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) ->
     p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     a = p.parse_args(argv)
     own = spark is None
-    spark = spark or session(a.master, "sowdb-asof")
+    spark = spark or job_session(a.master, "sowdb-asof")
     start = time.perf_counter()
     out = as_of(spark.read.parquet(a.journal), a.topic, a.bookmark)
     out.write.mode("overwrite").parquet(a.out)

@@ -22,7 +22,7 @@ import time
 from pyspark.sql import SparkSession
 
 from sowdb_client.cli.args import default_server, server_address
-from sowdb_spark.session import session
+from sowdb_spark.session import INTERRUPTED, job_session, until_stopped
 
 
 def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) -> int:
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) ->
         p.add_argument(f"--{name}", default="", metavar="FILE", help=f"TLS: {what} (PEM)")
     a = p.parse_args(argv)
     own = spark is None
-    spark = spark or session(a.master, "sowdb-export")
+    spark = spark or job_session(a.master, "sowdb-export")
     start = time.perf_counter()
     options = {"server": a.server, "from_bookmark": a.from_bookmark, "tls": str(a.tls).lower()}
     options |= {name: value for name in ("token", "cacert", "cert", "key") if (value := getattr(a, name))}
@@ -62,7 +62,10 @@ def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) ->
             .trigger(availableNow=True)
             .start()
         )
-        query.awaitTermination()
+        if until_stopped(query) == INTERRUPTED:
+            if own:
+                spark.stop()
+            return INTERRUPTED
         rows = sum(int(p.get("numInputRows", 0)) for p in query.recentProgress)
     else:
         df = (

@@ -1,11 +1,22 @@
-"""A SparkSession for sowdb's jobs and tests: local by default, any cluster by ``--master``."""
+"""A SparkSession for sowdb's jobs and tests: local by default, any cluster by ``--master``.
+
+The jobs (``python -m sowdb_spark.export``, ``.asof``, ``.stream``) start theirs with
+:func:`job_session`, which first says that the JVM is starting (20-40 s in which nothing else
+would be printed) and shows Spark's console progress bar; a streaming job waits with
+:func:`until_stopped`, which ends it on Ctrl-C in one line (issue 36: an interrupted
+``awaitTermination`` printed some 60 lines of py4j traceback).
+"""
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
+from types import FrameType
 
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
 
 import sowdb_spark
 
@@ -30,3 +41,47 @@ def session(master: str = "local[2]", app: str = "sowdb", **conf: str) -> SparkS
     spark.sparkContext.setLogLevel("ERROR")
     sowdb_spark.register(spark)
     return spark
+
+
+STARTING = "starting Spark (the JVM takes 20-40 s)..."
+"""What a job prints (on stderr) before it starts its session."""
+
+INTERRUPTED = 130
+"""A job's exit status after Ctrl-C (128 + SIGINT), as a shell reports an interrupted command."""
+
+
+def job_session(master: str, app: str) -> SparkSession:
+    """A job's session (:func:`session`), announced on stderr, with Spark's progress bar."""
+    print(STARTING, file=sys.stderr, flush=True)
+    return session(master, app, **{"spark.ui.showConsoleProgress": "true"})
+
+
+def until_stopped(query: StreamingQuery, poll_s: int = 1) -> int:
+    """Wait for a streaming query to end: 0 when it ends by itself; on Ctrl-C (SIGINT) stop it,
+    print ``stopped (Ctrl-C)`` on stderr and return :data:`INTERRUPTED`.
+
+    The wait is in short steps with SIGINT caught by a flag, never raised inside a py4j call:
+    a KeyboardInterrupt there breaks the JVM connection in the middle of a command, which py4j
+    and Spark's threads then report over dozens of lines.
+
+    Raises:
+        StreamingQueryException: the query failed.
+    """
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        query.awaitTermination()
+        return 0
+    interrupted = threading.Event()
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        interrupted.set()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        while not interrupted.is_set():
+            if query.awaitTermination(poll_s):
+                return 0
+        query.stop()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    print("stopped (Ctrl-C)", file=sys.stderr, flush=True)
+    return INTERRUPTED

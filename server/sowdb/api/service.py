@@ -7,8 +7,8 @@ already-encoded bytes (:mod:`sowdb.api.wire`) without re-serializing every respo
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import grpc
 from google.protobuf.message import DecodeError, Message
@@ -60,7 +60,13 @@ def _serialize(response: Message | bytes) -> bytes:
     return response if type(response) is bytes else response.SerializeToString()  # type: ignore[union-attr]
 
 
-def add_service(servicer: Any, server: grpc.aio.Server, service: Any = SERVICE, messages: Any = sow_pb2) -> None:
+class Registrar(Protocol):
+    """What takes services: a gRPC server, or the :class:`~sowdb.api.starting.StartupGate`."""
+
+    def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler], /) -> None: ...
+
+
+def add_service(servicer: Any, server: Registrar, service: Any = SERVICE, messages: Any = sow_pb2) -> None:
     """Register every method of ``service``, each handled by the servicer's method of its name
     (``messages``: the generated module that holds its request types)."""
     handlers = {}

@@ -30,6 +30,7 @@ from sowdb.config import Config
 from sowdb.console import http2
 from sowdb.console.gateway import Forwarder, Gateway
 from sowdb.console.web import ConsoleApp
+from sowdb.engine.starting import StartProgress
 
 log = logging.getLogger("sowdb.console")
 
@@ -41,8 +42,11 @@ class ConsoleServer:
     """The console's listener: :meth:`bind` (before the store opens, so a port in use is
     refused at once), then :meth:`start` once the gRPC server serves, then :meth:`stop`."""
 
-    def __init__(self, config: Config, auth: Authenticator | None = None) -> None:
+    def __init__(
+        self, config: Config, auth: Authenticator | None = None, progress: StartProgress | None = None
+    ) -> None:
         self.listen = config.server.http_listen
+        self.progress = progress  # the server's start-up: GET /status
         self.auth = auth  # the server's own: calls with no valid token are refused before their body
         self.max_message_bytes = config.server.max_message_bytes
         self._dir = Path(tempfile.mkdtemp(prefix="sowd-console-"))  # mode 0700
@@ -103,6 +107,7 @@ class ConsoleServer:
             Gateway(self._forwarder, max_message_bytes=self.max_message_bytes),
             auth=self.auth,
             max_body_bytes=self.max_message_bytes,
+            progress=self.progress,
         )
         self._task = asyncio.create_task(
             worker_serve(

@@ -3,7 +3,9 @@
 The page is three static files (``static/``): ``index.html`` and ``console.css`` are kept in the
 repository, ``console.js`` is the TypeScript of ``clients/node/console`` bundled by esbuild
 (``make setup`` builds it). Every other request goes to the Connect gateway, whose paths are
-``/<service>/<method>``, so the two never overlap.
+``/<service>/<method>``, so the two never overlap; ``/status`` says whether the server is ready
+(while it loads its state at start-up the page's calls are answered ``unavailable: starting: N of
+M records loaded``, which the page shows).
 """
 
 from __future__ import annotations
@@ -16,9 +18,13 @@ from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope, S
 
 from sowdb.auth import Authenticator
 from sowdb.console.gateway import Gateway
+from sowdb.engine.starting import StartProgress
 from sowdb.errors import Unauthenticated
 
 STATIC_DIR = Path(__file__).parent / "static"
+
+STATUS_PATH = "/status"
+"""Readiness as JSON: ``{"status": "starting", "message": "starting: 12 of 50 records loaded", ...}``."""
 
 
 @dataclass(frozen=True)
@@ -68,11 +74,13 @@ class ConsoleApp:
         *,
         auth: Authenticator | None = None,
         max_body_bytes: int = 0,
+        progress: StartProgress | None = None,
     ) -> None:
         self.gateway = gateway
         self.static_dir = static_dir
         self.auth = auth
         self.max_body_bytes = max_body_bytes
+        self.progress = progress
 
     async def __call__(self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
         if scope["type"] == "lifespan":
@@ -83,6 +91,9 @@ class ConsoleApp:
         asset = ASSETS.get(scope["path"])
         if asset is not None and scope["method"] in ("GET", "HEAD"):
             await self._asset(scope, asset, send)
+            return
+        if scope["path"] == STATUS_PATH and scope["method"] in ("GET", "HEAD"):
+            await self._status(scope, send)
             return
         refusal = self._refusal(scope)
         if refusal is not None:
@@ -103,6 +114,25 @@ class ConsoleApp:
             except Unauthenticated as exc:
                 return 401, "unauthenticated", exc.message
         return None
+
+    async def _status(self, scope: HTTPScope, send: ASGISendCallable) -> None:
+        """``GET /status``: whether the server serves, or how far its start-up has come (issue 36);
+        503 while starting, so a load balancer's check may use it. No token: it says nothing a
+        refused call would not."""
+        ready = self.progress is None or self.progress.ready
+        figures: dict[str, object] = {"status": "ready" if ready else "starting"}
+        if self.progress is not None:
+            figures |= {
+                "message": self.progress.message(),
+                "records_loaded": self.progress.loaded,
+                "records_total": self.progress.total,
+            }
+        body = orjson.dumps(figures)
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *_HEADERS]
+        status = 200 if ready else 503
+        await send({"type": "http.response.start", "status": status, "headers": headers, "trailers": False})
+        body = b"" if scope["method"] == "HEAD" else body
+        await send({"type": "http.response.body", "body": body, "more_body": False})
 
     async def _asset(self, scope: HTTPScope, asset: Asset, send: ASGISendCallable) -> None:
         path = self.static_dir / asset.file

@@ -47,6 +47,7 @@ from sowdb.engine.live import (
     committed_results,
 )
 from sowdb.engine.read import Queries, QueryOptions, Snapshots
+from sowdb.engine.starting import StartProgress
 from sowdb.engine.state import ExpiryQueue, Topics, TopicSummary
 from sowdb.engine.stats import Stats, StatsSnapshot
 from sowdb.engine.write import FanOut, Stages, Writer
@@ -146,7 +147,9 @@ class Engine:
     rebuild = staticmethod(rebuild)  # `sowd rebuild`: current and history from the journal (J-2)
 
     @classmethod
-    def open(cls, config: Config, store: Store, *, clock: Clock = system_clock) -> Engine:
+    def open(
+        cls, config: Config, store: Store, *, clock: Clock = system_clock, progress: StartProgress | None = None
+    ) -> Engine:
         """Check the journal (checksums, within ``verify_budget``), bring the store level with it
         (J-2, and topics whose durability changed), load every topic into memory (J-3), and
         return the engine over it.
@@ -158,10 +161,15 @@ class Engine:
         Raises:
             StoreUnusable: the journal is damaged, or ``current`` is and the journal cannot
                 rebuild it; the message says how to recover.
+
+        ``progress``, when given, is kept up to date for callers who ask while this runs (it may
+        run on a thread of its own while the server answers them: :mod:`sowdb.engine.starting`).
         """
+        progress = progress if progress is not None else StartProgress()
+        progress.recovering()
         recovery = recover(store, config)
         try:
-            topics, expiry = _load(config, store, clock)
+            topics, expiry = _load(config, store, clock, progress)
         except StoreDamaged as exc:
             trimmed = store.journal_trimmed()
             if trimmed:
@@ -172,7 +180,7 @@ class Engine:
                 ) from None
             log.error("the stored state is damaged (%s); rebuilding current and history from the journal", exc)
             recovery = rebuild(store, config)
-            topics, expiry = _load(config, store, clock)
+            topics, expiry = _load(config, store, clock, progress)
         engine = cls(config, store, topics, expiry, clock)
         engine.recovery = recovery
         return engine
@@ -332,9 +340,11 @@ def _checked(check: Callable[[], None], call: Callable[P, R]) -> Callable[P, R]:
     return checked
 
 
-def _load(config: Config, store: Store, clock: Clock) -> tuple[Topics, ExpiryQueue]:
+def _load(config: Config, store: Store, clock: Clock, progress: StartProgress) -> tuple[Topics, ExpiryQueue]:
     topics = Topics(config)
     expiry = ExpiryQueue()
+    counts = store.record_counts()
+    progress.loading(sum(counts.get(name, 0) for name, t in topics.sow.items() if t.persistent), topics.sow)
     # Loading allocates millions of long-lived objects and no cycles; the cyclic collector
     # would re-scan all of them again and again (a fifth of the load time, measured).
     enabled = gc.isenabled()
