@@ -20,14 +20,6 @@ OUTSIDE = re.compile(r"\.\./shared|shared/SPEC\.md|\bFILTERS\.md|\bSPEC\.md|\bSP
 PATH_MENTION = re.compile(r"(?<![\w./])((?:\.\./)+[\w./-]*)")
 """A relative path written in the text (a code span, a block), such as ``../../README.md``."""
 
-# Until the benchmarks' dataset moves into the repository (another change of issue 36 rewrites
-# these lines), the two benchmark pages may still name ../shared/bench on these lines only.
-ALLOWED = {
-    ("docs/performance.md", "../shared/bench/make_orders.py"),
-    ("docs/benchmarks.md", "../shared/bench/make_orders.py"),
-}
-
-
 def pages() -> list[str]:
     """README.md, docs/*.md and the clients' READMEs, relative to the checkout."""
     found = [ROOT / "README.md", *sorted(DOCS.glob("*.md")), *sorted(ROOT.glob("clients/*/README*"))]
@@ -56,7 +48,7 @@ def broken_links(source: Path, text: str) -> list[str]:
 
 def outside_mentions(page: str, text: str) -> list[str]:
     """The lines of ``text`` that mention a file or spec beside the checkout, or a relative path
-    that climbs out of it (``ALLOWED`` excepted)."""
+    that climbs out of it."""
     source = ROOT / page
     found = []
     for number, line in enumerate(text.splitlines(), start=1):
@@ -64,7 +56,6 @@ def outside_mentions(page: str, text: str) -> list[str]:
         for m in PATH_MENTION.finditer(line):
             if not (source.parent / m.group(1)).resolve().is_relative_to(ROOT):
                 hits.append(m.group(1))
-        hits = [h for h in hits if not any(page == p and h in a and a in line for p, a in ALLOWED)]
         if hits:
             found.append(f"{page}:{number}: {', '.join(hits)}: {line.strip()[:100]}")
     return found
@@ -106,8 +97,7 @@ def test_the_checks_find_what_they_look_for() -> None:
     ]
     found = outside_mentions("docs/example.md", "\n".join(lines))
     assert [f.split(":")[1] for f in found] == ["1", "2", "3", "4"], found
-    assert not outside_mentions("docs/performance.md", "made by `../shared/bench/make_orders.py`")
-    assert outside_mentions("docs/tour.md", "made by `../shared/bench/make_orders.py`")
+    assert outside_mentions("docs/performance.md", "made by `../shared/bench/make_orders.py`")
 
 
 def test_prose_lines_skip_code_blocks() -> None:
