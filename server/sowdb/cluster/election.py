@@ -191,7 +191,7 @@ class Election:
         """Leave the election (after cancelling :meth:`run`): a primary first stops
         acknowledging, then frees the key and its lease so that a successor need not wait for
         the lease to lapse. ``resign=False`` walks away like a crashed node."""
-        self.keeper.stop()
+        await asyncio.to_thread(self.keeper.stop)  # joins its thread: not on the loop
         async with self._lock:
             if self._epoch:
                 self._step_down("closing", at=time.monotonic())
