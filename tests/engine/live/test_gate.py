@@ -127,3 +127,24 @@ async def test_a_lone_server_s_queries_never_wait(tmp_path: Path) -> None:
     engine.deliver_upto(0)  # even behind a shut gate: without hold_reads, a query reads as written
     assert await asyncio.wait_for(_ids(engine.sow(QueryOptions(topic="orders"))), 1) == [1]
     engine.close()
+
+
+async def test_a_shut_gate_holds_a_live_page_s_changes_too(tmp_path: Path) -> None:
+    """A paginated subscription (P-1) is fed by the page sets, not by the hub's dispatch: those
+    sit behind the same gate (issue 38, finding 2: a publish at 3 reached a live page's queue
+    with the gate shut at 2)."""
+    engine = _engine(tmp_path)
+    _publish(engine, 1, 2)
+    engine.deliver_upto(2)
+    page, events = engine.placement.sow_and_subscribe(QueryOptions(topic="orders", order_by="/id", top_n=5, skip_n=0))
+    async for _ in events:
+        pass
+    page.release()
+    _publish(engine, 3)
+    assert _shown(page) == []  # written here, not yet on a replica
+    engine.deliver_upto(3)
+    assert _shown(page) == [3]
+    _publish(engine, 4)
+    engine.deliver_upto(None)
+    assert _shown(page) == [4]
+    engine.close()

@@ -85,6 +85,9 @@ class SubscriptionHub:
         self._indexed: dict[str, tuple[str, tuple[Any, ...]]] = {}  # sub_id -> (group key, literal key)
         self._groups: dict[str, _EqualityGroup] = {}
         self.gate = DeliveryGate()  # shut on a `sync` primary: deliveries wait for the replicas
+        self.behind_gate: list[Callable[[str, Sequence[Change]], None]] = []
+        """Other live consumers of applied batches (the live pages' upkeep): fed as the
+        subscriptions are, behind the same :attr:`gate`, released batches in order."""
 
     def __bool__(self) -> bool:
         return bool(self.subs)
@@ -210,8 +213,11 @@ class SubscriptionHub:
         while the :attr:`gate` is shut."""
         if self.gate.shut:
             self.gate.hold(topic, changes)
-        elif self.subs:
+            return
+        if self.subs:
             self.dispatch(topic, changes)
+        for consumer in self.behind_gate:
+            consumer(topic, changes)
 
     def commit(self, committed: int | None) -> None:
         """Let subscribers see everything up to ``committed`` and hold what comes after it;
@@ -219,6 +225,8 @@ class SubscriptionHub:
         released = self.gate.open() if committed is None else self.gate.shut_at(committed)
         for held in list(released):
             self.dispatch(held.topic, held.changes, held.bookmark)
+            for consumer in self.behind_gate:
+                consumer(held.topic, held.changes)
 
     def dispatch(self, topic: str, changes: Sequence[Change], held: int = 0) -> None:
         """Hand one applied batch (all of one topic) to every subscription, in order; a batch

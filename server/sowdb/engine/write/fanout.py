@@ -1,5 +1,6 @@
-"""Where applied changes go after the writer: subscribers (the hub), live pages (P-1) and the
-topics derived from the changed topic (V-1, C-2), whose own changes go the same way.
+"""Where applied changes go after the writer: subscribers and live pages (P-1), both through the
+hub and so behind its delivery gate, and the topics derived from the changed topic (V-1, C-2),
+whose own changes go the same way.
 
 All of it runs in the writer's step, synchronously, so everything downstream sees the one total
 order, and a derived change takes the bookmark of the change that caused it.
@@ -23,6 +24,7 @@ class FanOut:
         self.hub = hub
         self.pages = pages
         self.counters = counters
+        hub.behind_gate.append(pages.apply)  # a live page shows no more than a subscriber (HA-3)
 
     def wanted(self, topic: str) -> bool:
         """Whether anyone follows ``topic``: if not, the writer need not build changes at all
@@ -30,8 +32,7 @@ class FanOut:
         return bool(self.hub) or self.hub.gate.shut or topic in self.topics.downstream
 
     def __call__(self, topic: str, changes: Sequence[Change], now_us: int) -> None:
-        self.hub.fan_out(topic, changes)
-        self.pages.apply(topic, changes)
+        self.hub.fan_out(topic, changes)  # the subscriptions and the live pages, behind the gate
         for d in self.topics.downstream.get(topic, ()):
             out = d.apply(changes, now_us)
             if out:
