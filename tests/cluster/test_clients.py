@@ -23,8 +23,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
+from sowdb import testing
+from sowdb_api.v1 import sow_pb2, sow_pb2_grpc
 from sowdb_client import AsyncClient, Client, PublishAck, SowdbError
 from tests.cluster.conftest import EtcdServer
 from tests.cluster.faultproxy import fault_proxy
@@ -317,3 +320,44 @@ def test_the_cluster_page_client_blocks_and_the_cli_take_a_server_list(three: Cl
     refused = sow("-server", "h1,h2:99999", "ping")
     assert refused.returncode == 2
     assert "h2:99999" in refused.stderr
+
+
+def sow_calls(target: str) -> tuple[int, int]:
+    """(SowService/Sow calls, of them refused FAILED_PRECONDITION) as the node at ``target`` counts them."""
+    with Client(target) as c:
+        for r in c.stats().server.rpcs:
+            if r.rpc == "SowService/Sow":
+                return r.calls, r.errors.get("FAILED_PRECONDITION", 0)
+    return 0, 0
+
+
+def test_a_primary_read_never_trusts_a_stale_primary(cluster: Cluster) -> None:
+    """Issue 38, finding 4: clients of a server list (sync and asyncio, read_from="primary") that
+    last saw n1 lead read after a switchover to n2. n1, a replica now, refuses each read naming n2
+    (as it refuses a write), and the clients read from n2; before, n1 answered them as a replica."""
+    n1 = cluster.primary_and_replica()
+    n2 = cluster.nodes["n2"].target
+    with Client([n1, n2]) as c, asyncio.Runner() as runner:
+        a = AsyncClient([n1, n2])
+        c.publish("orders", [{"id": 1}])
+        assert ids(c) == {1}  # from n1, the primary: both clients know it leads
+
+        async def aio_ids() -> set[int]:
+            return {r.json()["id"] for r in await a.sow("orders").records()}
+
+        assert runner.run(aio_ids()) == {1}
+        done = testing.run("switchover", "--server", n1, "--to", "n2", timeout=120)
+        assert done.returncode == 0, done.stderr
+        until(lambda: cluster.own("n1").role == "replica" and cluster.own("n1").following)
+        before_n1, before_n2 = sow_calls(n1), sow_calls(n2)
+        assert ids(c) == {1}
+        assert runner.run(aio_ids()) == {1}
+        after_n1, after_n2 = sow_calls(n1), sow_calls(n2)
+        runner.run(a.close())
+        assert after_n2[0] - before_n2[0] == 2  # both reads were served by the primary
+        assert after_n1[0] - before_n1[0] == after_n1[1] - before_n1[1] == 2  # n1 refused both
+    raw = sow_pb2.SowRequest(topic="orders")
+    with grpc.insecure_channel(n1) as channel, pytest.raises(grpc.RpcError) as refused:
+        list(sow_pb2_grpc.SowServiceStub(channel).Sow(raw, metadata=(("sowdb-read-from", "primary"),), timeout=10))
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert n2 in (refused.value.details() or "")

@@ -20,6 +20,7 @@ OUTSIDE = re.compile(r"\.\./shared|shared/SPEC\.md|\bFILTERS\.md|\bSPEC\.md|\bSP
 PATH_MENTION = re.compile(r"(?<![\w./])((?:\.\./)+[\w./-]*)")
 """A relative path written in the text (a code span, a block), such as ``../../README.md``."""
 
+
 def pages() -> list[str]:
     """README.md, docs/*.md and the clients' READMEs, relative to the checkout."""
     found = [ROOT / "README.md", *sorted(DOCS.glob("*.md")), *sorted(ROOT.glob("clients/*/README*"))]

@@ -156,8 +156,13 @@ export class SowdbClient {
     this.maxMessageBytes = opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
     this.servers = addressList(opts.address ?? DEFAULT_ADDRESS, tls !== false);
     this.address = typeof opts.address === "string" ? opts.address : this.servers.join(",");
+    const readFrom = opts.readFrom ?? "primary";
+    if (readFrom !== "primary" && readFrom !== "any") {
+      throw new RangeError(`readFrom must be "primary" or "any", not ${JSON.stringify(readFrom)}`);
+    }
     const interceptors: Interceptor[] = [];
     if (opts.token !== undefined) interceptors.push(bearer(opts.token));
+    if (readFrom === "primary" && this.servers.length > 1) interceptors.push(primaryReads());
     const keepaliveMs = opts.keepaliveMs ?? DEFAULT_KEEPALIVE_MS;
     if (keepaliveMs !== 0 && !(keepaliveMs >= MIN_KEEPALIVE_MS)) {
       throw new RangeError(`keepaliveMs must be 0 (none) or at least ${MIN_KEEPALIVE_MS} (the server refuses faster pings)`);
@@ -170,10 +175,6 @@ export class SowdbClient {
       keepaliveMs,
       keepaliveTimeoutMs: opts.keepaliveTimeoutMs ?? keepaliveMs,
     });
-    const readFrom = opts.readFrom ?? "primary";
-    if (readFrom !== "primary" && readFrom !== "any") {
-      throw new RangeError(`readFrom must be "primary" or "any", not ${JSON.stringify(readFrom)}`);
-    }
     const timeoutMs = opts.failoverTimeoutMs ?? DEFAULT_FAILOVER_TIMEOUT_MS;
     if (!Number.isFinite(timeoutMs) || timeoutMs < 0) {
       throw new RangeError("failoverTimeoutMs must be a non-negative number");
@@ -486,6 +487,22 @@ function bearer(token: string): Interceptor {
   const value = `Bearer ${token}`;
   return (next) => (req) => {
     req.header.set("authorization", value);
+    return next(req);
+  };
+}
+
+/** The reads that must be served by the primary under `readFrom: "primary"`. */
+const PRIMARY_READS = new Set(["Sow", "SowAndSubscribe", "Subscribe"]);
+
+/**
+ * Marks each read of {@link PRIMARY_READS} `sowdb-read-from: primary`: a node that is not the
+ * primary refuses it naming the primary (FAILED_PRECONDITION, NOT_PRIMARY), as it refuses a
+ * write, and the read goes there; a stale idea of the primary (an old primary back as a
+ * replica) never answers it.
+ */
+function primaryReads(): Interceptor {
+  return (next) => (req) => {
+    if (PRIMARY_READS.has(req.method.name)) req.header.set("sowdb-read-from", "primary");
     return next(req);
   };
 }

@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { Mirror, type SowdbClient, SowdbError, createClient } from "@sowdb/client";
 import { Cluster, LEASE_TTL_S, SilentProxy } from "./cluster.ts";
-import { startSowd } from "./server.ts";
+import { python, startSowd } from "./server.ts";
 import { eventsUntil, until } from "./helpers.ts";
 
 let cluster: Cluster;
@@ -83,6 +83,35 @@ test("a list of servers: writes find the primary, reads go where readFrom says",
     name: "RangeError",
     message: /from 1 to 65535/,
   });
+});
+
+/** (SowService/Sow calls, of them refused FAILED_PRECONDITION) as the node `name` counts them. */
+async function sowCalls(name: string): Promise<[number, number]> {
+  const c = client({ address: cluster.nodes.get(name)!.address });
+  const rpc = (await c.stats()).server?.rpcs.find((r) => r.rpc === "SowService/Sow");
+  return [Number(rpc?.calls ?? 0n), Number(rpc?.errors["FAILED_PRECONDITION"] ?? 0n)];
+}
+
+test("readFrom primary: a read never trusts a stale primary (a node that no longer leads refuses it)", async () => {
+  const { primary, replicas } = await settled();
+  const at = (n: string) => cluster.nodes.get(n)!.address;
+  const reader = client([at(primary), ...replicas.map(at)]);
+  await reader.sow("orders").toArray(); // the client now knows `primary` leads
+  const to = replicas[0]!;
+  const handed = spawnSync(python(), ["-m", "sowdb.main", "switchover", "--server", at(primary), "--to", to], {
+    encoding: "utf8",
+    timeout: 120_000,
+  });
+  assert.equal(handed.status, 0, handed.stderr);
+  await until(async () => (await cluster.own(primary))?.role === "replica", 20_000, "the old primary following");
+  const [before, refusedBefore] = await sowCalls(primary);
+  const [servedBefore] = await sowCalls(to);
+  await reader.sow("orders").toArray();
+  const [afterCalls, refusedAfter] = await sowCalls(primary);
+  const [servedAfter] = await sowCalls(to);
+  assert.equal(afterCalls - before, 1);
+  assert.equal(refusedAfter - refusedBefore, 1); // the old primary refused the read, naming `to`
+  assert.equal(servedAfter - servedBefore, 1); // which served it
 });
 
 test("examples/cluster.ts, as docs/node.md shows it, runs against the cluster", async () => {

@@ -193,8 +193,15 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t
 
     def _opener(self, method: str, request: Any, timeout: float | None) -> Callable[[], Awaitable[Any]]:
         async def open_call() -> Any:
-            conn = await self._reach(self._servers.failover(write=False))
-            return getattr(conn.stub, method)(request, timeout=timeout, metadata=self._metadata)
+            failover = self._servers.failover(write=False)
+            metadata = self._servers.read_metadata(self._metadata)
+            while True:  # see Client._opener
+                conn = await self._reach(failover)
+                call = getattr(conn.stub, method)(request, timeout=timeout, metadata=metadata)
+                refused = await calls.refused_at_once_async(call) if failover.to_primary else None
+                if refused is None:
+                    return call
+                await asyncio.sleep(failover.failed(conn.address, refused))
 
         return open_call
 
@@ -208,7 +215,8 @@ class AsyncClient(Calls[AsyncSowResult, AsyncSubscriptionStream, AsyncIterator[t
                 await asyncio.sleep(failover.failed(resume.address, resume.judged(error)))
             conn = await self._reach(failover, probe=error is not None)
             resume.address = conn.address
-            return conn.stub.Subscribe(resume.resumed_request(), timeout=timeout, metadata=self._metadata)
+            metadata = self._servers.read_metadata(self._metadata)
+            return conn.stub.Subscribe(resume.resumed_request(), timeout=timeout, metadata=metadata)
 
         return reopen
 

@@ -180,6 +180,35 @@ async def health_check_async(conn: Connection[grpc.aio.Channel], within_s: float
     check_serving(resp, await call.trailing_metadata())
 
 
+def refused_at_once(call: Any) -> SowdbError | None:
+    """A stream call's error when the server refused it before answering anything (a node that
+    is not the primary refusing a primary read), else None; waits for the call's headers, which
+    come with its first answer, so it costs a caller about to read that answer nothing."""
+    try:
+        call.initial_metadata()
+    except grpc.RpcError as exc:
+        return from_rpc_error(exc)
+    if call.done() and call.code() != grpc.StatusCode.OK:
+        return from_rpc_error(call)
+    return None
+
+
+async def refused_at_once_async(call: Any) -> SowdbError | None:
+    """:func:`refused_at_once` of an asyncio call."""
+    try:
+        await call.initial_metadata()
+    except grpc.RpcError as exc:
+        return from_rpc_error(exc)
+    if call.done():
+        code = await call.code()
+        if code != grpc.StatusCode.OK:
+            error = grpc.aio.AioRpcError(
+                code, await call.initial_metadata(), await call.trailing_metadata(), await call.details()
+            )
+            return from_rpc_error(error)
+    return None
+
+
 class SowFrames:
     """A query's frames as they arrive: ``group_begin`` and ``group_end`` (with the counts)."""
 

@@ -217,8 +217,15 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
 
     def _opener(self, method: str, request: Any, timeout: float | None) -> Callable[[], Any]:
         def open_call() -> Any:
-            conn = self._reach(self._servers.failover(write=False))
-            return getattr(conn.stub, method)(request, timeout=timeout, metadata=self._metadata)
+            failover = self._servers.failover(write=False)
+            metadata = self._servers.read_metadata(self._metadata)
+            while True:  # a read refused at once by a node that is not the primary goes on to it
+                conn = self._reach(failover)
+                call = getattr(conn.stub, method)(request, timeout=timeout, metadata=metadata)
+                refused = calls.refused_at_once(call) if failover.to_primary else None
+                if refused is None:
+                    return call
+                time.sleep(failover.failed(conn.address, refused))
 
         return open_call
 
@@ -232,7 +239,8 @@ class Client(Calls[SowResult, SubscriptionStream, Iterator[PublishAck]]):
                 time.sleep(failover.failed(resume.address, resume.judged(error)))
             conn = self._reach(failover, probe=error is not None)
             resume.address = conn.address
-            return conn.stub.Subscribe(resume.resumed_request(), timeout=timeout, metadata=self._metadata)
+            metadata = self._servers.read_metadata(self._metadata)
+            return conn.stub.Subscribe(resume.resumed_request(), timeout=timeout, metadata=metadata)
 
         return reopen
 

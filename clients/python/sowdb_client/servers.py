@@ -48,6 +48,10 @@ ROUND_PAUSE = 0.2
 PROBE_TIMEOUT = 2.0
 """Seconds a probe of a server (health, cluster status) may take: a blackholed node answers
 nothing, and a call without a deadline would wait on it for gRPC's connect timeout (20 s)."""
+READ_FROM_KEY = "sowdb-read-from"
+"""Call metadata of a read that must be served by the primary: a replica refuses it naming the
+primary (FAILED_PRECONDITION), as it refuses a write, so a read never trusts a stale idea of
+which node leads (an old primary back as a replica answers nothing)."""
 _RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 """A server's absence. A call a stopping server dropped arrives as UNAVAILABLE too
 (:data:`sowdb_client.errors.SHUT_DOWN_UNDER_THE_CALL`); a CANCELLED is this client's own doing."""
@@ -104,6 +108,13 @@ class Servers:
     def failover(self, *, write: bool) -> Failover:
         """The attempts of one call (a write, or a read)."""
         return Failover(self, write=write or self.read_from == "primary")
+
+    def read_metadata(self, metadata: tuple[tuple[str, str], ...] | None) -> tuple[tuple[str, str], ...] | None:
+        """A read's call metadata: with ``read_from="primary"`` over a server list, it asks the
+        server to refuse the read unless it is the primary (:data:`READ_FROM_KEY`)."""
+        if not (self.many and self.read_from == "primary"):
+            return metadata
+        return (*(metadata or ()), (READ_FROM_KEY, "primary"))
 
     def next_any(self) -> str:
         """The server of the next ``read_from="any"`` read: each in turn."""

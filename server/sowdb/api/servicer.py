@@ -59,6 +59,20 @@ def authorization_of(context: Context) -> str | None:
     return None
 
 
+READ_FROM_KEY = "sowdb-read-from"
+"""Call metadata of a read that must be served by a cluster's primary (value ``primary``): the
+SDKs' ``read_from="primary"`` over a server list. A replica refuses it FAILED_PRECONDITION naming
+the primary, as it refuses a write, so a client whose idea of the primary is stale (an old
+primary back as a replica) is sent on instead of being answered from a replica (HA-5)."""
+
+
+def _read_where_asked(engine: Engine, context: Context) -> None:
+    for key, value in context.invocation_metadata() or ():
+        if key == READ_FROM_KEY and value == "primary":
+            engine.require_primary()
+            return
+
+
 def error_boundary(method: _Handler) -> _Handler:
     """Wrap a handler so that any exception it raises — before its first response or while
     streaming — ends the call with the status the table gives (like grpclib's
@@ -230,6 +244,7 @@ class SowServicer(Servicer):
     async def Sow(
         self, request: pb.SowRequest, context: Context, access: Access
     ) -> AsyncIterator[pb.SowResponse | bytes]:
+        _read_where_asked(self.engine, context)
         async for event in self.engine.sow(convert.query_options(request), access):
             yield query_frame(event)
 
@@ -252,6 +267,7 @@ class SowServicer(Servicer):
     async def SowAndSubscribe(
         self, request: pb.SowAndSubscribeRequest, context: Context, access: Access
     ) -> AsyncIterator[pb.SowAndSubscribeResponse | pb.SowResponse | bytes]:
+        _read_where_asked(self.engine, context)
         options = convert.subscription_options(request.options)
         args = _placing(request.sub_id, options, context, access)
         async for frame in _frames(self.engine.sow_and_subscribe(convert.query_options(request.query), **args)):
@@ -261,6 +277,7 @@ class SowServicer(Servicer):
     async def Subscribe(
         self, request: pb.SubscribeRequest, context: Context, access: Access
     ) -> AsyncIterator[pb.SubscribeResponse | bytes]:
+        _read_where_asked(self.engine, context)
         options = convert.subscription_options(request.options, deleted_events=True)
         args = _placing(request.sub_id, options, context, access)
         stream = self.engine.subscribe(request.topic, filter=request.filter, bookmark=request.bookmark, **args)

@@ -134,6 +134,17 @@ class Engine:
         :mod:`sowdb.engine.live.gate`); None shows everything, as a lone server does."""
         self.hub.commit(committed)
 
+    def require_primary(self) -> None:
+        """For a read that must see the primary's state (a client's ``read_from="primary"``):
+        nothing on a lone server; on a cluster node, what a write would meet.
+
+        Raises:
+            NotPrimary: a replica (naming the primary, where the client goes instead).
+            Unavailable: a primary past its fencing deadline, or no primary known yet.
+        """
+        if self._write_check is not None:
+            self._write_check()
+
     def accepts_writes(self) -> bool:
         """Whether a write would be accepted now (always, outside a cluster)."""
         if self._write_check is None:
