@@ -65,7 +65,7 @@ def cut_at_fork(store: Store, config: Config) -> int:
             out.write(json.dumps(record) + "\n")
     cut_epoch_history(store, upto)
     if lost:
-        store.roll_back(upto, {}, set())
+        store.roll_back(upto, {}, set(), f"which the primary never got (the journal forked): kept in {LOST_WRITES}")
         Engine.rebuild(store, config)
         # a rebuild of a journal cut to nothing replays nothing, and leaves the counts as they were
         store.write_record_counts({topic: store.count_records(topic) for topic in store.record_counts()})

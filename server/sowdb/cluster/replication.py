@@ -205,10 +205,6 @@ async def follow(node: Node, target: str) -> None:
         )
     )
 
-    async def requests() -> AsyncIterator[pb.FollowRequest]:
-        while True:
-            yield await reports.get()
-
     metadata = peer_metadata()
     try:
         channel = peer_channel(target, node.cluster, node.engine.config.security)
@@ -218,8 +214,14 @@ async def follow(node: Node, target: str) -> None:
         return
     async with channel:
         stub = pb_grpc.ReplicationServiceStub(channel)
+        call = stub.Follow(metadata=metadata)
+        # the reports are written by a task of ours, ended with the call: given an async
+        # generator of them instead, gRPC's own reading task outlived every call that ended
+        # ("Task was destroyed but it is pending", then "aclose(): asynchronous generator is
+        # already running" in every failover's log)
+        sending = asyncio.create_task(_send(call, reports), name="sowdb-follow-reports")
         try:
-            async for frame in stub.Follow(requests(), metadata=metadata):
+            async for frame in call:
                 node.streaming(target)
                 if node.election.is_leader:
                     return  # promoted meanwhile: this node writes its own journal now
@@ -266,7 +268,18 @@ async def follow(node: Node, target: str) -> None:
             node.not_following(f"{target}: {exc.code().name}: {exc.details()}")
             await asyncio.sleep(node.cluster.loop_wait_s / 4)
         finally:
+            sending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # its call ended under it
+                await sending
+            call.cancel()
             node.not_following()
+
+
+async def _send(call: Any, reports: asyncio.Queue[pb.FollowRequest]) -> None:
+    """A follower's reports (its hello, then each applied bookmark) written on its Follow call as
+    they come, until the call ends (then ``write`` raises, and the task is done)."""
+    while True:
+        await call.write(await reports.get())
 
 
 def _follow_time(node: Node, frame: pb.FollowResponse) -> None:

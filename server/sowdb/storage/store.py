@@ -141,16 +141,23 @@ class Store:
         )
 
     def roll_back(
-        self, upto: int, current: dict[tuple[str, str], tuple[int, int, int, bytes] | None], history: set[str]
+        self,
+        upto: int,
+        current: dict[tuple[str, str], tuple[int, int, int, bytes] | None],
+        history: set[str],
+        why: str = "written by a request reported as failed",
     ) -> None:
         """Remove journal entries after ``upto`` and what they wrote: a write reported as
         failed that reached the write-ahead log anyway (found after :meth:`reopen`), so that
-        the store says what its clients were told.
+        the store says what its clients were told; or (``why`` says so) a cluster node's
+        entries after its journal forked from the primary's.
 
         Args:
             current: the ``current`` value to restore per (topic, SowKey) written by those
                 entries, as (bookmark, timestamp_us, expiry_us, payload); None deletes it.
             history: the topics whose ``history`` those entries wrote.
+            why: what the log line says of them (a fork's entries may have been acknowledged
+                under ``ack = "async"``: they were never "reported as failed").
         """
         entries = list(self.iter_journal(upto))
         if not entries:
@@ -170,9 +177,7 @@ class Store:
         wb.put(k.APPLIED_MARKER, marker, self.db.handle("history"))
         self._roll_back_producers(wb, upto)
         self.db.write(wb)
-        log.warning(
-            "rolled back journal entries %d..%d, written by a request reported as failed", upto + 1, entries[-1].seq
-        )
+        log.warning("rolled back journal entries %d..%d, %s", upto + 1, entries[-1].seq, why)
 
     # --- current and history -------------------------------------------------------------------
 
