@@ -32,6 +32,7 @@ from sowdb.auth import Authenticator
 from sowdb.config import Config, ConfigError, SecurityConfig, ServerConfig, load_config, parse_listen
 from sowdb.engine import Clock, Engine, FollowingClock, system_clock
 from sowdb.engine.upkeep import run_upkeep
+from sowdb.logs import REDACT
 from sowdb.metrics import ClusterFigures, MetricsServer, serve_metrics
 from sowdb.storage import Store, store_memory
 from sowdb_api.v1 import admin_pb2, data_pb2
@@ -139,6 +140,7 @@ class SowServer:
                 raise
         tune_gc()
         logging.getLogger("grpc._cython.cygrpc").addFilter(_CLIENT_GONE)
+        logging.getLogger("grpc._cython.cygrpc").addFilter(REDACT)  # also where sowd's handler is not
         add_service(SowServicer(self.engine, self.auth), server)
         admin = AdminServicer(self.engine, self.auth)
         add_service(admin, server, ADMIN_SERVICE, admin_pb2)
