@@ -68,6 +68,16 @@ class Access:
         """No row entitlement anywhere: reads need no per-row check."""
         return self.everything or all(not r.filter.strip() for r in self.roles)
 
+    def has_any(self, right: str) -> bool:
+        """Whether some topic may be read (``right`` "read"), written ("write"), or the server
+        administered ("admin") by this caller: what the console's gateway checks on a request's
+        headers, so that a caller without any such right is refused before its body is read."""
+        if self.everything:
+            return True
+        if right == "admin":
+            return self.admin
+        return any(r.read if right == "read" else r.write for r in self.roles)
+
     def can_read(self, topic: str) -> bool:
         if self.everything:
             return True
