@@ -48,26 +48,15 @@ _HEADERS = [
 
 
 METHOD_RIGHTS: dict[str, str] = {
-    **dict.fromkeys(["Publish", "SowDelete", "StageWrite", "CommitStages", "AbortStages"], "write"),
-    **dict.fromkeys(
-        [
-            "Sow",
-            "SowAndSubscribe",
-            "Subscribe",
-            "ReplaceSubscription",
-            "OpenSnapshot",
-            "ReadSnapshot",
-            "CloseSnapshot",
-            "ReadJournal",
-            "DescribeJournal",
-        ],
-        "read",
-    ),
+    **dict.fromkeys(["Publish", "SowDelete", "StageWrite"], "write"),
+    **dict.fromkeys(["Sow", "SowAndSubscribe", "Subscribe", "OpenSnapshot", "ReadJournal", "DescribeJournal"], "read"),
     **dict.fromkeys(["Checkpoint", "Switchover"], "admin"),
 }
 """The right a method needs on at least one topic (or the admin role); a caller with none of
 it is refused on the headers. The gRPC port still checks the topic itself. Unlisted methods
-(``ListTopics``, ``Stats``, ``ClusterStatus``) answer every authenticated caller."""
+answer every authenticated caller: ``ListTopics``, ``Stats``, ``ClusterStatus``, and those that
+name a subscription, snapshot or stage by id, whose answer for another user's id must stay
+NOT_FOUND, as for no such id (their bodies are small, and a JSON one is bounded)."""
 
 ENVELOPE_ALLOWANCE = 64 * 1024
 """Bytes a request body may have beyond one message: Connect's envelopes and end message."""
