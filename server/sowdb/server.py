@@ -28,7 +28,7 @@ from sowdb.api.service import (
     add_service,
 )
 from sowdb.api.servicer import SowServicer
-from sowdb.auth import Authenticator
+from sowdb.auth import Authenticator, view_sources
 from sowdb.config import Config, ConfigError, SecurityConfig, ServerConfig, load_config, parse_listen
 from sowdb.engine import Clock, Engine, FollowingClock, system_clock
 from sowdb.engine.upkeep import run_upkeep
@@ -63,7 +63,7 @@ class SowServer:
         self._health = health.aio.HealthServicer()
         self._upkeep: asyncio.Task[None] | None = None
         self._health_updates: set[asyncio.Task[None]] = set()
-        self.auth = Authenticator(config.security)
+        self.auth = Authenticator(config.security, view_sources(config))
         self.metrics: MetricsServer | None = None  # on [server] metrics_listen
         self.node: Node | None = None  # on [cluster] (SPEC §13)
         self.following = FollowingClock(clock)  # a node's clock: the journal's time on a replica
@@ -192,7 +192,7 @@ class SowServer:
         """A-4: take the users and roles of ``config`` (the rest of a config needs a restart): new
         calls get the new rights at once, and live subscriptions that lost theirs end with
         PERMISSION_DENIED; returns how many ended."""
-        self.auth.load(config.security)
+        self.auth.load(config.security)  # the views stay those the server started with
         ended = self.engine.reauthorize(self.auth.rights) if self.engine is not None else 0
         users = len(config.security.users) if config.security else 0
         log.info("reloaded users and roles from %s: %d users; %d subscriptions ended", config.source, users, ended)
