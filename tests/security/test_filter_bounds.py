@@ -10,18 +10,25 @@ are bounded when it is parsed (``INVALID_ARGUMENT``).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import tracemalloc
 from typing import Any
 
+import grpc
 import pytest
 
+from sowdb.engine.live import subscription
 from sowdb.expr import compile_filter
 from sowdb.expr.functions import MAX_BUILT_CHARS
 from sowdb.expr.parser import MAX_DEPTH, MAX_LENGTH, parse
 from sowdb.expr.reference import evaluate
+from sowdb_api.v1 import sow_pb2 as pb
+from sowdb_api.v1 import sow_pb2_grpc
 from sowdb_client import InvalidArgumentError
 from tests.security.conftest import Secured
 from tests.security.test_dos import STALL_LIMIT_S, watch_loop
+from tests.support import TOKENS, take
 
 TENFOLD = "'a', 'aaaaaaaaaa'"
 
@@ -111,3 +118,69 @@ async def test_a_filter_too_long_or_too_deep_is_refused_when_it_arrives(secured:
             with pytest.raises(InvalidArgumentError, match=message) as err:
                 await reader.sow("orders", filter=flt).records()
             assert err.value.field == "filter"
+
+
+# --- finding 2: what one evaluation may read through -------------------------------------------
+
+SCANNERS = " OR ".join(["INSTR_I(/big, 'x') > 0"] * 3000)
+
+
+async def test_a_filter_that_reads_a_big_field_again_and_again_does_not_hold_the_loop(secured: Secured) -> None:
+    """3,000 case-insensitive searches of a 900 KB field took seconds of the event loop for one
+    record; the scanning budget (``MAX_SCANNED_CHARS``) makes the rest NULL once it is spent."""
+    async with secured.client("admin") as admin:
+        await admin.publish("orders", [{"orderId": 7, "desk": "A", "big": "a" * 900_000}])
+    async with secured.client("reader") as reader:
+        flt = f"/orderId = 7 AND ({SCANNERS})"
+        assert await reader.sow("orders", filter=flt).records() == []  # compiled (and cached) here
+        async with watch_loop() as watch:
+            rows = await reader.sow("orders", filter=flt).records()  # evaluated only
+        assert rows == []
+        assert watch.longest_gap_s < STALL_LIMIT_S
+        found = await reader.sow("orders", filter="/orderId = 7 AND INSTR_I(/big, 'A') = 1").records()
+        assert len(found) == 1  # one search of the field is well inside the budget
+
+
+def test_scanning_functions_are_null_past_the_budget() -> None:
+    big = {"s": "a" * 1_000_000 + "z", "chars": "".join(chr(0x4E00 + i) for i in range(5000)) + "a"}
+    for expression in (
+        "TRIM(/s, /chars)",  # each character stripped looked for among 5,001
+        " OR ".join(["STREQUAL_I(/s, /s) = 0"] * 40),
+        " OR ".join(["/s LIKE 'zz'"] * 40),
+        " OR ".join(["LENGTH(SUBSTR(/s, 2)) = 0"] * 40),
+    ):
+        assert compile_filter(expression).evaluate(big) is None, expression
+        assert evaluate(parse(expression), big) is None, expression
+
+
+async def test_a_subscription_whose_filter_keeps_passing_the_budget_is_ended(
+    secured: Secured, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each change costs such a filter the budget's worth of work for nothing: after
+    ``MAX_OVERRUNS`` of them the subscription ends with RESOURCE_EXHAUSTED naming its filter
+    (seen on the wire: the SDK would resubscribe); an honest subscription beside it goes on."""
+    monkeypatch.setattr(subscription, "MAX_OVERRUNS", 5)
+    meta = (("authorization", f"Bearer {TOKENS['reader']}"),)
+    async with (
+        grpc.aio.insecure_channel(secured.target) as channel,
+        secured.client("reader") as reader,
+        secured.client("admin") as admin,
+    ):
+        stub = sow_pb2_grpc.SowServiceStub(channel)
+        costly = stub.Subscribe(
+            pb.SubscribeRequest(topic="orders", filter=f"LENGTH({tenfold('/s', 3)}) > 0"), metadata=meta
+        )
+        honest = reader.subscribe("orders", filter="/qty >= 0")
+        first: Any = await costly.read()
+        assert first.HasField("subscribed")
+        assert [e.kind for e in await take(honest, 1)] == ["subscribed"]
+        rows = [{"orderId": 100 + i, "desk": "A", "qty": i, "s": "a" * 10_000} for i in range(8)]
+        await admin.publish("orders", rows)
+        async with asyncio.timeout(10):
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                while await costly.read() is not grpc.aio.EOF:  # up to the end of the call
+                    pass
+            assert await costly.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "evaluation budget" in (await costly.details() or "")
+        assert [e.kind for e in await take(honest, 1)] == ["publish"]  # the honest one goes on
+        honest.cancel()

@@ -292,6 +292,7 @@ class _Compiler:
 
     def v_Like(self, node: n.Like) -> Fn:
         a, rx, like = self.value(node.operand), compile_regex(node.pattern, node.literal), v.like
+        self._builds = True  # a search reads the text through: charged to the scanning budget
         f: Fn = lambda m, ctx: like(a(m, ctx), rx)  # noqa: E731
         return _negate(f) if node.negated else f
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import calendar
 import math
 import re
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 import regex
 
+from sowdb.expr.budget import MAX_BUILT_CHARS, MAX_SCANNED_CHARS, built_left, charge, new_evaluation, scan
 from sowdb.expr.matching import compile_pattern as compile_regex
 from sowdb.expr.numeric import NAN, fit, format_number, to_number
 from sowdb.expr.values import Value, is_null, order_key, to_text
@@ -41,50 +41,18 @@ class Function:
     arrays: bool = False  # receives array arguments whole
     nondeterministic: bool = False
     meta: str | None = None  # reads this attribute of the message metadata instead of args
-    builds: bool = False  # builds a string longer than its arguments: charged to the budget
+    builds: bool = False  # builds or scans text: charged to the evaluation's budgets
 
 
-MAX_BUILT_CHARS = 4 * 1024 * 1024
-"""The most characters one evaluation of an expression may build (4 Mi: four times the default
-largest document, so a function of any field's text stays inside it)."""
-
-
-class _Built(threading.local):
-    """Characters the current evaluation may still build, per thread (Spark snapshots evaluate
-    filters on worker threads)."""
-
-    left: int = MAX_BUILT_CHARS
-
-
-_BUILT = _Built()
-
-
-def new_evaluation() -> None:
-    """Start an evaluation's budget afresh (the compiled expression calls it on entry)."""
-    _BUILT.left = MAX_BUILT_CHARS
-
-
-def charge(size: int) -> bool:
-    """Take ``size`` characters from the current evaluation's budget; False (nothing taken)
-    when that would pass it: the caller then yields NULL instead of building."""
-    left = _BUILT.left - size
-    if left < 0:
-        return False
-    _BUILT.left = left
-    return True
-
-
-def built_left() -> int:
-    """Characters the current evaluation may still build."""
-    return _BUILT.left
-
-
-def _text_fn(fn: Callable[..., Value]) -> Callable[..., Value]:
-    """Wrap a function of text arguments: NULL in, NULL out."""
+def _text_fn(fn: Callable[..., Value], *, scans: bool = False) -> Callable[..., Value]:
+    """Wrap a function of text arguments: NULL in, NULL out; one that ``scans`` its texts is
+    charged their length first (:func:`scan`)."""
 
     def wrapped(*args: Value) -> Value:
         texts = [to_text(a) for a in args]
         if any(t is None for t in texts):
+            return None
+        if scans and not scan(sum(map(len, texts))):  # type: ignore[arg-type]
             return None
         return fn(*texts)
 
@@ -157,6 +125,8 @@ def _replace(s: Value, old: Value, new: Value) -> Value:
     if st is None or ot is None:
         return None
     nt = to_text(new) or ""
+    if not scan(len(st) + len(ot)):
+        return None
     # The result's length from the count of occurrences, before building it ('' occurs
     # between every two characters and at both ends, as Python's replace inserts it there).
     if not charge(len(st) + st.count(ot) * (len(nt) - len(ot))):
@@ -169,6 +139,8 @@ def _regexp_replace(s: Value, pattern: Value, replacement: Value) -> Value:
     if st is None or pt is None:
         return None
     rt = to_text(replacement) or ""
+    if not scan(len(st)):
+        return None
     try:
         rx = compile_regex(pt)
         if (len(st) + 1) * (len(rt) + 1) + len(st) <= built_left():
@@ -191,29 +163,36 @@ def _substr(s: Value, position: Value, length: Value = 1 << 62) -> Value:
         return None
     start = p - 1 if p > 0 else (len(st) + p if p < 0 else 0)
     start = max(start, 0)
+    if not scan(min(n, max(len(st) - start, 0))):
+        return None
     return st[start : start + n] or None
 
 
 def _left(s: Value, n: Value) -> Value:
     st, k = to_text(s), _int_arg(n)
-    if st is None or k is None:
+    if st is None or k is None or not scan(min(max(k, 0), len(st))):
         return None
     return st[: max(k, 0)] or None
 
 
 def _right(s: Value, n: Value) -> Value:
     st, k = to_text(s), _int_arg(n)
-    if st is None or k is None:
+    if st is None or k is None or not scan(min(max(k, 0), len(st))):
         return None
     return (st[-k:] if k > 0 else "") or None
 
 
 def _trimmer(method: str) -> Callable[..., Value]:
     def trim(s: Value, chars: Value = None) -> Value:
-        st = to_text(s)
+        st, ct = to_text(s), to_text(chars)
         if st is None:
             return None
-        return getattr(st, method)(to_text(chars)) or None
+        if ct is not None and len(ct) > 64:
+            ct = "".join(dict.fromkeys(ct))  # each character once: each step looks through them all
+        # each character stripped is looked for among ``chars``
+        if not scan(len(st) * (1 if ct is None else max(len(ct), 1)) + len(to_text(chars) or "")):
+            return None
+        return getattr(st, method)(ct) or None
 
     return trim
 
@@ -382,18 +361,18 @@ FUNCTIONS: dict[str, Function] = {
         Function("UPPER", _case("upper"), 1, 1, builds=True),
         Function("LOWER", _case("lower"), 1, 1, builds=True),
         Function("LENGTH", _text_fn(len), 1, 1),
-        Function("INSTR", _text_fn(_instr), 2, 2),
-        Function("INSTR_I", _text_fn(_instr_i), 2, 2),
-        Function("STREQUAL_I", _text_fn(_strequal_i), 2, 2),
+        Function("INSTR", _text_fn(_instr, scans=True), 2, 2, builds=True),
+        Function("INSTR_I", _text_fn(_instr_i, scans=True), 2, 2, builds=True),
+        Function("STREQUAL_I", _text_fn(_strequal_i, scans=True), 2, 2, builds=True),
         Function("REPLACE", _replace, 3, 3, builds=True),
         Function("REGEXP_REPLACE", _regexp_replace, 3, 3, builds=True),
-        Function("SUBSTR", _substr, 2, 3),
-        Function("LEFT", _left, 2, 2),
-        Function("RIGHT", _right, 2, 2),
-        Function("TRIM", _trimmer("strip"), 1, 2),
-        Function("LTRIM", _trimmer("lstrip"), 1, 2),
-        Function("RTRIM", _trimmer("rstrip"), 1, 2),
-        Function("REVERSE", _text_fn(lambda s: s[::-1]), 1, 1),
+        Function("SUBSTR", _substr, 2, 3, builds=True),
+        Function("LEFT", _left, 2, 2, builds=True),
+        Function("RIGHT", _right, 2, 2, builds=True),
+        Function("TRIM", _trimmer("strip"), 1, 2, builds=True),
+        Function("LTRIM", _trimmer("lstrip"), 1, 2, builds=True),
+        Function("RTRIM", _trimmer("rstrip"), 1, 2, builds=True),
+        Function("REVERSE", _text_fn(lambda s: s[::-1], scans=True), 1, 1, builds=True),
         # numeric
         Function("ABS", _num_fn(abs), 1, 1),
         Function("CEILING", _num_fn(_ceil), 1, 1),
@@ -453,10 +432,12 @@ __all__ = [
     "AGGREGATES",
     "FUNCTIONS",
     "MAX_BUILT_CHARS",
+    "MAX_SCANNED_CHARS",
     "Function",
     "call",
     "charge",
     "compile_regex",
     "format_number",
     "new_evaluation",
+    "scan",
 ]
