@@ -12,9 +12,17 @@ message limit; and a request with two ``Authorization`` headers is refused.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import json
+import socket
 import struct
+import time
+
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
 
 from sowdb.console.gateway import MAX_JSON_VALUES
 from tests.security.conftest import Secured, StartSecured
@@ -151,5 +159,74 @@ async def test_two_authorization_headers_are_refused(start_secured: StartSecured
         assert json.loads(body)["code"] == "invalid_argument"
         assert "two Authorization headers" in json.loads(body)["message"]
     json_headers = {"content-type": "application/json"}
-    status, _ = await post(s, LIST_TOPICS, b"{}", tokens=(TOKENS["reader"],), headers=json_headers)
+    async with asyncio.timeout(10):
+        status, _ = await post(s, LIST_TOPICS, b"{}", tokens=(TOKENS["reader"],), headers=json_headers)
+    assert status == 200
+
+
+def rapid_reset(console: str, token: str, streams: int) -> int | None:
+    """Open and at once reset up to ``streams`` streams on one HTTP/2 connection (prior
+    knowledge), as fast as the socket takes them; the GOAWAY's error code (None: none came)."""
+    host, port = console.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        conn.initiate_connection()
+        sock.sendall(conn.data_to_send())
+        headers = [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":authority", console),
+            (":path", LIST_TOPICS),
+            ("content-type", "application/proto"),
+            ("authorization", f"Bearer {token}"),
+        ]
+        received = b""
+        sock.setblocking(False)
+        try:
+            for i in range(streams):
+                stream_id = conn.get_next_available_stream_id()
+                conn.send_headers(stream_id, headers)
+                conn.reset_stream(stream_id)
+                if i % 50 == 0:
+                    with contextlib.suppress(BlockingIOError):
+                        sock.sendall(conn.data_to_send())
+                    with contextlib.suppress(BlockingIOError):
+                        received += sock.recv(1 << 20)
+                    if goaway_code(received) is not None:
+                        break
+        except OSError:  # the server closed the connection: what it sent before is read below
+            pass
+        sock.settimeout(1.0)
+        deadline = time.monotonic() + 5
+        with contextlib.suppress(OSError):
+            while goaway_code(received) is None and time.monotonic() < deadline and (chunk := sock.recv(1 << 20)):
+                received += chunk
+    return goaway_code(received)
+
+
+def goaway_code(data: bytes) -> int | None:
+    """The error code of the first GOAWAY frame among the server's frames (None: none)."""
+    at = 0
+    while at + 9 <= len(data):
+        length, kind = int.from_bytes(data[at : at + 3], "big"), data[at + 3]
+        if kind == 0x7 and at + 9 + 8 <= len(data):  # GOAWAY: last stream id, then error code
+            return int.from_bytes(data[at + 13 : at + 17], "big")
+        at += 9 + length
+    return None
+
+
+async def test_a_client_resetting_streams_as_fast_as_it_opens_them_is_cut_off(start_secured: StartSecured) -> None:
+    """HTTP/2 rapid reset (CVE-2023-44487) on the console's port: 7,000 streams opened and reset
+    on one connection held the loop for 2.2 s. Past 200 resets the connection gets GOAWAY
+    (ENHANCE_YOUR_CALM) and is closed; the next connection is served."""
+    s = await start_secured(server={"http_listen": "127.0.0.1:0"})
+    assert s.server.console is not None
+    console = s.server.console.url.split("//")[1].rstrip("/")
+    async with asyncio.timeout(30), watch_loop() as watch:  # before: the flood wedged the console
+        code = await asyncio.to_thread(rapid_reset, console, TOKENS["reader"], 5000)
+    assert code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
+    assert watch.longest_gap_s < STALL_LIMIT_S
+    status, _ = await post(
+        s, LIST_TOPICS, b"{}", tokens=(TOKENS["reader"],), headers={"content-type": "application/json"}
+    )
     assert status == 200
