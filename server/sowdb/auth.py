@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from sowdb.config import SecurityConfig
+from sowdb.config import Config, SecurityConfig
 from sowdb.engine.access import EVERYONE, Access
 from sowdb.errors import PermissionDenied, Unauthenticated
 
@@ -25,22 +25,40 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def view_sources(config: Config) -> dict[str, str]:
+    """Each aggregated view of ``config``, and each conflated copy of one, by name: the topic
+    its groups are computed from (what :meth:`Access.can_read` checks a view's readers on)."""
+    sources = {v.name: v.underlying for v in config.views}
+    for c in config.conflated_topics:
+        if c.underlying in sources:
+            sources[c.name] = sources[c.underlying]
+    return sources
+
+
 class Authenticator:
     """Users and their rights; :meth:`access` answers for one call."""
 
-    def __init__(self, security: SecurityConfig | None) -> None:
-        self.load(security)
+    def __init__(self, security: SecurityConfig | None, views: Mapping[str, str] | None = None) -> None:
+        self.views: Mapping[str, str] = {}
+        self.load(security, views)
 
-    def load(self, security: SecurityConfig | None) -> None:
-        """Take (new) users and roles; rights made from the old ones are no longer handed out."""
+    def load(self, security: SecurityConfig | None, views: Mapping[str, str] | None = None) -> None:
+        """Take (new) users and roles; rights made from the old ones are no longer handed out.
+
+        Args:
+            views: each aggregated view by name, the topic it is computed from
+                (:func:`view_sources`); None keeps those known.
+        """
         self.security = security
+        if views is not None:
+            self.views = dict(views)
         self._users: list[tuple[bytes, Access]] = []
         self._by_name: dict[str, Access] = {}
         if security is None or not security.authenticates:
             return
         roles = {r.name: r for r in security.roles}
         for user in security.users:
-            access = Access(user.name, tuple(roles[r] for r in user.roles))
+            access = Access(user.name, tuple(roles[r] for r in user.roles), views=self.views)
             self._users.append((bytes.fromhex(user.token_sha256), access))
             self._by_name[user.name] = access
         self._anonymous = self._by_name.get(security.anonymous)

@@ -27,12 +27,13 @@ from sowdb.api.service import (
 )
 from sowdb.api.servicer import SowServicer
 from sowdb.api.starting import Health, StartupGate
-from sowdb.auth import Authenticator
+from sowdb.auth import Authenticator, view_sources
 from sowdb.config import Config, ConfigError, load_config, parse_listen
 from sowdb.engine import Clock, Engine, FollowingClock, system_clock
 from sowdb.engine.starting import HOLD_ENV, StartProgress
 from sowdb.engine.stats import StatsSnapshot
 from sowdb.engine.upkeep import run_upkeep
+from sowdb.logs import REDACT
 from sowdb.metrics import ClusterFigures, MetricsServer, serve_metrics
 from sowdb.ports import bind, connection_limits, credentials
 from sowdb.storage import Store, store_memory
@@ -68,7 +69,7 @@ class SowServer:
         self._starting()
         self._upkeep: asyncio.Task[None] | None = None
         self._health_updates: set[asyncio.Task[None]] = set()
-        self.auth = Authenticator(config.security)
+        self.auth = Authenticator(config.security, view_sources(config))
         self.metrics: MetricsServer | None = None  # on [server] metrics_listen
         self.node: Node | None = None  # on [cluster] (SPEC §13)
         self.following = FollowingClock(clock)  # a node's clock: the journal's time on a replica
@@ -103,6 +104,9 @@ class SowServer:
         cfg = self.config.server
         limit = cfg.max_message_bytes
         self._starting()  # fresh: a server stopped and started again begins its start-up anew
+        # before the port opens: a client's first call may come while the state loads
+        logging.getLogger("grpc._cython.cygrpc").addFilter(_CLIENT_GONE)
+        logging.getLogger("grpc._cython.cygrpc").addFilter(REDACT)  # also where sowd's handler is not
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", limit),
@@ -175,7 +179,6 @@ class SowServer:
             await self.stop(0)
             raise
         tune_gc()
-        logging.getLogger("grpc._cython.cygrpc").addFilter(_CLIENT_GONE)
         add_service(SowServicer(self.engine, self.auth), self._gate)
         admin = AdminServicer(self.engine, self.auth)
         add_service(admin, self._gate, ADMIN_SERVICE, admin_pb2)
@@ -252,7 +255,7 @@ class SowServer:
         """A-4: take the users and roles of ``config`` (the rest of a config needs a restart): new
         calls get the new rights at once, and live subscriptions that lost theirs end with
         PERMISSION_DENIED; returns how many ended."""
-        self.auth.load(config.security)
+        self.auth.load(config.security)  # the views stay those the server started with
         ended = self.engine.reauthorize(self.auth.rights) if self.engine is not None else 0
         users = len(config.security.users) if config.security else 0
         log.info("reloaded users and roles from %s: %d users; %d subscriptions ended", config.source, users, ended)

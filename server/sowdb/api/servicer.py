@@ -19,7 +19,7 @@ import grpc
 from grpc_status import rpc_status
 
 from sowdb.api import convert
-from sowdb.api.refusals import Call, topic_of
+from sowdb.api.refusals import Call, limiter_for, topic_of
 from sowdb.api.service import Undecodable
 from sowdb.api.status import internal_status, rich_status, status_code
 from sowdb.api.wire import query_frame, stream_frames
@@ -130,7 +130,7 @@ def _call(servicer: Servicer, method: str, context: Context) -> Call:
     rpc = f"{servicer.service}/{method}"
     counters = servicer.engine.rpc_counters(rpc)
     counters.calls += 1
-    return Call(rpc, context.peer(), counters)
+    return Call(rpc, context.peer(), counters, limiter=limiter_for(servicer.engine))
 
 
 def _placing(sub_id: str, options: SubscriptionOptions, context: Context, access: Access) -> SowAndSubscribeArgs:
@@ -178,7 +178,9 @@ class SowServicer(Servicer):
         """
         acks: asyncio.Queue[pb.PublishResponse | Exception | None] = asyncio.Queue(PUBLISH_ACKS_AHEAD)
         rpc = f"{self.service}/Publish"
-        refusals = Call(rpc, context.peer(), self.engine.rpc_counters(rpc), access.user)  # a request refused
+        refusals = Call(  # a request refused
+            rpc, context.peer(), self.engine.rpc_counters(rpc), access.user, limiter=limiter_for(self.engine)
+        )
         authorization = authorization_of(context)
 
         async def apply_all() -> None:

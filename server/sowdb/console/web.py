@@ -53,6 +53,17 @@ _HEADERS = [
 ]
 
 
+METHOD_RIGHTS: dict[str, str] = {
+    **dict.fromkeys(["Publish", "SowDelete", "StageWrite"], "write"),
+    **dict.fromkeys(["Sow", "SowAndSubscribe", "Subscribe", "OpenSnapshot", "ReadJournal", "DescribeJournal"], "read"),
+    **dict.fromkeys(["Checkpoint", "Switchover"], "admin"),
+}
+"""The right a method needs on at least one topic (or the admin role); a caller with none of
+it is refused on the headers. The gRPC port still checks the topic itself. Unlisted methods
+answer every authenticated caller: ``ListTopics``, ``Stats``, ``ClusterStatus``, and those that
+name a subscription, snapshot or stage by id, whose answer for another user's id must stay
+NOT_FOUND, as for no such id (their bodies are small, and a JSON one is bounded)."""
+
 ENVELOPE_ALLOWANCE = 64 * 1024
 """Bytes a request body may have beyond one message: Connect's envelopes and end message."""
 
@@ -102,17 +113,28 @@ class ConsoleApp:
         await self.gateway(scope, receive, send)
 
     def _refusal(self, scope: HTTPScope) -> tuple[int, str, str] | None:
-        """(HTTP status, Connect code, message) for a request refused on its headers alone."""
+        """(HTTP status, Connect code, message) for a request refused on its headers alone: a
+        body over a message, two ``Authorization`` headers, no valid token, or a method that
+        needs a right the caller holds on no topic (issue 37, findings 5, 6 and 14: a caller
+        without rights had the gateway inflate 16 MB gzip bodies and decode 4.7 MB of JSON
+        that the gRPC port then refused)."""
         headers = {k.lower(): v for k, v in scope["headers"]}
         length = headers.get(b"content-length", b"0")
         if self.max_body_bytes and (not length.isdigit() or int(length) > self.max_body_bytes + ENVELOPE_ALLOWANCE):
             return 413, "resource_exhausted", f"the request body is over the server's {self.max_body_bytes} bytes"
+        if sum(1 for k, _ in scope["headers"] if k.lower() == b"authorization") > 1:
+            return 400, "invalid_argument", "the request has two Authorization headers: send one"
         if self.auth is not None:
             authorization = headers.get(b"authorization")
             try:
-                self.auth.access(authorization.decode("latin-1") if authorization is not None else None)
+                access = self.auth.access(authorization.decode("latin-1") if authorization is not None else None)
             except Unauthenticated as exc:
                 return 401, "unauthenticated", exc.message
+            method = scope["path"].rpartition("/")[2]
+            right = METHOD_RIGHTS.get(method)
+            if right is not None and not access.has_any(right):
+                what = "an admin role" if right == "admin" else f"a {right} right on some topic"
+                return 403, "permission_denied", f"user {access.user!r} may not call {method} (it needs {what})"
         return None
 
     async def _status(self, scope: HTTPScope, send: ASGISendCallable) -> None:

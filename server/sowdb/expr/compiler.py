@@ -23,7 +23,7 @@ from sowdb.errors import ExpressionError
 from sowdb.expr import nodes as n
 from sowdb.expr import numeric as num
 from sowdb.expr import values as v
-from sowdb.expr.functions import FUNCTIONS, compile_regex, scalar
+from sowdb.expr.functions import FUNCTIONS, compile_regex, new_evaluation, scalar
 
 Fn = Callable[[Any, Any], Any]
 """A compiled node: ``(message, ctx) -> value``."""
@@ -83,15 +83,45 @@ class _Compiler:
         self.paths: dict[str, tuple[str | int, ...]] = {}
         self.calls: set[str] = set()
         self.aggregates = aggregates
+        self._depth = 0
+        self._builds = False
 
     def value(self, node: n.Node) -> Fn:
+        """A closure computing the node's value."""
+        return self._compiled(self._value, node)
+
+    def test(self, node: n.Node) -> Fn:
+        """A closure whose result is truthy exactly when the node's value matches."""
+        return self._compiled(self._test, node)
+
+    def _compiled(self, how: Callable[[n.Node], Fn], node: n.Node) -> Fn:
+        """Compile ``node``; at the top (a closure its caller will evaluate, rather than one
+        of its operands) a closure that builds strings starts its evaluation's budget of
+        built characters afresh (``functions.MAX_BUILT_CHARS``): whoever evaluates it, a
+        query, a subscription, a view or the subscription hub's shared conjuncts."""
+        if self._depth == 0:
+            self._builds = False
+        self._depth += 1
+        try:
+            fn = how(node)
+        finally:
+            self._depth -= 1
+        if self._depth or not self._builds:
+            return fn
+        inner, reset = fn, new_evaluation
+
+        def budgeted(m: Any, ctx: Any) -> Any:
+            reset()
+            return inner(m, ctx)
+
+        return budgeted
+
+    def _value(self, node: n.Node) -> Fn:
         method: Callable[[Any], Fn] = getattr(self, "v_" + type(node).__name__)
         return method(node)
 
-    def test(self, node: n.Node) -> Fn:
-        """A closure whose result is truthy exactly when the node's value matches.
-
-        Predicates evaluate to True/False/None, whose Python truthiness already is "matches",
+    def _test(self, node: n.Node) -> Fn:
+        """Predicates evaluate to True/False/None, whose Python truthiness already is "matches",
         so they need no wrapping and ``AND`` of them is a plain ``and``.
         """
         if isinstance(node, n.Logical) and node.op == "AND":
@@ -262,6 +292,7 @@ class _Compiler:
 
     def v_Like(self, node: n.Like) -> Fn:
         a, rx, like = self.value(node.operand), compile_regex(node.pattern, node.literal), v.like
+        self._builds = True  # a search reads the text through: charged to the scanning budget
         f: Fn = lambda m, ctx: like(a(m, ctx), rx)  # noqa: E731
         return _negate(f) if node.negated else f
 
@@ -282,6 +313,7 @@ class _Compiler:
     def v_Call(self, node: n.Call) -> Fn:
         fn = FUNCTIONS[node.name]
         self.calls.add(node.name)
+        self._builds = self._builds or fn.builds
         if fn.meta:
             attr = fn.meta
             return lambda m, ctx: None if ctx is None else getattr(ctx, attr)

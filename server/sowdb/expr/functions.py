@@ -3,6 +3,15 @@
 A function receives evaluated arguments. Unless it is declared ``arrays=True`` its arguments
 are reduced to their first element first ("functions use the first element"). Any runtime
 problem -- a bad number, an invalid format -- yields NULL or NaN, never an exception.
+
+What one evaluation may build is bounded (issue 37, finding 1): each function that builds a
+string (``CONCAT``, ``REPLACE``, ``UPPER``...) charges the length of its result to a budget of
+:data:`MAX_BUILT_CHARS` characters *before* building it, and yields NULL -- the language's
+evaluation error (FILTERS.md, "Errors") -- when the budget would be passed. Five nested
+``REPLACE`` calls on a 20,000-character literal, each ten times longer, once took the server's
+memory from 400 MB to 2.3 GB and froze every other call; now the third level is NULL. The
+compiler resets the budget when a compiled expression that builds is entered
+(:func:`new_evaluation`), so the bound is per evaluation, never per query.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 import regex
 
+from sowdb.expr.budget import MAX_BUILT_CHARS, MAX_SCANNED_CHARS, built_left, charge, new_evaluation, scan
 from sowdb.expr.matching import compile_pattern as compile_regex
 from sowdb.expr.numeric import NAN, fit, format_number, to_number
 from sowdb.expr.values import Value, is_null, order_key, to_text
@@ -31,14 +41,18 @@ class Function:
     arrays: bool = False  # receives array arguments whole
     nondeterministic: bool = False
     meta: str | None = None  # reads this attribute of the message metadata instead of args
+    builds: bool = False  # builds or scans text: charged to the evaluation's budgets
 
 
-def _text_fn(fn: Callable[..., Value]) -> Callable[..., Value]:
-    """Wrap a function of text arguments: NULL in, NULL out."""
+def _text_fn(fn: Callable[..., Value], *, scans: bool = False) -> Callable[..., Value]:
+    """Wrap a function of text arguments: NULL in, NULL out; one that ``scans`` its texts is
+    charged their length first (:func:`scan`)."""
 
     def wrapped(*args: Value) -> Value:
         texts = [to_text(a) for a in args]
         if any(t is None for t in texts):
+            return None
+        if scans and not scan(sum(map(len, texts))):  # type: ignore[arg-type]
             return None
         return fn(*texts)
 
@@ -73,7 +87,25 @@ def _int_arg(v: Value) -> int | None:
 
 def _concat(*args: Value) -> Value:
     parts = [t for t in (to_text(a) for a in args) if t is not None]
+    if not charge(sum(map(len, parts))):
+        return None
     return "".join(parts) or None
+
+
+def _case(method: str) -> Callable[[Value], Value]:
+    """UPPER / LOWER: the length is charged before; a result that grew (``'ß'.upper()`` is
+    ``'SS'``, at most three times longer) is charged its growth after."""
+
+    def change(s: Value) -> Value:
+        st = to_text(s)
+        if st is None or not charge(len(st)):
+            return None
+        r: str = getattr(st, method)()
+        if len(r) > len(st) and not charge(len(r) - len(st)):
+            return None
+        return r or None
+
+    return change
 
 
 def _instr(s: str, sub: str) -> int:
@@ -92,17 +124,34 @@ def _replace(s: Value, old: Value, new: Value) -> Value:
     st, ot = to_text(s), to_text(old)
     if st is None or ot is None:
         return None
-    return st.replace(ot, to_text(new) or "") or None
+    nt = to_text(new) or ""
+    if not scan(len(st) + len(ot)):
+        return None
+    # The result's length from the count of occurrences, before building it ('' occurs
+    # between every two characters and at both ends, as Python's replace inserts it there).
+    if not charge(len(st) + st.count(ot) * (len(nt) - len(ot))):
+        return None
+    return st.replace(ot, nt) or None
 
 
 def _regexp_replace(s: Value, pattern: Value, replacement: Value) -> Value:
     st, pt = to_text(s), to_text(pattern)
     if st is None or pt is None:
         return None
+    rt = to_text(replacement) or ""
+    if not scan(len(st)):
+        return None
     try:
-        return compile_regex(pt).sub(to_text(replacement) or "", st) or None
+        rx = compile_regex(pt)
+        if (len(st) + 1) * (len(rt) + 1) + len(st) <= built_left():
+            result = rx.sub(rt, st)  # even a match at every position fits: no tally needed
+        else:  # the replacements are tallied as they are made, and stopped past the budget
+            result = rx.sub(rt, st, limit=built_left())
     except (ValueError, regex.error, IndexError):
         return None
+    if result is None or not charge(len(result)):
+        return None
+    return result or None
 
 
 def _substr(s: Value, position: Value, length: Value = 1 << 62) -> Value:
@@ -114,29 +163,36 @@ def _substr(s: Value, position: Value, length: Value = 1 << 62) -> Value:
         return None
     start = p - 1 if p > 0 else (len(st) + p if p < 0 else 0)
     start = max(start, 0)
+    if not scan(min(n, max(len(st) - start, 0))):
+        return None
     return st[start : start + n] or None
 
 
 def _left(s: Value, n: Value) -> Value:
     st, k = to_text(s), _int_arg(n)
-    if st is None or k is None:
+    if st is None or k is None or not scan(min(max(k, 0), len(st))):
         return None
     return st[: max(k, 0)] or None
 
 
 def _right(s: Value, n: Value) -> Value:
     st, k = to_text(s), _int_arg(n)
-    if st is None or k is None:
+    if st is None or k is None or not scan(min(max(k, 0), len(st))):
         return None
     return (st[-k:] if k > 0 else "") or None
 
 
 def _trimmer(method: str) -> Callable[..., Value]:
     def trim(s: Value, chars: Value = None) -> Value:
-        st = to_text(s)
+        st, ct = to_text(s), to_text(chars)
         if st is None:
             return None
-        return getattr(st, method)(to_text(chars)) or None
+        if ct is not None and len(ct) > 64:
+            ct = "".join(dict.fromkeys(ct))  # each character once: each step looks through them all
+        # each character stripped is looked for among ``chars``
+        if not scan(len(st) * (1 if ct is None else max(len(ct), 1)) + len(to_text(chars) or "")):
+            return None
+        return getattr(st, method)(ct) or None
 
     return trim
 
@@ -255,7 +311,10 @@ def _array_to_string(v: Value, delimiter: Value, null_text: Value = None) -> Val
             t = fill
         if t is not None:
             texts.append(t)
-    return (to_text(delimiter) or "").join(texts) or None
+    d = to_text(delimiter) or ""
+    if not charge(sum(map(len, texts)) + len(d) * max(len(texts) - 1, 0)):
+        return None
+    return d.join(texts) or None
 
 
 def _coalesce(*args: Value) -> Value:
@@ -275,6 +334,8 @@ def _char_value(n: Value) -> Value:
 def _strftime(fmt: Value, ts: Value) -> Value:
     f, t = to_text(fmt), to_number(ts)
     if f is None or t is None or t != t:
+        return None
+    if not charge(16 * len(f)):  # a directive of two characters is at most ~30 (``%c``: 24)
         return None
     try:
         return time.strftime(f, time.gmtime(t)) or None
@@ -296,22 +357,22 @@ FUNCTIONS: dict[str, Function] = {
     f.name: f
     for f in [
         # string
-        Function("CONCAT", _concat, 1, None),
-        Function("UPPER", _text_fn(lambda s: s.upper()), 1, 1),
-        Function("LOWER", _text_fn(lambda s: s.lower()), 1, 1),
+        Function("CONCAT", _concat, 1, None, builds=True),
+        Function("UPPER", _case("upper"), 1, 1, builds=True),
+        Function("LOWER", _case("lower"), 1, 1, builds=True),
         Function("LENGTH", _text_fn(len), 1, 1),
-        Function("INSTR", _text_fn(_instr), 2, 2),
-        Function("INSTR_I", _text_fn(_instr_i), 2, 2),
-        Function("STREQUAL_I", _text_fn(_strequal_i), 2, 2),
-        Function("REPLACE", _replace, 3, 3),
-        Function("REGEXP_REPLACE", _regexp_replace, 3, 3),
-        Function("SUBSTR", _substr, 2, 3),
-        Function("LEFT", _left, 2, 2),
-        Function("RIGHT", _right, 2, 2),
-        Function("TRIM", _trimmer("strip"), 1, 2),
-        Function("LTRIM", _trimmer("lstrip"), 1, 2),
-        Function("RTRIM", _trimmer("rstrip"), 1, 2),
-        Function("REVERSE", _text_fn(lambda s: s[::-1]), 1, 1),
+        Function("INSTR", _text_fn(_instr, scans=True), 2, 2, builds=True),
+        Function("INSTR_I", _text_fn(_instr_i, scans=True), 2, 2, builds=True),
+        Function("STREQUAL_I", _text_fn(_strequal_i, scans=True), 2, 2, builds=True),
+        Function("REPLACE", _replace, 3, 3, builds=True),
+        Function("REGEXP_REPLACE", _regexp_replace, 3, 3, builds=True),
+        Function("SUBSTR", _substr, 2, 3, builds=True),
+        Function("LEFT", _left, 2, 2, builds=True),
+        Function("RIGHT", _right, 2, 2, builds=True),
+        Function("TRIM", _trimmer("strip"), 1, 2, builds=True),
+        Function("LTRIM", _trimmer("lstrip"), 1, 2, builds=True),
+        Function("RTRIM", _trimmer("rstrip"), 1, 2, builds=True),
+        Function("REVERSE", _text_fn(lambda s: s[::-1], scans=True), 1, 1, builds=True),
         # numeric
         Function("ABS", _num_fn(abs), 1, 1),
         Function("CEILING", _num_fn(_ceil), 1, 1),
@@ -332,7 +393,7 @@ FUNCTIONS: dict[str, Function] = {
         Function("ARRAY_SUM", _array_sum, 1, 1, arrays=True),
         Function("ARRAY_MIN", _array_extreme(min), 1, 1, arrays=True),
         Function("ARRAY_MAX", _array_extreme(max), 1, 1, arrays=True),
-        Function("ARRAY_TO_STRING", _array_to_string, 2, 3, arrays=True),
+        Function("ARRAY_TO_STRING", _array_to_string, 2, 3, arrays=True, builds=True),
         # other
         Function("COALESCE", _coalesce, 1, None, arrays=True),
         Function("NAN_VALUE", lambda: NAN, 0, 0),
@@ -340,7 +401,7 @@ FUNCTIONS: dict[str, Function] = {
         Function("FALSE_VALUE", lambda: False, 0, 0),
         Function("CHAR_VALUE", _char_value, 1, 1),
         Function("UNIX_TIMESTAMP", time.time, 0, 0, nondeterministic=True),
-        Function("STRFTIME", _strftime, 2, 2),
+        Function("STRFTIME", _strftime, 2, 2, builds=True),
         Function("STRPTIME", _strptime, 2, 2),
         # message metadata
         Function("SOW_KEY", lambda: None, 0, 0, meta="sow_key"),
@@ -367,4 +428,16 @@ def call(fn: Function, args: list[Value]) -> Value:
     return fn.impl(*args)
 
 
-__all__ = ["AGGREGATES", "FUNCTIONS", "Function", "call", "compile_regex", "format_number"]
+__all__ = [
+    "AGGREGATES",
+    "FUNCTIONS",
+    "MAX_BUILT_CHARS",
+    "MAX_SCANNED_CHARS",
+    "Function",
+    "call",
+    "charge",
+    "compile_regex",
+    "format_number",
+    "new_evaluation",
+    "scan",
+]

@@ -82,6 +82,10 @@ FREE_MATCH_S = 0.0002
 _MIN_TIMEOUT_S = 0.0005
 
 
+class _TooLong(Exception):
+    """A replacement passed the length its caller allowed."""
+
+
 class Pattern:
     """A client's compiled regular expression (or literal), searched in bounded time.
 
@@ -107,10 +111,26 @@ class Pattern:
             return self.linear.search(text) is not None
         return bool(self._bounded(self.backtracking.search, text))
 
-    def sub(self, replacement: str, text: str) -> str | None:
+    def sub(self, replacement: str, text: str, *, limit: int | None = None) -> str | None:
         """``text`` with every match replaced (``regex`` replacement syntax); None when the
-        budgets stopped it."""
-        result = self._bounded(lambda t, timeout: self.backtracking.sub(replacement, t, timeout=timeout), text)
+        budgets stopped it, or when the replacements made would pass ``limit`` characters
+        (None: no limit; the caller has bounded the result's length already)."""
+        if limit is None:
+            template: Any = replacement
+        else:
+            made = [0]
+
+            def template(m: Any) -> str:
+                piece: str = m.expand(replacement)
+                made[0] += len(piece)
+                if made[0] > limit:
+                    raise _TooLong
+                return piece
+
+        try:
+            result = self._bounded(lambda t, timeout: self.backtracking.sub(template, t, timeout=timeout), text)
+        except _TooLong:
+            return None
         return result if isinstance(result, str) else None
 
     def _bounded(self, run: Any, text: str) -> Any:

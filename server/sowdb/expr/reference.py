@@ -13,59 +13,64 @@ from sowdb.expr import nodes as n
 from sowdb.expr import numeric as num
 from sowdb.expr import values as v
 from sowdb.expr.compiler import get_path
-from sowdb.expr.functions import FUNCTIONS, call, compile_regex
+from sowdb.expr.functions import FUNCTIONS, call, compile_regex, new_evaluation
 
 
 def evaluate(node: n.Node, m: dict[str, Any], ctx: Any = None) -> Any:
-    """The value of ``node`` for message ``m``."""
+    """The value of ``node`` for message ``m`` (one evaluation: one budget of built text)."""
+    new_evaluation()
+    return _evaluate(node, m, ctx)
+
+
+def _evaluate(node: n.Node, m: dict[str, Any], ctx: Any = None) -> Any:
     if isinstance(node, n.Literal):
         return node.value
     if isinstance(node, n.Path):
         return get_path(m, node.steps)
     if isinstance(node, n.Unary):
-        x = evaluate(node.operand, m, ctx)
+        x = _evaluate(node.operand, m, ctx)
         return num.neg(x) if node.op == "-" else num.pos(x)
     if isinstance(node, n.Arith):
-        return num.ARITHMETIC_FUNCS[node.op](evaluate(node.left, m, ctx), evaluate(node.right, m, ctx))
+        return num.ARITHMETIC_FUNCS[node.op](_evaluate(node.left, m, ctx), _evaluate(node.right, m, ctx))
     if isinstance(node, n.Compare):
-        return v.compare(v.COMPARISON_OPS[node.op], evaluate(node.left, m, ctx), evaluate(node.right, m, ctx))
+        return v.compare(v.COMPARISON_OPS[node.op], _evaluate(node.left, m, ctx), _evaluate(node.right, m, ctx))
     if isinstance(node, n.Logical):
         result = None
         for operand in node.operands:
-            result = evaluate(operand, m, ctx)
+            result = _evaluate(operand, m, ctx)
             if node.op == "AND" and not v.truthy(result):
                 return result
             if node.op == "OR" and not v.falsy(result):
                 return result
         return result
     if isinstance(node, n.Not):
-        return v.logical_not(evaluate(node.operand, m, ctx))
+        return v.logical_not(_evaluate(node.operand, m, ctx))
     if isinstance(node, n.Between):
-        r = v.between(evaluate(node.operand, m, ctx), evaluate(node.low, m, ctx), evaluate(node.high, m, ctx))
+        r = v.between(_evaluate(node.operand, m, ctx), _evaluate(node.low, m, ctx), _evaluate(node.high, m, ctx))
         return v.not3(r) if node.negated else r
     if isinstance(node, n.In):
-        items = [evaluate(i, m, ctx) for i in node.items]
-        r = v.in_list(evaluate(node.operand, m, ctx), items)
+        items = [_evaluate(i, m, ctx) for i in node.items]
+        r = v.in_list(_evaluate(node.operand, m, ctx), items)
         return v.not3(r) if node.negated else r
     if isinstance(node, n.Like):
-        r = v.like(evaluate(node.operand, m, ctx), compile_regex(node.pattern, node.literal))
+        r = v.like(_evaluate(node.operand, m, ctx), compile_regex(node.pattern, node.literal))
         return v.not3(r) if node.negated else r
     if isinstance(node, n.Affix):
-        x = evaluate(node.operand, m, ctx)
+        x = _evaluate(node.operand, m, ctx)
         r = v.begins_with(x, node.affixes) if node.begins else v.ends_with(x, node.affixes)
         return v.not3(r) if node.negated else r
     if isinstance(node, n.IsTest):
-        x = evaluate(node.operand, m, ctx)
+        x = _evaluate(node.operand, m, ctx)
         r = v.is_nan(x) if node.nan else v.is_null(x)
         return not r if node.negated else r
     if isinstance(node, n.Call):
         fn = FUNCTIONS[node.name]
         if fn.meta:
             return None if ctx is None else getattr(ctx, fn.meta)
-        return call(fn, [evaluate(a, m, ctx) for a in node.args])
+        return call(fn, [_evaluate(a, m, ctx) for a in node.args])
     if isinstance(node, n.If):
-        cond = evaluate(node.cond, m, ctx)
-        return evaluate(node.then if v.truthy(cond) else node.otherwise, m, ctx)
+        cond = _evaluate(node.cond, m, ctx)
+        return _evaluate(node.then if v.truthy(cond) else node.otherwise, m, ctx)
     raise TypeError(f"cannot evaluate {type(node).__name__} here")
 
 

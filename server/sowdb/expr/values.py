@@ -16,6 +16,7 @@ import operator
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from sowdb.expr.budget import scan
 from sowdb.expr.numeric import format_number
 from sowdb.expr.numeric import parse_number as parse_number  # re-exported: the hash index uses it
 
@@ -217,7 +218,7 @@ def to_text(v: Value) -> str | None:
     return None
 
 
-def _text_test(x: Value, test: Callable[[str], bool]) -> bool | None:
+def _text_test(x: Value, test: Callable[[str], bool | None]) -> bool | None:
     if type(x) is list:
         result: bool | None = None
         for e in x:
@@ -235,8 +236,9 @@ def _text_test(x: Value, test: Callable[[str], bool]) -> bool | None:
 
 def like(x: Value, rx: Any) -> bool | None:
     """Unanchored regex search (a :class:`sowdb.expr.matching.Pattern`); numbers are formatted
-    first; a match its time budget stopped is no match."""
-    return _text_test(x, rx.search)
+    first; a match its time budget stopped is no match; past the evaluation's budget of scanned
+    text (``budget.MAX_SCANNED_CHARS``) the test is NULL (so ``NOT`` of it does not match either)."""
+    return _text_test(x, lambda s: rx.search(s) if scan(len(s)) else None)
 
 
 def begins_with(x: Value, prefixes: tuple[str, ...]) -> bool | None:

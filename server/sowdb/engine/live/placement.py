@@ -28,8 +28,13 @@ from sowdb.engine.live.subscription import Subscription, subscription_key
 from sowdb.engine.read import PreparedQuery, QueryOptions, batches, pin, plan_candidates
 from sowdb.engine.records import StoredRecord, shaped
 from sowdb.engine.state import SowTopic, Topics, View, check_topic_name, compile_topic_pattern
-from sowdb.errors import FailedPrecondition, InvalidArgument, NotFound
+from sowdb.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted
 from sowdb.expr import Aggregation, CompiledFilter, Select
+
+MAX_SUBSCRIPTIONS = 65_536
+"""Live subscriptions the server holds at once, all users together (issue 37, finding 3): each
+user's ``max_subscriptions`` quota bounds one user, this bounds many (or an admin, who has no
+quota by default)."""
 
 
 class SowAndSubscribeArgs(TypedDict, total=False):
@@ -354,6 +359,11 @@ class Placement:
             InvalidArgument: a bad topic, filter or sub_id.
             ResourceExhausted: the caller holds its ``max_subscriptions`` already (issue 26).
         """
+        if len(self.hub.subs) >= MAX_SUBSCRIPTIONS:  # beside each user's quota: all users together
+            raise ResourceExhausted(
+                f"the server holds {MAX_SUBSCRIPTIONS} subscriptions, its limit; end some, or try again later",
+                field="topic",
+            )
         check_quota(access, "max_subscriptions", sum(s.access.user == access.user for s in self.hub.subs.values()))
         options.check()
         if check_name:

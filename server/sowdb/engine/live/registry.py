@@ -170,7 +170,10 @@ class SubscriptionHub:
         # Only subscriptions that track nothing may skip a change: one holding records must see
         # every change to them (for oof and replacement).
         conjuncts = sub.filter.equality_conjuncts if sub.filter is not None and sub.focus is None else ()
-        if not conjuncts or not conjuncts[0].values:
+        # Nor one with a row entitlement: the hub evaluates a conjunct of the subscriber's filter
+        # on every change, rows it may not see included (issue 37, finding 9); its own
+        # evaluation checks the entitlement first.
+        if not conjuncts or not conjuncts[0].values or not sub.access.unrestricted:
             self._scan[sub.id] = sub
             return
         c = conjuncts[0]

@@ -33,6 +33,7 @@ from sowdb.engine.live.wakeup import Wakeup
 from sowdb.engine.records import StoredRecord, shaped
 from sowdb.errors import PermissionDenied, ResourceExhausted, SowdbError
 from sowdb.expr import CompiledFilter, Select, get_path
+from sowdb.expr.budget import MAX_OVERRUNS, overruns
 from sowdb.expr.matching import compile_pattern
 
 DEFAULT_MAX_QUEUE_RECORDS = 100_000
@@ -96,6 +97,7 @@ class Subscription:
         # H-3/H-4: replay the journal entries (after, upto] before going live
         self.replay_from: tuple[int, int] | None = None
         self.failure: SowdbError | None = None  # why it ended: too slow (SL-1), rights lost
+        self.overruns = 0  # evaluations of its filter that passed the expression budget
         self.wakeup = Wakeup()
         self._topics: dict[str, bool] = {}
         # C-1: the latest undelivered publish per conflation key, flushed once per interval
@@ -143,6 +145,7 @@ class Subscription:
             if len(self.held) > self.max_records:
                 self._fail(f"{len(self.held)} changes arrived while its query or replay was being sent")
             return
+        before = overruns()
         if (
             self.focus is None
             and not self.conflated
@@ -160,6 +163,18 @@ class Subscription:
         else:
             for c in changes:
                 self._evaluate(c)
+        over = overruns() - before
+        if over:  # issue 37, finding 2: a filter that keeps passing its evaluation budget is ended
+            self.overruns += over
+            if self.overruns >= MAX_OVERRUNS:
+                self._end(
+                    ResourceExhausted(
+                        f"the subscription's filter passed its evaluation budget (text built or read through) "
+                        f"on {self.overruns} records: it was ended; subscribe again with a simpler filter",
+                        field="filter",
+                    )
+                )
+                return
         if self.queue:
             self.wakeup.set()
 

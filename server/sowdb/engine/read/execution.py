@@ -97,9 +97,9 @@ async def scan(
             elif match is None:
                 visible = ent.matches
                 matched.extend([r for r in chunk if visible(r.kept or loads(r.raw), r)])
-            else:  # the entitlement only on what the request's filter let through: ~3 % of a range query's
-                visible = ent.matches
-                matched.extend([r for r in chunk if match(d := r.kept or loads(r.raw), r) and visible(d, r)])
+            else:  # the entitlement first: the caller's filter never runs on a row it may not see
+                visible = ent.matches  # (issue 37, finding 9: its time told a hidden row's fields)
+                matched.extend([r for r in chunk if visible(d := r.kept or loads(r.raw), r) and match(d, r)])
             await slicer.pause()
     return matched, scanned
 

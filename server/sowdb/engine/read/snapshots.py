@@ -23,6 +23,7 @@ user is gone, the topic is no longer readable, the row entitlement changed (a re
 from __future__ import annotations
 
 import secrets
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
@@ -97,6 +98,7 @@ class Snapshots:
         self.queries = queries
         self._held: dict[str, _Snapshot] = {}
         self._ended: dict[str, _Snapshot] = {}  # A-4: kept, empty, until their lease ends, to say why
+        self._opening: Counter[str] = Counter()  # by user: snapshots whose records are being scanned
 
     def __len__(self) -> int:
         return len(self._held)
@@ -131,13 +133,34 @@ class Snapshots:
         """
         if not 0 <= lease_s <= MAX_LEASE_S:
             raise InvalidArgument(f"lease_seconds must be between 0 and {MAX_LEASE_S:.0f}", field="lease_seconds")
-        if len(self._held) >= MAX_SNAPSHOTS:
+        # Those being opened count too: the scan below awaits, and 60 concurrent opens all passed
+        # the check before the first was held (22 held against a quota of 16: issue 37, finding 3).
+        if len(self._held) + self._opening.total() >= MAX_SNAPSHOTS:
             raise ResourceExhausted(
                 f"{MAX_SNAPSHOTS} snapshots are held already; close finished ones (CloseSnapshot) or wait for "
                 "their leases to end",
                 field="topic",
             )
-        check_quota(owner, "max_snapshots", sum(s.owner.user == owner.user for s in self._held.values()))
+        held = sum(s.owner.user == owner.user for s in self._held.values())
+        check_quota(owner, "max_snapshots", held + self._opening[owner.user])
+        self._opening[owner.user] += 1
+        try:
+            return await self._open(topic, filter, bookmark, lease_s, entitlement, known, owner)
+        finally:
+            self._opening[owner.user] -= 1
+            if not self._opening[owner.user]:
+                del self._opening[owner.user]
+
+    async def _open(
+        self,
+        topic: str,
+        filter: str,
+        bookmark: str,
+        lease_s: float,
+        entitlement: CompiledFilter | None,
+        known: Callable[[str], bool] | None,
+        owner: Access,
+    ) -> SnapshotInfo:
         query = PreparedQuery(QueryOptions(topic=topic, filter=filter, bookmark=bookmark))
         topics = self.queries.topics.resolve(topic, known=known)
         point = parse_bookmark(bookmark) if bookmark.strip() else None

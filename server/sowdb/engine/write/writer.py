@@ -260,6 +260,8 @@ class Writer:
             records = plan_candidates(topic, flt)
             if records is None:
                 records = topic.snapshot()
+            if not access.unrestricted:  # the entitlement before the caller's filter (issue 37, 9)
+                records = [r for r in records if access.entitled(topic_name, r.data, r)]
             victims = [r.sow_key for r in records if flt.matches(r.data, r)]
         elif sow_keys:
             victims = [k for k in dict.fromkeys(sow_keys) if k in topic.records]
