@@ -33,7 +33,15 @@ import pytest
 
 from sowdb.engine.read import prepared
 from sowdb.errors import ExpressionError, SowdbError
-from sowdb.expr import compile_expression, compile_filter, matching, parse_aggregation, parse_order_by, parse_select
+from sowdb.expr import (
+    budget,
+    compile_expression,
+    compile_filter,
+    matching,
+    parse_aggregation,
+    parse_order_by,
+    parse_select,
+)
 from sowdb.expr import parser as expr_parser
 from sowdb.expr import reference as ref
 from sowdb.expr import values as expr_values
@@ -285,6 +293,15 @@ def _refusal(run: Callable[[], object]) -> str:
     raise AssertionError("not refused")
 
 
+def _null(text: str) -> str:
+    """For a bound past which a function is NULL: ``text`` (a filter over ``/s``, 4,096 a's),
+    which would match but passes the bound, must not match (a NULL term), and the message says
+    so for the table's cell."""
+    matched = compile_filter(text).matches({"s": "a" * 4096}, None)
+    assert not matched, f"{text[:80]}... matched past the bound"
+    return "NULL"
+
+
 def _query(**options: Any) -> Callable[[], object]:
     return lambda: prepared.PreparedQuery(prepared.QueryOptions(topic="t", **options))
 
@@ -326,6 +343,14 @@ BOUNDS: dict[str, Bound] = {
         f"{round(matching.Budget(0.02, matching.MATCH_TIMEOUT_S).rate_s * 1000)} ms a second"
     ),
     "Backtracking time of the whole server": Bound(f"{round(matching.SHARED_BUDGET.rate_s * 1000)} ms a second"),
+    "Text one evaluation may build": Bound(
+        f"{budget.MAX_BUILT_CHARS:,} characters",
+        lambda: _null(f"LENGTH(REPLACE(REPLACE(/s, 'a', '{'a' * 64}'), 'a', '{'a' * 64}')) > 0"),
+    ),
+    "Text one evaluation may read through": Bound(
+        f"{budget.MAX_SCANNED_CHARS:,} characters",
+        lambda: _null(" AND ".join(["INSTR(/s, 'b') = 0"] * (budget.MAX_SCANNED_CHARS // 4096 + 1))),
+    ),
     "Integers": Bound(f"{INT64_MIN} to {UINT64_MAX}"),
     "Number literals": Bound("1.8e308", lambda: _refusal(lambda: compile_filter("1" * 310 + " > 0"))),
     "Group key depth": Bound(f"{expr_values.KEY_DEPTH} levels"),
