@@ -25,17 +25,23 @@ def connection_limits(cfg: ServerConfig) -> list[tuple[str, int]]:
       (then nothing, not even the operator, gets in); by default half the open-files limit,
       leaving the rest to the store, the journal and the console.
 
-    Not used: ``grpc.max_connection_idle_ms`` would also close the idle connections of honest
-    clients between calls, which the handshake timeout and the cap make unnecessary.
+    - ``grpc.max_connection_idle_ms`` (``idle_timeout``, 30 s; core's default: never): a
+      connection with no call open for that long gets GOAWAY and is closed (issue 37, finding 4:
+      an unauthenticated client that completed its handshakes and never called held every slot
+      of the cap for ever, and an admin was refused). An honest client idle between calls
+      reconnects on its next call (one handshake); one with a subscription open is never idle.
     """
     cap = cfg.max_connections
     if not cap:
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
         cap = max(64, soft // 2) if soft != resource.RLIM_INFINITY else 65_536
-    return [
+    limits = [
         ("grpc.server_handshake_timeout_ms", max(1, int(cfg.handshake_timeout_s * 1000))),
         ("grpc.max_allowed_incoming_connections", cap),
     ]
+    if cfg.idle_timeout_s > 0:
+        limits.append(("grpc.max_connection_idle_ms", max(1, int(cfg.idle_timeout_s * 1000))))
+    return limits
 
 
 def credentials(security: SecurityConfig | None) -> grpc.ServerCredentials | None:

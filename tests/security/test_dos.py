@@ -315,3 +315,35 @@ async def test_the_console_refuses_a_body_before_reading_it(start_secured: Start
         answers = await asyncio.gather(*(post_headers(s, None if i % 2 else "wrong", big) for i in range(24)))
         assert {a.split()[1] for a in answers} == {b"401"}
         assert (await post_headers(s, TOKENS["reader"], 1 << 30)).split()[1] == b"413"
+
+
+async def test_connections_that_never_call_are_closed_when_idle(start_secured: StartSecured) -> None:
+    """Issue 37, finding 4: clients that finish their handshakes and never call held every slot
+    of ``max_connections`` for ever, and an admin was refused. Now a connection with no call for
+    ``idle_timeout`` is closed, and the admin gets in."""
+    s = await start_secured(server={"max_connections": 4, "idle_timeout": "500ms"})
+    options = [("grpc.use_local_subchannel_pool", 1)]  # one connection per channel, as 4 clients
+    squatters = [grpc.aio.insecure_channel(s.target, options=options) for _ in range(4)]
+    try:
+        for channel in squatters:
+            async with asyncio.timeout(10):
+                await channel.channel_ready()  # TCP, the HTTP/2 preface and SETTINGS: no call
+        async with asyncio.timeout(10):  # closed by the server once idle (before: held for ever)
+            for channel in squatters:
+                while channel.get_state() == grpc.ChannelConnectivity.READY:
+                    await channel.wait_for_state_change(grpc.ChannelConnectivity.READY)
+        async with s.client("admin") as admin:
+            assert [t.name for t in await admin.list_topics()] == ["audit", "orders"]
+    finally:
+        for channel in squatters:
+            await channel.close()
+
+
+def test_idle_timeout_is_a_core_channel_argument(tmp_path: Path) -> None:
+    limits = dict(connection_limits(secured_config(tmp_path, server={"idle_timeout": "2s"}).server))
+    assert limits["grpc.max_connection_idle_ms"] == 2000
+    assert "grpc.max_connection_idle_ms" not in dict(
+        connection_limits(secured_config(tmp_path, server={"idle_timeout": "0s"}).server)
+    )
+    with pytest.raises(ConfigError, match="idle_timeout"):
+        secured_config(tmp_path, server={"idle_timeout": "1ms"})

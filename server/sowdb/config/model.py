@@ -111,6 +111,9 @@ class ServerConfig:
     handshake_timeout_s: float = 10.0
     # connections the gRPC port holds at once; 0 = half the process's open-files limit
     max_connections: int = 0
+    # a gRPC connection with no call for this long is closed (its client reconnects on its next
+    # call): a client that connects and never calls must not hold a slot of max_connections; 0 = never
+    idle_timeout_s: float = 30.0
     # RocksDB's memory (issue 30): its write buffers (memtables) of all column families together,
     # and one block cache they share. RocksDB's defaults (64 MB of memtable and a 32 MB cache per
     # family) held ~86 MB after loading a million orders and 64 MB after a restart's scans

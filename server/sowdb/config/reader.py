@@ -179,6 +179,7 @@ class _Reader:
                 "metrics_listen",
                 "handshake_timeout",
                 "max_connections",
+                "idle_timeout",
                 "memtable_bytes",
                 "block_cache_bytes",
             },
@@ -209,6 +210,9 @@ class _Reader:
         handshake = self._duration(t, entry, "handshake_timeout", "10s")
         if handshake < 0.01:
             raise self.fail(entry, "handshake_timeout: at least 10ms")
+        idle = self._duration(t, entry, "idle_timeout", "30s")
+        if 0 < idle < 0.01:
+            raise self.fail(entry, "idle_timeout: 0s (never) or at least 10ms")
         max_connections = self._get(t, entry, "max_connections", int, 0)
         if max_connections < 0:
             raise self.fail(entry, f"max_connections: 0 (half the open-files limit) or more, got {max_connections}")
@@ -223,6 +227,7 @@ class _Reader:
             block_cache_bytes=block_cache,
             handshake_timeout_s=handshake,
             max_connections=max_connections,
+            idle_timeout_s=idle,
             metrics_listen=metrics_listen,
             verify_budget_s=self._duration(t, entry, "verify_budget", "10s"),
             journal_max_bytes=max_journal_bytes,
