@@ -22,7 +22,7 @@ import time
 from pyspark.sql import SparkSession
 
 from sowdb_client.cli.args import default_server, server_address
-from sowdb_spark.session import INTERRUPTED, job_session, until_stopped
+from sowdb_spark.session import INTERRUPTED, add_job_flags, connection_options, job_session, until_stopped
 
 
 def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) -> int:
@@ -39,17 +39,12 @@ def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) ->
     p.add_argument("--to", dest="to_bookmark", default="0", help="up to this bookmark (default: the latest)")
     p.add_argument("--partitions", default="2", help="parallel bookmark ranges (default 2)")
     p.add_argument("--incremental", metavar="CHECKPOINT", help="append what is new since the last run")
-    p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
-    p.add_argument("--token", default="", help="the token of a user with the read right (default $SOW_TOKEN)")
-    p.add_argument("--tls", action="store_true", help="connect over TLS, trusting the system's CAs")
-    for name, what in (("cacert", "the CA to trust"), ("cert", "client certificate"), ("key", "its private key")):
-        p.add_argument(f"--{name}", default="", metavar="FILE", help=f"TLS: {what} (PEM)")
+    add_job_flags(p)
     a = p.parse_args(argv)
     own = spark is None
     spark = spark or job_session(a.master, "sowdb-export")
     start = time.perf_counter()
-    options = {"server": a.server, "from_bookmark": a.from_bookmark, "tls": str(a.tls).lower()}
-    options |= {name: value for name in ("token", "cacert", "cert", "key") if (value := getattr(a, name))}
+    options = {"server": a.server, "from_bookmark": a.from_bookmark, **connection_options(a)}
     if a.topic:
         options["topic"] = a.topic
     if a.incremental:

@@ -9,6 +9,7 @@ would be printed) and shows Spark's console progress bar; a streaming job waits 
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import sys
@@ -48,6 +49,23 @@ STARTING = "starting Spark (the JVM takes 20-40 s)..."
 
 INTERRUPTED = 130
 """A job's exit status after Ctrl-C (128 + SIGINT), as a shell reports an interrupted command."""
+
+
+def add_job_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags every job takes after its own: the Spark master and how to reach sowd (token,
+    TLS files); :func:`connection_options` makes them the data source's options."""
+    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument("--token", default="", help="the token of a user with the read right (default $SOW_TOKEN)")
+    parser.add_argument("--tls", action="store_true", help="connect over TLS, trusting the system's CAs")
+    for name, what in (("cacert", "the CA to trust"), ("cert", "client certificate"), ("key", "its private key")):
+        parser.add_argument(f"--{name}", default="", metavar="FILE", help=f"TLS: {what} (PEM)")
+
+
+def connection_options(args: argparse.Namespace, *more: str) -> dict[str, str]:
+    """The data source's options from :func:`add_job_flags`' flags (and the job's own flags
+    ``more``), those given only, and ``tls``."""
+    given = {name: value for name in ("token", "cacert", "cert", "key", *more) if (value := getattr(args, name))}
+    return {"tls": str(args.tls).lower(), **given}
 
 
 def job_session(master: str, app: str) -> SparkSession:

@@ -17,7 +17,7 @@ import tempfile
 from pyspark.sql import SparkSession
 
 from sowdb_client.cli.args import default_server, server_address
-from sowdb_spark.session import job_session, until_stopped
+from sowdb_spark.session import add_job_flags, connection_options, job_session, until_stopped
 
 RUNNING = "streaming the changes of {topic} to the console (Ctrl-C stops it)"
 """What the job prints (on stderr) once its query runs."""
@@ -38,11 +38,7 @@ def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) ->
     p.add_argument("--schema", default="", help='the columns, e.g. "orderId long, price long, _bookmark long"')
     p.add_argument("--max-entries-per-batch", default="10000", help="admission control (default 10000)")
     p.add_argument("--checkpoint", default="", help="the query's checkpoint directory (default: a temporary one)")
-    p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
-    p.add_argument("--token", default="", help="the token of a user with the read right (default $SOW_TOKEN)")
-    p.add_argument("--tls", action="store_true", help="connect over TLS, trusting the system's CAs")
-    for name, what in (("cacert", "the CA to trust"), ("cert", "client certificate"), ("key", "its private key")):
-        p.add_argument(f"--{name}", default="", metavar="FILE", help=f"TLS: {what} (PEM)")
+    add_job_flags(p)
     a = p.parse_args(argv)
     own = spark is None
     spark = spark or job_session(a.master, "sowdb-stream")
@@ -51,9 +47,8 @@ def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) ->
         "topic": a.topic,
         "from_bookmark": a.from_bookmark,
         "max_entries_per_batch": a.max_entries_per_batch,
-        "tls": str(a.tls).lower(),
+        **connection_options(a, "filter"),
     }
-    options |= {name: value for name in ("filter", "token", "cacert", "cert", "key") if (value := getattr(a, name))}
     with tempfile.TemporaryDirectory(prefix="sowdb-stream-") as tmp:
         reader = spark.readStream.format("sowdb").options(**options)
         if a.schema:
