@@ -181,6 +181,8 @@ def main() -> int:
             print(f"journal → Parquet: {n / took:,.0f} rows/s ({took:.2f} s)", flush=True)
 
             delays = _streaming(spark, target, args.seconds)
+            if len(delays) < 2:
+                raise SystemExit(f"streaming: {len(delays)} message(s) output within {WAIT_S:g} s of the last publish")
             q = statistics.quantiles(delays, n=100, method="inclusive")
             print(
                 f"streaming, 1k msg/s: publish → micro-batch output p50 {statistics.median(delays) * 1000:,.0f} ms, "
@@ -211,6 +213,10 @@ def _warm_up(spark: Any, target: str) -> None:
         c.sow_delete("orders_copy", filter="/orderId < 1000")
 
 
+WAIT_S = 120.0
+"""The longest the streaming step waits for its query to start, and then for its output."""
+
+
 def _streaming(spark: Any, target: str, seconds: float) -> list[float]:
     """Delays (s) from publish to the end of the micro-batch that output each message."""
     delays: list[float] = []
@@ -230,16 +236,21 @@ def _streaming(spark: Any, target: str, seconds: float) -> list[float]:
         .trigger(processingTime="0 seconds")
         .start()
     )
-    time.sleep(3)  # the query's first (empty) batches
+    # the query's first (empty) batch places its stream at "now": what is published before is
+    # not its; a loaded machine takes far longer than an idle one to get there
+    give_up = time.monotonic() + WAIT_S
+    while query.lastProgress is None and time.monotonic() < give_up:
+        time.sleep(0.1)
+    sent = 0
 
     def publish() -> None:
+        nonlocal sent
         with Client(target) as c:
             start = time.perf_counter()
-            i = 0
             while time.perf_counter() - start < seconds:
-                c.publish("ticks", [{"id": i + j, "sent": time.time()} for j in range(10)])
-                i += 10
-                delay = start + i / 1000 - time.perf_counter()
+                c.publish("ticks", [{"id": sent + j, "sent": time.time()} for j in range(10)])
+                sent += 10
+                delay = start + sent / 1000 - time.perf_counter()
                 if delay > 0:
                     time.sleep(delay)
         done.set()
@@ -247,7 +258,9 @@ def _streaming(spark: Any, target: str, seconds: float) -> list[float]:
     publisher = threading.Thread(target=publish)
     publisher.start()
     publisher.join()
-    time.sleep(3)
+    give_up = time.monotonic() + WAIT_S
+    while len(delays) < sent and time.monotonic() < give_up:  # every message output
+        time.sleep(0.1)
     query.stop()
     return delays
 
