@@ -58,6 +58,12 @@ def overruns() -> int:
     return _BUILT.overruns
 
 
+OVERRUN = (
+    "the subscription's filter passed its evaluation budget (text built or read through) on {records} records: "
+    "it was ended; subscribe again with a simpler filter"
+)
+"""The message a subscription ends with past :data:`MAX_OVERRUNS`."""
+
 MAX_OVERRUNS = 100
 """Evaluations past a budget after which a subscription's filter is ended: each one costs the
 budget's worth of work, on every change, for nothing."""

@@ -24,11 +24,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
-import regex
-
-from sowdb.expr.budget import MAX_BUILT_CHARS, MAX_SCANNED_CHARS, built_left, charge, new_evaluation, scan
+from sowdb.expr.budget import MAX_BUILT_CHARS, MAX_SCANNED_CHARS, charge, new_evaluation, scan
 from sowdb.expr.matching import compile_pattern as compile_regex
 from sowdb.expr.numeric import NAN, fit, format_number, to_number
+from sowdb.expr.text import (
+    case,
+    concat,
+    instr,
+    instr_i,
+    int_arg,
+    left,
+    regexp_replace,
+    replace,
+    right,
+    strequal_i,
+    substr,
+    text_fn,
+    trimmer,
+)
 from sowdb.expr.values import Value, is_null, order_key, to_text
 
 
@@ -42,21 +55,6 @@ class Function:
     nondeterministic: bool = False
     meta: str | None = None  # reads this attribute of the message metadata instead of args
     builds: bool = False  # builds or scans text: charged to the evaluation's budgets
-
-
-def _text_fn(fn: Callable[..., Value], *, scans: bool = False) -> Callable[..., Value]:
-    """Wrap a function of text arguments: NULL in, NULL out; one that ``scans`` its texts is
-    charged their length first (:func:`scan`)."""
-
-    def wrapped(*args: Value) -> Value:
-        texts = [to_text(a) for a in args]
-        if any(t is None for t in texts):
-            return None
-        if scans and not scan(sum(map(len, texts))):  # type: ignore[arg-type]
-            return None
-        return fn(*texts)
-
-    return wrapped
 
 
 def _num_fn(fn: Callable[..., Value]) -> Callable[..., Value]:
@@ -76,125 +74,6 @@ def _num_fn(fn: Callable[..., Value]) -> Callable[..., Value]:
         return fit(r) if type(r) is int else r
 
     return wrapped
-
-
-def _int_arg(v: Value) -> int | None:
-    n = to_number(v)
-    if n is None or n != n or n in (math.inf, -math.inf):
-        return None
-    return int(n)
-
-
-def _concat(*args: Value) -> Value:
-    parts = [t for t in (to_text(a) for a in args) if t is not None]
-    if not charge(sum(map(len, parts))):
-        return None
-    return "".join(parts) or None
-
-
-def _case(method: str) -> Callable[[Value], Value]:
-    """UPPER / LOWER: the length is charged before; a result that grew (``'ß'.upper()`` is
-    ``'SS'``, at most three times longer) is charged its growth after."""
-
-    def change(s: Value) -> Value:
-        st = to_text(s)
-        if st is None or not charge(len(st)):
-            return None
-        r: str = getattr(st, method)()
-        if len(r) > len(st) and not charge(len(r) - len(st)):
-            return None
-        return r or None
-
-    return change
-
-
-def _instr(s: str, sub: str) -> int:
-    return s.find(sub) + 1
-
-
-def _instr_i(s: str, sub: str) -> int:
-    return s.casefold().find(sub.casefold()) + 1
-
-
-def _strequal_i(a: str, b: str) -> int:
-    return 1 if a.casefold() == b.casefold() else 0
-
-
-def _replace(s: Value, old: Value, new: Value) -> Value:
-    st, ot = to_text(s), to_text(old)
-    if st is None or ot is None:
-        return None
-    nt = to_text(new) or ""
-    if not scan(len(st) + len(ot)):
-        return None
-    # The result's length from the count of occurrences, before building it ('' occurs
-    # between every two characters and at both ends, as Python's replace inserts it there).
-    if not charge(len(st) + st.count(ot) * (len(nt) - len(ot))):
-        return None
-    return st.replace(ot, nt) or None
-
-
-def _regexp_replace(s: Value, pattern: Value, replacement: Value) -> Value:
-    st, pt = to_text(s), to_text(pattern)
-    if st is None or pt is None:
-        return None
-    rt = to_text(replacement) or ""
-    if not scan(len(st)):
-        return None
-    try:
-        rx = compile_regex(pt)
-        if (len(st) + 1) * (len(rt) + 1) + len(st) <= built_left():
-            result = rx.sub(rt, st)  # even a match at every position fits: no tally needed
-        else:  # the replacements are tallied as they are made, and stopped past the budget
-            result = rx.sub(rt, st, limit=built_left())
-    except (ValueError, regex.error, IndexError):
-        return None
-    if result is None or not charge(len(result)):
-        return None
-    return result or None
-
-
-def _substr(s: Value, position: Value, length: Value = 1 << 62) -> Value:
-    st = to_text(s)
-    p, n = _int_arg(position), _int_arg(length)
-    if st is None or p is None or n is None:
-        return None
-    if n <= 0:
-        return None
-    start = p - 1 if p > 0 else (len(st) + p if p < 0 else 0)
-    start = max(start, 0)
-    if not scan(min(n, max(len(st) - start, 0))):
-        return None
-    return st[start : start + n] or None
-
-
-def _left(s: Value, n: Value) -> Value:
-    st, k = to_text(s), _int_arg(n)
-    if st is None or k is None or not scan(min(max(k, 0), len(st))):
-        return None
-    return st[: max(k, 0)] or None
-
-
-def _right(s: Value, n: Value) -> Value:
-    st, k = to_text(s), _int_arg(n)
-    if st is None or k is None or not scan(min(max(k, 0), len(st))):
-        return None
-    return (st[-k:] if k > 0 else "") or None
-
-
-def _trimmer(method: str) -> Callable[..., Value]:
-    def trim(s: Value, chars: Value = None) -> Value:
-        st, ct = to_text(s), to_text(chars)
-        if st is None:
-            return None
-        if ct is not None and len(ct) > 64:
-            ct = "".join(dict.fromkeys(ct))  # each character once: each step looks through them all
-        # each character stripped is looked for among ``chars``
-        if not scan(len(st) * (1 if ct is None else max(len(ct), 1)) + len(to_text(chars) or "")):
-            return None
-        return getattr(st, method)(ct) or None
-
-    return trim
 
 
 def _round(x: int | float, places: int | float = 0) -> int | float:
@@ -325,7 +204,7 @@ def _coalesce(*args: Value) -> Value:
 
 
 def _char_value(n: Value) -> Value:
-    k = _int_arg(n)
+    k = int_arg(n)
     if k is None or not 0 < k <= 0x10FFFF or 0xD800 <= k <= 0xDFFF:  # a surrogate is no text
         return None
     return chr(k)
@@ -357,22 +236,22 @@ FUNCTIONS: dict[str, Function] = {
     f.name: f
     for f in [
         # string
-        Function("CONCAT", _concat, 1, None, builds=True),
-        Function("UPPER", _case("upper"), 1, 1, builds=True),
-        Function("LOWER", _case("lower"), 1, 1, builds=True),
-        Function("LENGTH", _text_fn(len), 1, 1),
-        Function("INSTR", _text_fn(_instr, scans=True), 2, 2, builds=True),
-        Function("INSTR_I", _text_fn(_instr_i, scans=True), 2, 2, builds=True),
-        Function("STREQUAL_I", _text_fn(_strequal_i, scans=True), 2, 2, builds=True),
-        Function("REPLACE", _replace, 3, 3, builds=True),
-        Function("REGEXP_REPLACE", _regexp_replace, 3, 3, builds=True),
-        Function("SUBSTR", _substr, 2, 3, builds=True),
-        Function("LEFT", _left, 2, 2, builds=True),
-        Function("RIGHT", _right, 2, 2, builds=True),
-        Function("TRIM", _trimmer("strip"), 1, 2, builds=True),
-        Function("LTRIM", _trimmer("lstrip"), 1, 2, builds=True),
-        Function("RTRIM", _trimmer("rstrip"), 1, 2, builds=True),
-        Function("REVERSE", _text_fn(lambda s: s[::-1], scans=True), 1, 1, builds=True),
+        Function("CONCAT", concat, 1, None, builds=True),
+        Function("UPPER", case("upper"), 1, 1, builds=True),
+        Function("LOWER", case("lower"), 1, 1, builds=True),
+        Function("LENGTH", text_fn(len), 1, 1),
+        Function("INSTR", text_fn(instr, scans=True), 2, 2, builds=True),
+        Function("INSTR_I", text_fn(instr_i, scans=True), 2, 2, builds=True),
+        Function("STREQUAL_I", text_fn(strequal_i, scans=True), 2, 2, builds=True),
+        Function("REPLACE", replace, 3, 3, builds=True),
+        Function("REGEXP_REPLACE", regexp_replace, 3, 3, builds=True),
+        Function("SUBSTR", substr, 2, 3, builds=True),
+        Function("LEFT", left, 2, 2, builds=True),
+        Function("RIGHT", right, 2, 2, builds=True),
+        Function("TRIM", trimmer("strip"), 1, 2, builds=True),
+        Function("LTRIM", trimmer("lstrip"), 1, 2, builds=True),
+        Function("RTRIM", trimmer("rstrip"), 1, 2, builds=True),
+        Function("REVERSE", text_fn(lambda s: s[::-1], scans=True), 1, 1, builds=True),
         # numeric
         Function("ABS", _num_fn(abs), 1, 1),
         Function("CEILING", _num_fn(_ceil), 1, 1),

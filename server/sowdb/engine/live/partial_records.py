@@ -1,8 +1,11 @@
 """The records a live subscription sends in place of a whole version: the key alone, the version
-its subscriber last saw (an oof under A-2), two deltas merged (C-1 with D-2).
+its subscriber last saw (an oof under A-2), a delta (D-2), two deltas merged (C-1 with D-2).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
 
 import orjson
 
@@ -22,6 +25,21 @@ def last_seen(c: Change) -> StoredRecord:
 def key_only(rec: StoredRecord) -> StoredRecord:
     """A record's identity without its data: what an oof carries when the caller may not see it."""
     return StoredRecord(rec.topic, rec.sow_key, {}, b"{}", rec.bookmark, rec.timestamp_us)
+
+
+_MISSING = object()
+
+
+def delta_record(old: StoredRecord, new: StoredRecord, keys: Iterable[str], *, no_empties: bool) -> StoredRecord | None:
+    """D-2: the fields ``keys`` (a subscription's ``send_keys``: the topic's key fields) plus the
+    top-level fields whose value changed; None when nothing changed and ``no_empties``."""
+    before, after = old.data or {}, new.data or {}
+    changed = {k: v for k, v in after.items() if before.get(k, _MISSING) != v}
+    if not changed and no_empties:
+        return None
+    out: dict[str, Any] = {name: after[name] for name in keys if name in after}
+    out.update(changed)
+    return StoredRecord(new.topic, new.sow_key, out, orjson.dumps(out), new.bookmark, new.timestamp_us)
 
 
 def merged_delta(earlier: StoredRecord, later: StoredRecord) -> StoredRecord:

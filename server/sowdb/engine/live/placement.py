@@ -31,10 +31,7 @@ from sowdb.engine.state import SowTopic, Topics, View, check_topic_name, compile
 from sowdb.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted
 from sowdb.expr import Aggregation, CompiledFilter, Select
 
-MAX_SUBSCRIPTIONS = 65_536
-"""Live subscriptions the server holds at once, all users together (issue 37, finding 3): each
-user's ``max_subscriptions`` quota bounds one user, this bounds many (or an admin, who has no
-quota by default)."""
+MAX_SUBSCRIPTIONS = 65_536  # all users' live subscriptions together (issue 37, finding 3); an admin has no quota
 
 
 class SowAndSubscribeArgs(TypedDict, total=False):

@@ -21,19 +21,17 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import orjson
-
 from sowdb.config import field_path_steps, is_regex_topic
 from sowdb.engine.access import EVERYONE, Access, remember
 from sowdb.engine.changes import OOF_MATCH, Change, QueuedEvent
 from sowdb.engine.live.options import SubscriptionOptions
-from sowdb.engine.live.partial_records import last_seen, merged_delta
+from sowdb.engine.live.partial_records import delta_record, last_seen, merged_delta
 from sowdb.engine.live.private import is_private
 from sowdb.engine.live.wakeup import Wakeup
 from sowdb.engine.records import StoredRecord, shaped
 from sowdb.errors import PermissionDenied, ResourceExhausted, SowdbError
 from sowdb.expr import CompiledFilter, Select, get_path
-from sowdb.expr.budget import MAX_OVERRUNS, overruns
+from sowdb.expr.budget import MAX_OVERRUNS, OVERRUN, overruns
 from sowdb.expr.matching import compile_pattern
 
 DEFAULT_MAX_QUEUE_RECORDS = 100_000
@@ -167,13 +165,7 @@ class Subscription:
         if over:  # issue 37, finding 2: a filter that keeps passing its evaluation budget is ended
             self.overruns += over
             if self.overruns >= MAX_OVERRUNS:
-                self._end(
-                    ResourceExhausted(
-                        f"the subscription's filter passed its evaluation budget (text built or read through) "
-                        f"on {self.overruns} records: it was ended; subscribe again with a simpler filter",
-                        field="filter",
-                    )
-                )
+                self._end(ResourceExhausted(OVERRUN.format(records=self.overruns), field="filter"))
                 return
         if self.queue:
             self.wakeup.set()
@@ -320,18 +312,9 @@ class Subscription:
             self.wakeup.set()
 
     def _delta(self, old: StoredRecord, new: StoredRecord) -> StoredRecord | None:
-        """D-2: the key fields plus the top-level fields whose value changed."""
-        before, after = old.data or {}, new.data or {}
-        changed = {k: v for k, v in after.items() if before.get(k, _MISSING) != v}
-        if not changed and self.options.no_empties:
-            return None
-        out: dict[str, Any] = {}
-        if self.options.send_keys:
-            for name in self.key_fields.get(new.topic, ()):
-                if name in after:
-                    out[name] = after[name]
-        out.update(changed)
-        return StoredRecord(new.topic, new.sow_key, out, orjson.dumps(out), new.bookmark, new.timestamp_us)
+        """D-2: the key fields (``send_keys``) plus the top-level fields whose value changed."""
+        keys = self.key_fields.get(new.topic, ()) if self.options.send_keys else ()
+        return delta_record(old, new, keys, no_empties=self.options.no_empties)
 
     @property
     def conflated(self) -> bool:
@@ -410,6 +393,3 @@ class Subscription:
         self.queued_bytes = 0
         self.sent_events += len(events)
         return events
-
-
-_MISSING = object()
