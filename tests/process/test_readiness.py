@@ -66,6 +66,12 @@ def test_a_server_loading_its_state_answers_at_once_with_its_progress(tmp_path: 
         console = line.split("; console ")[1].split(";")[0].strip()
         metrics = line.split("; metrics ")[1].strip()
         starting = f"starting: 0 of {RECORDS} records loaded"  # ``orders`` only: the other topics are empty
+        # the journal's recovery comes first ("starting: recovering the journal"), then the load,
+        # held before its first record: wait for that, as a loaded machine may still be recovering
+        give_up = time.monotonic() + 30
+        while f"sowdb_start_records_total {float(RECORDS)}" not in _get(metrics)[1]:
+            assert time.monotonic() < give_up, "the load did not start within 30 s"
+            time.sleep(0.05)
 
         took = time.perf_counter()
         ping = sow("ping", "-server", address)
