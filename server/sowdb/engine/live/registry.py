@@ -216,20 +216,22 @@ class SubscriptionHub:
         while the :attr:`gate` is shut."""
         if self.gate.shut:
             self.gate.hold(topic, changes)
-            return
-        if self.subs:
-            self.dispatch(topic, changes)
-        for consumer in self.behind_gate:
-            consumer(topic, changes)
+        else:
+            self._deliver(topic, changes)
 
     def commit(self, committed: int | None) -> None:
         """Let subscribers see everything up to ``committed`` and hold what comes after it;
         None: hold nothing (and release what was held)."""
         released = self.gate.open() if committed is None else self.gate.shut_at(committed)
         for held in list(released):
-            self.dispatch(held.topic, held.changes, held.bookmark)
-            for consumer in self.behind_gate:
-                consumer(held.topic, held.changes)
+            self._deliver(held.topic, held.changes, held.bookmark)
+
+    def _deliver(self, topic: str, changes: Sequence[Change], held: int = 0) -> None:
+        """One batch let through the gate: to the subscriptions, then to :attr:`behind_gate`."""
+        if self.subs:
+            self.dispatch(topic, changes, held)
+        for consumer in self.behind_gate:
+            consumer(topic, changes)
 
     def dispatch(self, topic: str, changes: Sequence[Change], held: int = 0) -> None:
         """Hand one applied batch (all of one topic) to every subscription, in order; a batch
