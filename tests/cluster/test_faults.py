@@ -40,7 +40,7 @@ from tests.cluster.conftest import EtcdServer
 from tests.cluster.faultproxy import FaultProxy
 from tests.cluster.history import REFUSED, Ack, History, Refusal, Writer
 from tests.cluster.processes import Nodes, fingerprint, free_ports
-from tests.cluster.support import TTL, publish_acknowledged, until
+from tests.cluster.support import TTL, publish_acknowledged, sync_record, until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -344,3 +344,28 @@ def deposed(rig: Rig, history: History, old: str, epoch: int, since: float) -> s
             assert r.code in REFUSED, r
             assert r.code != grpc.StatusCode.FAILED_PRECONDITION or names(r, others), r
     return primary
+
+
+def test_a_replica_that_applies_slowly_keeps_sync(proxied: Rig) -> None:
+    """A loaded machine can leave the sync replica seconds behind while it still applies: the
+    primary waits for it (a write is UNAVAILABLE after two leases, and sent again) rather than
+    mark it stalled and fall back to acknowledging alone, which would let a failover lose what it
+    acknowledged. Here the link from the primary passes one 64 KiB chunk per 0.15 s, so one
+    batch of 8,000 records reaches the replica over about 3 s (past one lease), a frame of 2,000
+    entries every 0.8 s or so: it applies and reports all the while."""
+    proxied.start("n1")
+    assert proxied.nodes.primary(within=30) == "n1"
+    proxied.start("n2")
+    until(lambda: len(proxied.nodes.status("n1")) == 2, within=30)
+    until(lambda: (record := sync_record(proxied.etcd.url)) is not None and record.nodes == ("n2",), within=30)
+    publish_acknowledged(proxied.target("n1"), "orders", [{"id": 0}])
+    seen = len(proxied.nodes.nodes["n1"].output)  # before n2 came, n1 may have acknowledged alone
+    proxied.proxies["n1"][1].set("forward", delay=0.15)
+    docs = [{"id": i, "pad": "x" * 60} for i in range(1, 8001)]
+    began = time.monotonic()
+    assert publish_acknowledged(proxied.target("n1"), "orders", docs, batch_size=8000, timeout=30).count == 8000
+    assert time.monotonic() - began > TTL  # it did wait past one lease for the replica
+    output = proxied.nodes.nodes["n1"].output[seen:]
+    assert "has applied nothing" not in output, output[-3000:]
+    assert "acknowledging alone" not in output, output[-3000:]
+    assert proxied.nodes.own("n2").applied_bookmark == proxied.nodes.own("n1").applied_bookmark

@@ -93,8 +93,14 @@ export interface ClusterNode {
   epoch: bigint;
   /** The last bookmark it has applied. */
   appliedBookmark: bigint;
-  /** How many bookmarks it trails the primary by. */
+  /** How many bookmarks it trails the primary by (known only while it follows). */
   lag: bigint;
+  /** A member of the sync set: it holds every acknowledged write and may be promoted. */
+  sync: boolean;
+  /** A replica: a stream from the primary delivers to it now (it knows the primary). */
+  following: boolean;
+  /** A replica that does not follow: why its last attempt failed (empty while it follows). */
+  followError: string;
 }
 
 export interface ClientOptions {
@@ -382,6 +388,9 @@ export class SowdbClient {
       epoch: n.epoch,
       appliedBookmark: n.appliedBookmark,
       lag: n.lag,
+      sync: n.sync,
+      following: n.following,
+      followError: n.followError,
     }));
   }
 

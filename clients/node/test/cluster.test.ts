@@ -102,16 +102,27 @@ test("readFrom primary: a read never trusts a stale primary (a node that no long
     encoding: "utf8",
     timeout: 120_000,
   });
-  assert.equal(handed.status, 0, handed.stderr);
-  await until(async () => (await cluster.own(primary))?.role === "replica", 20_000, "the old primary following");
+  assert.equal(handed.status, 0, `${handed.stderr}; the nodes' warnings:\n${warnings()}`);
+  // following: it knows the new primary (a replica that knows none yet answers UNAVAILABLE)
+  await until(
+    async () => {
+      const own = await cluster.own(primary);
+      return own?.role === "replica" && own.following;
+    },
+    20_000,
+    "the old primary following",
+  );
   const [before, refusedBefore] = await sowCalls(primary);
   const [servedBefore] = await sowCalls(to);
   await reader.sow("orders").toArray();
   const [afterCalls, refusedAfter] = await sowCalls(primary);
   const [servedAfter] = await sowCalls(to);
-  assert.equal(afterCalls - before, 1);
-  assert.equal(refusedAfter - refusedBefore, 1); // the old primary refused the read, naming `to`
-  assert.equal(servedAfter - servedBefore, 1); // which served it
+  const seen = `${primary}: ${afterCalls - before} calls, ${refusedAfter - refusedBefore} refused; ${to}: ${
+    servedAfter - servedBefore
+  } calls; the nodes' warnings:\n${warnings()}`;
+  assert.equal(afterCalls - before, 1, seen);
+  assert.equal(refusedAfter - refusedBefore, 1, seen); // the old primary refused the read, naming `to`
+  assert.equal(servedAfter - servedBefore, 1, seen); // which served it
 });
 
 test("examples/cluster.ts, as docs/node.md shows it, runs against the cluster", async () => {
@@ -169,6 +180,14 @@ test("keepalives on a quiet stream: the server accepts the pings (no GOAWAY too_
   const w = client({ address: cluster.nodes.get(primary)!.address, keepaliveMs: 1000 });
   assert.equal((await w.publish("orders", slowly(), { batchSize: 1 })).count, 2);
 });
+
+/** Every node's warnings and errors, for a failure's message (a fallback to acknowledging
+ * alone, a stalled follower, a fork). */
+function warnings(): string {
+  return [...cluster.nodes]
+    .map(([n, s]) => `--- ${n}\n${s.output().split("\n").filter((l) => / (WARNING|ERROR) /.test(l)).slice(-20).join("\n")}`)
+    .join("\n");
+}
 
 /** A subscription to `orders` from now on, and what it delivers. */
 function subscriber(c: SowdbClient) {
@@ -266,7 +285,7 @@ test("kill -9 of the primary under sync load: writes go on, each once; subscript
 
   // no gap, no duplicate: what the subscriber got is the journal after its point, entry for entry
   for (const [n, { delivered, from, error }] of subscribers.entries()) {
-    assert.equal(error, undefined, `subscriber ${n} failed`);
+    assert.equal(error, undefined, `subscriber ${n} failed; the nodes' warnings:\n${warnings()}`);
     const upTo = delivered.at(-1)!.bookmark;
     const expected = journal.filter((j) => j.bookmark > from && j.bookmark <= upTo);
     const at = delivered.findIndex((d, i) => d.bookmark !== expected[i]?.bookmark || d.id !== expected[i]?.id);
@@ -281,7 +300,7 @@ test("kill -9 of the primary under sync load: writes go on, each once; subscript
   // the mirror: every live record once, in order, and the state of the new primary
   // (a DATA_LOSS SUBSCRIPTION_FORKED here would say that its query showed a write no replica
   // held: a sync primary shows a query's results once the replicas hold its bookmark)
-  assert.equal(mirrorError, undefined, "the mirror failed");
+  assert.equal(mirrorError, undefined, `the mirror failed; the nodes' warnings:\n${warnings()}`);
   assert.ok(mirrored.every((b, i) => i === 0 || b > mirrored[i - 1]!), "the mirror's bookmarks rise");
   assert.deepEqual(
     [...mirror.records()].map((r) => r.bookmark).sort(),

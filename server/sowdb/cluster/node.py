@@ -23,7 +23,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from sowdb.cluster.election import Election, ElectionEvent, NotLeader, SwitchoverFailed
 from sowdb.cluster.syncset import SyncSet
@@ -48,6 +48,9 @@ class Follower:
     stalled_at: int = 0
     """Not counted for ``sync`` since it failed to hold this bookmark within ``lease_ttl`` (0:
     counted); counted again once it reports holding it."""
+    progressed: float = field(default_factory=time.monotonic)
+    """When (monotonic) it last reported applying more: a replica that still applies, however
+    far behind a loaded machine leaves it, is not stalled; one that stopped for ``lease_ttl`` is."""
 
 
 class Node:
@@ -169,9 +172,10 @@ class Node:
         """Wait until every node of the sync set (:mod:`sowdb.cluster.syncset`) holds
         ``bookmark``; an empty set (the fallback to async) holds everything.
 
-        A member that stays connected but does not report holding the bookmark within
-        ``lease_ttl`` (paused, stuck applying) is marked stalled, so the set keeper replaces it
-        or (``sync``) empties the set; it cannot hold acknowledgements back for ever.
+        A member that stays connected but does not hold the bookmark after ``lease_ttl`` and has
+        applied nothing for ``lease_ttl`` (paused, stuck) is marked stalled, so the set keeper
+        replaces it or (``sync``) empties the set; one that still applies is waited for. Either
+        way the write is ``UNAVAILABLE`` after two ``lease_ttl`` (the client retries it, J-4).
         """
         now = time.monotonic()
         stall_at, give_up = now + self.cluster.lease_ttl_s, now + 2 * self.cluster.lease_ttl_s
@@ -184,31 +188,40 @@ class Node:
                         f", ack = {self.cluster.ack}) does not hold bookmark {bookmark}: written here but not "
                         "acknowledged; retry"
                     )
+                wake = stall_at
                 if now >= stall_at and self.sync.written(epoch):
-                    self._stall(bookmark)
-                    stall_at = give_up
-                wake = stall_at if now < stall_at else give_up
+                    wake = self._stall(bookmark, now)
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(wake - now):  # not wait_for: see SyncSet.run
+                    async with asyncio.timeout(min(wake, give_up) - now):  # not wait_for: see SyncSet.run
                         await self.reported.wait()
 
-    def _stall(self, bookmark: int) -> None:
-        """Mark the connected members that do not hold ``bookmark`` as stalled (the caller holds
-        :attr:`reported`): the set keeper replaces them."""
+    def _stall(self, bookmark: int, now: float) -> float:
+        """Mark the connected members that do not hold ``bookmark`` and have applied nothing
+        for ``lease_ttl`` as stalled (the caller holds :attr:`reported`): the set keeper replaces
+        them. A member that still applies is waited for (on a loaded machine a replica may fall
+        seconds behind and still be alive: dropping it would give up ``sync`` for nothing).
+        Returns when to look again: when the first member still applying has been quiet for
+        ``lease_ttl``, if it stays quiet."""
+        ttl, again = self.cluster.lease_ttl_s, now + self.cluster.lease_ttl_s
         for name in sorted(self.sync.required()):
             f = self.followers.get(name)
-            if f is not None and f.applied < bookmark and not f.stalled_at:
-                f.stalled_at = bookmark
-                log.warning(
-                    "cluster %s: follower %s has not applied bookmark %d within %gs (it holds %d): "
-                    "not counted for sync acknowledgements until it does",
-                    self.cluster.name,
-                    f.node,
-                    bookmark,
-                    self.cluster.lease_ttl_s,
-                    f.applied,
-                )
-        self.reported.notify_all()
+            if f is None or f.applied >= bookmark or f.stalled_at:
+                continue
+            if now < f.progressed + ttl:
+                again = min(again, f.progressed + ttl)
+                continue
+            f.stalled_at = bookmark
+            log.warning(
+                "cluster %s: follower %s has applied nothing for %gs and does not hold bookmark %d (it holds %d): "
+                "not counted for sync acknowledgements until it does",
+                self.cluster.name,
+                f.node,
+                ttl,
+                bookmark,
+                f.applied,
+            )
+            self.reported.notify_all()
+        return again
 
     async def report(self, follower: Follower | None, node: str = "") -> None:
         """A follower's applied bookmark (None: ``node`` stopped following)."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -156,7 +157,8 @@ class ReplicationServicer(Servicer):
 
     async def _reports(self, requests: AsyncIterator[pb.FollowRequest], follower: Follower) -> None:
         async for req in requests:
-            follower.applied = max(follower.applied, req.applied_bookmark)
+            if req.applied_bookmark > follower.applied:
+                follower.applied, follower.progressed = req.applied_bookmark, time.monotonic()
             await self.node.report(follower)
 
 
