@@ -27,6 +27,7 @@ from sowdb.engine.live.private import is_private
 from sowdb.engine.live.subscription import SlowConsumer, Subscription
 from sowdb.engine.state import View, index_terms
 from sowdb.errors import InvalidArgument
+from sowdb.expr import CompiledFilter
 from sowdb.expr.compiled import EqualityConjunct
 
 
@@ -49,15 +50,23 @@ class _EqualityGroup:
     only the rest of its filter: 100 subscribers to ``/qty % 10 = k AND …`` cost one
     evaluation of ``/qty % 10`` and ten rests per message instead of a hundred filters.
 
+    Subscriptions whose callers see only some rows (a role's ``filter``, A-2) are grouped by
+    topic and entitlement as well: the entitlement is evaluated once per change for the group,
+    first, and the conjunct only on the changes it lets through (issue 37, findings 7 and 9:
+    256 idle restricted subscriptions of one reader cost one entitlement and one look-up per
+    change, and no part of a caller's filter runs on a row it may not see).
+
     ``literals`` holds one :class:`_Literal` per distinct literal (or IN list) of the group's
     subscriptions; ``table`` maps each term of a literal (:func:`~sowdb.engine.state.sow_topic.index_terms`)
     to the literals filed under it.
     """
 
-    __slots__ = ("fn", "literals", "table")
+    __slots__ = ("entitlement", "fn", "literals", "table", "topic")
 
-    def __init__(self, fn: Any) -> None:
+    def __init__(self, fn: Any, topic: str = "", entitlement: CompiledFilter | None = None) -> None:
         self.fn = fn
+        self.topic = topic  # with an entitlement: the one topic it is the rows of ("" any)
+        self.entitlement = entitlement  # the rows the group's subscribers may see (None: all)
         self.literals: dict[tuple[Any, ...], _Literal] = {}
         self.table: dict[Any, dict[tuple[Any, ...], _Literal]] = {}
 
@@ -170,16 +179,20 @@ class SubscriptionHub:
         # Only subscriptions that track nothing may skip a change: one holding records must see
         # every change to them (for oof and replacement).
         conjuncts = sub.filter.equality_conjuncts if sub.filter is not None and sub.focus is None else ()
-        # Nor one with a row entitlement: the hub evaluates a conjunct of the subscriber's filter
-        # on every change, rows it may not see included (issue 37, finding 9); its own
-        # evaluation checks the entitlement first.
-        if not conjuncts or not conjuncts[0].values or not sub.access.unrestricted:
+        if not conjuncts or not conjuncts[0].values:
             self._scan[sub.id] = sub
             return
-        c = conjuncts[0]
-        group = self._groups.get(c.key)
+        c, entitlement, group_key = conjuncts[0], None, conjuncts[0].key
+        if not sub.access.unrestricted:
+            if sub.regex is not None:  # a pattern: the entitlement depends on each change's topic
+                self._scan[sub.id] = sub
+                return
+            entitlement = sub.access.entitlement(sub.topic)
+            if entitlement is not None:
+                group_key = f"{sub.topic}\0{entitlement.text}\0{c.key}"
+        group = self._groups.get(group_key)
         if group is None:
-            group = self._groups[c.key] = _EqualityGroup(c.value)
+            group = self._groups[group_key] = _EqualityGroup(c.value, sub.topic, entitlement)
         # 1, 1.0 and True hash alike but do not compare alike: the key keeps the types apart
         key = (c.is_in, *((type(lit), lit) for lit in c.values))
         literal = group.literals.get(key)
@@ -188,7 +201,7 @@ class SubscriptionHub:
             for t in literal.terms:
                 group.table.setdefault(t, {})[key] = literal
         literal.subs[sub.id] = sub
-        self._indexed[sub.id] = (c.key, key)
+        self._indexed[sub.id] = (group_key, key)
 
     def _unplace(self, sub: Subscription) -> None:
         if self._scan.pop(sub.id, None) is not None:
@@ -250,9 +263,20 @@ class SubscriptionHub:
                     self.subs[sub_id].offer(topic, changes)
             return
         matched: dict[_Literal, list[Change]] = {}  # the changes each literal's conjunct holds for
+        shown: dict[str, list[Change]] = {}  # per entitlement: the changes it lets through
         for group in list(self._groups.values()):
-            fn, table = group.fn, group.table
-            for c in changes:
+            fn, table, candidates = group.fn, group.table, changes
+            if (entitlement := group.entitlement) is not None:
+                if group.topic != topic:
+                    continue
+                seen = shown.get(entitlement.text)  # the entitlement first, once per change
+                if seen is None:
+                    visible = entitlement.matches
+                    seen = shown[entitlement.text] = [
+                        c for c in changes if c.new is not None and visible(c.new.kept or c.new.data, c.new)
+                    ]
+                candidates = seen
+            for c in candidates:
                 new = c.new
                 if new is None:
                     continue

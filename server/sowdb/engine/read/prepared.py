@@ -18,7 +18,7 @@ import orjson
 
 from sowdb.engine.bookmarks import AsOf
 from sowdb.engine.events import GroupBegin, GroupEnd, QueryEvent, RecordBatch
-from sowdb.engine.read.execution import Slicer, batches, in_slices, ordered, scan, stream_batches
+from sowdb.engine.read.execution import QUERY_BUDGET_S, Slicer, batches, in_slices, ordered, scan, stream_batches
 from sowdb.engine.read.planner import plan_candidates, plan_heads
 from sowdb.engine.records import StoredRecord, shaped
 from sowdb.engine.state import SowTopic
@@ -165,7 +165,7 @@ class PreparedQuery:
         ``entitlements`` (per source) hide the rows a caller may not see (A-2).
         """
         opts = self.opts
-        slicer = Slicer()
+        slicer = Slicer(QUERY_BUDGET_S)
         yield GroupBegin(opts.query_id, bookmark)
         point = None
         if as_of is not None:

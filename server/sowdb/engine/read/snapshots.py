@@ -31,7 +31,7 @@ from sowdb.config import is_regex_topic
 from sowdb.engine.access import EVERYONE, Access, check_quota
 from sowdb.engine.bookmarks import parse_bookmark
 from sowdb.engine.read.current import Queries
-from sowdb.engine.read.execution import Slicer, batches, scan, stream_batches
+from sowdb.engine.read.execution import QUERY_BUDGET_S, Slicer, batches, scan, stream_batches
 from sowdb.engine.read.prepared import PreparedQuery, QueryOptions
 from sowdb.engine.records import StoredRecord
 from sowdb.errors import InvalidArgument, NotFound, PermissionDenied, ResourceExhausted
@@ -176,7 +176,9 @@ class Snapshots:
             at = self.queries.writer.last_seq
             walk = None
         entitlements = None if entitlement is None else [entitlement] * len(sources)
-        matched, scanned = await scan(sources, query.filter, Slicer(), point=walk, entitlements=entitlements)
+        matched, scanned = await scan(
+            sources, query.filter, Slicer(QUERY_BUDGET_S), point=walk, entitlements=entitlements
+        )
         lease_us = int((lease_s or DEFAULT_LEASE_S) * 1_000_000)
         snapshot_id = secrets.token_hex(16)
         self._held[snapshot_id] = _Snapshot(matched, at, lease_us, self.queries.clock(), topic, owner)
