@@ -41,6 +41,9 @@ from bench_subscriptions import paced_messages
 _SPAWN = multiprocessing.get_context("spawn")
 TOKEN = "bench-token-0123456789"
 ENTITLEMENT = "/price >= 0"
+READER_ROWS = "/side = 'B'"
+"""What the ``--attacks`` reader may see: the buy side; the sell side's rows are hidden to it."""
+ATTACK_TOKENS = {"reader": "bench-reader-0123456789", "admin": "bench-admin-0123456789"}
 SECURITY_TOML = f"""
 [security]
 tls_cert = "server.pem"
@@ -52,6 +55,17 @@ name = "bench"
 read = [".*"]
 write = [".*"]
 filter = "{ENTITLEMENT}"
+
+[[role]]
+name = "reader"
+read = ["orders"]
+filter = "{READER_ROWS}"
+
+[[role]]
+name = "admin"
+read = [".*"]
+write = [".*"]
+admin = true
 """
 
 
@@ -63,8 +77,11 @@ def _pki(directory: Path) -> None:
          "-keyout", "server.key", "-out", "server.pem"],
         cwd=directory, check=True, capture_output=True,
     )  # fmt: skip
+    users = {"bench": TOKEN, **ATTACK_TOKENS}
     (directory / "users.toml").write_text(
-        f'[[user]]\nname = "bench"\ntoken_sha256 = "{hash_token(TOKEN)}"\nroles = ["bench"]\n'
+        "".join(
+            f'[[user]]\nname = "{u}"\ntoken_sha256 = "{hash_token(t)}"\nroles = ["{u}"]\n' for u, t in users.items()
+        )
     )
 
 
@@ -87,10 +104,11 @@ class Mode:
         path.write_text(text)
         return path
 
-    def client(self, target: str) -> Client:
+    def client(self, target: str, user: str = "bench") -> Client:
         if not self.secure:
             return Client(target)
-        return Client(target, token=TOKEN, tls=Tls(ca=str(self.pki / "server.pem")))
+        token = ATTACK_TOKENS.get(user, TOKEN)
+        return Client(target, token=token, tls=Tls(ca=str(self.pki / "server.pem")))
 
     def channel(self, target: str) -> grpc.aio.Channel:
         if not self.secure:
@@ -170,6 +188,69 @@ def latency_figures(mode: Mode, seconds: float) -> dict[str, float]:
         return {"latency p50 ms": p50, "latency p99 ms": p99}
 
 
+LIKES = " OR ".join(f"/symbol LIKE '%{i}x%'" for i in range(200))
+"""Issue 37, finding 7: 200 ``LIKE`` patterns in one query (none matches)."""
+
+
+def _likes_forever(pki: str, target: str) -> None:
+    """The reader's costly queries, one after another, until terminated."""
+    with Mode(True, Path(pki)).client(target, "reader") as c:
+        while True:
+            for _ in c.sow("orders", filter=f"/side = 'B' AND ({LIKES})"):
+                pass
+
+
+def _point_p50(c: Client, flt: str, seconds: float) -> float:
+    """The median time of one query of ``flt`` (ms), repeated for ``seconds``."""
+    times: list[float] = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        start = time.perf_counter()
+        for _ in c.sow("orders", filter=flt, batch_size=1):
+            pass
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def attack_figures(mode: Mode, orders: list[bytes], seconds: float) -> dict[str, float]:
+    """Issue 37's attacks by the restricted ``reader`` (it sees ``/side = 'B'``) and what they
+    cost the ``admin``: its point query alone and beside the reader's 200-``LIKE`` queries; its
+    publish of 1,000 orders without and with 256 idle subscriptions of the reader; and the
+    reader's point query with a costly term of a hidden key and of an absent one (equal: the
+    term never runs on a row the reader may not see)."""
+    figures: dict[str, float] = {}
+    with fresh_sowd(mode.config, mode.env) as (proc, target), mode.client(target, "admin") as admin:
+        admin.publish("orders", orders, batch_size=100)
+        _settle(proc.pid)
+        hidden = next(json.loads(o)["orderId"] for o in orders if json.loads(o)["side"] != "B")
+        figures["admin point ms"] = _point_p50(admin, "/orderId = 7", seconds)
+        likes = _SPAWN.Process(target=_likes_forever, args=(str(mode.pki), target), daemon=True)
+        likes.start()
+        time.sleep(1.0)
+        figures["admin point, LIKEs ms"] = _point_p50(admin, "/orderId = 7", seconds)
+        likes.terminate()
+        likes.join()
+        batch = [json.dumps({**json.loads(o), "orderId": 10_000_000 + i}).encode() for i, o in enumerate(orders[:1000])]
+
+        def publish_ms() -> float:
+            start = time.perf_counter()
+            admin.publish("orders", batch, batch_size=100)
+            return (time.perf_counter() - start) * 1000
+
+        figures["publish 1k ms"] = statistics.median(publish_ms() for _ in range(5))
+        with mode.client(target, "reader") as reader:
+            streams = [reader.subscribe("orders", filter=f"/orderId = {-1 - i}") for i in range(256)]
+            for stream in streams:
+                next(iter(stream))  # subscribed
+            figures["publish 1k, 256 subs ms"] = statistics.median(publish_ms() for _ in range(5))
+            for stream in streams:
+                stream.cancel()
+            costly = "LENGTH(REPLACE(/symbol, 'S', 'SSSSSSSSSS')) > 0 AND " + LIKES.replace(" OR ", " AND ")
+            figures["hidden key ms"] = _point_p50(reader, f"/orderId = {hidden} AND {costly}", seconds / 2)
+            figures["absent key ms"] = _point_p50(reader, f"/orderId = -5 AND {costly}", seconds / 2)
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--orders", type=int, default=200_000)
@@ -177,7 +258,14 @@ def main() -> None:
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--baseline", help="another checkout whose server/ runs as modes base-off and base-on")
     parser.add_argument("--latency-only", action="store_true", help="only the subscription latency")
+    parser.add_argument(
+        "--attacks", action="store_true", help="issue 37's attacks, secured only (beside --baseline's build)"
+    )
+    parser.add_argument("--attack-seconds", type=float, default=5.0)
     args = parser.parse_args()
+    if args.attacks:
+        attacks(args)
+        return
     orders = [] if args.latency_only else _orders(args.orders)
     with tempfile.TemporaryDirectory(prefix="sowdb-pki-") as pki_dir:
         pki = Path(pki_dir)
@@ -193,6 +281,19 @@ def main() -> None:
     print_medians(
         runs, f"medians of {args.rounds} alternating rounds, {args.orders:,} orders (on: TLS + token + {ENTITLEMENT!r})"
     )
+
+
+def attacks(args: argparse.Namespace) -> None:
+    orders = _orders(min(args.orders, 20_000))
+    with tempfile.TemporaryDirectory(prefix="sowdb-pki-") as pki_dir:
+        pki = Path(pki_dir)
+        _pki(pki)
+        builds = [None, args.baseline] if args.baseline else [None]
+        modes = {m.name: m for m in (Mode(True, pki, b) for b in builds)}
+        runs = alternate(
+            list(modes), args.rounds, lambda name: attack_figures(modes[name], orders, args.attack_seconds), "attacks "
+        )
+    print_medians(runs, f"issue 37's attacks: medians of {args.rounds} alternating rounds, {len(orders):,} orders")
 
 
 if __name__ == "__main__":
