@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from sowdb.engine.read import prepared
+from sowdb.engine.read import execution, prepared
 from sowdb.errors import ExpressionError, SowdbError
 from sowdb.expr import (
     budget,
@@ -351,6 +351,7 @@ BOUNDS: dict[str, Bound] = {
         f"{budget.MAX_SCANNED_CHARS:,} characters",
         lambda: _null(" AND ".join(["INSTR(/s, 'b') = 0"] * (budget.MAX_SCANNED_CHARS // 4096 + 1))),
     ),
+    "Time one query may take": Bound(f"{execution.QUERY_BUDGET_S:g} s"),  # tests/security/test_costly_queries.py
     "Integers": Bound(f"{INT64_MIN} to {UINT64_MAX}"),
     "Number literals": Bound("1.8e308", lambda: _refusal(lambda: compile_filter("1" * 310 + " > 0"))),
     "Group key depth": Bound(f"{expr_values.KEY_DEPTH} levels"),
