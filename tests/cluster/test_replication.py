@@ -176,23 +176,27 @@ def test_a_node_whose_journal_forked_cuts_it_at_the_fork_and_follows(cluster: Cl
     alone = testing.start(cluster.tmp_path / "n3", config=cluster.config.with_name("alone.toml"))
     with alone, Client(alone.target) as c:  # n3 writes 11..13 on its own: its journal forks after 10
         c.publish("orders", [{"id": i} for i in range(100, 103)])
-    with Client(cluster.nodes["n1"].target) as c:
-        assert c.publish("orders", [{"id": 10}]).last_bookmark == 11
+    with Client(cluster.nodes["n1"].target) as c:  # id 101 sent again to the primary, as a client would
+        assert c.publish("orders", [{"id": 10}, {"id": 101}]).last_bookmark == 12
     cluster.start("n3")
     status, output = cluster.nodes["n3"].stop(sig=0, timeout=30)  # refused: it finds the fork, stops
     assert status == 0
     assert "forked after bookmark 10" in output
     cluster.start("n3")  # the cut: 11..13 go to the lost-writes file, then it follows
-    until(lambda: cluster.own("n3").applied_bookmark == 11)
+    until(lambda: cluster.own("n3").applied_bookmark == 12)
     assert cluster.own("n3").epochs == cluster.own("n1").epochs  # the cut dropped none it kept, adopted n1's
-    lost = [json.loads(line) for line in (cluster.tmp_path / "n3" / "lost-writes.jsonl").read_text().splitlines()]
-    assert [(w["bookmark"], json.loads(w["data"])["id"], w["operation"]) for w in lost] == [
-        (11, 100, "publish"),
-        (12, 101, "publish"),
-        (13, 102, "publish"),
+    path = cluster.tmp_path / "n3" / "lost-writes.jsonl"
+    until(lambda: not (cluster.tmp_path / "n3" / "lost-writes.check").exists())  # checked once caught up
+    lost = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [(w["bookmark"], json.loads(w["data"])["id"], w["operation"], w["lost"]) for w in lost] == [
+        (11, 100, "publish", True),
+        (12, 101, "publish", False),  # the primary applied the same write at its bookmark 12
+        (13, 102, "publish", True),
     ]
+    assert lost[1]["applied_at"] == 12
+    assert "2 are lost" in cluster.nodes["n3"].output
     with Client(cluster.nodes["n3"].target) as c:
-        assert sorted(r.json()["id"] for r in c.sow("orders").records()) == list(range(11))
+        assert sorted(r.json()["id"] for r in c.sow("orders").records()) == [*range(11), 101]
     cluster.stop()
     assert journal(cluster.tmp_path / "n3") == journal(cluster.tmp_path / "n1")
 

@@ -14,6 +14,14 @@ and ``history`` from what is left (J-2's rebuild). The node then follows from th
 like any replica. Under ``sync`` none of the lost entries was acknowledged; under ``async`` they
 are the writes HA-3 allows a failover to lose.
 
+Not every entry cut was lost: a client whose publish got no answer sends it again (J-4), and
+the new primary applies it at a bookmark of its own. So the file is the list of what was lost,
+each line cut is checked once the node has caught up with the primary
+(:func:`check_lost_writes`): a line whose write (topic, SowKey, operation and data) the
+primary's journal holds after the fork point gets ``"lost": false`` and ``"applied_at"``, its
+bookmark there; the others ``"lost": true``. A retry that reaches the primary later than that
+is not seen.
+
 The cut happens at a start rather than in the running server because memory, views and
 subscriptions would all have to be unwound; a start rebuilds them from the store anyway.
 """
@@ -34,6 +42,8 @@ log = logging.getLogger("sowdb.cluster")
 
 FORK_FILE = "fork-at"
 LOST_WRITES = "lost-writes.jsonl"
+CHECK_FILE = "lost-writes.check"
+"""Holds the fork point while the lines of the last cut wait for :func:`check_lost_writes`."""
 _OPERATIONS = {OP_DELETE: "delete", OP_EXPIRE: "expire"}
 
 
@@ -63,6 +73,8 @@ def cut_at_fork(store: Store, config: Config) -> int:
                 "epoch": epoch_at(history, e.seq),  # the epoch that wrote it (0: unknown)
             }
             out.write(json.dumps(record) + "\n")
+    if lost:
+        (Path(config.server.data_dir) / CHECK_FILE).write_text(f"{upto}\n")
     cut_epoch_history(store, upto)
     if lost:
         store.roll_back(upto, {}, set(), f"which the primary never got (the journal forked): kept in {LOST_WRITES}")
@@ -77,3 +89,51 @@ def cut_at_fork(store: Store, config: Config) -> int:
         LOST_WRITES,
     )
     return len(lost)
+
+
+def lost_writes_unchecked(data_dir: str | Path) -> bool:
+    """Whether the lines of a cut wait to be checked against the primary's journal."""
+    return (Path(data_dir) / CHECK_FILE).exists()
+
+
+def check_lost_writes(store: Store, data_dir: str | Path) -> tuple[int, int] | None:
+    """Mark each line of the last cut ``lost`` or not: not when this node's journal -- the
+    primary's, now that it has caught up -- holds the same write after the fork point (a
+    client sent it again). Returns (lines checked, of them lost), None when none waited.
+    Called once the node has caught up, from a thread (it reads the journal from the fork)."""
+    marker, path = Path(data_dir) / CHECK_FILE, Path(data_dir) / LOST_WRITES
+    if not marker.exists():
+        return None
+    upto = int(marker.read_text().strip())
+    lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    waiting: dict[tuple[str, str, str, str], list[dict[str, object]]] = {}
+    for line in lines:
+        if "lost" not in line:
+            key = (str(line["topic"]), str(line["sow_key"]), str(line["operation"]), str(line["data"]))
+            waiting.setdefault(key, []).append(line)
+    for e in store.iter_journal(upto):
+        operation, data = _OPERATIONS.get(e.op, "publish"), e.payload.decode("utf-8", "replace")
+        found = waiting.get((e.topic, e.sow_key, operation, data))
+        if found:
+            for line in found:
+                line.setdefault("applied_at", e.seq)
+    lost = 0
+    for group in waiting.values():
+        for line in group:
+            line["lost"] = "applied_at" not in line
+            lost += bool(line["lost"])
+    checked = sum(len(g) for g in waiting.values())
+    partial = path.with_name(LOST_WRITES + ".new")
+    partial.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    partial.replace(path)  # whole or not at all
+    marker.unlink()
+    log.warning(
+        "of the %d entries cut at the fork after bookmark %d, %d were applied by the primary since (sent again "
+        "by their clients) and %d are lost: marked in %s",
+        checked,
+        upto,
+        checked - lost,
+        lost,
+        LOST_WRITES,
+    )
+    return checked, lost

@@ -34,7 +34,7 @@ import grpc
 from sowdb.api.servicer import Context, Servicer, error_boundary
 from sowdb.auth import Authenticator
 from sowdb.cluster.catchup import checkpoint_chunks, copy_checkpoint
-from sowdb.cluster.fork import LOST_WRITES, mark_fork
+from sowdb.cluster.fork import LOST_WRITES, check_lost_writes, lost_writes_unchecked, mark_fork
 from sowdb.cluster.node import Follower, Node
 from sowdb.cluster.peers import Metadata, peer_channel, peer_metadata
 from sowdb.engine import Engine
@@ -222,6 +222,7 @@ async def follow(node: Node, target: str) -> None:
         # ("Task was destroyed but it is pending", then "aclose(): asynchronous generator is
         # already running" in every failover's log)
         sending = asyncio.create_task(_send(call, reports), name="sowdb-follow-reports")
+        unchecked = lost_writes_unchecked(node.engine.config.server.data_dir)  # cut at the fork: check
         try:
             async for frame in call:
                 node.streaming(target)
@@ -247,6 +248,9 @@ async def follow(node: Node, target: str) -> None:
                 if frame.HasField("refresh"):
                     _refresh(node, frame.refresh)
                 _follow_time(node, frame)
+                if unchecked and writer.last_seq >= frame.last_bookmark:  # caught up after a cut
+                    unchecked = False
+                    await asyncio.to_thread(check_lost_writes, node.engine.store, node.engine.config.server.data_dir)
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and "forked" in (exc.details() or ""):
                 node.diverged = exc.details() or "forked"
