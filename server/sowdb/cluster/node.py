@@ -141,7 +141,7 @@ class Node:
         self.written.set()
         self.written.clear()
         if self.cluster.ack != "async":
-            await self._replicated(bookmark, epoch)
+            await self.sync.replicated(bookmark, epoch)
         if not self.election.may_acknowledge(epoch):
             raise Unavailable(f"node {self.cluster.node} stopped being the primary before acknowledging; retry")
         self.sync.acknowledged(bookmark)
@@ -167,61 +167,6 @@ class Node:
         if serial >= self.refreshed:  # the common case, looked at every poll: none since
             return []
         return [r for r in self.refreshes if r[0] >= serial]
-
-    async def _replicated(self, bookmark: int, epoch: int) -> None:
-        """Wait until every node of the sync set (:mod:`sowdb.cluster.syncset`) holds
-        ``bookmark``; an empty set (the fallback to async) holds everything.
-
-        A member that stays connected but does not hold the bookmark after ``lease_ttl`` and has
-        applied nothing for ``lease_ttl`` (paused, stuck) is marked stalled, so the set keeper
-        replaces it or (``sync``) empties the set; one that still applies is waited for. Either
-        way the write is ``UNAVAILABLE`` after two ``lease_ttl`` (the client retries it, J-4).
-        """
-        now = time.monotonic()
-        stall_at, give_up = now + self.cluster.lease_ttl_s, now + 2 * self.cluster.lease_ttl_s
-        async with self.reported:
-            while not (self.sync.written(epoch) and self.sync.held(bookmark)):
-                now = time.monotonic()
-                if now >= give_up or not self.election.may_acknowledge(epoch):
-                    raise Unavailable(
-                        f"the sync set of node {self.cluster.node} ({', '.join(sorted(self.sync.required())) or 'none'}"
-                        f", ack = {self.cluster.ack}) does not hold bookmark {bookmark}: written here but not "
-                        "acknowledged; retry"
-                    )
-                wake = stall_at
-                if now >= stall_at and self.sync.written(epoch):
-                    wake = self._stall(bookmark, now)
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(min(wake, give_up) - now):  # not wait_for: see SyncSet.run
-                        await self.reported.wait()
-
-    def _stall(self, bookmark: int, now: float) -> float:
-        """Mark the connected members that do not hold ``bookmark`` and have applied nothing
-        for ``lease_ttl`` as stalled (the caller holds :attr:`reported`): the set keeper replaces
-        them. A member that still applies is waited for (on a loaded machine a replica may fall
-        seconds behind and still be alive: dropping it would give up ``sync`` for nothing).
-        Returns when to look again: when the first member still applying has been quiet for
-        ``lease_ttl``, if it stays quiet."""
-        ttl, again = self.cluster.lease_ttl_s, now + self.cluster.lease_ttl_s
-        for name in sorted(self.sync.required()):
-            f = self.followers.get(name)
-            if f is None or f.applied >= bookmark or f.stalled_at:
-                continue
-            if now < f.progressed + ttl:
-                again = min(again, f.progressed + ttl)
-                continue
-            f.stalled_at = bookmark
-            log.warning(
-                "cluster %s: follower %s has applied nothing for %gs and does not hold bookmark %d (it holds %d): "
-                "not counted for sync acknowledgements until it does",
-                self.cluster.name,
-                f.node,
-                ttl,
-                bookmark,
-                f.applied,
-            )
-            self.reported.notify_all()
-        return again
 
     async def report(self, follower: Follower | None, node: str = "") -> None:
         """A follower's applied bookmark (None: ``node`` stopped following)."""

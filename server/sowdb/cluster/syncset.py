@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sowdb.cluster.etcd import EtcdUnavailable
+from sowdb.errors import Unavailable
 
 if TYPE_CHECKING:
     from sowdb.cluster.node import Node
@@ -100,6 +101,63 @@ class SyncSet:
         if self.node.cluster.ack == "sync_strict" and len(required) < self.node.cluster.sync_replicas:
             return False  # never acknowledged by fewer than sync_replicas
         return all(m in followers and followers[m].applied >= bookmark for m in required)
+
+    async def replicated(self, bookmark: int, epoch: int) -> None:
+        """Wait until every node of the sync set (:mod:`sowdb.cluster.syncset`) holds
+        ``bookmark``; an empty set (the fallback to async) holds everything.
+
+        A member that stays connected but does not hold the bookmark after ``lease_ttl`` and has
+        applied nothing for ``lease_ttl`` (paused, stuck) is marked stalled, so the set keeper
+        replaces it or (``sync``) empties the set; one that still applies is waited for. Either
+        way the write is ``UNAVAILABLE`` after two ``lease_ttl`` (the client retries it, J-4).
+        """
+        node = self.node
+        now = time.monotonic()
+        stall_at, give_up = now + node.cluster.lease_ttl_s, now + 2 * node.cluster.lease_ttl_s
+        async with node.reported:
+            while not (self.written(epoch) and self.held(bookmark)):
+                now = time.monotonic()
+                if now >= give_up or not node.election.may_acknowledge(epoch):
+                    raise Unavailable(
+                        f"the sync set of node {node.cluster.node} ({', '.join(sorted(self.required())) or 'none'}"
+                        f", ack = {node.cluster.ack}) does not hold bookmark {bookmark}: written here but not "
+                        "acknowledged; retry"
+                    )
+                wake = stall_at
+                if now >= stall_at and self.written(epoch):
+                    wake = self._stall(bookmark, now)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(min(wake, give_up) - now):  # not wait_for: see run
+                        await node.reported.wait()
+
+    def _stall(self, bookmark: int, now: float) -> float:
+        """Mark the connected members that do not hold ``bookmark`` and have applied nothing
+        for ``lease_ttl`` as stalled (the caller holds the node's ``reported``): the set keeper replaces
+        them. A member that still applies is waited for (on a loaded machine a replica may fall
+        seconds behind and still be alive: dropping it would give up ``sync`` for nothing).
+        Returns when to look again: when the first member still applying has been quiet for
+        ``lease_ttl``, if it stays quiet."""
+        node = self.node
+        ttl, again = node.cluster.lease_ttl_s, now + node.cluster.lease_ttl_s
+        for name in sorted(self.required()):
+            f = node.followers.get(name)
+            if f is None or f.applied >= bookmark or f.stalled_at:
+                continue
+            if now < f.progressed + ttl:
+                again = min(again, f.progressed + ttl)
+                continue
+            f.stalled_at = bookmark
+            log.warning(
+                "cluster %s: follower %s has applied nothing for %gs and does not hold bookmark %d (it holds %d): "
+                "not counted for sync acknowledgements until it does",
+                node.cluster.name,
+                f.node,
+                ttl,
+                bookmark,
+                f.applied,
+            )
+            node.reported.notify_all()
+        return again
 
     def acknowledged(self, bookmark: int) -> None:
         self.acked = max(self.acked, bookmark)
