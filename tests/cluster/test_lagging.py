@@ -10,7 +10,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import grpc
@@ -142,5 +142,46 @@ def test_a_query_of_the_primary_shows_no_write_its_replicas_do_not_hold(tmp_path
                 assert f"do not hold bookmark {first + 1}" in held.value.message
                 assert time.monotonic() - began >= 2 * TTL - 0.5  # it waited for the replica first
             until(lambda: {r.json()["id"] for r in c.sow("orders", timeout=TTL + 8).records()} == {0, 1})
+    finally:
+        cluster.stop()
+
+
+def test_a_replica_shows_its_subscribers_only_what_the_cluster_committed(tmp_path: Path, etcd: EtcdServer) -> None:
+    """Issue 38, finding 3: a write that the sync set does not hold yet can still be lost by a
+    failover; the other replica applies it at once, but its subscribers see it only once the
+    primary's frames say the cluster committed it. ``sync_strict`` keeps the paused member in
+    the set, so the write stays uncommitted for as long as the test needs."""
+    cluster = Cluster(tmp_path, etcd, ack="sync_strict")
+    try:
+        for name in ("n1", "n2", "n3"):
+            cluster.start(name)
+        assert cluster.primary() == "n1"
+        until(lambda: len(cluster.status("n1")) == 3)
+        publish_acknowledged(cluster.nodes["n1"].target, "orders", [{"id": 1}])
+        member = str(until(lambda: next((n.node for n in cluster.status("n1") if n.sync and n.node != "n1"), None)))
+        other = "n3" if member == "n2" else "n2"
+        held = cluster.own("n1").applied_bookmark
+        until(lambda: cluster.own(other).applied_bookmark == held)
+        got: list[str] = []
+        with Client(cluster.nodes[other].target) as c:
+            stream = c.subscribe("orders")
+            reader = threading.Thread(target=lambda: got.extend(e.kind for e in stream if e.kind != "heartbeat"))
+            reader.start()
+            until(lambda: got == ["subscribed"])
+            with paused(cluster.nodes[member]):
+
+                def write() -> None:
+                    with suppress(SowdbError), Client(cluster.nodes["n1"].target) as w:
+                        w.publish("orders", [{"id": 2}], timeout=30)  # UNAVAILABLE: not held by the set
+
+                writer = threading.Thread(target=write)
+                writer.start()
+                until(lambda: cluster.own(other).applied_bookmark == held + 1, within=30)  # applied there
+                time.sleep(1.0)
+                assert got == ["subscribed"]  # and not shown: uncommitted
+            until(lambda: got == ["subscribed", "publish"], within=30)  # committed once the member holds it
+            writer.join(timeout=30)
+            stream.cancel()
+            reader.join(timeout=10)
     finally:
         cluster.stop()

@@ -74,7 +74,8 @@ class Node:
         )
         self.followers: dict[str, Follower] = {}  # on the primary: who follows, what each applied
         self.reported = asyncio.Condition()  # a follower reported, came or went
-        self.written = asyncio.Event()  # pulsed when this primary acknowledges a write
+        self.written = asyncio.Event()  # pulsed when this primary acknowledges a write, or commits one
+        self._committed = 0  # the committed point the Follow streams were last woken for
         self.known_epoch = 0  # the newest epoch seen (led or followed)
         self.primary_last = 0  # on a replica: the primary's latest bookmark, as its last frame said
         self.diverged = ""  # on a replica: why it cannot follow (its journal forked), if so
@@ -197,6 +198,10 @@ class Node:
                 self.engine.deliver_upto(None)
         elif self.cluster.ack == "sync" or len(required) >= self.cluster.sync_replicas:
             self.engine.deliver_upto(min(self.followers[m].applied if m in self.followers else 0 for m in required))
+        if (committed := self.engine.shown_upto()) != self._committed:
+            self._committed = committed
+            self.written.set()  # the Follow streams tell the replicas that the committed point moved
+            self.written.clear()
 
     def _holds_all(self, node: str) -> bool:
         """Whether follower ``node`` reported holding this node's last bookmark (after the

@@ -96,6 +96,7 @@ class ReplicationServicer(Servicer):
                 epoch=epoch, last_bookmark=engine.last_seq, epochs=_epochs(engine), clock_us=engine.clock()
             )
             idle, seen = 0.0, node.first_refresh(position)  # conflated refreshes, each in its place
+            committed = -1  # the committed point last sent
             while node.election.epoch == epoch:
                 last, now = engine.last_seq, engine.clock()  # the journal ended at `last` at `now`
                 refreshes = node.refreshes_since(seen)
@@ -104,7 +105,8 @@ class ReplicationServicer(Servicer):
                     for upto, refresh in [*((r[1], r) for r in refreshes), (last, None)]:
                         if upto > position:
                             async for entries in engine.read_journal(position, upto, batch_size=FRAME_ENTRIES):
-                                yield _frame(engine, epoch, entries, last, now)
+                                committed = engine.shown_upto()
+                                yield _frame(engine, epoch, entries, last, now, committed)
                             position = upto
                         if refresh is not None:
                             seen, bookmark, topic, at = refresh
@@ -116,8 +118,9 @@ class ReplicationServicer(Servicer):
                             seen += 1
                     idle = 0.0
                     continue
-                if idle >= TICK_S:
-                    yield pb.FollowResponse(epoch=epoch, last_bookmark=last, clock_us=now)
+                if idle >= TICK_S or engine.shown_upto() != committed:
+                    committed = engine.shown_upto()  # a tick, or the committed point moved
+                    yield pb.FollowResponse(epoch=epoch, last_bookmark=last, clock_us=now, committed_bookmark=committed)
                     idle = 0.0
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(node.written.wait(), POLL_S)
@@ -162,9 +165,12 @@ class ReplicationServicer(Servicer):
             await self.node.report(follower)
 
 
-def _frame(engine: Engine, epoch: int, entries: list[JournalEntry], last: int, now: int) -> pb.FollowResponse:
+def _frame(
+    engine: Engine, epoch: int, entries: list[JournalEntry], last: int, now: int, committed: int
+) -> pb.FollowResponse:
     """A frame of entries, with the producer state (J-4) of the batches that end within them;
-    ``now`` is this primary's clock when its journal ended at ``last``."""
+    ``now`` is this primary's clock when its journal ended at ``last``; ``committed`` the
+    cluster's committed point (what the replica may show its subscribers)."""
     producers = engine.store.producer_log(entries[0].seq - 1, entries[-1].seq)
     return pb.FollowResponse(
         epoch=epoch,
@@ -172,6 +178,7 @@ def _frame(engine: Engine, epoch: int, entries: list[JournalEntry], last: int, n
         last_bookmark=last,
         clock_us=now,
         producers=[pb.ReplicatedProducer(bookmark=b, producer=p, sequence=q) for b, p, q in producers],
+        committed_bookmark=committed,
     )
 
 
@@ -233,7 +240,10 @@ async def follow(node: Node, target: str) -> None:
                     return
                 node.known_epoch = frame.epoch
                 node.primary_last = frame.last_bookmark
-                node.engine.deliver_upto(None)  # the primary took this journal as its own: show all of it
+                # show subscribers what the cluster has committed, never a write a failover can lose
+                # (HA-3); a primary that does not say (an earlier version): everything
+                shown = frame.committed_bookmark if frame.HasField("committed_bookmark") else None
+                node.engine.deliver_upto(shown)
                 if frame.epochs:  # the primary's history describes this journal, a prefix of its own
                     history = [EpochStart(e.epoch, e.first_bookmark, e.node) for e in frame.epochs]
                     write_epoch_history(node.engine.store, history)

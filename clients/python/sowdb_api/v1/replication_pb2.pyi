@@ -219,6 +219,7 @@ class FollowResponse(_message.Message):
     EPOCHS_FIELD_NUMBER: _builtins.int
     CLOCK_US_FIELD_NUMBER: _builtins.int
     REFRESH_FIELD_NUMBER: _builtins.int
+    COMMITTED_BOOKMARK_FIELD_NUMBER: _builtins.int
     epoch: _builtins.int
     """The primary's epoch; a replica refuses frames of an epoch older than the one it knows."""
     last_bookmark: _builtins.int
@@ -228,6 +229,13 @@ class FollowResponse(_message.Message):
     `last_bookmark`. A replica that holds `last_bookmark` takes it as its time (HA-2): its
     history trims, journal retention and conflated topics' refreshes follow the primary's
     clock, never its own. 0: not given.
+    """
+    committed_bookmark: _builtins.int
+    """The cluster's committed point when the frame was sent: every bookmark up to it is held by
+    each node of the sync set (`sync`), or written by the primary (`async`, or `sync` fallen
+    back to acknowledging alone). A replica shows its subscribers nothing past it, so that none
+    sees a write a failover can still lose (HA-3); a frame with only this moves it on. Absent
+    (a primary of an earlier version): the replica shows everything it applies.
     """
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicatedEntry]:
@@ -260,12 +268,15 @@ class FollowResponse(_message.Message):
         epochs: _abc.Iterable[Global___EpochStart] | None = ...,
         clock_us: _builtins.int = ...,
         refresh: Global___ConflatedRefresh | None = ...,
+        committed_bookmark: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["refresh", b"refresh"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_committed_bookmark", b"_committed_bookmark", "committed_bookmark", b"committed_bookmark", "refresh", b"refresh"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["clock_us", b"clock_us", "entries", b"entries", "epoch", b"epoch", "epochs", b"epochs", "last_bookmark", b"last_bookmark", "producers", b"producers", "refresh", b"refresh"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_committed_bookmark", b"_committed_bookmark", "clock_us", b"clock_us", "committed_bookmark", b"committed_bookmark", "entries", b"entries", "epoch", b"epoch", "epochs", b"epochs", "last_bookmark", b"last_bookmark", "producers", b"producers", "refresh", b"refresh"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__committed_bookmark: _TypeAlias = _typing.Literal["committed_bookmark"]  # noqa: Y015
+    _WhichOneofArgType__committed_bookmark: _TypeAlias = _typing.Literal["_committed_bookmark", b"_committed_bookmark"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__committed_bookmark) -> _WhichOneofReturnType__committed_bookmark | None: ...
 
 Global___FollowResponse: _TypeAlias = FollowResponse  # noqa: Y015
 

@@ -6,8 +6,10 @@ those bookmarks, and a subscriber resuming from its last bookmark (HA-5) would h
 history and go on in another (the Node SDK's kill -9 test caught it, about one run in ten). So on
 a ``sync`` primary the gate is shut: the writer's fan-out to subscribers is held here batch by
 batch and let through, in order, as the replicas report holding each batch
-(:meth:`DeliveryGate.release`): Raft's commit index, with the sync replicas as the quorum. A lone
-server, a replica and an ``async`` primary keep it open, and nothing is held.
+(:meth:`DeliveryGate.release`): Raft's commit index, with the sync replicas as the quorum. A
+replica's gate follows the committed point its primary ships in every Follow frame, so that a
+replica's subscribers see no write the sync set does not hold yet either (issue 38, finding 3).
+A lone server and an ``async`` primary keep it open, and nothing is held.
 
 A subscription placed while the gate is shut starts where its first event can come from:
 
