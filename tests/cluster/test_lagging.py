@@ -148,38 +148,50 @@ def test_a_query_of_the_primary_shows_no_write_its_replicas_do_not_hold(tmp_path
 
 def test_a_replica_shows_its_subscribers_only_what_the_cluster_committed(tmp_path: Path, etcd: EtcdServer) -> None:
     """Issue 38, finding 3: a write that the sync set does not hold yet can still be lost by a
-    failover; the other replica applies it at once, but its subscribers see it only once the
-    primary's frames say the cluster committed it. ``sync_strict`` keeps the paused member in
-    the set, so the write stays uncommitted for as long as the test needs."""
+    failover; a replica applies it at once, but its subscribers see it, and its queries show
+    it, only once the primary's frames say the cluster committed it. With ``sync_strict`` and
+    ``sync_replicas = 2`` both replicas are in the set and neither can be replaced, so pausing
+    n2 keeps the write uncommitted for as long as the test needs, while n3 holds it."""
     cluster = Cluster(tmp_path, etcd, ack="sync_strict")
+    cluster.config.write_text(cluster.config.read_text().replace("sync_replicas = 1", "sync_replicas = 2"))
     try:
         for name in ("n1", "n2", "n3"):
             cluster.start(name)
         assert cluster.primary() == "n1"
         until(lambda: len(cluster.status("n1")) == 3)
         publish_acknowledged(cluster.nodes["n1"].target, "orders", [{"id": 1}])
-        member = str(until(lambda: next((n.node for n in cluster.status("n1") if n.sync and n.node != "n1"), None)))
-        other = "n3" if member == "n2" else "n2"
         held = cluster.own("n1").applied_bookmark
-        until(lambda: cluster.own(other).applied_bookmark == held)
+        until(lambda: cluster.own("n3").applied_bookmark == held)
         got: list[str] = []
-        with Client(cluster.nodes[other].target) as c:
-            stream = c.subscribe("orders")
-            reader = threading.Thread(target=lambda: got.extend(e.kind for e in stream if e.kind != "heartbeat"))
+        with Client(cluster.nodes["n3"].target) as c:
+            stream = c.subscribe("orders", filter="/id = 2")  # (id 1 may come: committed or not, here yet)
+
+            def read() -> None:
+                try:
+                    got.extend(e.kind for e in stream if e.kind != "heartbeat")
+                except SowdbError as exc:  # shown by the assertions that follow
+                    got.append(f"{exc.code.name}: {exc.message}")
+
+            reader = threading.Thread(target=read)
             reader.start()
-            until(lambda: got == ["subscribed"])
-            with paused(cluster.nodes[member]):
+            until(lambda: got, within=30)
+            assert got == ["subscribed"]
+            with paused(cluster.nodes["n2"]):
 
                 def write() -> None:
                     with suppress(SowdbError), Client(cluster.nodes["n1"].target) as w:
-                        w.publish("orders", [{"id": 2}], timeout=30)  # UNAVAILABLE: not held by the set
+                        w.publish("orders", [{"id": 2}], timeout=30)  # UNAVAILABLE: n2 does not hold it
 
                 writer = threading.Thread(target=write)
                 writer.start()
-                until(lambda: cluster.own(other).applied_bookmark == held + 1, within=30)  # applied there
-                time.sleep(1.0)
-                assert got == ["subscribed"]  # and not shown: uncommitted
-            until(lambda: got == ["subscribed", "publish"], within=30)  # committed once the member holds it
+                until(lambda: cluster.own("n3").applied_bookmark == held + 1, within=30)  # applied on n3
+                with pytest.raises(SowdbError) as waited:  # a query would show it: it waits, then says so
+                    c.sow("orders", timeout=30).records()
+                assert waited.value.code == grpc.StatusCode.UNAVAILABLE
+                assert f"do not hold bookmark {held + 1}" in waited.value.message
+                assert got == ["subscribed"]  # nor did its subscriber see it
+            until(lambda: got == ["subscribed", "publish"], within=30)  # committed once n2 holds it too
+            assert sorted(r.json()["id"] for r in c.sow("orders").records()) == [1, 2]
             writer.join(timeout=30)
             stream.cancel()
             reader.join(timeout=10)

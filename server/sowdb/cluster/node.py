@@ -259,7 +259,9 @@ class Node:
         if self.cluster.ack != "async":
             # a primary's queries show no write a failover could lose (HA-3); any other node's
             # read its state as written (reads go on everywhere, even with no primary)
-            self.engine.hold_reads(2 * self.cluster.lease_ttl_s if event.kind == "lead" else None)
+            # (a replica's, while it follows: see streaming)
+            holds = event.kind == "lead" or (self.following and event.kind == "follow")
+            self.engine.hold_reads(2 * self.cluster.lease_ttl_s if holds else None)
         if event.kind == "lead":  # the epoch record goes in before this primary's first write (HA-4)
             try:
                 begin_epoch(self.engine.store, event.epoch, self.cluster.node, self.engine.last_seq)
@@ -312,11 +314,18 @@ class Node:
         """A frame came from the primary at ``target``: this replica follows it."""
         if not self.following:
             log.info("cluster %s: node %s follows %s", self.cluster.name, self.cluster.node, target)
+            if self.cluster.ack != "async":
+                # its queries' results wait, as its subscribers do, for the committed point the
+                # primary ships (HA-3): none shows a write the next primary may not have
+                self.engine.hold_reads(2 * self.cluster.lease_ttl_s)
         self.following, self.follow_error = True, ""
 
     def not_following(self, why: str = "") -> None:
         """The Follow stream ended or never started (``why``, logged once per new reason: a
-        replica that cannot reach its primary, such as over the wrong transport, says so)."""
+        replica that cannot reach its primary, such as over the wrong transport, says so).
+        Its queries read its state as written again: reads go on while no primary is known."""
+        if self.following and not self.election.is_leader:
+            self.engine.hold_reads(None)
         self.following = False
         if why and why != self.follow_error:
             log.warning("cluster %s: node %s does not follow: %s", self.cluster.name, self.cluster.node, why)

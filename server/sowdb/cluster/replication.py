@@ -93,7 +93,11 @@ class ReplicationServicer(Servicer):
         try:
             # the first frame: this primary's epoch history (HA-4), which the replica adopts
             yield pb.FollowResponse(
-                epoch=epoch, last_bookmark=engine.last_seq, epochs=_epochs(engine), clock_us=engine.clock()
+                epoch=epoch,
+                last_bookmark=engine.last_seq,
+                epochs=_epochs(engine),
+                clock_us=engine.clock(),
+                committed_bookmark=engine.shown_upto(),
             )
             idle, seen = 0.0, node.first_refresh(position)  # conflated refreshes, each in its place
             committed = -1  # the committed point last sent
@@ -240,10 +244,8 @@ async def follow(node: Node, target: str) -> None:
                     return
                 node.known_epoch = frame.epoch
                 node.primary_last = frame.last_bookmark
-                # show subscribers what the cluster has committed, never a write a failover can lose
-                # (HA-3); a primary that does not say (an earlier version): everything
-                shown = frame.committed_bookmark if frame.HasField("committed_bookmark") else None
-                node.engine.deliver_upto(shown)
+                if frame.HasField("committed_bookmark"):  # show subscribers what the cluster has
+                    node.engine.deliver_upto(frame.committed_bookmark)  # committed, never what it may lose
                 if frame.epochs:  # the primary's history describes this journal, a prefix of its own
                     history = [EpochStart(e.epoch, e.first_bookmark, e.node) for e in frame.epochs]
                     write_epoch_history(node.engine.store, history)

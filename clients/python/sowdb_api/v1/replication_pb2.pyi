@@ -235,7 +235,8 @@ class FollowResponse(_message.Message):
     each node of the sync set (`sync`), or written by the primary (`async`, or `sync` fallen
     back to acknowledging alone). A replica shows its subscribers nothing past it, so that none
     sees a write a failover can still lose (HA-3); a frame with only this moves it on. Absent
-    (a primary of an earlier version): the replica shows everything it applies.
+    (a primary of an earlier version never sends it): the replica's gate stays as it is (open
+    unless a frame shut it), so it shows everything it applies.
     """
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicatedEntry]:

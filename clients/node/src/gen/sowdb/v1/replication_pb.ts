@@ -304,7 +304,8 @@ export type FollowResponse = Message<"sowdb.v1.FollowResponse"> & {
    * each node of the sync set (`sync`), or written by the primary (`async`, or `sync` fallen
    * back to acknowledging alone). A replica shows its subscribers nothing past it, so that none
    * sees a write a failover can still lose (HA-3); a frame with only this moves it on. Absent
-   * (a primary of an earlier version): the replica shows everything it applies.
+   * (a primary of an earlier version never sends it): the replica's gate stays as it is (open
+   * unless a frame shut it), so it shows everything it applies.
    *
    * @generated from field: optional uint64 committed_bookmark = 8;
    */
