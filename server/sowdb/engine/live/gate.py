@@ -26,8 +26,9 @@ Queries wait too, on a ``sync`` cluster's primary (:meth:`sowdb.engine.Engine.ho
 query's snapshot is pinned at once, but its results (a ``sow``, the first state of a
 ``sow_and_subscribe``, a first page) go out only once the gate has let its bookmark through
 (:meth:`DeliveryGate.reached`), so no query of the primary shows a write a failover could lose
-either. Another node's queries (a replica, a primary that stepped down) read its state as
-written, so that reads go on everywhere while no primary is known.
+either; a replica's too while it follows (its gate being the committed point). A node that
+follows no one, or a primary that stepped down, reads its state as written, so that reads go on
+everywhere while no primary is known.
 """
 
 from __future__ import annotations
