@@ -54,19 +54,20 @@ class KeyTable:
             mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
         os.close(fd)
         self.table: NDArray[np.int32] = np.frombuffer(mm, np.int32, mask + 1)
+        self.cells = memoryview(mm).cast("i")  # one entry at a time: an int, without numpy's scalars
         if create:
             self.table[:] = EMPTY
         self.keys = self.gone = 0
 
-    def find(self, h: int, key: bytes, khash: NDArray[np.uint32], same: Callable[[int, bytes], bool]) -> int:
-        """The slot of ``key``'s entry, or -1."""
-        table, mask = self.table, self.mask
+    def find(self, h: int, key: bytes, khash: memoryview, same: Callable[[int, bytes], bool]) -> int:
+        """The slot of ``key``'s entry, or -1 (``khash``: the slots' hashes, as a memoryview)."""
+        cells, mask = self.cells, self.mask
         j = h & mask
         while True:
-            s = int(table[j])
+            s: int = cells[j]
             if s == EMPTY:
                 return -1
-            if s >= 0 and int(khash[s]) == h and same(s, key):
+            if s >= 0 and khash[s] == h and same(s, key):
                 return s
             j = (j + 1) & mask
 

@@ -51,8 +51,31 @@ def _layout(capacity: int) -> tuple[list[int], int]:
     return offsets, size
 
 
+class Scalars:
+    """The same arrays as memoryviews, for reading one slot: indexing one gives an ``int`` in
+    ~60 ns where ``int(array[i])`` takes ~300 (a point read reads several)."""
+
+    __slots__ = tuple(name for name, _ in FIELDS)
+
+    def __init__(self, slots: Slots) -> None:
+        for name, _ in FIELDS:
+            setattr(self, name, memoryview(getattr(slots, name)))
+
+    off: memoryview
+    koff: memoryview
+    born: memoryview
+    died: memoryview
+    ts: memoryview
+    exp: memoryview
+    length: memoryview
+    prev: memoryview
+    khash: memoryview
+    klen: memoryview
+
+
 class Slots:
-    """The arrays of one slots file (read-write for the writer, read-only for a reader)."""
+    """The arrays of one slots file (read-write for the writer, read-only for a reader);
+    ``one`` has them as memoryviews (:class:`Scalars`)."""
 
     off: NDArray[np.int64]
     koff: NDArray[np.int64]
@@ -79,6 +102,7 @@ class Slots:
         os.close(fd)
         for (name, dtype), offset in zip(FIELDS, offsets, strict=True):
             setattr(self, name, np.frombuffer(mm, dtype, capacity, offset))
+        self.one = Scalars(self)
 
     def grown(self, capacity: int, high: int) -> Slots:
         """A new file of ``capacity`` slots holding a copy of slots ``[0, high)``."""

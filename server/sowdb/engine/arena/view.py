@@ -86,72 +86,76 @@ class ArenaView:
 
     def same(self, slot: int, key: bytes) -> bool:
         """Whether ``slot`` holds ``key`` (after its hash matched)."""
-        s = self.slots
-        return int(s.klen[slot]) == len(key) and self.keys.read(int(s.koff[slot]), len(key)) == key
+        one = self.slots.one
+        return one.klen[slot] == len(key) and self.keys.read(one.koff[slot], len(key)) == key
 
     def head(self, key: bytes) -> int:
         """The newest slot of ``key`` still kept (live or ended), or -1."""
-        return self.table.find(key_hash(key), key, self.slots.khash, self.same)
+        return self.table.find(key_hash(key), key, self.slots.one.khash, self.same)
 
     def get(self, key: bytes, at: int | None = None) -> int:
         """The slot of ``key`` live now, or at bookmark ``at``; -1 if none."""
         s = self.head(key)
         if s < 0:
             return -1
-        slots = self.slots
+        one = self.slots.one
         if at is None:
-            return s if int(slots.died[s]) == LIVE else -1
+            return s if one.died[s] == LIVE else -1
         self.check_bookmark(at)
-        born, prev = slots.born, slots.prev
-        while s >= 0 and int(born[s]) > at:
-            s = int(prev[s])
-        return s if s >= 0 and at < int(slots.died[s]) else -1
+        born, prev = one.born, one.prev
+        while s >= 0 and born[s] > at:
+            s = prev[s]
+        return s if s >= 0 and at < one.died[s] else -1
 
     def versions(self, key: bytes) -> list[int]:
         """The slots of ``key`` still kept, newest first (ended ones included)."""
         out: list[int] = []
-        s, prev = self.head(key), self.slots.prev
+        s, prev = self.head(key), self.slots.one.prev
         while s >= 0:
             out.append(s)
-            s = int(prev[s])
+            s = prev[s]
         return out
 
     # ---------------------------------------------------------------------------------- by slot
 
     def raw(self, slot: int) -> bytes:
         """The version's JSON."""
-        s = self.slots
-        return self.json.read(int(s.off[slot]), int(s.length[slot]))
+        one = self.slots.one
+        return self.json.read(one.off[slot], one.length[slot])
 
     def key(self, slot: int) -> bytes:
-        s = self.slots
-        return self.keys.read(int(s.koff[slot]), int(s.klen[slot]))
+        one = self.slots.one
+        return self.keys.read(one.koff[slot], one.klen[slot])
 
     def bookmark(self, slot: int) -> int:
         """The bookmark that wrote the version."""
-        return int(self.slots.born[slot])
+        born: int = self.slots.one.born[slot]
+        return born
 
     def ended(self, slot: int) -> int:
         """The bookmark that replaced, deleted or expired it; :data:`LIVE` while current."""
-        return int(self.slots.died[slot])
+        died: int = self.slots.one.died[slot]
+        return died
 
     def timestamp(self, slot: int) -> int:
-        return int(self.slots.ts[slot])
+        ts: int = self.slots.one.ts[slot]
+        return ts
 
     def expiry(self, slot: int) -> int:
-        return int(self.slots.exp[slot])
+        exp: int = self.slots.one.exp[slot]
+        return exp
 
     def record(self, slot: int) -> StoredRecord:
         """The version as the rest of the engine handles records, made now (not kept)."""
-        s = self.slots
+        one = self.slots.one
         return StoredRecord(
             self.topic,
             ArenaView.key(self, slot).decode(),  # not a reader's retrying override: its caller retries
             None,
             ArenaView.raw(self, slot),
-            int(s.born[slot]),
-            int(s.ts[slot]),
-            int(s.exp[slot]),
+            one.born[slot],
+            one.ts[slot],
+            one.exp[slot],
         )
 
     # ---------------------------------------------------------------------------------- pins, scans
