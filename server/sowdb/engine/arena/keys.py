@@ -128,9 +128,9 @@ class KeyTable:
         return 2 * (self.keys + self.gone + more) > self.mask + 1
 
     def rebuilt(self, more: int, khash: NDArray[np.uint32]) -> KeyTable:
-        """A new table file, at most a quarter full with ``more`` keys added, without
+        """A new table file, over a quarter and at most half full with ``more`` keys added, without
         :data:`GONE` entries."""
-        size = 1 << max(4, (4 * (self.keys + more) - 1).bit_length())
+        size = 1 << max(4, (2 * (self.keys + more)).bit_length())
         new = KeyTable(self.directory, self.number + 1, size - 1, create=True)
         heads = self.table[self.table >= 0].astype(np.int64)
         new.place(khash[heads].astype(np.int64) & new.mask, heads)
