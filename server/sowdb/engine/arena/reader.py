@@ -41,8 +41,8 @@ class ArenaReader(ArenaView):
     def __init__(self, directory: Path | str, topic: str = "") -> None:
         self.directory, self.topic = Path(directory), topic
         self.header = Header(self.directory / "header", create=False)
-        self.json = Segments(self.directory, "json", sep=b",", writable=False)
-        self.keys = Segments(self.directory, "key", writable=False)
+        self.json = Segments(self.directory, "json", sep=b",")
+        self.keys = Segments(self.directory, "key")
         self.state = State(0, -1, 0, 0, 0, 0, 0, 0, 0)
         self._sync()
 

@@ -43,10 +43,9 @@ class Segments:
         sep: bytes = b"",
         first_size: int = 1 << 20,
         max_size: int = 64 << 20,
-        writable: bool = True,
     ) -> None:
         self.directory, self.family, self.sep = directory, family, sep
-        self.first_size, self.max_size, self.writable = first_size, max(first_size, max_size), writable
+        self.first_size, self.max_size = first_size, max(first_size, max_size)
         self.maps: dict[int, mmap.mmap] = {}
         self.sizes: dict[int, int] = {}
         self.used: dict[int, int] = {}

@@ -108,12 +108,15 @@ class TopicArena(ArenaView):
         if not n:
             return []
         marks = self._bookmarks(bookmarks, n)
-        long = [k for k in keys if len(k) > MAX_KEY_BYTES]
-        if long:
-            raise ValueError(f"a key of {len(long[0])} bytes is over the limit of {MAX_KEY_BYTES}")
-        index: dict[bytes, int] = {}  # key -> its place among the batch's distinct keys
-        which = np.fromiter((index.setdefault(k, len(index)) for k in keys), np.int64, n)
-        distinct = list(index)
+        klens = np.fromiter(map(len, keys), np.int64, n)
+        if int(klens.max()) > MAX_KEY_BYTES:
+            raise ValueError(f"a key of {int(klens.max())} bytes is over the limit of {MAX_KEY_BYTES}")
+        distinct = list(dict.fromkeys(keys))
+        if len(distinct) == n:
+            which = last_of = np.arange(n)
+            previous = None
+        else:
+            which, last_of, previous = _repeats(keys, distinct)
         if self.table.crowded(len(distinct)):
             self._rehash(len(distinct))
         slots = self._allocate(n)
@@ -123,21 +126,13 @@ class TopicArena(ArenaView):
         # the new versions, fully written before anything points at them; died last, after born
         s.off[slots] = self.json.append(docs)
         s.koff[slots] = self.keys.append(keys)
-        s.length[slots], s.klen[slots], s.khash[slots] = lengths, np.fromiter(map(len, keys), np.int64, n), hashes
-        s.ts[slots] = np.broadcast_to(np.asarray(timestamps_us, np.int64), (n,))
-        s.exp[slots] = np.broadcast_to(np.asarray(expiries_us, np.int64), (n,))
-        if len(distinct) == n:
-            last_of = np.arange(n)
-            previous = np.full(n, -1, np.int64)  # the previous message of the same key
-        else:
-            last_of = np.empty(len(distinct), np.int64)
-            last_of[which] = np.arange(n)  # the last write of each index wins
-            previous = np.full(n, -1, np.int64)
-            seen = np.full(len(distinct), -1, np.int64)
-            for i, d in enumerate(which.tolist()):
-                previous[i], seen[d] = seen[d], i
+        s.length[slots], s.klen[slots], s.khash[slots] = lengths, klens, hashes
+        s.ts[slots] = timestamps_us
+        s.exp[slots] = expiries_us
         pos, heads = self.table.probe(hashes[last_of], distinct, s.khash, self.same)
-        prevs = np.where(previous >= 0, slots[np.maximum(previous, 0)], heads[which])
+        prevs = heads[which]
+        if previous is not None:  # a repeated key's version follows the batch's previous one
+            prevs = np.where(previous >= 0, slots[np.maximum(previous, 0)], prevs)
         s.prev[slots] = prevs
         s.born[slots] = marks
         s.died[slots] = LIVE
@@ -264,3 +259,16 @@ class TopicArena(ArenaView):
         self.retired.append(self.table.path)
         self.table = self.table.rebuilt(more, self.slots.khash)
         self._publish()
+
+
+def _repeats(keys: list[bytes], distinct: list[bytes]) -> tuple[NDArray[np.int64], ...]:
+    """For a batch whose keys repeat: each message's place among the distinct keys, each
+    distinct key's last message, and each message's previous message of its key (or -1)."""
+    index = {k: i for i, k in enumerate(distinct)}
+    which, previous, seen = [], [], [-1] * len(distinct)
+    for i, key in enumerate(keys):
+        d = index[key]
+        which.append(d)
+        previous.append(seen[d])
+        seen[d] = i
+    return np.array(which, np.int64), np.array(seen, np.int64), np.array(previous, np.int64)
