@@ -18,6 +18,7 @@ SERVER = Path(__file__).resolve().parents[1] / "server" / "sowdb"
 ENGINE = SERVER / "engine"
 
 LAYERS: dict[str, set[str]] = {  # subpackage -> the subpackages it may import
+    "arena": set(),
     "state": set(),
     "journal": {"state"},
     "read": {"state", "journal"},
