@@ -27,6 +27,7 @@ async def _subscribed(reader: AsyncClient, filters: list[str]) -> list[Any]:
 
 
 async def test_a_restricted_readers_subscriptions_are_indexed(secured: Secured) -> None:
+    assert secured.server.engine is not None
     hub = secured.server.engine.hub
     async with secured.client("reader") as reader:
         await _subscribed(reader, [f"/orderId = {1000 + i}" for i in range(40)])
@@ -49,6 +50,7 @@ async def test_indexed_restricted_subscriptions_deliver_what_scanned_ones_do(sec
     async with secured.client("reader") as reader, secured.client("admin") as admin:
         indexed = await _subscribed(reader, filters)
         scanned = await _subscribed(reader, [f"({f}) OR 1 = 0" for f in filters])
+        assert secured.server.engine is not None
         assert secured.server.engine.hub.stats().placement == {"indexed": len(filters), "scanned": len(filters)}
         for batch in (
             [{"orderId": 1, "desk": "A", "qty": 5}, {"orderId": 21, "desk": "B", "qty": 50}],
