@@ -51,6 +51,12 @@ class FailedPrecondition(SowdbError):
     publish to a view)."""
 
 
+class JournalForked(FailedPrecondition):
+    """A follower's journal is not a prefix of the primary's (HA-4): it holds entries the
+    primary never had. Its ErrorInfo reason, ``JOURNAL_FORKED``, is what the follower acts on
+    (it finds the fork point and cuts its journal there), never the message's words."""
+
+
 class NotPrimary(FailedPrecondition):
     """A write sent to a replica of a cluster (SPEC §13): only the primary accepts writes.
 

@@ -17,6 +17,8 @@ import os
 from pathlib import Path
 
 import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
 from sowdb.config.cluster import ClusterConfig
 from sowdb.config.security import SecurityConfig
@@ -46,3 +48,17 @@ def peer_metadata() -> Metadata:
     """The replication token as call metadata (None without one)."""
     token = os.environ.get(TOKEN_ENV)
     return (("authorization", f"Bearer {token}"),) if token else None
+
+
+def reason_of(exc: grpc.RpcError) -> str:
+    """The ErrorInfo reason (``JOURNAL_FORKED``) of a peer's refusal, "" when it has none: what
+    a node acts on, rather than the words of the message."""
+    try:
+        status = rpc_status.from_call(exc)  # type: ignore[arg-type]  # an AioRpcError is a call's outcome
+    except ValueError:
+        return ""
+    for detail in status.details if status is not None else ():
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            return str(info.reason)
+    return ""

@@ -16,7 +16,8 @@ bookmarks, timestamps and data, never its own) and reports its applied bookmark 
 same stream, which is what ``sync`` acknowledgement waits on. Before streaming, the primary
 checks that the replica's last entry is its own entry at that bookmark (timestamp, topic and
 SowKey): a replica whose journal forked (a former primary with writes that never reached its
-successor) is refused with FAILED_PRECONDITION instead of being fed entries that do not continue
+successor) is refused with FAILED_PRECONDITION, ErrorInfo reason ``JOURNAL_FORKED`` (what the
+replica acts on, never the message's words), instead of being fed entries that do not continue
 its journal.
 """
 
@@ -36,10 +37,10 @@ from sowdb.auth import Authenticator
 from sowdb.cluster.catchup import checkpoint_chunks, copy_checkpoint
 from sowdb.cluster.fork import LOST_WRITES, check_lost_writes, lost_writes_unchecked, mark_fork
 from sowdb.cluster.node import Follower, Node
-from sowdb.cluster.peers import Metadata, peer_channel, peer_metadata
+from sowdb.cluster.peers import Metadata, peer_channel, peer_metadata, reason_of
 from sowdb.engine import Engine
 from sowdb.engine.access import Access
-from sowdb.errors import OutOfRange
+from sowdb.errors import FailedPrecondition, JournalForked
 from sowdb.storage.epochs import EpochStart, epoch_history, fork_point, write_epoch_history
 from sowdb.storage.keys import JournalEntry
 from sowdb_api.v1 import replication_pb2 as pb
@@ -75,15 +76,13 @@ class ReplicationServicer(Servicer):
             return
         epoch = node.election.epoch
         if not epoch:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"node {node.cluster.node} is not the primary")
+            raise FailedPrecondition(f"node {node.cluster.node} is not the primary")
         if hello.epoch > epoch:
-            await context.abort(
-                grpc.StatusCode.FAILED_PRECONDITION, f"the follower knows epoch {hello.epoch}, newer than {epoch}"
-            )
+            raise FailedPrecondition(f"the follower knows epoch {hello.epoch}, newer than {epoch}")
         position = hello.applied_bookmark
         fork = self._fork(position, hello.applied_timestamp_us)
         if fork:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, fork)
+            raise JournalForked(fork)
         if hello.probe:  # a forked replica looking for the fork point: the journals agree here
             yield pb.FollowResponse(epoch=epoch, last_bookmark=engine.last_seq, epochs=_epochs(engine))
             return
@@ -129,10 +128,8 @@ class ReplicationServicer(Servicer):
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(node.written.wait(), POLL_S)
                 idle += POLL_S
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"node {node.cluster.node} stepped down")
-        except OutOfRange as exc:  # behind the retained journal: the replica copies a checkpoint
-            await context.abort(grpc.StatusCode.OUT_OF_RANGE, exc.message)
-        finally:
+            raise FailedPrecondition(f"node {node.cluster.node} stepped down")
+        finally:  # (OutOfRange, behind the retained journal, goes to the replica: it copies a checkpoint)
             reports.cancel()
             await node.report(None, follower.node)
 
@@ -142,9 +139,7 @@ class ReplicationServicer(Servicer):
     ) -> AsyncIterator[pb.CopyCheckpointResponse]:
         access.require_admin("copy the store (replication)")
         if not self.node.election.is_leader:
-            await context.abort(
-                grpc.StatusCode.FAILED_PRECONDITION, f"node {self.node.cluster.node} is not the primary"
-            )
+            raise FailedPrecondition(f"node {self.node.cluster.node} is not the primary")
         log.info("cluster: node %s copies a checkpoint", request.node)
         async for chunk in checkpoint_chunks(self.node.engine):
             yield chunk
@@ -264,7 +259,7 @@ async def follow(node: Node, target: str) -> None:
                     unchecked = False
                     await asyncio.to_thread(check_lost_writes, node.engine.store, node.engine.config.server.data_dir)
         except grpc.aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and "forked" in (exc.details() or ""):
+            if reason_of(exc) == "JOURNAL_FORKED":
                 node.diverged = exc.details() or "forked"
                 at = await _fork_point(node, stub, metadata)
                 mark_fork(node.engine.config.server.data_dir, at)
@@ -390,7 +385,7 @@ async def _probe(node: Node, stub: Any, metadata: Metadata, bookmark: int) -> pb
         async for frame in stub.Follow(one(), metadata=metadata):
             answer = frame
     except grpc.aio.AioRpcError as exc:
-        if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and "forked" in (exc.details() or ""):
+        if reason_of(exc) == "JOURNAL_FORKED":
             return None
         raise
     return answer
