@@ -351,8 +351,14 @@ async def run(config: Config) -> None:
     await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     for w in waits:
         w.cancel()
-    log.info("shutting down")
-    await server.stop()
+    if server.node is not None and server.node.restart.is_set():
+        # what it serves is about to be cut or replaced: its calls are not waited for (a
+        # subscriber's stream would hold the stop for the whole grace)
+        log.info("shutting down at once: this node starts again to cut its journal or install a copy")
+        await server.stop(grace=0.0)
+    else:
+        log.info("shutting down")
+        await server.stop()
     print("sowd stopped", flush=True)
 
 
