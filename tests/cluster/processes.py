@@ -151,7 +151,7 @@ class Nodes(Cluster):
 
     def start(self, name: str, *flags: str) -> testing.Sowd:
         sowd = testing.start(
-            self.tmp_path / name, "--node", name, "--advertise", "127.0.0.1:0", *flags, config=self.config
+            self.tmp_path / name, "--node", name, "--advertise", "127.0.0.1:0", *flags, config=self.config, env=self.env
         )
         self.nodes[name] = sowd
         self.started.append((name, sowd))

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
+import re
 import time
 from collections.abc import Callable
 from contextlib import suppress
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from sowdb import testing
+from sowdb.auth import hash_token
 from sowdb.cluster.election import Election, ElectionEvent, Eligible
 from sowdb.cluster.etcd import Etcd
 from sowdb.cluster.syncset import SyncRecord
@@ -26,6 +29,7 @@ from sowdb_client import Client, PublishAck, SowdbError
 
 if TYPE_CHECKING:
     from tests.cluster.conftest import EtcdServer
+    from tests.support import Certs
 
 TTL = 2  # seconds: etcd's shortest lease, so that the tests stay quick
 
@@ -126,6 +130,29 @@ lease_ttl = "{TTL}s"
     return path
 
 
+def secure_config(config: Path, certs: Certs, token: str, *, ca: str = "ca.pem") -> None:
+    """Add TLS (a server certificate the test CA signed), a users file with one admin user of
+    ``token`` beside ``config``, and ``certs[ca]`` as ``[cluster] ca`` to a node's config."""
+    users = config.parent / "users.toml"
+    users.write_text(f'[[user]]\nname = "repl"\ntoken_sha256 = "{hash_token(token)}"\nroles = ["ops"]\n')
+    text = re.sub(r'(?m)^(lease_ttl = "\d+s")$', rf'\1\nca = "{certs[ca]}"', config.read_text(), count=1)
+    config.write_text(
+        text
+        + f"""
+[security]
+tls_cert = "{certs["server.pem"]}"
+tls_key = "{certs["server.key"]}"
+users_file = "{users}"
+
+[[role]]
+name = "ops"
+read = [".*"]
+write = [".*"]
+admin = true
+"""
+    )
+
+
 CREATED: list[Cluster] = []
 """Every :class:`Cluster` the running test made (tests/cluster/conftest.py shows their nodes'
 output when the test fails)."""
@@ -137,13 +164,30 @@ class Cluster:
     def __init__(self, tmp_path: Path, etcd: EtcdServer, ack: str = "sync") -> None:
         self.tmp_path = tmp_path
         self.config = node_config(tmp_path, etcd, ack)
+        self.channel: Callable[[str], grpc.Channel] = grpc.insecure_channel
+        """How the tests dial a node (TLS once :meth:`secure` ran)."""
+        self.metadata: tuple[tuple[str, str], ...] = ()
+        """What the tests' raw calls carry (the token once :meth:`secure` ran)."""
+        self.env: dict[str, str] | None = None  # the nodes' environment (None: the test's)
         self.nodes: dict[str, testing.Sowd] = {}
         self.started: list[tuple[str, testing.Sowd]] = []
         """Every start of a node, in order (a restart replaces it in :attr:`nodes`, not here)."""
         CREATED.append(self)
 
+    def secure(self, certs: Certs, token: str, *, ca: str = "ca.pem") -> None:
+        """Secure the nodes not started yet: TLS with the certificate ``certs`` made, an admin
+        user of ``token`` that the nodes also follow with (``SOWDB_CLUSTER_TOKEN``), and
+        ``certs[ca]`` as ``[cluster] ca``; the tests' own calls go over TLS with the token."""
+        secure_config(self.config, certs, token, ca=ca)
+        credentials = grpc.ssl_channel_credentials(Path(certs["ca.pem"]).read_bytes())
+        self.channel = lambda target: grpc.secure_channel(target, credentials)
+        self.metadata = (("authorization", f"Bearer {token}"),)
+        self.env = {**os.environ, "SOWDB_CLUSTER_TOKEN": token}
+
     def start(self, name: str) -> testing.Sowd:
-        sowd = testing.start(self.tmp_path / name, "--node", name, "--advertise", "127.0.0.1:0", config=self.config)
+        sowd = testing.start(
+            self.tmp_path / name, "--node", name, "--advertise", "127.0.0.1:0", config=self.config, env=self.env
+        )
         self.nodes[name] = sowd
         self.started.append((name, sowd))
         return sowd
@@ -166,8 +210,10 @@ class Cluster:
         return self.nodes["n1"].target
 
     def status(self, name: str) -> list[admin_pb2.ClusterNode]:
-        with grpc.insecure_channel(self.nodes[name].target) as channel:
-            reply = admin_pb2_grpc.AdminServiceStub(channel).ClusterStatus(admin_pb2.ClusterStatusRequest(), timeout=5)
+        with self.channel(self.nodes[name].target) as channel:
+            reply = admin_pb2_grpc.AdminServiceStub(channel).ClusterStatus(
+                admin_pb2.ClusterStatusRequest(), timeout=5, metadata=self.metadata
+            )
         return list(reply.nodes)
 
     def primary(self, among: list[str] | None = None, within: float = 20.0) -> str:

@@ -1,7 +1,8 @@
 """``tools/soak/failover_soak.py --cycles 1`` ends well: etcd and three ``sowd`` under ``sync``
 load, the primary killed with SIGKILL, its successor acknowledging, the killed node back as a
 replica; nothing acknowledged lost, nothing unexpected, every node's journal and ``current`` the
-same (the checks are the soak's; this runs one cycle of it, a few seconds)."""
+same (the checks are the soak's; this runs one cycle of it, a few seconds), plain and secured
+(TLS and tokens: the replicas follow over TLS, issue 38)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SOAK = Path(__file__).resolve().parents[2] / "tools" / "soak" / "failover_soak.py"
 
 
-def test_one_failover_cycle_loses_nothing_and_leaves_every_node_identical(tmp_path: Path) -> None:
+@pytest.mark.parametrize("secured", [False, True], ids=["plaintext", "secured"])
+def test_one_failover_cycle_loses_nothing_and_leaves_every_node_identical(tmp_path: Path, secured: bool) -> None:
     done = subprocess.run(
-        [sys.executable, str(SOAK), "--cycles", "1", "--work-dir", str(tmp_path)],
+        [sys.executable, str(SOAK), "--cycles", "1", "--work-dir", str(tmp_path), *(["--secured"] if secured else [])],
         capture_output=True,
         text=True,
         timeout=180,
@@ -28,3 +32,4 @@ def test_one_failover_cycle_loses_nothing_and_leaves_every_node_identical(tmp_pa
     assert 0 < float(table[2]) < 2 + 8  # the failover: lease_ttl plus a few seconds on a loaded machine
     assert "lost 0, unexpected 0" in done.stdout
     assert "every node: bookmark" in done.stdout
+    assert ("TLS and tokens" if secured else "plaintext") in done.stdout

@@ -12,40 +12,20 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sowdb import testing
-from sowdb.auth import hash_token
 from sowdb_api.v1 import admin_pb2
 from sowdb_client import Client, SowdbError, Tls
 from tests.cluster.conftest import EtcdServer
-from tests.cluster.support import TTL, node_config, until
+from tests.cluster.support import TTL, node_config, secure_config, until
 from tests.support import Certs, sow
 
 TOKEN = "replication-secret"
 
 
 def secured_config(tmp_path: Path, etcd: EtcdServer, certs: Certs, *, ca: str = "ca.pem") -> Path:
-    """The cluster's config with TLS (a server certificate the test CA signed), a users file
-    with one admin user, and ``ca`` as ``[cluster] ca``."""
-    (tmp_path / "users.toml").write_text(
-        f'[[user]]\nname = "repl"\ntoken_sha256 = "{hash_token(TOKEN)}"\nroles = ["ops"]\n'
-    )
+    """The cluster's config with TLS, an admin user of :data:`TOKEN` and ``certs[ca]`` as
+    ``[cluster] ca`` (:func:`~tests.cluster.support.secure_config`)."""
     config = node_config(tmp_path, etcd)
-    text = config.read_text()
-    text = text.replace(f'lease_ttl = "{TTL}s"\n', f'lease_ttl = "{TTL}s"\nca = "{certs[ca]}"\n')
-    config.write_text(
-        text
-        + f"""
-[security]
-tls_cert = "{certs["server.pem"]}"
-tls_key = "{certs["server.key"]}"
-users_file = "{tmp_path / "users.toml"}"
-
-[[role]]
-name = "ops"
-read = [".*"]
-write = [".*"]
-admin = true
-"""
-    )
+    secure_config(config, certs, TOKEN, ca=ca)
     return config
 
 

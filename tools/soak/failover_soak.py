@@ -21,7 +21,10 @@ unexpected id, on a lost one under ``sync`` (or one not in a lost-writes file un
 on nodes that differ, or on a line of :data:`LOG_ERRORS` in a node's log (a task or a stream
 left behind, an exception nobody handled).
 
-Usage: ``.venv/bin/python tools/soak/failover_soak.py --cycles 20 [--ack async]``.
+With ``--secured`` the nodes serve TLS and ask for tokens: the replicas follow over TLS with
+the cluster's token (``SOWDB_CLUSTER_TOKEN``), and the soak's own calls carry it.
+
+Usage: ``.venv/bin/python tools/soak/failover_soak.py --cycles 20 [--ack async] [--secured]``.
 """
 
 from __future__ import annotations
@@ -44,12 +47,15 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the cluster's processes, as its tests start them
 from sowdb_api.v1 import sow_pb2, sow_pb2_grpc
-from tests.cluster.processes import Nodes, cluster_status, fingerprint, start_etcd
+from tests.cluster.processes import Nodes, fingerprint, start_etcd
 from tests.cluster.support import until
+from tests.support import Certs
 
 NODES = ("n1", "n2", "n3")
 BATCH = 10
 """Ids per publish."""
+TOKEN = "soak-replication-token"
+"""With ``--secured``: the admin token the soak calls with and the replicas follow with."""
 RESTART_TRIES = 3
 """Starts of a killed node before it follows: the first may stop to cut a forked journal (HA-4)."""
 
@@ -94,7 +100,7 @@ class Primary:
             if sowd.proc.poll() is not None:
                 continue
             with suppress(grpc.RpcError):
-                if cluster_status(sowd.target, timeout=1)[0].role == "primary":
+                if self.cluster.status(name)[0].role == "primary":
                     return name, sowd.target
         return None
 
@@ -104,6 +110,7 @@ class Load:
 
     def __init__(self, cluster: Nodes, ledger: Ledger, writers: int = 2) -> None:
         self.primary = Primary(cluster)
+        self.cluster = cluster
         self.ledger = ledger
         self.stop = threading.Event()
         self.threads = [threading.Thread(target=self._write, args=(w,), daemon=True) for w in range(writers)]
@@ -136,9 +143,10 @@ class Load:
                 messages=[sow_pb2.PublishMessage(data=json.dumps({"id": i, "w": writer}).encode()) for i in batch],
             )
             self.ledger.attempt(batch)
-            channel = channels.get(target) or channels.setdefault(target, grpc.insecure_channel(target))
+            channel = channels.get(target) or channels.setdefault(target, self.cluster.channel(target))
             try:
-                reply = next(iter(sow_pb2_grpc.SowServiceStub(channel).Publish(iter([request]), timeout=5)))
+                publish = sow_pb2_grpc.SowServiceStub(channel).Publish
+                reply = next(iter(publish(iter([request]), timeout=5, metadata=self.cluster.metadata)))
             except grpc.RpcError:
                 found = None
                 continue
@@ -150,10 +158,11 @@ class Load:
             channel.close()
 
 
-def read_ids(target: str) -> set[int]:
+def read_ids(cluster: Nodes, name: str) -> set[int]:
     """Every id the node's ``orders`` holds (a Sow query over a raw stub)."""
-    with grpc.insecure_channel(target) as channel:
-        frames = sow_pb2_grpc.SowServiceStub(channel).Sow(sow_pb2.SowRequest(topic="orders"), timeout=60)
+    with cluster.channel(cluster.nodes[name].target) as channel:
+        sow = sow_pb2_grpc.SowServiceStub(channel).Sow
+        frames = sow(sow_pb2.SowRequest(topic="orders"), timeout=60, metadata=cluster.metadata)
         return {int(json.loads(r.data)["id"]) for f in frames if f.HasField("records") for r in f.records.records}
 
 
@@ -228,10 +237,15 @@ def kill_primary(cluster: Nodes, ledger: Ledger, within: float = 30.0) -> Cycle:
 
 
 @contextmanager
-def running_cluster(work: Path, ack: str, ttl: int, nodes: Sequence[str] = NODES) -> Iterator[Nodes]:
-    """etcd and ``nodes`` (the first one primary, every other following it), stopped after."""
+def running_cluster(
+    work: Path, ack: str, ttl: int, nodes: Sequence[str] = NODES, *, secured: bool = False
+) -> Iterator[Nodes]:
+    """etcd and ``nodes`` (the first one primary, every other following it), stopped after;
+    ``secured``: TLS and tokens, the replicas following over TLS with the cluster's token."""
     etcd = start_etcd(work)
     cluster = Nodes(work, etcd, ack=ack, ttl=ttl)
+    if secured:
+        cluster.secure(Certs(work / "pki"), TOKEN)
     try:
         cluster.start(nodes[0])
         cluster.primary()
@@ -271,11 +285,11 @@ def lost_writes(work: Path) -> set[int]:
     return ids
 
 
-def run(cycles: int, work: Path, ack: str = "sync", ttl: int = 2, report: bool = True) -> int:
+def run(cycles: int, work: Path, ack: str = "sync", ttl: int = 2, report: bool = True, *, secured: bool = False) -> int:
     """The soak; its exit status (0: nothing wrong)."""
     ledger = Ledger()
     rows: list[Cycle] = []
-    with running_cluster(work, ack, ttl) as cluster:
+    with running_cluster(work, ack, ttl, secured=secured) as cluster:
         with Load(cluster, ledger):
             for n in range(1, cycles + 1):
                 ledger.cycle = n
@@ -283,7 +297,7 @@ def run(cycles: int, work: Path, ack: str = "sync", ttl: int = 2, report: bool =
                 if report:
                     print(f"cycle {n}: killed {rows[-1].node}, failover {rows[-1].failover_s:.2f} s", flush=True)
         last = caught_up(cluster)
-        read = read_ids(cluster.nodes[cluster.primary()].target)
+        read = read_ids(cluster, cluster.primary())
         cluster.stop()
         digests = {name: fingerprint(work / name) for name in NODES}
         noise = log_errors(cluster)
@@ -297,7 +311,8 @@ def run(cycles: int, work: Path, ack: str = "sync", ttl: int = 2, report: bool =
     for n, c in enumerate(rows, 1):
         print(f"{n:>5}  {c.node:>6}  {c.failover_s:>10.2f}  {c.lost:>6}  {c.unexpected:>10}")
     times = [c.failover_s for c in rows]
-    print(f"failover: median {statistics.median(times):.2f} s, max {max(times):.2f} s (lease_ttl {ttl} s)")
+    how = "TLS and tokens" if secured else "plaintext"
+    print(f"failover: median {statistics.median(times):.2f} s, max {max(times):.2f} s (lease_ttl {ttl} s, {how})")
     print(f"acknowledged {len(ledger.acknowledged)}, attempted {len(ledger.attempted)}, read {len(read)}")
     print(f"lost {len(lost)}, unexpected {len(unexpected)}, last bookmark {last}")
     failed = []
@@ -325,11 +340,12 @@ def main() -> int:
     parser.add_argument("--ack", choices=("sync", "async"), default="sync")
     parser.add_argument("--lease-ttl", type=int, default=2, help="[cluster] lease_ttl in seconds (at least 2)")
     parser.add_argument("--work-dir", help="where etcd's and the nodes' data go (default: a temporary directory)")
+    parser.add_argument("--secured", action="store_true", help="TLS and tokens; the replicas follow over TLS")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.work_dir or tmp)
         work.mkdir(parents=True, exist_ok=True)
-        return run(args.cycles, work, args.ack, args.lease_ttl)
+        return run(args.cycles, work, args.ack, args.lease_ttl, secured=args.secured)
 
 
 if __name__ == "__main__":
