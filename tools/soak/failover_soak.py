@@ -223,8 +223,19 @@ class Cycle:
     unexpected: int = 0
 
 
+def supervise(cluster: Nodes) -> None:
+    """Start again, as its supervisor would, a node that stopped on its own: a replica that had
+    applied entries its next primary never got (not acknowledged: the sync member lacked them)
+    finds its journal forked after a failover and stops, to cut it at its next start (HA-4)."""
+    for name, sowd in list(cluster.nodes.items()):
+        if sowd.proc.poll() is not None and sowd.proc.returncode == 0:
+            restart(cluster, name)
+
+
 def kill_primary(cluster: Nodes, ledger: Ledger, within: float = 30.0) -> Cycle:
-    """SIGKILL the primary under load; once its successor acknowledges, start it again."""
+    """SIGKILL the primary under load; once its successor acknowledges, start it again (and
+    any node that stopped to cut its forked journal)."""
+    supervise(cluster)
     start = ledger.count()
     until(lambda: ledger.count() >= start + 20, within)  # the load runs on this primary
     old = cluster.primary(within=within)
@@ -233,6 +244,7 @@ def kill_primary(cluster: Nodes, ledger: Ledger, within: float = 30.0) -> Cycle:
     first = until(lambda: ledger.first_ack(killed, not_by=old), cluster.ttl + within)
     cycle = Cycle(old, float(str(first)) - killed)
     restart(cluster, old)
+    supervise(cluster)
     return cycle
 
 
@@ -296,6 +308,7 @@ def run(cycles: int, work: Path, ack: str = "sync", ttl: int = 2, report: bool =
                 rows.append(kill_primary(cluster, ledger))
                 if report:
                     print(f"cycle {n}: killed {rows[-1].node}, failover {rows[-1].failover_s:.2f} s", flush=True)
+        supervise(cluster)
         last = caught_up(cluster)
         read = read_ids(cluster, cluster.primary())
         cluster.stop()

@@ -72,6 +72,12 @@ class Slicer:
             await asyncio.sleep(0)
             self._since = time.perf_counter()
 
+    def resumed(self) -> None:
+        """The request's generator resumed after a ``yield``: the time its consumer took (sending
+        a batch, waiting for the client's flow control) is not this request's, and a slice
+        starts now."""
+        self._since = time.perf_counter()
+
 
 async def scan(
     sources: Sequence[Sequence[StoredRecord]],
@@ -198,4 +204,5 @@ async def stream_batches(batches: Iterator[list[StoredRecord]], slicer: Slicer) 
     may cost more per record than sending it)."""
     for batch in batches:
         yield batch
+        slicer.resumed()  # sending it was not the query's work (nor counted in its budget)
         await slicer.pause()

@@ -167,6 +167,7 @@ class PreparedQuery:
         opts = self.opts
         slicer = Slicer(QUERY_BUDGET_S)
         yield GroupBegin(opts.query_id, bookmark)
+        slicer.resumed()  # its sending, and a sync cluster's wait for the bookmark, are not the query's
         point = None
         if as_of is not None:
             point = (as_of.seq, _FOREVER) if as_of.timestamp_us is None else (_FOREVER, as_of.timestamp_us)
