@@ -5,6 +5,7 @@ checked to have changed nothing."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -238,10 +239,13 @@ async def test_a_row_filtered_user_never_sees_a_row_outside_its_entitlement(secu
     seen: dict[str, list[Any]] = {name: [] for name in streams}
     mirrors = {"oof": Mirror(), "delta": Mirror(delta=True)}
 
+    applied = asyncio.Event()  # a mirror took an event
+
     async def follow(name: str) -> None:
         async for e in streams[name]:
             if name in mirrors:
                 mirrors[name].apply(e)
+                applied.set()
             for r in e.records:
                 seen[name].append((e.kind, r.json()))
 
@@ -254,7 +258,16 @@ async def test_a_row_filtered_user_never_sees_a_row_outside_its_entitlement(secu
             else:
                 await root.publish("orders", [{"id": i, "desk": rnd.choice(["FX", "EQ"]), "px": rnd.randrange(100)}])
         final = {r.sow_key: r.json() for r in await root.sow("orders", filter="/desk = 'FX'").records()}
-    await asyncio.sleep(1.0)  # let every stream drain
+
+    def mirrored() -> dict[str, dict[str, Any]]:
+        return {name: {k: r.json() for (_, k), r in m.records.items()} for name, m in mirrors.items()}
+
+    with contextlib.suppress(TimeoutError):  # (the assertions below then say what differs)
+        async with asyncio.timeout(30):  # every stream drained: the mirrors reach the final state
+            while any(m != final for m in mirrored().values()):  # (on a loaded machine, seconds)
+                applied.clear()
+                await applied.wait()
+    await asyncio.sleep(0.2)  # and what the other streams had in flight
     for t in followers:
         t.cancel()
     await trader.close()
@@ -265,8 +278,8 @@ async def test_a_row_filtered_user_never_sees_a_row_outside_its_entitlement(secu
                 assert doc.get("desk") == "FX", (name, kind, doc)
             elif doc:  # a key-only oof carries {}
                 assert doc.get("desk", "FX") == "FX", (name, kind, doc)
-    for name, mirror in mirrors.items():
-        assert {k: r.json() for (_, k), r in mirror.records.items()} == final, name
+    for name, got in mirrored().items():
+        assert got == final, name
 
 
 async def test_views_and_conflated_topics_are_read_through_the_entitlement(secured: Secured) -> None:
