@@ -181,8 +181,14 @@ async def test_regex_topics_and_list_topics_show_only_readable_topics(secured: S
         async with secured.client("root") as root:
             await root.publish("secrets", [{"id": 2, "desk": "FX"}])
             await root.publish("markers", [{"id": 3, "desk": "FX"}])
-        (event,) = await take(stream, 1)
-        assert [r.topic for r in event.records] == ["markers"]  # never secrets
+        # up to the markers record: orders_fast, a conflated topic, may publish its first
+        # refresh meanwhile (on a loaded machine it comes after the subscription is placed)
+        seen: list[str] = []
+        while "markers" not in seen:
+            (event,) = await take(stream, 1)
+            seen += [r.topic for r in event.records]
+        assert "secrets" not in seen, seen  # never secrets
+        assert seen.count("markers") == 1, seen
         stream.cancel()
     async with secured.client("root") as root:
         assert len(await root.list_topics()) == 5
