@@ -8,14 +8,14 @@ copies the fields between two reads of an even, equal sequence.
 
 from __future__ import annotations
 
-import mmap
-import os
 import time
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
+
+from sowdb.engine.arena.segments import map_file
 
 MAGIC = 0x414E_4552_4157_4F53  # "SOWARENA", little-endian
 VERSION = 1
@@ -56,14 +56,7 @@ class Header:
 
     def __init__(self, path: Path, *, create: bool) -> None:
         self.path = path
-        if create:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-            os.ftruncate(fd, SIZE)
-            self._map = mmap.mmap(fd, SIZE)
-        else:
-            fd = os.open(path, os.O_RDONLY)
-            self._map = mmap.mmap(fd, SIZE, access=mmap.ACCESS_READ)
-        os.close(fd)
+        self._map = map_file(path, SIZE, create=create)
         self.fields: NDArray[np.int64] = np.frombuffer(self._map, np.int64, SIZE // 8)
         if create:
             self.fields[_MAGIC], self.fields[_VERSION] = MAGIC, VERSION

@@ -18,14 +18,14 @@ rehash clears them). A batch probes all its keys at once, one numpy step per pro
 
 from __future__ import annotations
 
-import mmap
-import os
 import zlib
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
+
+from sowdb.engine.arena.segments import map_file
 
 EMPTY, GONE = -1, -2
 
@@ -45,14 +45,7 @@ class KeyTable:
         self.directory, self.number, self.mask = directory, number, mask
         self.path = directory / f"table.{number:06d}"
         size = (mask + 1) * 4
-        if create:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-            os.ftruncate(fd, size)
-            mm = mmap.mmap(fd, size)
-        else:
-            fd = os.open(self.path, os.O_RDONLY)
-            mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
-        os.close(fd)
+        mm = map_file(self.path, size, create=create)
         self.table: NDArray[np.int32] = np.frombuffer(mm, np.int32, mask + 1)
         self.cells = memoryview(mm).cast("i")  # one entry at a time: an int, without numpy's scalars
         if create:

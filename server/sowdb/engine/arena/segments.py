@@ -24,6 +24,20 @@ POSITION = (1 << SHIFT) - 1
 """A segment holds at most 1 TiB; its number takes the 23 bits above."""
 
 
+def map_file(path: Path, size: int, *, create: bool) -> mmap.mmap:
+    """``path`` mapped: made anew at ``size`` bytes and mapped read-write (the writer), or
+    mapped read-only as it is (a reader; ``size`` 0: the whole file). Every file of the arena
+    is opened this way, so a reader never maps one for writing."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644) if create else os.open(path, os.O_RDONLY)
+    try:
+        if create:
+            os.ftruncate(fd, size)
+            return mmap.mmap(fd, size)
+        return mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+    finally:
+        os.close(fd)
+
+
 class Segments:
     """One family of segments in a directory.
 
@@ -68,12 +82,7 @@ class Segments:
         """
         mm = self.maps.get(number)
         if mm is None:
-            fd = os.open(self.path(number), os.O_RDONLY)
-            try:
-                mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-            finally:
-                os.close(fd)
-            self.maps[number] = mm
+            mm = self.maps[number] = map_file(self.path(number), 0, create=False)
         return mm
 
     def read(self, place: int, length: int) -> bytes:
@@ -158,11 +167,6 @@ class Segments:
         size = max(need, self.next_size)
         self.next_size = min(self.max_size, 2 * self.next_size)
         number = self.numbered = self.numbered + 1
-        fd = os.open(self.path(number), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.ftruncate(fd, size)
-            self.maps[number] = mmap.mmap(fd, size)
-        finally:
-            os.close(fd)
+        self.maps[number] = map_file(self.path(number), size, create=True)
         self.sizes[number], self.used[number], self.live[number] = size, 0, 0
         self.current = number

@@ -14,11 +14,12 @@ slot not in use (free, or never used), which no bookmark sees.
 from __future__ import annotations
 
 import mmap
-import os
 from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
+
+from sowdb.engine.arena.segments import map_file
 
 LIVE = int(np.iinfo(np.int64).max)
 """``died`` of the current version of a record."""
@@ -92,14 +93,7 @@ class Slots:
         self.directory, self.number, self.capacity = directory, number, capacity
         self.path = directory / f"slots.{number:06d}"
         offsets, size = _layout(capacity)
-        if create:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-            os.ftruncate(fd, size)
-            mm = mmap.mmap(fd, size)
-        else:
-            fd = os.open(self.path, os.O_RDONLY)
-            mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
-        os.close(fd)
+        mm = map_file(self.path, size, create=create)
         for (name, dtype), offset in zip(FIELDS, offsets, strict=True):
             setattr(self, name, np.frombuffer(mm, dtype, capacity, offset))
         self.one = Scalars(self)
