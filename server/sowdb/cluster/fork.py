@@ -36,7 +36,7 @@ from sowdb.config import Config
 from sowdb.engine import Engine
 from sowdb.storage import Store
 from sowdb.storage.epochs import cut_epoch_history, epoch_at, epoch_history
-from sowdb.storage.keys import OP_DELETE, OP_EXPIRE
+from sowdb.storage.keys import OP_DELETE, OP_EXPIRE, JournalEntry
 
 log = logging.getLogger("sowdb.cluster")
 
@@ -45,6 +45,20 @@ LOST_WRITES = "lost-writes.jsonl"
 CHECK_FILE = "lost-writes.check"
 """Holds the fork point while the lines of the last cut wait for :func:`check_lost_writes`."""
 _OPERATIONS = {OP_DELETE: "delete", OP_EXPIRE: "expire"}
+
+
+_WRITE = ("topic", "sow_key", "operation", "data")
+"""What makes two journal entries the same write (a client's retry of it, J-4)."""
+
+
+def _write(e: JournalEntry) -> dict[str, str]:
+    """The fields of :data:`_WRITE` of an entry, as a lost-writes line holds them."""
+    return {
+        "topic": e.topic,
+        "sow_key": e.sow_key,
+        "operation": _OPERATIONS.get(e.op, "publish"),
+        "data": e.payload.decode("utf-8", "replace"),
+    }
 
 
 def mark_fork(data_dir: str | Path, bookmark: int) -> None:
@@ -63,20 +77,12 @@ def cut_at_fork(store: Store, config: Config) -> int:
     history = epoch_history(store)
     with (Path(config.server.data_dir) / LOST_WRITES).open("a") as out:
         for e in lost:
-            record = {
-                "bookmark": e.seq,
-                "timestamp_us": e.timestamp_us,
-                "topic": e.topic,
-                "sow_key": e.sow_key,
-                "operation": _OPERATIONS.get(e.op, "publish"),
-                "data": e.payload.decode("utf-8", "replace"),
-                "epoch": epoch_at(history, e.seq),  # the epoch that wrote it (0: unknown)
-            }
+            record = {"bookmark": e.seq, "timestamp_us": e.timestamp_us, **_write(e)}
+            record["epoch"] = epoch_at(history, e.seq)  # the epoch that wrote it (0: unknown)
             out.write(json.dumps(record) + "\n")
-    if lost:
-        (Path(config.server.data_dir) / CHECK_FILE).write_text(f"{upto}\n")
     cut_epoch_history(store, upto)
     if lost:
+        (Path(config.server.data_dir) / CHECK_FILE).write_text(f"{upto}\n")
         store.roll_back(upto, {}, set(), f"which the primary never got (the journal forked): kept in {LOST_WRITES}")
         Engine.rebuild(store, config)
         # a rebuild of a journal cut to nothing replays nothing, and leaves the counts as they were
@@ -106,14 +112,12 @@ def check_lost_writes(store: Store, data_dir: str | Path) -> tuple[int, int] | N
         return None
     upto = int(marker.read_text().strip())
     lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-    waiting: dict[tuple[str, str, str, str], list[dict[str, object]]] = {}
+    waiting: dict[tuple[str, ...], list[dict[str, object]]] = {}
     for line in lines:
         if "lost" not in line:
-            key = (str(line["topic"]), str(line["sow_key"]), str(line["operation"]), str(line["data"]))
-            waiting.setdefault(key, []).append(line)
+            waiting.setdefault(tuple(str(line[field]) for field in _WRITE), []).append(line)
     for e in store.iter_journal(upto):
-        operation, data = _OPERATIONS.get(e.op, "publish"), e.payload.decode("utf-8", "replace")
-        found = waiting.get((e.topic, e.sow_key, operation, data))
+        found = waiting.get(tuple(_write(e).values()))
         if found:
             for line in found:
                 line.setdefault("applied_at", e.seq)

@@ -121,8 +121,9 @@ class ReplicationServicer(Servicer):
                             seen += 1
                     idle = 0.0
                     continue
-                if idle >= TICK_S or engine.shown_upto() != committed:
-                    committed = engine.shown_upto()  # a tick, or the committed point moved
+                shown = engine.shown_upto()
+                if idle >= TICK_S or shown != committed:  # a tick, or the committed point moved
+                    committed = shown
                     yield pb.FollowResponse(epoch=epoch, last_bookmark=last, clock_us=now, committed_bookmark=committed)
                     idle = 0.0
                 with contextlib.suppress(TimeoutError):

@@ -137,8 +137,7 @@ class Engine:
     def shown_upto(self) -> int:
         """The last bookmark subscribers may see: the delivery gate's point, or the last written
         while it is open. A cluster's primary ships it to its replicas as the committed point."""
-        point = self.hub.gate.committed
-        return self.last_seq if point is None else min(point, self.last_seq)
+        return self.hub.gate.start_point(self.last_seq)
 
     def require_primary(self) -> None:
         """For a read that must see the primary's state (a client's ``read_from="primary"``):
