@@ -222,7 +222,7 @@ def attack_figures(mode: Mode, orders: list[bytes], seconds: float) -> dict[str,
     with fresh_sowd(mode.config, mode.env) as (proc, target), mode.client(target, "admin") as admin:
         admin.publish("orders", orders, batch_size=100)
         _settle(proc.pid)
-        hidden = next(json.loads(o)["orderId"] for o in orders if json.loads(o)["side"] != "B")
+        hidden = next(d["orderId"] for o in orders if (d := json.loads(o))["side"] != "B")
         figures["admin point ms"] = _point_p50(admin, "/orderId = 7", seconds)
         likes = _SPAWN.Process(target=_likes_forever, args=(str(mode.pki), target), daemon=True)
         likes.start()
