@@ -25,7 +25,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from sowdb.config import Config, demo_config
-from tests.support import Certs, Process, Running, make_config, running, start_sowd
+from sowdb.testing.pki import Certs
+from tests.support import Process, Running, make_config, running, start_sowd
 
 settings.register_profile(
     "sowdb",

@@ -25,7 +25,7 @@ LAYERS: dict[str, set[str]] = {  # subpackage -> the subpackages it may import
     "live": {"state", "journal", "read"},
     "write": {"state", "journal", "read", "live"},
 }
-FACADE = {"__init__", "engine", "upkeep", "stats"}  # root modules that compose the subpackages
+FACADE = {"__init__", "engine", "upkeep", "stats", "replication"}  # root modules that compose the subpackages
 
 
 def _imports(path: Path) -> list[tuple[str, list[str]]]:
@@ -116,3 +116,83 @@ def test_modules_stay_small() -> None:
         f"{p.relative_to(SERVER)}: {n}" for p in SERVER.rglob("*.py") if (n := len(p.read_text().splitlines())) > 400
     ]
     assert not long, f"modules over 400 lines: {long}"
+
+
+CLUSTER = SERVER / "cluster"
+ROOT = SERVER.parents[1]
+
+
+def _attributes(path: Path) -> set[str]:
+    return {n.attr for n in ast.walk(ast.parse(path.read_text(), str(path))) if isinstance(n, ast.Attribute)}
+
+
+def test_the_cluster_reaches_the_engine_only_through_its_replication_port() -> None:
+    """cluster/ imports of the engine only its port (and the clock a node follows), and never
+    touches an engine's writer or store: the engine's insides may change under it."""
+    allowed = {"sowdb.engine.replication", "sowdb.engine.clock"}
+    bad = [
+        f"{path.relative_to(SERVER)}: {module}"
+        for path in sorted(CLUSTER.rglob("*.py"))
+        for module, _ in _imports(path)
+        if module.startswith("sowdb.engine") and module not in allowed
+    ]
+    bad += [
+        f"{path.relative_to(SERVER)}: .{attr}"
+        for path in sorted(CLUSTER.rglob("*.py"))
+        for attr in sorted(_attributes(path) & {"writer", "store"})
+    ]
+    assert not bad, "the cluster past the engine's replication port:\n" + "\n".join(bad)
+
+
+def test_only_the_dcs_talks_to_etcd() -> None:
+    """One door to etcd (Patroni's ``dcs/``): nothing else imports the etcd client."""
+    dcs = CLUSTER / "dcs"
+    bad = [
+        f"{path.relative_to(SERVER)}: {module}"
+        for path in sorted(SERVER.rglob("*.py"))
+        if dcs not in path.parents
+        for module, _ in _imports(path)
+        if module == "aetcd" or module.startswith(("aetcd.", "sowdb.cluster.dcs.etcd"))
+    ]
+    assert not bad, "etcd reached around sowdb.cluster.dcs:\n" + "\n".join(bad)
+
+
+def test_one_owner_moves_the_committed_point() -> None:
+    """The engine's commit and hold methods are called from cluster/commit.py alone (the port
+    defines them; the engine and its servers are below or beside the cluster)."""
+    owned = {"deliver_upto", "hold_reads", "guard_writes", "shown_upto"}
+    bad = [
+        f"{path.relative_to(SERVER)}: .{attr}"
+        for path in sorted(CLUSTER.rglob("*.py"))
+        if path.name != "commit.py"
+        for attr in sorted(_attributes(path) & owned)
+    ]
+    assert not bad, "the committed point moved outside cluster/commit.py:\n" + "\n".join(bad)
+
+
+def test_the_cluster_serves_no_grpc_of_its_own() -> None:
+    """Services live in api/, behind the one error boundary: cluster/ imports nothing of api/."""
+    bad = [
+        f"{path.relative_to(SERVER)}: {module}"
+        for path in sorted(CLUSTER.rglob("*.py"))
+        for module, _ in _imports(path)
+        if module.startswith("sowdb.api")
+    ]
+    assert not bad, "cluster/ imports the protocol layer:\n" + "\n".join(bad)
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_arrows_point_one_way_between_the_packages() -> None:
+    """The SDK never imports the server, and neither the server, the SDK nor tools/ import tests/."""
+    rules = {ROOT / "clients" / "python": ("sowdb", "tests"), SERVER: ("tests",), ROOT / "tools": ("tests",)}
+    bad = [
+        f"{path.relative_to(ROOT)}: {module}"
+        for top, banned in rules.items()
+        for path in sorted(top.rglob("*.py"))
+        for module, _ in _imports(path)
+        if any(_within(module, b) for b in banned)
+    ]
+    assert not bad, "imports against the arrows:\n" + "\n".join(bad)

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import grpc
 
-from sowdb.address import dial_target
 from sowdb.config import Config
 from sowdb.storage import Store
 from sowdb.storage.verify import verify as verify_store
+from sowdb_address import dial_target
 from sowdb_api.v1 import admin_pb2, admin_pb2_grpc
 
 

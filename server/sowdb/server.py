@@ -183,15 +183,13 @@ class SowServer:
         admin = AdminServicer(self.engine, self.auth)
         add_service(admin, self._gate, ADMIN_SERVICE, admin_pb2)
         if self.config.cluster is not None:  # SPEC §13: a node of a cluster (sowdb.cluster.node)
+            from sowdb.api.replication import REPLICATION_SERVICE, ReplicationServicer, pb
             from sowdb.cluster.node import Node
-            from sowdb.cluster.replication import ReplicationServicer
-            from sowdb_api.v1 import replication_pb2
 
-            self.node = Node(self.config.cluster, self.engine, self.port, self.following)
+            self.node = Node(self.config.cluster, self.engine.replication, self.port, self.following)
             admin.cluster = self.node.status
             admin.switchover = self.node.switchover
-            replication = replication_pb2.DESCRIPTOR.services_by_name["ReplicationService"]
-            add_service(ReplicationServicer(self.node, self.auth), self._gate, replication, replication_pb2)
+            add_service(ReplicationServicer(self.engine, self.node, self.auth), self._gate, REPLICATION_SERVICE, pb)
         add_service(DataServicer(self.engine, self.auth), self._gate, DATA_SERVICE, data_pb2)
         self.progress.done()
         self._gate.open()

@@ -14,8 +14,9 @@ import pytest
 from sowdb.auth import hash_token
 from sowdb.config import config_from_dict
 from sowdb.server import SowServer
+from sowdb.testing.pki import Certs
 from sowdb_client import AsyncClient, Client, Tls, UnauthenticatedError, UnavailableError
-from tests.support import Certs, make_config, take
+from tests.support import make_config, take
 
 TOKEN = "s3cret-token-for-tls"
 

@@ -1,7 +1,7 @@
 """A real etcd for the cluster's tests (Debian's ``etcd-server``, installed by ``make setup``):
 one member on 127.0.0.1 with free client and peer ports and its data in a temp dir, started
 healthy and stopped (SIGCONT first, should a test have paused it); and a cluster of nodes on it.
-The launcher itself is :func:`tests.cluster.processes.start_etcd`, plain code that the failover
+The launcher itself is :func:`sowdb.testing.etcd.start_etcd`, plain code that the failover
 soak and the replication benchmark share."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.processes import EtcdServer, start_etcd
-from tests.cluster.support import CREATED, Cluster
+from sowdb.testing.cluster import CREATED, Cluster
+from sowdb.testing.etcd import EtcdServer, start_etcd
 
 __all__ = ["EtcdServer", "cluster", "etcd"]
 

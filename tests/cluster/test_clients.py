@@ -27,10 +27,10 @@ import grpc
 import pytest
 
 from sowdb import testing
+from sowdb.testing.faultproxy import fault_proxy
 from sowdb_api.v1 import sow_pb2, sow_pb2_grpc
-from sowdb_client import AsyncClient, Client, PublishAck, SowdbError
+from sowdb_client import AsyncClient, Client, DataLossError, PublishAck, SowdbError
 from tests.cluster.conftest import EtcdServer
-from tests.cluster.faultproxy import fault_proxy
 from tests.cluster.support import TTL, Cluster, journal, until
 from tests.doc_pages import blocks, run_block
 from tests.support import sow
@@ -361,3 +361,98 @@ def test_a_primary_read_never_trusts_a_stale_primary(cluster: Cluster) -> None:
         list(sow_pb2_grpc.SowServiceStub(channel).Sow(raw, metadata=(("sowdb-read-from", "primary"),), timeout=10))
     assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert n2 in (refused.value.details() or "")
+
+
+def test_an_async_failover_never_lets_a_resumed_subscription_skip_the_new_primarys_writes(
+    tmp_path: Path, etcd: EtcdServer
+) -> None:
+    """Under ``async`` a primary shows its subscribers what no replica holds yet. Killed, its
+    successor writes its own entries at those bookmarks, acknowledged to their publishers. A
+    subscription that resumed after its last bookmark would silently skip them (issue 38 saw
+    1,309 and 7,093 such records): it must end with DATA_LOSS ``SUBSCRIPTION_FORKED`` instead."""
+    two = Cluster(tmp_path, etcd, ack="async")
+    try:
+        two.start("n1")
+        assert two.primary() == "n1"
+        two.start("n2")
+        until(lambda: len(two.status("n1")) == 2)
+        servers = [two.nodes["n1"].target, two.nodes["n2"].target]
+        with Client(servers) as c:
+            c.publish("orders", [{"id": i} for i in range(10)])  # bookmarks 1..10, on both nodes
+        until(lambda: two.own("n2").applied_bookmark >= 10)
+        delivered: list[tuple[int, int]] = []
+        outcome: list[object] = []
+
+        def subscriber() -> None:
+            try:
+                with Client(servers) as c:
+                    for event in c.subscribe("orders", bookmark="0"):
+                        delivered.extend((r.bookmark, r.json()["id"]) for r in event.records)
+                        if any(i == -1 for _, i in delivered):
+                            outcome.append("went on")
+                            return
+            except SowdbError as exc:
+                outcome.append(exc)
+
+        two.nodes["n2"].stop()  # down while n1 acknowledges alone (a paused one still reads its socket)
+        reader = threading.Thread(target=subscriber)
+        reader.start()
+        with Client(two.nodes["n1"].target) as c:  # acknowledged by n1 alone: bookmarks 11..30
+            c.publish("orders", [{"id": 100 + i} for i in range(20)])
+        until(lambda: any(b >= 30 for b, _ in delivered), within=30)
+        two.nodes["n1"].kill()
+        # back on its address, with bookmarks 1..10 only, and alone: it leads
+        two.nodes["n2"] = testing.start(
+            tmp_path / "n2", "--node", "n2", "--listen", servers[1], "--advertise", "127.0.0.1:0", config=two.config
+        )
+        two.started.append(("n2", two.nodes["n2"]))
+        assert two.nodes["n2"].target == servers[1], two.nodes["n2"].banner
+        until(lambda: two.own("n2").role == "primary", within=TTL + 30)
+        with Client(servers) as c:  # its own bookmarks 11..40, acknowledged (a list: it retries)
+            c.publish("orders", [{"id": 200 + i} for i in range(30)])
+            c.publish("orders", [{"id": -1}])
+        reader.join(timeout=60)
+        assert not reader.is_alive()
+        assert outcome, "the subscription ended with neither an error nor the end mark"
+        error = outcome[0]
+        assert isinstance(error, DataLossError), f"went on past the new primary's writes: {delivered[-5:]}"
+        assert error.reason == "SUBSCRIPTION_FORKED"
+        assert "bookmark 30" in error.message
+        assert not any(i >= 200 for _, i in delivered), "delivered the new primary's entries after others"
+        again: list[int] = []  # subscribed again: the cluster's history, shown by the new primary
+        with Client(servers) as c:
+            for event in c.subscribe("orders", bookmark="0", timeout=30):
+                again.extend(r.json()["id"] for r in event.records)
+                if -1 in again:
+                    break
+        assert again == [*range(10), *range(200, 230), -1]
+    finally:
+        two.stop()
+
+
+def test_a_replica_promoted_under_async_shows_its_subscribers_its_own_writes(tmp_path: Path, etcd: EtcdServer) -> None:
+    """A replica's delivery gate follows the points its primary ships; promoted under ``async``
+    (which acknowledges alone), it must open it. It once stayed shut at the last shipped point,
+    so the new primary's subscribers never saw a write it acknowledged."""
+    two = Cluster(tmp_path, etcd, ack="async")
+    try:
+        two.start("n1")
+        assert two.primary() == "n1"
+        two.start("n2")
+        until(lambda: len(two.status("n1")) == 2)
+        servers = [two.nodes["n1"].target, two.nodes["n2"].target]
+        with Client(servers) as c:
+            c.publish("orders", [{"id": i} for i in range(10)])
+        until(lambda: two.own("n2").applied_bookmark >= 10)
+        two.nodes["n1"].kill()
+        until(lambda: two.own("n2").role == "primary", within=TTL + 30)
+        got: list[int] = []
+        with Client(servers) as c:
+            c.publish("orders", [{"id": 10}])
+            for event in c.subscribe("orders", bookmark="0", timeout=20):
+                got.extend(r.json()["id"] for r in event.records)
+                if 10 in got:
+                    break
+        assert got == list(range(11))
+    finally:
+        two.stop()

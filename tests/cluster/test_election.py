@@ -8,10 +8,10 @@ import time
 
 import pytest
 
+from sowdb.cluster.dcs import ClusterView, Etcd
 from sowdb.cluster.election import Eligible, SwitchoverFailed
-from sowdb.cluster.etcd import Etcd
+from sowdb.testing.faultproxy import fault_proxy
 from tests.cluster.conftest import EtcdServer
-from tests.cluster.faultproxy import fault_proxy
 from tests.cluster.support import TTL, Journal, Node, cluster_config
 
 
@@ -119,7 +119,7 @@ async def test_an_ineligible_node_never_takes_the_key(etcd: EtcdServer) -> None:
     journal = Journal()
     ready = asyncio.Event()
 
-    async def eligible() -> bool:
+    def eligible(view: ClusterView) -> bool:
         return ready.is_set()
 
     b = Node(cluster_config(etcd.url, "b"), journal, eligible)
@@ -145,7 +145,7 @@ async def test_switchover_hands_over_with_the_epoch_rising(etcd: EtcdServer) -> 
     ready = {"a": True, "b": True, "c": False}
 
     def eligible(name: str) -> Eligible:
-        async def check() -> bool:
+        def check(view: ClusterView) -> bool:
             return ready[name]
 
         return check

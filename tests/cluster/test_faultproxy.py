@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.cluster.faultproxy import fault_proxy
+from sowdb.testing.faultproxy import fault_proxy
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """Faults against real processes (SPEC §13, HA-1/HA-3; issue 31): etcd and three ``sowd``, with
-the TCP fault proxy (:mod:`tests.cluster.faultproxy`) between them where a partition is needed.
+the TCP fault proxy (:mod:`sowdb.testing.faultproxy`) between them where a partition is needed.
 ``tests/cluster/test_election.py`` checks the same faults on in-process elections; these check
 what a client of the real servers sees.
 
@@ -35,11 +35,12 @@ import grpc
 import pytest
 
 from sowdb import testing
+from sowdb.testing.cluster import Cluster, fingerprint
+from sowdb.testing.etcd import free_ports
+from sowdb.testing.faultproxy import FaultProxy
 from sowdb_client import Client, SowdbError
 from tests.cluster.conftest import EtcdServer
-from tests.cluster.faultproxy import FaultProxy
 from tests.cluster.history import REFUSED, Ack, History, Refusal, Writer
-from tests.cluster.processes import Nodes, fingerprint, free_ports
 from tests.cluster.support import TTL, publish_acknowledged, sync_record, until
 
 pytestmark = pytest.mark.timeout(120)
@@ -53,7 +54,7 @@ class Rig:
     itself (what replicas dial), while the test's clients dial its own port."""
 
     def __init__(self, tmp_path: Path, etcd: EtcdServer, proxied: bool = False) -> None:
-        self.nodes = Nodes(tmp_path / "nodes", etcd)
+        self.nodes = Cluster(tmp_path / "nodes", etcd)
         self.etcd, self.proxied = etcd, proxied
         self.flags: dict[str, tuple[str, ...]] = {}
         self.configs: dict[str, Path] = {}

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from sowdb import testing
+from sowdb.testing.cluster import Cluster, nodes
 from sowdb_client import Client
 from tests.api.test_stats import Samples
 from tests.api.test_stats import scrape as scrape_port
 from tests.cluster.conftest import EtcdServer
-from tests.cluster.processes import Nodes, nodes
 from tests.cluster.support import until
 from tests.support import sow
 
@@ -38,12 +38,12 @@ def role(name: str) -> tuple[str, tuple[tuple[str, str], ...]]:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path, etcd: EtcdServer) -> Iterator[Nodes]:
+def cluster(tmp_path: Path, etcd: EtcdServer) -> Iterator[Cluster]:
     with nodes(tmp_path, etcd, server='metrics_listen = "127.0.0.1:0"') as c:
         yield c
 
 
-def test_metrics_and_sow_stats_show_each_nodes_role_epoch_bookmark_and_lag(cluster: Nodes) -> None:
+def test_metrics_and_sow_stats_show_each_nodes_role_epoch_bookmark_and_lag(cluster: Cluster) -> None:
     n1 = cluster.start("n1")
     assert cluster.primary() == "n1"
     with Client(n1.target) as c:  # no replica yet: `sync` falls back to acknowledging alone, counted
@@ -90,7 +90,7 @@ def test_metrics_and_sow_stats_show_each_nodes_role_epoch_bookmark_and_lag(clust
     )
 
 
-def test_a_server_alone_has_role_none_and_its_stats_unchanged(cluster: Nodes) -> None:
+def test_a_server_alone_has_role_none_and_its_stats_unchanged(cluster: Cluster) -> None:
     alone = cluster.config.with_name("alone.toml")
     alone.write_text('[server]\nmetrics_listen = "127.0.0.1:0"\n' + alone.read_text())
     with testing.start(cluster.tmp_path / "alone", config=alone) as sowd:

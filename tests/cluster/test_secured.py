@@ -12,11 +12,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sowdb import testing
+from sowdb.testing.pki import Certs
 from sowdb_api.v1 import admin_pb2
 from sowdb_client import Client, SowdbError, Tls
 from tests.cluster.conftest import EtcdServer
 from tests.cluster.support import TTL, node_config, secure_config, until
-from tests.support import Certs, sow
+from tests.support import sow
 
 TOKEN = "replication-secret"
 

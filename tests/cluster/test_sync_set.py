@@ -15,8 +15,7 @@ import time
 import grpc
 import pytest
 
-from sowdb.cluster.etcd import Etcd
-from sowdb.cluster.syncset import SyncRecord
+from sowdb.cluster.dcs import Etcd, SyncRecord
 from sowdb_client import Client, SowdbError
 from tests.cluster.conftest import EtcdServer
 from tests.cluster.support import TTL, Cluster, publish_acknowledged, sync_record, until

@@ -13,20 +13,10 @@ from playwright.async_api import Browser, Page, async_playwright
 
 from sowdb.auth import hash_token
 from sowdb.config import config_from_dict
+from sowdb.testing.chromium import CHROMIUM, CHROMIUM_ARGS
 from tests.cluster.conftest import etcd  # noqa: F401  (a real etcd, for the console of a cluster)
 from tests.support import Running, make_config, running
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 ARTIFACTS = Path(os.environ.get("SOWDB_TEST_ARTIFACTS", Path(__file__).parents[2] / "test-artifacts")) / "console"
 """Where the browser tests save their screenshots (printed at the end of the run)."""
 

@@ -11,9 +11,9 @@ import pytest
 from playwright.async_api import Page, expect
 
 from sowdb import testing
+from sowdb.testing.cluster import Cluster, nodes
 from sowdb_client import Client
 from tests.cluster.conftest import EtcdServer
-from tests.cluster.processes import Nodes, nodes
 from tests.cluster.support import until
 from tests.console.conftest import WAIT_MS, screenshot
 
@@ -21,7 +21,7 @@ HTTP = ("--http-listen", "127.0.0.1:0")
 
 
 @pytest.fixture
-def cluster(tmp_path: Path, etcd: EtcdServer) -> Iterator[Nodes]:
+def cluster(tmp_path: Path, etcd: EtcdServer) -> Iterator[Cluster]:
     with nodes(tmp_path, etcd) as c:
         yield c
 
@@ -31,7 +31,7 @@ def console_url(sowd: testing.Sowd) -> str:
     return sowd.banner.split("console ")[1].split()[0]
 
 
-async def test_the_console_shows_each_nodes_role_epoch_bookmark_and_lag(cluster: Nodes, page: Page) -> None:
+async def test_the_console_shows_each_nodes_role_epoch_bookmark_and_lag(cluster: Cluster, page: Page) -> None:
     n1 = cluster.start("n1", *HTTP)
     assert cluster.primary() == "n1"
     n2 = cluster.start("n2", *HTTP)
@@ -61,7 +61,7 @@ async def test_the_console_shows_each_nodes_role_epoch_bookmark_and_lag(cluster:
     await expect(page.locator("#cluster tbody tr td[data-field='role']")).to_have_text(["replica"], timeout=WAIT_MS)
 
 
-async def test_a_server_alone_shows_no_cluster_table(cluster: Nodes, page: Page) -> None:
+async def test_a_server_alone_shows_no_cluster_table(cluster: Cluster, page: Page) -> None:
     with testing.start(cluster.tmp_path / "alone", *HTTP, config=cluster.config.with_name("alone.toml")) as sowd:
         await page.goto(console_url(sowd))
         await expect(page.locator("#topics tr[data-topic='orders']")).to_be_visible(timeout=WAIT_MS)

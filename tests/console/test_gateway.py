@@ -17,11 +17,12 @@ import pytest
 
 from sowdb.config import ConfigError, config_from_dict
 from sowdb.server import SowServer
+from sowdb.testing.pki import Certs
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import SowdbError
 from tests.console.conftest import TOKEN
 from tests.console.wire import Stream, WireError, connect_error, unary
-from tests.support import Certs, Running, make_config, sowd_command, start_sowd
+from tests.support import Running, make_config, sowd_command, start_sowd
 
 LIST_TOPICS = "/sowdb.v1.SowService/ListTopics"
 SOW_AND_SUBSCRIBE = "/sowdb.v1.SowService/SowAndSubscribe"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.processes import free_ports
+from sowdb.testing.etcd import free_ports
 from tests.doc_pages import blocks, run_block
 
 pytestmark = pytest.mark.readme

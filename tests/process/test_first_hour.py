@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from sowdb.address import dial_target, parse_address
+from sowdb.testing.pki import Certs
+from sowdb_address import dial_target, parse_address
 from sowdb_client import Client
 from tests.doc_pages import blocks
 from tests.process.test_readme_tour import ROOT, free_port
-from tests.support import Certs, Process, sow, sowd_command, start_sowd
+from tests.support import Process, sow, sowd_command, start_sowd
 
 WRAPS = "127.0.0.1:99999"  # 99999 - 65536 = 34463: what the kernel and gRPC made of it
 

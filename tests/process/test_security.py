@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from sowdb.auth import hash_token
-from tests.support import Certs, Process, sowd_command, start_sowd
+from sowdb.testing.pki import Certs
+from tests.support import Process, sowd_command, start_sowd
 
 TRADER, VIEWER = "trader-token-1", "viewer-token-2"
 CONFIG = """

@@ -13,10 +13,11 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from sowdb.auth import hash_token
+from sowdb.testing.pki import Certs
 from sowdb_client import Client, Tls
 from sowdb_spark import SowdbSparkError
 from sowdb_spark.export import main as export
-from tests.support import Certs, Process, start_sowd
+from tests.support import Process, start_sowd
 
 TOKENS = {name: secrets.token_urlsafe(16) for name in ("writer", "reader")}
 

@@ -30,10 +30,8 @@ from pathlib import Path
 from bench_server import _start  # a sibling script, not a package
 from playwright.sync_api import sync_playwright
 
+from sowdb.testing.chromium import CHROMIUM, CHROMIUM_ARGS  # as the browser tests launch it
 from sowdb_client import Client
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # Chromium as the browser test launches it
-from tests.console.conftest import CHROMIUM, CHROMIUM_ARGS
 
 
 def _free_port() -> int:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Replication benchmarks (SPEC §13, issue 31) on real processes: etcd and ``sowd`` nodes started
-as the cluster's tests start them (``tests/cluster/processes.py``).
+as the cluster's tests start them (:mod:`sowdb.testing.cluster`).
 
 - **sync publish**: N messages in batches of 100 to a primary with ``ack = "sync"`` and one
   replica, beside a lone server (no ``[cluster]``); a fresh cluster or server per run,
@@ -44,11 +44,11 @@ from sowdb_api.v1 import sow_pb2_grpc
 from sowdb_client import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the soak's cycle, the cluster's processes
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the soak's cycle (tools.soak)
 from alternating import Figures, alternate, print_medians  # sibling scripts, not a package
 from bench_subscriptions import _SPAWN, _fanout_filter, _publish_fast, _subscriber
 
-from tests.cluster.support import TOPICS
+from sowdb.testing.cluster import TOPICS
 from tools.soak.failover_soak import Ledger, Load, kill_primary, running_cluster
 
 BATCH = 100

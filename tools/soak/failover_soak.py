@@ -45,11 +45,10 @@ from pathlib import Path
 
 import grpc
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the cluster's processes, as its tests start them
+from sowdb.testing.cluster import Cluster, fingerprint, until
+from sowdb.testing.etcd import start_etcd
+from sowdb.testing.pki import Certs
 from sowdb_api.v1 import sow_pb2, sow_pb2_grpc
-from tests.cluster.processes import Nodes, fingerprint, start_etcd
-from tests.cluster.support import until
-from tests.support import Certs
 
 NODES = ("n1", "n2", "n3")
 BATCH = 10
@@ -92,7 +91,7 @@ class Ledger:
 class Primary:
     """Finds the primary through ClusterStatus: the node whose own row says ``primary``."""
 
-    def __init__(self, cluster: Nodes) -> None:
+    def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
 
     def find(self) -> tuple[str, str] | None:
@@ -108,7 +107,7 @@ class Primary:
 class Load:
     """Writer threads publishing new ids to whichever node is the primary, until stopped."""
 
-    def __init__(self, cluster: Nodes, ledger: Ledger, writers: int = 2) -> None:
+    def __init__(self, cluster: Cluster, ledger: Ledger, writers: int = 2) -> None:
         self.primary = Primary(cluster)
         self.cluster = cluster
         self.ledger = ledger
@@ -158,7 +157,7 @@ class Load:
             channel.close()
 
 
-def read_ids(cluster: Nodes, name: str) -> set[int]:
+def read_ids(cluster: Cluster, name: str) -> set[int]:
     """Every id the node's ``orders`` holds (a Sow query over a raw stub)."""
     with cluster.channel(cluster.nodes[name].target) as channel:
         sow = sow_pb2_grpc.SowServiceStub(channel).Sow
@@ -166,7 +165,7 @@ def read_ids(cluster: Nodes, name: str) -> set[int]:
         return {int(json.loads(r.data)["id"]) for f in frames if f.HasField("records") for r in f.records.records}
 
 
-def following(cluster: Nodes, name: str, bookmark: int) -> bool:
+def following(cluster: Cluster, name: str, bookmark: int) -> bool:
     """``name`` follows the primary and has applied ``bookmark`` (a node with a forked journal
     is refused as a follower, so its own bookmark is not enough)."""
     with suppress(grpc.RpcError, AssertionError):
@@ -175,7 +174,7 @@ def following(cluster: Nodes, name: str, bookmark: int) -> bool:
     return False
 
 
-def restart(cluster: Nodes, name: str, within: float = 60.0) -> None:
+def restart(cluster: Cluster, name: str, within: float = 60.0) -> None:
     """Start ``name`` again until it follows and has applied what the primary had at its start:
     a node whose journal forked stops to cut it (HA-4), and is started again."""
     for _ in range(RESTART_TRIES):
@@ -188,7 +187,7 @@ def restart(cluster: Nodes, name: str, within: float = 60.0) -> None:
     raise RuntimeError(f"node {name} did not rejoin after {RESTART_TRIES} starts:\n{cluster.nodes[name].output}")
 
 
-def caught_up(cluster: Nodes, within: float = 60.0) -> int:
+def caught_up(cluster: Cluster, within: float = 60.0) -> int:
     """With the load stopped: wait until every node has applied the primary's last bookmark;
     that bookmark. The primary and its bookmark are read again at each probe: a write still in
     flight when the load stopped may land after the first read, and the primary may change.
@@ -223,7 +222,7 @@ class Cycle:
     unexpected: int = 0
 
 
-def supervise(cluster: Nodes) -> None:
+def supervise(cluster: Cluster) -> None:
     """Start again, as its supervisor would, a node that stopped on its own: a replica that had
     applied entries its next primary never got (not acknowledged: the sync member lacked them)
     finds its journal forked after a failover and stops, to cut it at its next start (HA-4)."""
@@ -232,7 +231,7 @@ def supervise(cluster: Nodes) -> None:
             restart(cluster, name)
 
 
-def kill_primary(cluster: Nodes, ledger: Ledger, within: float = 30.0) -> Cycle:
+def kill_primary(cluster: Cluster, ledger: Ledger, within: float = 30.0) -> Cycle:
     """SIGKILL the primary under load; once its successor acknowledges, start it again (and
     any node that stopped to cut its forked journal)."""
     supervise(cluster)
@@ -251,11 +250,11 @@ def kill_primary(cluster: Nodes, ledger: Ledger, within: float = 30.0) -> Cycle:
 @contextmanager
 def running_cluster(
     work: Path, ack: str, ttl: int, nodes: Sequence[str] = NODES, *, secured: bool = False
-) -> Iterator[Nodes]:
+) -> Iterator[Cluster]:
     """etcd and ``nodes`` (the first one primary, every other following it), stopped after;
     ``secured``: TLS and tokens, the replicas following over TLS with the cluster's token."""
     etcd = start_etcd(work)
-    cluster = Nodes(work, etcd, ack=ack, ttl=ttl)
+    cluster = Cluster(work, etcd, ack=ack, ttl=ttl)
     if secured:
         cluster.secure(Certs(work / "pki"), TOKEN)
     try:
@@ -281,7 +280,7 @@ LOG_ERRORS = (
 nobody handled), however harmless the run's outcome."""
 
 
-def log_errors(cluster: Nodes) -> list[str]:
+def log_errors(cluster: Cluster) -> list[str]:
     """The lines of :data:`LOG_ERRORS` in the output of every start of every node."""
     lines = ((name, line) for name, sowd in cluster.started for line in sowd.lines)
     return [f"{name}: {line.strip()}" for name, line in lines if any(e in line for e in LOG_ERRORS)]

@@ -3,6 +3,7 @@
 from sowdb_client.aio import AsyncClient, AsyncSowResult, AsyncSubscriptionStream
 from sowdb_client.client import Client, SowResult, SubscriptionStream
 from sowdb_client.errors import (
+    DataLossError,
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
@@ -34,6 +35,7 @@ __all__ = [
     "AsyncSowResult",
     "AsyncSubscriptionStream",
     "Client",
+    "DataLossError",
     "DeleteOptions",
     "Event",
     "FailedPreconditionError",

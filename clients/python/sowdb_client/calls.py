@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar, Unpack
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from sowdb.address import dial_target
+from sowdb_address import dial_target
 from sowdb_api.v1 import admin_pb2, admin_pb2_grpc, sow_pb2_grpc
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import options as o

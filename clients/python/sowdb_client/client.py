@@ -15,7 +15,7 @@ from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import calls
 from sowdb_client import options as o
 from sowdb_client.calls import DEFAULT_KEEPALIVE, Calls, Connection, EventStream, SowFrames
-from sowdb_client.errors import NotFoundError, SowdbError, from_rpc_error
+from sowdb_client.errors import DataLossError, NotFoundError, SowdbError, from_rpc_error
 from sowdb_client.events import Event
 from sowdb_client.publishing import PublishTally, publish_requests
 from sowdb_client.servers import DEFAULT_FAILOVER_TIMEOUT, PROBE_TIMEOUT, Failover, Outbox, ReadFrom, Resume, Servers
@@ -84,6 +84,9 @@ class SubscriptionStream(EventStream):
                 return
             except grpc.RpcError as exc:
                 error = from_rpc_error(exc)
+            except DataLossError:  # resumed on a history that is not the one it delivered
+                self._call.cancel()
+                raise
             except SowdbError as exc:  # its server is behind the resume point
                 self._call.cancel()
                 error = exc

@@ -90,6 +90,11 @@ class UnavailableError(SowdbError):
     """The server could not be reached."""
 
 
+class DataLossError(SowdbError):
+    """Data cannot be read as it was: a damaged store, or (``reason`` ``SUBSCRIPTION_FORKED``)
+    a subscription whose last delivered record the cluster no longer holds after a failover."""
+
+
 class PermissionDeniedError(SowdbError):
     """Not entitled."""
 
@@ -141,6 +146,7 @@ _BY_CODE: dict[grpc.StatusCode, type[SowdbError]] = {
     grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
     grpc.StatusCode.UNIMPLEMENTED: UnimplementedError,
     grpc.StatusCode.UNAVAILABLE: UnavailableError,
+    grpc.StatusCode.DATA_LOSS: DataLossError,
     grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
     grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
 }

@@ -34,9 +34,9 @@ from typing import Any, Literal
 
 import grpc
 
-from sowdb.address import dial_target, dial_targets
+from sowdb_address import dial_target, dial_targets
 from sowdb_api.v1 import sow_pb2 as pb
-from sowdb_client.errors import SowdbError, UnavailableError
+from sowdb_client.errors import DataLossError, SowdbError, UnavailableError
 from sowdb_client.events import Event
 
 ReadFrom = Literal["primary", "any"]
@@ -59,7 +59,7 @@ _RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 
 def server_list(target: str | Sequence[str]) -> list[str]:
     """The servers of a target: ``h1:9007,h2:9007`` or a list of addresses (see
-    :func:`sowdb.address.dial_targets`).
+    :func:`sowdb_address.dial_targets`).
 
     Raises:
         ValueError: no address, or one that is not HOST:PORT with a port in 1..65535.
@@ -322,6 +322,14 @@ class Resume:
     one is). A resumed stream is checked and trimmed here: its node must have applied the resume
     point (``subscribed`` at or after it), and records at or before it are dropped; its own
     ``subscribed`` (and its ``completed``, once the first replay's has come) are not shown again.
+
+    Once a record was delivered, the new stream starts one bookmark earlier, and its first
+    record must be that record again (same bookmark and timestamp): a primary that died may have
+    shown its subscribers entries no replica had (``async``, or ``sync`` fallen back to it), which
+    the new primary then replaced with its own writes at the same bookmarks. Resuming after the
+    old bookmark would silently skip those acknowledged writes, so such a subscription ends with
+    :class:`DataLossError` (reason ``SUBSCRIPTION_FORKED``) instead: subscribe again (a query
+    and its live changes) for the cluster's state. The Node SDK does the same.
     """
 
     def __init__(self, request: pb.SubscribeRequest, *, deadline: bool = False) -> None:
@@ -329,7 +337,10 @@ class Resume:
         self.request = request
         self.deadline = deadline
         self.bookmark = 0
+        self.delivered = 0  # the bookmark of the last record delivered (0: none yet)
+        self.timestamp_us = 0  # and its timestamp
         self.address = ""
+        self._verify = False  # the resumed stream's first record must be the last delivered again
         self._resumed = False
         self._subscribed = False
         self._completed = not request.bookmark
@@ -339,9 +350,10 @@ class Resume:
         if not self._subscribed:
             return self.request
         self._resumed = True
+        self._verify = self.delivered != 0 and self.delivered == self.bookmark
         again = pb.SubscribeRequest()
         again.CopyFrom(self.request)
-        again.bookmark = str(self.bookmark)
+        again.bookmark = str(self.bookmark - 1 if self._verify else self.bookmark)
         return again
 
     def judged(self, exc: SowdbError) -> SowdbError:
@@ -380,11 +392,25 @@ class Resume:
                 return None
             self._completed = True
             return event
+        if event.kind in ("publish", "deleted", "oof") and self._verify:
+            self._verify = False
+            again = event.records[0] if event.records else None
+            if again is None or (again.bookmark, again.timestamp_us) != (self.bookmark, self.timestamp_us):
+                raise DataLossError(
+                    grpc.StatusCode.DATA_LOSS,
+                    f"this subscription delivered bookmark {self.bookmark} from a node that then failed, and the "
+                    f"cluster holds another entry there ({'none' if again is None else f'bookmark {again.bookmark}'}"
+                    " comes first): what it delivered last was never replicated nor acknowledged to its publisher; "
+                    "subscribe again for the cluster's state",
+                    reason="SUBSCRIPTION_FORKED",
+                )
         if event.kind in ("publish", "deleted", "oof") and self._resumed:
             records = tuple(r for r in event.records if r.bookmark > self.bookmark)
             if not records:
                 return None
             event = event._replace(records=records)
-        if event.kind in ("publish", "deleted"):
-            self.bookmark = max([self.bookmark, *(r.bookmark for r in event.records)])
+        if event.kind in ("publish", "deleted") and event.records:
+            last = max(event.records, key=lambda r: r.bookmark)
+            if last.bookmark >= self.bookmark:  # (the placement point may be a record's)
+                self.bookmark, self.delivered, self.timestamp_us = last.bookmark, last.bookmark, last.timestamp_us
         return event

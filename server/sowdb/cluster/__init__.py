@@ -1,11 +1,17 @@
-"""Replication and high availability (SPEC §13): the election of the primary through etcd.
+"""Replication and high availability (SPEC §13), cut along Patroni's seams.
 
-:mod:`sowdb.cluster.etcd` is the narrow interface over etcd; :mod:`sowdb.cluster.election` the
-HA loop (HA-1's fencing, HA-4's failover and switchover). Journal shipping and the replica's
-apply come next; docs/cluster-design.md holds the design and the decisions taken for them.
+- :mod:`sowdb.cluster.dcs`: the one door to etcd (and :mod:`sowdb.cluster.dcs.etcd`, the client);
+- :mod:`sowdb.cluster.election`: the HA loop, one decision per round over one snapshot (HA-1's
+  fencing, HA-4's failover and switchover), :mod:`sowdb.cluster.keepalive` its lease thread;
+- :mod:`sowdb.cluster.commit`: the committed point; :mod:`sowdb.cluster.syncset`: the sync set;
+- :mod:`sowdb.cluster.shipping` and :mod:`sowdb.cluster.follower`: journal shipping, each side;
+  :mod:`sowdb.cluster.fork` and :mod:`sowdb.cluster.catchup`: a forked or a far-behind replica;
+- :mod:`sowdb.cluster.node`: one node, holding them together.
+
+docs/cluster-design.md holds the design and the decisions taken.
 """
 
-from sowdb.cluster.election import Election, ElectionEvent, Leader, NotLeader, SwitchoverFailed
-from sowdb.cluster.etcd import Etcd, EtcdUnavailable
+from sowdb.cluster.dcs import Dcs, Etcd, EtcdUnavailable, Leader
+from sowdb.cluster.election import Election, ElectionEvent, NotLeader, SwitchoverFailed
 
-__all__ = ["Election", "ElectionEvent", "Etcd", "EtcdUnavailable", "Leader", "NotLeader", "SwitchoverFailed"]
+__all__ = ["Dcs", "Election", "ElectionEvent", "Etcd", "EtcdUnavailable", "Leader", "NotLeader", "SwitchoverFailed"]

@@ -30,8 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from sowdb.cluster.fork import LOST_WRITES
-from sowdb.engine import Engine
-from sowdb.engine.access import EVERYONE
+from sowdb.engine.replication import ReplicationPort
 from sowdb_api.v1 import replication_pb2 as pb
 
 log = logging.getLogger("sowdb.cluster")
@@ -42,7 +41,7 @@ INSTALLING = "checkpoint-installing"
 _KEEP = {INCOMING, INSTALLING, LOST_WRITES}
 
 
-async def checkpoint_chunks(engine: Engine) -> AsyncIterator[pb.CopyCheckpointResponse]:
+async def checkpoint_chunks(engine: ReplicationPort) -> AsyncIterator[pb.CopyCheckpointResponse]:
     """The primary's side: a fresh checkpoint's files, chunk by chunk, then its bookmark."""
     temp, files, bookmark = _take_checkpoint(engine)
     try:
@@ -60,13 +59,13 @@ async def checkpoint_chunks(engine: Engine) -> AsyncIterator[pb.CopyCheckpointRe
         await asyncio.to_thread(shutil.rmtree, temp, True)
 
 
-def _take_checkpoint(engine: Engine) -> tuple[Path, list[Path], int]:
+def _take_checkpoint(engine: ReplicationPort) -> tuple[Path, list[Path], int]:
     """A checkpoint in a new temp directory beside the data directory (hard links need the same
     filesystem): (the temp directory, the checkpoint's files, its bookmark)."""
     data_dir = Path(engine.config.server.data_dir).resolve()
     temp = Path(tempfile.mkdtemp(prefix=f".{data_dir.name}-copy-", dir=data_dir.parent))
     try:
-        directory, bookmark, size = engine.checkpoint(str(temp / "copy"), EVERYONE)
+        directory, bookmark, size = engine.checkpoint(str(temp / "copy"))
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise

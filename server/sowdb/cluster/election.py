@@ -35,20 +35,25 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from sowdb.cluster.etcd import Etcd, EtcdUnavailable, KeyValue
+from sowdb.cluster.dcs import ClusterView, Dcs, EtcdUnavailable, Leader
 from sowdb.cluster.keepalive import LeaseKeeper
 from sowdb.config.cluster import ClusterConfig
 
 log = logging.getLogger("sowdb.cluster")
 
-Eligible = Callable[[], Awaitable[bool]]
+Eligible = Callable[[ClusterView], bool]
+"""Whether this node may take the leader key, judged over one round's snapshot."""
 
 
-async def _always() -> bool:
+def _always(view: ClusterView) -> bool:
     return True
+
+
+def _nothing() -> int:
+    return 0
 
 
 class NotLeader(Exception):
@@ -58,15 +63,6 @@ class NotLeader(Exception):
 class SwitchoverFailed(Exception):
     """The target did not become eligible, or did not take the key, in time; nothing changed
     hands and the primary acknowledges again."""
-
-
-@dataclass(frozen=True)
-class Leader:
-    """Who holds the leader key, as last read from etcd."""
-
-    node: str
-    advertise: str
-    epoch: int
 
 
 @dataclass(frozen=True)
@@ -94,23 +90,21 @@ class Election:
         cluster: ClusterConfig,
         *,
         eligible: Eligible = _always,
+        applied: Callable[[], int] = _nothing,
         listener: Listener | None = None,
-        etcd: Etcd | None = None,
-        unchanged: Callable[[], tuple[bytes, int] | None] | None = None,
+        dcs: Dcs | None = None,
     ) -> None:
         """Args:
-        unchanged: the key the eligibility was judged by and its mod_revision then: the
-            leader key is created only if it is still unchanged (:meth:`Etcd.create`).
+        eligible: judged each round over the round's snapshot.
+        applied: this node's applied bookmark, published each round (what the others'
+            eligibility compares).
         """
         self.cluster = cluster
         self._eligible = eligible
-        self._unchanged = unchanged
+        self._applied = applied
         self._listener = listener
-        self.etcd = etcd or Etcd(cluster.etcd, cluster.retry_timeout_s)
+        self.dcs = dcs or Dcs(cluster)
         self._ttl = int(cluster.lease_ttl_s)
-        self._key = f"{cluster.prefix}leader".encode()
-        self._intent_key = f"{cluster.prefix}switchover".encode()
-        self._member_key = f"{cluster.prefix}members/{cluster.node}".encode()
         self._lease = 0  # this node's session lease (0: none yet, or it lapsed)
         self._published: bool | None = None  # the eligibility the member record says
         self._epoch = 0  # the epoch of the key this node holds (0: it holds none)
@@ -129,11 +123,6 @@ class Election:
         """The epoch this node leads at (the leader key's ``create_revision``); 0 when it is not
         the primary."""
         return self._epoch
-
-    @property
-    def key(self) -> bytes:
-        """The leader key (``/sowdb/NAME/leader``): what guards the primary's writes to etcd."""
-        return self._key
 
     @property
     def lease_id(self) -> int:
@@ -197,9 +186,9 @@ class Election:
                 self._step_down("closing", at=time.monotonic())
             if resign and self._lease:
                 with contextlib.suppress(EtcdUnavailable):  # else the lease lapses by itself
-                    await self.etcd.revoke(self._lease)
+                    await self.dcs.revoke(self._lease)
             self._lease = 0
-            await self.etcd.close()
+            await self.dcs.close()
 
     async def switchover(self, to: str, within: float, ready: Callable[[], bool] | None = None) -> int:
         """Hand the primary over to node ``to`` with nothing lost (HA-4's ``sowd switchover``).
@@ -231,16 +220,16 @@ class Election:
         give_up = time.monotonic() + within
         try:
             async with self._lock:
-                await self.etcd.put(self._intent_key, json.dumps({"to": to, "epoch": epoch}).encode(), self._lease)
-            while not (await self._member_eligible(to) and (ready is None or ready())):
+                await self.dcs.announce_switchover(to, epoch, self._lease)
+            while not (await self.dcs.member_eligible(to) and (ready is None or ready())):
                 if time.monotonic() >= give_up:
                     raise SwitchoverFailed(f"node {to} did not become eligible within {within:g}s")
                 await asyncio.sleep(self.cluster.loop_wait_s / 4)
             async with self._lock:
-                if self._epoch != epoch or not await self.etcd.delete_if(self._key, epoch):
+                if self._epoch != epoch or not await self.dcs.release_leader(epoch):
                     raise SwitchoverFailed(f"node {self.cluster.node} lost the key at epoch {epoch} meanwhile")
                 self._step_down(f"handed over to {to}", at=time.monotonic())
-            while (found := await self.etcd.get(self._key)) is None or found.create_revision == epoch:
+            while (found := await self.dcs.leader()) is None or found.create_revision == epoch:
                 if time.monotonic() >= give_up:
                     raise SwitchoverFailed(f"node {to} did not take the key within {within:g}s")
                 await asyncio.sleep(self.cluster.loop_wait_s / 4)
@@ -253,46 +242,46 @@ class Election:
 
     async def _clear_intent(self) -> None:
         with contextlib.suppress(EtcdUnavailable):  # else it goes with this node's lease
-            intent = await self.etcd.get(self._intent_key)
-            if intent is not None:
-                await self.etcd.delete_if(self._intent_key, intent.create_revision)
+            await self.dcs.clear_switchover()
 
     # -- one round ------------------------------------------------------------------------
 
     async def _round(self, start: float) -> float:
-        """Refresh the session, then lead or follow. Returns a follower's shorter pause before
-        the next round (0: the whole ``loop_wait``)."""
-        ttl = await self._session()
+        """Refresh the session, read the cluster once, then lead or follow over that one
+        snapshot. Returns a follower's shorter pause before the next round (0: the whole
+        ``loop_wait``)."""
+        ttl, view = await self._session()
         if self._epoch:
-            await self._lead(start, ttl)
+            self._lead(start, ttl, view)
             return 0.0
-        return await self._follow(start, ttl)
+        return await self._follow(start, ttl, view)
 
-    async def _session(self) -> int:
-        """Keep this node's lease alive (a new one if it lapsed) and its member record true.
-        Returns the lease's TTL as etcd now has it."""
-        ttl = await self.etcd.refresh(self._lease) if self._lease else 0
+    async def _session(self) -> tuple[int, ClusterView]:
+        """Keep this node's lease alive (a new one if it lapsed), publish its applied bookmark,
+        read the cluster's snapshot and keep the member record's eligibility true. Returns the
+        lease's TTL as etcd now has it, and the snapshot."""
+        ttl = await self.dcs.refresh(self._lease) if self._lease else 0
         if ttl <= 0:
             if self._epoch:
                 self._step_down("the lease lapsed", at=min(self._deadline, time.monotonic()))
-            self._lease, ttl = await self.etcd.grant(self._ttl)
+            self._lease, ttl = await self.dcs.grant(self._ttl)
             self._published = None
-        eligible = await self._eligible()
+        applied = self._applied()
+        await self.dcs.publish_applied(applied, self._lease)
+        view = await self.dcs.snapshot()
+        view.applied[self.cluster.node] = applied
+        eligible = self._eligible(view)
         if eligible != self._published:
-            record = {"node": self.cluster.node, "advertise": self.cluster.advertise, "eligible": eligible}
-            await self.etcd.put(self._member_key, json.dumps(record).encode(), self._lease)
+            await self.dcs.publish_member(eligible, self._lease)
             self._published = eligible
-        return min(ttl, self._ttl)
+        return min(ttl, self._ttl), view
 
-    async def _lead(self, start: float, ttl: int) -> None:
+    def _lead(self, start: float, ttl: int, view: ClusterView) -> None:
         epoch = self._epoch
-        found = await self.etcd.get(self._key)
-        if self._epoch != epoch:
-            return  # the deadline passed meanwhile: stepped down already
-        if found is None or found.create_revision != epoch or found.lease != self._lease:
+        if view.leader is None or view.leader.epoch != epoch or view.leader_lease != self._lease:
             self._step_down("the leader key is gone", at=time.monotonic())
             return
-        self.extend(epoch, found.lease, start + ttl - self.cluster.margin_s)
+        self.extend(epoch, view.leader_lease, start + ttl - self.cluster.margin_s)
 
     def _arm(self) -> None:
         """The timer that steps down at the deadline: acknowledging stops there by
@@ -315,34 +304,33 @@ class Election:
         # the loop's clock is time.monotonic(), the clock of the deadline
         self._timer = asyncio.get_running_loop().call_at(self._deadline, expire)
 
-    async def _follow(self, start: float, ttl: int) -> float:
-        found = await self.etcd.get(self._key)
-        if found is not None and found.lease == self._lease:
+    async def _follow(self, start: float, ttl: int, view: ClusterView) -> float:
+        leader = view.leader
+        if leader is not None and view.leader_lease == self._lease:
             # Our own key. Either a create whose answer was lost (etcd applied it, the reply timed
             # out): it is ours as surely as if the answer had come, so lead at its epoch. Or one
             # left after a step-down, or while not eligible: free it for the others.
-            if found.create_revision != self._resigned and self._published:
-                self._lead_at(found.create_revision, start, ttl)
+            if leader.epoch != self._resigned and self._published:
+                self._lead_at(leader.epoch, start, ttl)
             else:
-                await self.etcd.delete_if(self._key, found.create_revision)
+                await self.dcs.release_leader(leader.epoch)
             return 0.0
-        if found is not None:
-            self._see(found)
+        if leader is not None:
+            self._see(leader)
             return self.cluster.loop_wait_s / 2
         self.leader = None  # the key lapsed: no primary until one takes it (writes: UNAVAILABLE)
-        intent = await self.etcd.get(self._intent_key)
-        if intent is not None and json.loads(intent.value).get("to") != self.cluster.node:
+        if view.switchover_to and view.switchover_to != self.cluster.node:
             return 0.0  # a switchover to another node is under way
         if not self._published:
             # this round's eligibility, judged maybe before the key lapsed (while the dead
             # primary's applied bookmark still counted): judge again soon, not a whole loop later
             return self.cluster.loop_wait_s / 4
-        unchanged = self._unchanged() if self._unchanged is not None else None
-        created, found = await self.etcd.create(self._key, self._record(), self._lease, unchanged)
+        created, found = await self.dcs.take_leader(self._lease, view.sync_revision)
         if found is not None and created:
             self._lead_at(found.create_revision, start, ttl)
         elif found is not None:
-            self._see(found)
+            record = json.loads(found.value)
+            self._see(Leader(str(record["node"]), str(record["advertise"]), found.create_revision))
         return 0.0
 
     def _lead_at(self, epoch: int, start: float, ttl: int) -> None:
@@ -368,19 +356,10 @@ class Election:
         if not self._handing_over:
             self._emit("fenced", epoch, at, reason)
 
-    def _see(self, found: KeyValue) -> None:
-        record = json.loads(found.value)
-        leader = Leader(str(record["node"]), str(record["advertise"]), found.create_revision)
+    def _see(self, leader: Leader) -> None:
         if leader != self.leader:
             self.leader = leader
             self._emit("follow", leader.epoch, time.monotonic(), leader.node)
-
-    def _record(self) -> bytes:
-        return json.dumps({"node": self.cluster.node, "advertise": self.cluster.advertise}).encode()
-
-    async def _member_eligible(self, node: str) -> bool:
-        found = await self.etcd.get(f"{self.cluster.prefix}members/{node}".encode())
-        return found is not None and bool(json.loads(found.value).get("eligible"))
 
     def _emit(self, kind: str, epoch: int, at: float, reason: str = "") -> None:
         if self._listener is not None:

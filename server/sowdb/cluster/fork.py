@@ -2,7 +2,7 @@
 
 A former primary may hold entries that never reached its successor; the successor then wrote
 other entries at the same bookmarks. The new primary refuses such a follower
-(:mod:`sowdb.cluster.replication`), and the follower finds the **fork point** — the last
+(:mod:`sowdb.cluster.shipping`), and the follower finds the **fork point** — the last
 bookmark at which its entry is the primary's — from the two epoch histories, confirmed by probes,
 else by probing alone (the journals agree on a prefix, so a binary search over its own bookmarks
 finds it). It records the point in ``DATA_DIR/fork-at`` and stops; at its next start, before the
@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from sowdb.config import Config
-from sowdb.engine import Engine
+from sowdb.engine.replication import rebuild
 from sowdb.storage import Store
 from sowdb.storage.epochs import cut_epoch_history, epoch_at, epoch_history
 from sowdb.storage.keys import OP_DELETE, OP_EXPIRE, JournalEntry
@@ -84,7 +85,7 @@ def cut_at_fork(store: Store, config: Config) -> int:
     if lost:
         (Path(config.server.data_dir) / CHECK_FILE).write_text(f"{upto}\n")
         store.roll_back(upto, {}, set(), f"which the primary never got (the journal forked): kept in {LOST_WRITES}")
-        Engine.rebuild(store, config)
+        rebuild(store, config)
         # a rebuild of a journal cut to nothing replays nothing, and leaves the counts as they were
         store.write_record_counts({topic: store.count_records(topic) for topic in store.record_counts()})
     marker.unlink()
@@ -102,7 +103,9 @@ def lost_writes_unchecked(data_dir: str | Path) -> bool:
     return (Path(data_dir) / CHECK_FILE).exists()
 
 
-def check_lost_writes(store: Store, data_dir: str | Path) -> tuple[int, int] | None:
+def check_lost_writes(
+    journal_after: Callable[[int], Iterable[JournalEntry]], data_dir: str | Path
+) -> tuple[int, int] | None:
     """Mark each line of the last cut ``lost`` or not: not when this node's journal -- the
     primary's, now that it has caught up -- holds the same write after the fork point (a
     client sent it again). Returns (lines checked, of them lost), None when none waited.
@@ -116,7 +119,7 @@ def check_lost_writes(store: Store, data_dir: str | Path) -> tuple[int, int] | N
     for line in lines:
         if "lost" not in line:
             waiting.setdefault(tuple(str(line[field]) for field in _WRITE), []).append(line)
-    for e in store.iter_journal(upto):
+    for e in journal_after(upto):
         found = waiting.get(tuple(_write(e).values()))
         if found:
             for line in found:

@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Protocol
 
-from sowdb.cluster.etcd import Etcd, EtcdUnavailable
+from sowdb.cluster.dcs import Dcs, EtcdUnavailable
 from sowdb.config.cluster import ClusterConfig
 
 log = logging.getLogger("sowdb.cluster")
@@ -33,9 +33,6 @@ log = logging.getLogger("sowdb.cluster")
 
 class Holder(Protocol):
     """What the keeper needs of the election (:class:`sowdb.cluster.election.Election`)."""
-
-    @property
-    def key(self) -> bytes: ...
 
     def holding(self) -> tuple[int, int]:
         """(epoch, lease) this node leads at now; (0, 0) when it does not lead."""
@@ -76,23 +73,23 @@ class LeaseKeeper:
         asyncio.run(self._run())
 
     async def _run(self) -> None:
-        etcd = Etcd(self._cluster.etcd, self._cluster.retry_timeout_s)
+        dcs = Dcs(self._cluster)  # its own connection: the server's loop is not this thread's
         try:
             while not self._stopping.is_set():
                 start = time.monotonic()
                 epoch, lease = self._holder.holding()
                 if epoch and lease:
                     with contextlib.suppress(EtcdUnavailable):  # extends nothing: the round decides
-                        await self._keep(etcd, start, epoch, lease)
+                        await self._keep(dcs, start, epoch, lease)
                 await asyncio.sleep(max(0.0, start + self._period - time.monotonic()))
         finally:
-            await etcd.close()
+            await dcs.close()
 
-    async def _keep(self, etcd: Etcd, start: float, epoch: int, lease: int) -> None:
-        ttl = await etcd.refresh(lease)
+    async def _keep(self, dcs: Dcs, start: float, epoch: int, lease: int) -> None:
+        ttl = await dcs.refresh(lease)
         if ttl <= 0:
             return  # the lease lapsed: the election's round steps down and starts again
-        found = await etcd.get(self._holder.key)
+        found = await dcs.leader()
         if found is None or found.create_revision != epoch or found.lease != lease:
             return  # not ours any more: the round finds out and steps down
         ttl = min(ttl, int(self._cluster.lease_ttl_s))

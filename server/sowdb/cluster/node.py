@@ -1,19 +1,27 @@
-"""One ``sowd`` as a node of a cluster (SPEC §13): its role, and what the role allows.
+"""One ``sowd`` as a node of a cluster (SPEC §13): its parts, and the role they follow.
 
-:class:`Node` runs the election (:mod:`sowdb.cluster.election`) beside the server and owns what
-follows from it: the role (primary or replica), the epoch, the primary's address; the engine's
-write check (a replica refuses writes naming the primary; a primary past its fencing deadline
-refuses them as UNAVAILABLE); the acknowledgement of a write (``async``: the primary's own
-durable write, still inside its deadline; ``sync``: also held by every node of the sync set,
-:mod:`sowdb.cluster.syncset`);
-the replicas that follow this primary and what they report having applied; and, on a replica,
-the follower task that ships the primary's journal (:mod:`sowdb.cluster.replication`).
+The parts, cut along Patroni's seams:
 
-Eligibility (the election's callback): each node writes its applied bookmark under its lease
-(``/sowdb/NAME/applied/NODE``) every round; while the sync set in etcd is not empty only its
-members (and the primary that wrote it) may take the leader key, the most advanced live one of
-them, so the successor of a dead primary holds every acknowledged write; with no set (a new
-cluster, ``async``, or the fallback) the most advanced live node.
+- :mod:`sowdb.cluster.dcs`: the one door to etcd, one snapshot per round;
+- :mod:`sowdb.cluster.election`: the HA loop, one decision per round over that snapshot (who
+  leads, this node's eligibility, a switchover), with its lease kept apart from the data path
+  (:mod:`sowdb.cluster.keepalive`);
+- :mod:`sowdb.cluster.commit`: the committed point (acknowledgements, the delivery gate, the
+  read hold), over the sync set :mod:`sowdb.cluster.syncset` keeps in etcd;
+- :mod:`sowdb.cluster.shipping` (the primary's Follow streams) and
+  :mod:`sowdb.cluster.follower` (a replica's loop, with fork handling and catch-up).
+
+:class:`Node` holds them together and owns what follows from the role: the write check (a
+replica refuses writes naming the primary; a primary past its fencing deadline refuses them as
+UNAVAILABLE), the replicas that follow this primary and what they report having applied, the
+switchover, and the status rows. It reaches the engine only through its replication port
+(:class:`~sowdb.engine.replication.ReplicationPort`).
+
+Eligibility (judged over each round's snapshot): each node publishes its applied bookmark under
+its lease every round; while the sync set in etcd is not empty only its members (and the
+primary that wrote it) may take the leader key, the most advanced live one of them, so the
+successor of a dead primary holds every acknowledged write; with no set (a new cluster,
+``async``, or the fallback) the most advanced live node.
 """
 
 from __future__ import annotations
@@ -25,12 +33,14 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 
+from sowdb.cluster.commit import CommitPoint
+from sowdb.cluster.dcs import ClusterView
 from sowdb.cluster.election import Election, ElectionEvent, NotLeader, SwitchoverFailed
 from sowdb.cluster.syncset import SyncSet
 from sowdb.config.cluster import ClusterConfig
-from sowdb.engine import Engine, FollowingClock
+from sowdb.engine.clock import FollowingClock
+from sowdb.engine.replication import ReplicationPort
 from sowdb.errors import FailedPrecondition, InvalidArgument, NotPrimary, SowdbError, Unavailable
-from sowdb.storage.epochs import begin_epoch, epoch_history
 
 log = logging.getLogger("sowdb.cluster")
 
@@ -56,7 +66,7 @@ class Follower:
 class Node:
     """The cluster side of one server: start with :meth:`start` once the engine is open."""
 
-    def __init__(self, cluster: ClusterConfig, engine: Engine, port: int, clock: FollowingClock) -> None:
+    def __init__(self, cluster: ClusterConfig, engine: ReplicationPort, port: int, clock: FollowingClock) -> None:
         """``clock`` is the engine's: this node's own clock while it leads, the journal's time
         (the primary's, as shipped) otherwise, so that the engine's upkeep follows the journal
         (HA-2). It follows from here until the node leads."""
@@ -64,18 +74,16 @@ class Node:
         if bound == "0":  # `--advertise HOST:0`: the port the server bound (tests bind port 0)
             cluster = replace(cluster, advertise=f"{host}:{port}")
         self.cluster, self.engine, self.clock = cluster, engine, clock
-        clock.follow(engine.writer.last_ts)
+        clock.follow(engine.last_ts)
         # the conflated topics' refreshes (C-2) as (serial, bookmark, topic, time), for followers
         self.refreshes: deque[tuple[int, int, str, int]] = deque(maxlen=REFRESHES_KEPT)
         self.refreshed = 0  # how many refreshes there were: the next one's serial
-        engine.writer.refreshed = self._refreshed
+        engine.on_refresh(self._refreshed)
         self.election = Election(
-            cluster, eligible=self._eligible, listener=self._changed, unchanged=lambda: self.sync.unchanged()
+            cluster, eligible=self._eligible, applied=lambda: engine.last_seq, listener=self._changed
         )
         self.followers: dict[str, Follower] = {}  # on the primary: who follows, what each applied
         self.reported = asyncio.Condition()  # a follower reported, came or went
-        self.written = asyncio.Event()  # pulsed when this primary acknowledges a write, or commits one
-        self._committed = 0  # the committed point the Follow streams were last woken for
         self.known_epoch = 0  # the newest epoch seen (led or followed)
         self.primary_last = 0  # on a replica: the primary's latest bookmark, as its last frame said
         self.diverged = ""  # on a replica: why it cannot follow (its journal forked), if so
@@ -83,6 +91,7 @@ class Node:
         self.follow_error = ""  # on a replica: why it last failed to follow (kept until it follows)
         self.restart = asyncio.Event()  # set when this node must restart (its journal forked)
         self.sync = SyncSet(self)
+        self.commit = CommitPoint(self)
         self._tasks: list[asyncio.Task[None]] = []
         self._following: asyncio.Task[None] | None = None
 
@@ -97,7 +106,7 @@ class Node:
         return leader.advertise if leader is not None else ""
 
     async def start(self) -> None:
-        self.engine.guard_writes(self.check_write, self.acknowledge)
+        self.commit.attach()
         self._tasks.append(asyncio.create_task(self.election.run(), name="sowdb-election"))
         self._tasks.append(asyncio.create_task(self._supervise(), name="sowdb-replica"))
         self._tasks.append(asyncio.create_task(self.sync.run(), name="sowdb-sync-set"))
@@ -130,31 +139,12 @@ class Node:
             primary=primary,
         )
 
-    async def acknowledge(self, bookmark: int) -> None:
-        """Return once the write that ended at ``bookmark`` may be acknowledged (HA-1, HA-3).
-
-        Raises:
-            Unavailable: this primary was fenced meanwhile, or (``sync``) the sync set did not
-                come to hold the write within two ``lease_ttl``, or (``sync_strict``) it has
-                fewer than ``sync_replicas`` nodes.
-        """
-        epoch = self.election.epoch
-        self.written.set()
-        self.written.clear()
-        if self.cluster.ack != "async":
-            await self.sync.replicated(bookmark, epoch)
-        if not self.election.may_acknowledge(epoch):
-            raise Unavailable(f"node {self.cluster.node} stopped being the primary before acknowledging; retry")
-        self.sync.acknowledged(bookmark)
-        self.release_deliveries()
-
     def _refreshed(self, topic: str, bookmark: int, at_us: int) -> None:
         """A conflated topic refreshed after ``bookmark`` at ``at_us``: the followers refresh it
         there too (HA-2), woken as by a write."""
         self.refreshes.append((self.refreshed, bookmark, topic, at_us))
         self.refreshed += 1
-        self.written.set()
-        self.written.clear()
+        self.commit.pulse()
 
     def first_refresh(self, bookmark: int) -> int:
         """The serial of the first kept refresh at or after ``bookmark``: a follower that holds
@@ -182,26 +172,8 @@ class Node:
                         "cluster %s: follower %s caught up: counted for sync again", self.cluster.name, follower.node
                     )
                 self.followers[follower.node] = follower
-            self.release_deliveries()
+            self.commit.release()
             self.reported.notify_all()
-
-    def release_deliveries(self) -> None:
-        """On a ``sync`` primary, let subscribers see only what every node of the sync set holds
-        (:mod:`sowdb.engine.live.gate`): a change a failover can still lose is shown to no one.
-        With the set empty (``sync`` acknowledging alone) it shows everything, as it acknowledges;
-        before the set is written at its epoch it shows nothing new, as it acknowledges nothing."""
-        if self.cluster.ack == "async" or not self.election.is_leader or not self.sync.written(self.election.epoch):
-            return
-        required = self.sync.required()
-        if not required:
-            if self.cluster.ack == "sync":
-                self.engine.deliver_upto(None)
-        elif self.cluster.ack == "sync" or len(required) >= self.cluster.sync_replicas:
-            self.engine.deliver_upto(min(self.followers[m].applied if m in self.followers else 0 for m in required))
-        if (committed := self.engine.shown_upto()) != self._committed:
-            self._committed = committed
-            self.written.set()  # the Follow streams tell the replicas that the committed point moved
-            self.written.clear()
 
     def _holds_all(self, node: str) -> bool:
         """Whether follower ``node`` reported holding this node's last bookmark (after the
@@ -253,18 +225,11 @@ class Node:
         if event.kind == "lead":  # it writes the journal: its own clock; fenced or following: the journal's
             self.clock.lead()
         else:
-            self.clock.follow(self.engine.writer.last_ts)
-        if event.kind == "lead" and self.cluster.ack != "async":
-            self.engine.deliver_upto(self.engine.last_seq)  # held from here until the replicas hold it
-        if self.cluster.ack != "async":
-            # a primary's queries show no write a failover could lose (HA-3); any other node's
-            # read its state as written (reads go on everywhere, even with no primary)
-            # (a replica's, while it follows: see streaming)
-            holds = event.kind == "lead" or (self.following and event.kind == "follow")
-            self.engine.hold_reads(2 * self.cluster.lease_ttl_s if holds else None)
+            self.clock.follow(self.engine.last_ts)
+        self.commit.role_changed(event.kind)
         if event.kind == "lead":  # the epoch record goes in before this primary's first write (HA-4)
             try:
-                begin_epoch(self.engine.store, event.epoch, self.cluster.node, self.engine.last_seq)
+                self.engine.begin_epoch(event.epoch, self.cluster.node)
             except SowdbError as exc:  # a store that cannot write this refuses the writes too
                 log.error("cluster %s: the epoch record of epoch %d: %s", self.cluster.name, event.epoch, exc)
         log.info(
@@ -276,22 +241,15 @@ class Node:
             event.reason,
         )
 
-    async def _eligible(self) -> bool:
-        """Publish this node's applied bookmark; eligible when the sync set allows it (a member
-        of a non-empty set, or the primary that wrote it, and the most advanced of those alive;
-        with no set, the most advanced live node) and its journal has not forked."""
-        election, mine = self.election, self.engine.last_seq
-        if not election.lease_id:
-            return False  # no lease to publish under yet (the election grants one before it asks)
-        prefix = f"{self.cluster.prefix}applied/".encode()
-        await election.etcd.put(prefix + self.cluster.node.encode(), str(mine).encode(), election.lease_id)
-        applied = {k[len(prefix) :].decode(): int(v) for k, v in await election.etcd.get_prefix(prefix)}
-        applied[self.cluster.node] = mine
-        return not self.diverged and await self.sync.allows(applied)
+    def _eligible(self, view: ClusterView) -> bool:
+        """Eligible when the sync set allows it (a member of a non-empty set, or the primary
+        that wrote it, and the most advanced of those alive; with no set, the most advanced live
+        node) and its journal has not forked."""
+        return not self.diverged and self.sync.allows(view)
 
     async def _supervise(self) -> None:
         """On a replica, keep a follower task streaming from the current primary."""
-        from sowdb.cluster.replication import follow
+        from sowdb.cluster.follower import follow
 
         following = ""
         while True:
@@ -314,18 +272,15 @@ class Node:
         """A frame came from the primary at ``target``: this replica follows it."""
         if not self.following:
             log.info("cluster %s: node %s follows %s", self.cluster.name, self.cluster.node, target)
-            if self.cluster.ack != "async":
-                # its queries' results wait, as its subscribers do, for the committed point the
-                # primary ships (HA-3): none shows a write the next primary may not have
-                self.engine.hold_reads(2 * self.cluster.lease_ttl_s)
+            self.commit.following(True)
         self.following, self.follow_error = True, ""
 
     def not_following(self, why: str = "") -> None:
         """The Follow stream ended or never started (``why``, logged once per new reason: a
         replica that cannot reach its primary, such as over the wrong transport, says so).
         Its queries read its state as written again: reads go on while no primary is known."""
-        if self.following and not self.election.is_leader:
-            self.engine.hold_reads(None)
+        if self.following:
+            self.commit.following(False)
         self.following = False
         if why and why != self.follow_error:
             log.warning("cluster %s: node %s does not follow: %s", self.cluster.name, self.cluster.node, why)
@@ -337,7 +292,7 @@ class Node:
         last = me if self.election.is_leader else max(self.primary_last, me)
         seen = self.sync.seen
         members = set(self.sync.members) if self.election.is_leader else set(seen.nodes if seen else ())
-        epochs = [{"epoch": e, "first_bookmark": b, "node": n} for e, b, n in epoch_history(self.engine.store)]
+        epochs = [{"epoch": e, "first_bookmark": b, "node": n} for e, b, n in self.engine.epoch_history()]
         rows: list[dict[str, object]] = [
             {
                 "node": self.cluster.node,

@@ -3,13 +3,13 @@
 Patroni's ``/sync`` key. Under ``sync`` the primary keeps ``/sowdb/NAME/sync`` = ``{epoch,
 leader, nodes}``: ``sync_replicas`` connected replicas that hold every write it acknowledged. It
 writes the key in a transaction guarded by its leader key's ``create_revision``
-(:meth:`Etcd.put_if`), so a deposed primary cannot write it, and without a lease, so it outlives
+(:meth:`Dcs.write_sync`), so a deposed primary cannot write it, and without a lease, so it outlives
 the primary: it is what the nodes read when the primary is gone. A batch is acknowledged once
-every node of the set holds it (:meth:`SyncSet.held`). Only a member — or the primary that wrote
-the set, which holds everything it acknowledged — may then take the leader key (the election's
-eligibility callback, :meth:`SyncSet.allows`); a node outside a non-empty set never does, so a
-lagging replica is not promoted while the replica holding the acknowledged writes is down: the
-cluster waits instead of losing them.
+every node of the set holds it (:meth:`~sowdb.cluster.commit.CommitPoint.held`). Only a member —
+or the primary that wrote the set, which holds everything it acknowledged — may then take the
+leader key (the election's eligibility, :meth:`SyncSet.allows`); a node outside a non-empty set
+never does, so a lagging replica is not promoted while the replica holding the acknowledged
+writes is down: the cluster waits instead of losing them.
 
 The set changes so that at every instant each node etcd names holds every acknowledged write:
 
@@ -33,14 +33,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sowdb.cluster.etcd import EtcdUnavailable
-from sowdb.errors import Unavailable
+from sowdb.cluster.dcs import ClusterView, EtcdUnavailable, SyncRecord
 
 if TYPE_CHECKING:
     from sowdb.cluster.node import Node
@@ -48,29 +45,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("sowdb.cluster")
 
 
-@dataclass(frozen=True)
-class SyncRecord:
-    """``/sowdb/NAME/sync`` as etcd holds it."""
-
-    epoch: int
-    leader: str
-    nodes: tuple[str, ...]
-
-    def encode(self) -> bytes:
-        return json.dumps({"epoch": self.epoch, "leader": self.leader, "nodes": list(self.nodes)}).encode()
-
-    @staticmethod
-    def decode(value: bytes) -> SyncRecord:
-        raw = json.loads(value)
-        return SyncRecord(int(raw["epoch"]), str(raw.get("leader", "")), tuple(str(n) for n in raw["nodes"]))
-
-
 class SyncSet:
     """The primary's side (keeping the set) and every node's reading of it (eligibility)."""
 
     def __init__(self, node: Node) -> None:
         self.node = node
-        self.key = f"{node.cluster.prefix}sync".encode()
         self.epoch = 0  # the epoch of this primary at which the set was last written (0: not yet)
         self.members: tuple[str, ...] = ()  # the set as etcd holds it (written at self.epoch)
         self.adding: tuple[str, ...] = ()  # joining: acknowledgements wait for them already
@@ -82,7 +61,6 @@ class SyncSet:
         self._since = 0.0  # monotonic: when this node took the key at self._led
         self._left: dict[str, float] = {}  # follower → when its stream ended
         self.seen: SyncRecord | None = None  # the record as this node last read it
-        self.seen_revision = 0  # its mod_revision (0: absent): the leader key is created only if unchanged
 
     # --- acknowledgement -------------------------------------------------------------------------
 
@@ -94,71 +72,6 @@ class SyncSet:
         """Whether this primary has written the set at ``epoch`` (before that it acknowledges nothing)."""
         return self.epoch == epoch != 0
 
-    def held(self, bookmark: int) -> bool:
-        """Every node of the set holds ``bookmark`` (an empty set: trivially, the fallback;
-        ``sync_strict``: never with fewer than ``sync_replicas`` in the set)."""
-        followers, required = self.node.followers, self.required()
-        if self.node.cluster.ack == "sync_strict" and len(required) < self.node.cluster.sync_replicas:
-            return False  # never acknowledged by fewer than sync_replicas
-        return all(m in followers and followers[m].applied >= bookmark for m in required)
-
-    async def replicated(self, bookmark: int, epoch: int) -> None:
-        """Wait until every node of the sync set (:mod:`sowdb.cluster.syncset`) holds
-        ``bookmark``; an empty set (the fallback to async) holds everything.
-
-        A member that stays connected but does not hold the bookmark after ``lease_ttl`` and has
-        applied nothing for ``lease_ttl`` (paused, stuck) is marked stalled, so the set keeper
-        replaces it or (``sync``) empties the set; one that still applies is waited for. Either
-        way the write is ``UNAVAILABLE`` after two ``lease_ttl`` (the client retries it, J-4).
-        """
-        node = self.node
-        now = time.monotonic()
-        stall_at, give_up = now + node.cluster.lease_ttl_s, now + 2 * node.cluster.lease_ttl_s
-        async with node.reported:
-            while not (self.written(epoch) and self.held(bookmark)):
-                now = time.monotonic()
-                if now >= give_up or not node.election.may_acknowledge(epoch):
-                    raise Unavailable(
-                        f"the sync set of node {node.cluster.node} ({', '.join(sorted(self.required())) or 'none'}"
-                        f", ack = {node.cluster.ack}) does not hold bookmark {bookmark}: written here but not "
-                        "acknowledged; retry"
-                    )
-                wake = stall_at
-                if now >= stall_at and self.written(epoch):
-                    wake = self._stall(bookmark, now)
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(min(wake, give_up) - now):  # not wait_for: see run
-                        await node.reported.wait()
-
-    def _stall(self, bookmark: int, now: float) -> float:
-        """Mark the connected members that do not hold ``bookmark`` and have applied nothing
-        for ``lease_ttl`` as stalled (the caller holds the node's ``reported``): the set keeper replaces
-        them. A member that still applies is waited for (on a loaded machine a replica may fall
-        seconds behind and still be alive: dropping it would give up ``sync`` for nothing).
-        Returns when to look again: when the first member still applying has been quiet for
-        ``lease_ttl``, if it stays quiet."""
-        node = self.node
-        ttl, again = node.cluster.lease_ttl_s, now + node.cluster.lease_ttl_s
-        for name in sorted(self.required()):
-            f = node.followers.get(name)
-            if f is None or f.applied >= bookmark or f.stalled_at:
-                continue
-            if now < f.progressed + ttl:
-                again = min(again, f.progressed + ttl)
-                continue
-            f.stalled_at = bookmark
-            log.warning(
-                "cluster %s: follower %s has applied nothing for %gs and does not hold bookmark %d (it holds %d): "
-                "not counted for sync acknowledgements until it does",
-                node.cluster.name,
-                f.node,
-                ttl,
-                bookmark,
-                f.applied,
-            )
-            node.reported.notify_all()
-        return again
-
     def acknowledged(self, bookmark: int) -> None:
         self.acked = max(self.acked, bookmark)
 
@@ -168,14 +81,11 @@ class SyncSet:
 
     # --- eligibility ------------------------------------------------------------------------------
 
-    async def allows(self, applied: dict[str, int]) -> bool:
-        """Whether this node may take the leader key, given the live nodes' applied bookmarks:
-        with a non-empty set, only a member or the primary that wrote it, and the most advanced
-        of those alive; with none (a new cluster, or the fallback), the most advanced live node."""
-        me = self.node.cluster.node
-        found = await self.node.election.etcd.get(self.key)
-        record = SyncRecord.decode(found.value) if found is not None else None
-        self.seen_revision = found.mod_revision if found is not None else 0
+    def allows(self, view: ClusterView) -> bool:
+        """Whether this node may take the leader key, given a snapshot of the cluster: with a
+        non-empty set, only a member or the primary that wrote it, and the most advanced of
+        those alive; with none (a new cluster, or the fallback), the most advanced live node."""
+        me, record, applied = self.node.cluster.node, view.sync, view.applied
         if record != self.seen:
             self.seen = record
             if record is not None and record.nodes and me not in record.nodes and me != record.leader:
@@ -195,10 +105,6 @@ class SyncSet:
         if me not in allowed:
             return False
         return mine >= max((a for n, a in applied.items() if n in allowed), default=0)
-
-    def unchanged(self) -> tuple[bytes, int]:
-        """The guard of the leader key's creation: the set is still the one eligibility read."""
-        return self.key, self.seen_revision
 
     # --- the primary keeps it -----------------------------------------------------------------
 
@@ -222,7 +128,7 @@ class SyncSet:
                 except Exception:  # the keeper must outlive a surprise: acknowledgements wait on it
                     log.exception("cluster %s: the sync set was not written", node.cluster.name)
                 async with node.reported:
-                    node.release_deliveries()  # what the new set holds may be shown
+                    node.commit.release()  # what the new set holds may be shown
                     node.reported.notify_all()  # acknowledgements waiting on the set look again
             # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation that
             # arrives as the wait completes, and this loop would then outlive the node's stop
@@ -280,7 +186,7 @@ class SyncSet:
             # a write that times out may still have been applied: until one is known to be,
             # acknowledgements wait for every node such a write named
             self.unsure |= set(nodes)
-            if not await node.election.etcd.put_if(self.key, record.encode(), node.election.key, epoch):
+            if not await node.election.dcs.write_sync(record):
                 log.warning("cluster %s: the sync set was not written: epoch %d is over", node.cluster.name, epoch)
                 return
             self.members, self.epoch, self.unsure = nodes, epoch, set()

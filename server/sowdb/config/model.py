@@ -7,10 +7,10 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sowdb.address import parse_address
 from sowdb.errors import ExpressionError
 from sowdb.expr import nodes as n
 from sowdb.expr.parser import parse
+from sowdb_address import parse_address
 
 if TYPE_CHECKING:  # the security and cluster parts read this module's types
     from sowdb.config.cluster import ClusterConfig

@@ -47,6 +47,7 @@ from sowdb.engine.live import (
     committed_results,
 )
 from sowdb.engine.read import Queries, QueryOptions, Snapshots
+from sowdb.engine.replication import ReplicationPort
 from sowdb.engine.starting import StartProgress
 from sowdb.engine.state import ExpiryQueue, Topics, TopicSummary
 from sowdb.engine.stats import Stats, StatsSnapshot
@@ -80,6 +81,7 @@ class Engine:
         self.journal_reads = JournalReads(store, self.journal, self.writer)
         self.stages = Stages(topics, self.writer, clock)
         self.figures = Stats(self.counters, topics, self.hub, store, self.writer, clock)
+        self.replication = ReplicationPort(self)  # what a cluster node may do with this engine
         self.recovery: RecoveryReport | None = None
         # Every change goes to its one owner as it is: the writer's signatures and documents are
         # the engine's (publish: K-1 … K-5, D-1, X-1, J-4; sow_delete: by filter, SowKeys or data).

@@ -13,7 +13,7 @@ import os
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from sowdb.address import parse_address
+from sowdb_address import parse_address
 from sowdb_client.cli import numbers as n
 from sowdb_client.cli.formats import PLACEHOLDERS, record_format, server_uri
 from sowdb_client.cli.typos import CommandParser, ValueErrors

@@ -208,7 +208,7 @@ def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command(*args), capture_output=True, text=True, timeout=timeout)
 
 
-def _serve(argv: Sequence[str]) -> int:
+def serve(argv: Sequence[str]) -> int:
     """``python -m sowdb.testing``: see the module; sowd's exit status."""
     parser = argparse.ArgumentParser(prog="python -m sowdb.testing", description="Start a throw-away sowd.")
     parser.add_argument("--data-dir", required=True)
@@ -227,7 +227,3 @@ def _serve(argv: Sequence[str]) -> int:
         pass
     status = sowd.stop()[0]
     return status if status >= 0 else 128 - status
-
-
-if __name__ == "__main__":
-    sys.exit(_serve(sys.argv[1:]))

@@ -1,5 +1,5 @@
-"""A TCP fault proxy for the cluster's tests and soaks: put it between a node and etcd (or, next,
-between two nodes) and make the link slow, silent or broken on demand.
+"""The TCP fault proxy of the cluster's tests and soaks: put it between a node and etcd, or
+between two nodes, and make the link slow, silent or broken on demand.
 
 It runs its own event loop in a thread, so that it keeps its behaviour whatever the code under
 test does with its own loop (a test may even block it), and so that synchronous soaks can use it.

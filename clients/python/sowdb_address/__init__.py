@@ -3,8 +3,9 @@ listen addresses (config and flags), the ``sow`` CLI (``-server``, ``$SOW_SERVER
 
 It exists because neither the kernel nor gRPC refuse a port out of range: they keep its low 16
 bits, so ``127.0.0.1:99999`` silently meant port 34463 (99999 - 65536), whether listening or
-dialing. It lives in ``sowdb``, not in the SDK, because the server's config reads addresses and
-importing ``sowdb_client`` would import grpc below the API layer (``tests/test_architecture.py``).
+dialing. It is a package of its own, depending on nothing, because both sides need it: the
+server's config reads addresses, where importing ``sowdb_client`` would import grpc below the API
+layer, and the SDK must not import the server (``tests/test_architecture.py`` checks both arrows).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A narrow asyncio interface over etcd (through ``aetcd``): just what the election needs.
+"""A narrow asyncio interface over etcd (through ``aetcd``): the operations :class:`~sowdb.cluster.dcs.Dcs` needs.
 
 Consensus comes from etcd, never from sowdb (SPEC §13): every decision the election makes rests
 on one of etcd's linearizable operations — a key created only if absent, a lease kept alive, a
@@ -131,10 +131,10 @@ class Etcd:
         found = await self._call(lambda c: c.get(key))
         return _kv(found) if found is not None else None
 
-    async def get_prefix(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
-        """Every (key, value) under a prefix (the members of a cluster)."""
+    async def get_prefix(self, prefix: bytes) -> list[tuple[bytes, KeyValue]]:
+        """Every key under a prefix, in one linearizable read (a cluster's snapshot)."""
         found = await self._call(lambda c: c.get_prefix(prefix))
-        return [(bytes(kv.key), bytes(kv.value)) for kv in found]
+        return [(bytes(kv.key), _kv(kv)) for kv in found]
 
     async def delete_if(self, key: bytes, create_revision: int) -> bool:
         """Delete ``key`` only if it is still the one created at ``create_revision`` (a leader
