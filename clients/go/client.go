@@ -200,18 +200,20 @@ func (c *Client) ClusterStatus(ctx context.Context) ([]*pb.ClusterNode, error) {
 
 // Replace is the new filter and options of a live subscription (ReplaceSubscription, R-1).
 type Replace struct {
-	Filter string
-	SubscribeOptions
+	Filter  string
+	Options SubscribeOptions
+	// OrderBy, TopN and SkipN are the page (given again for a paginated subscription).
 	OrderBy     string
 	TopN, SkipN int
-	BatchSize   int
+	// BatchSize is the records per response of the re-run query.
+	BatchSize int
 }
 
 // ReplaceSubscription changes the filter and options of a live subscription of this client
 // and returns the bookmark at which the change took effect.
 func (c *Client) ReplaceSubscription(ctx context.Context, subID string, r Replace) (uint64, error) {
 	req := &pb.ReplaceSubscriptionRequest{
-		SubId: subID, Filter: r.Filter, Options: r.SubscribeOptions.toPb(), OrderBy: r.OrderBy,
+		SubId: subID, Filter: r.Filter, Options: r.Options.toPb(), OrderBy: r.OrderBy,
 		TopN: optional(r.TopN), SkipN: optional(r.SkipN), BatchSize: optional(r.BatchSize),
 	}
 	// a subscription lives on one node's connection: ask the node it runs on

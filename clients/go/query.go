@@ -51,6 +51,9 @@ func (q Query) toPb(topic string) *pb.SowRequest {
 // SubscribeOptions are the options of a subscription (Subscribe, SowAndSubscribe and Replace).
 // The zero value is a plain subscription: full records, no oof.
 type SubscribeOptions struct {
+	// Filter and Bookmark are Subscribe's (SowAndSubscribe takes them in its Query): a filter
+	// expression, and a point to replay the journal after first (H-4), then CompletedEvent.
+	Filter, Bookmark string
 	// Oof sends an OofEvent when a received record leaves the result set (O-1).
 	Oof bool
 	// Delta sends the key fields and changed fields only (D-2); NoEmpties then suppresses
@@ -122,9 +125,9 @@ func (c *Client) Sow(ctx context.Context, topic string, q Query) iter.Seq2[Recor
 		switch {
 		case err == nil, errors.Is(err, errStopped):
 		case errors.As(err, &stop):
-			yield(Record{}, stop.err)
+			endedBy(ctx, stop.err, yield)
 		default:
-			yield(Record{}, err)
+			endedBy(ctx, err, yield)
 		}
 	}
 }

@@ -169,3 +169,55 @@ func (s *Sowd) Exited() <-chan struct{} { return s.exited }
 
 // String is the address, for messages.
 func (s *Sowd) String() string { return fmt.Sprintf("sowd at %s", s.Address) }
+
+// Kill9 is `kill -9` of sowd itself (not its launcher), as a crash; it returns once it is gone
+// (the launcher ends when its sowd does).
+func (s *Sowd) Kill9(t testing.TB) {
+	t.Helper()
+	pid := s.cmd.Process.Pid
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil || len(strings.Fields(string(b))) == 0 {
+		t.Fatalf("no sowd under launcher %d: %v", pid, err)
+	}
+	var child int
+	fmt.Sscan(strings.Fields(string(b))[0], &child)
+	if err := syscall.Kill(child, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the launcher did not end after its sowd was killed")
+	}
+}
+
+// StartShared starts a server that outlives the test that asked first (a package's tests share
+// it; the caller stops it, in TestMain).
+func StartShared(t testing.TB, o Options) *Sowd {
+	return Start(noCleanup{t}, o)
+}
+
+// noCleanup is a testing.TB whose cleanups are dropped, and whose temporary directories are the
+// process's own (removed by Exit).
+type noCleanup struct{ testing.TB }
+
+func (noCleanup) Cleanup(func()) {}
+
+func (noCleanup) TempDir() string {
+	d, err := os.MkdirTemp("", "sowdb-go-")
+	if err != nil {
+		panic(err)
+	}
+	sharedDirs = append(sharedDirs, d)
+	return d
+}
+
+var sharedDirs []string
+
+// Exit removes the shared servers' directories and exits with code (for TestMain).
+func Exit(code int) {
+	for _, d := range sharedDirs {
+		_ = os.RemoveAll(d)
+	}
+	os.Exit(code)
+}
