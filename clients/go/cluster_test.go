@@ -3,7 +3,11 @@ package sowdb_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,6 +34,7 @@ func TestKill9OfThePrimaryUnderLoad(t *testing.T) {
 	list := cluster.Addresses()
 	servers := fmt.Sprintf("%s,%s,%s", list[0], list[1], list[2])
 	writer := newClient(t, servers)
+	runClusterExample(t, servers)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 	sctx, stopSubs := context.WithCancel(ctx)
@@ -243,5 +248,31 @@ func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
 			t.Fatalf("no %s within %s", what, d)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// runClusterExample runs examples/cluster (docs/go.md's) against the cluster: a publish on the
+// primary, then every node's row.
+func runClusterExample(t *testing.T, servers string) {
+	t.Helper()
+	cmd := exec.Command(buildExample(t, "cluster"))
+	cmd.Env = append(os.Environ(), "SOWDB_SERVERS="+servers)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("examples/cluster: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	row := regexp.MustCompile(`^n[123] is (primary|replica), applied \d+$`)
+	primaries := 0
+	for _, l := range lines[1:] {
+		if !row.MatchString(l) {
+			t.Fatalf("examples/cluster printed %q:\n%s", l, out)
+		}
+		if strings.Contains(l, "is primary") {
+			primaries++
+		}
+	}
+	if len(lines) != 4 || !regexp.MustCompile(`^stored at bookmark \d+$`).MatchString(lines[0]) || primaries != 1 {
+		t.Fatalf("examples/cluster printed:\n%s", out)
 	}
 }
