@@ -34,7 +34,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		mirror.Apply(event) // query results, publishes, oof and deletes
+		mirror.Apply(event)        // query results, publishes, oof and deletes
 		switch e := event.(type) { // one type per event kind, each with its own fields
 		case *sowdb.GroupEndEvent:
 			fmt.Printf("%d orders of SYM1\n", mirror.Len())
