@@ -2,6 +2,7 @@ package sowdb_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -130,6 +131,31 @@ func TestTheTourExample(t *testing.T) {
 	for i, p := range pattern {
 		if !regexp.MustCompile(p).MatchString(lines[i]) {
 			t.Fatalf("line %d of the tour: %q, want %s", i, lines[i], p)
+		}
+	}
+}
+
+// TestTheBenchmarkProgram runs cmd/sowdb-bench as tools/bench/bench_sdks.py does, on a small
+// count: its JSON line, and the records it published are there.
+func TestTheBenchmarkProgram(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "sowdb-bench")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/sowdb-bench").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	address := server(t)
+	clear(t, newClient(t, address), "orders_noindex", "/orderId >= 0")
+	for _, mode := range []string{"publish", "sow"} {
+		out, err := exec.Command(bin, "--address", address, "--mode", mode, "--count", "1234", "--topic", "orders_noindex").Output()
+		if err != nil {
+			t.Fatalf("%s: %v", mode, err)
+		}
+		var line struct {
+			SDK, Mode string
+			Count     int
+			Seconds   float64
+		}
+		if err := json.Unmarshal(out, &line); err != nil || line.SDK != "go" || line.Mode != mode || line.Count != 1234 || line.Seconds <= 0 {
+			t.Fatalf("%s printed %s (%v)", mode, out, err)
 		}
 	}
 }
