@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate every SDK's API code from ``proto/``: the Python package ``sowdb_api``, the Node SDK's ``src/gen`` and the Go SDK's ``sowdbpb``.
+"""Regenerate every SDK's API code from ``proto/``: Python's ``sowdb_api``, Node's ``src/gen``, Go's ``sowdbpb``.
 
 Usage: ``python tools/codegen/generate.py`` (``make generate``), or ``--check`` to fail when the
 committed code of any SDK differs from what the protos produce (CI runs that).
