@@ -186,3 +186,31 @@ func TestDeadlineAndCancellation(t *testing.T) {
 		t.Fatalf("replace after cancel: %v, want NOT_FOUND", err)
 	}
 }
+
+func TestPingListTopicsAndStats(t *testing.T) {
+	c := newClient(t, server(t))
+	ctx := timeout(t, 10*time.Second)
+	if rtt, err := c.Ping(ctx); err != nil || rtt <= 0 {
+		t.Fatalf("ping: %v %v", rtt, err)
+	}
+	topics, err := c.ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{}
+	for _, ti := range topics {
+		names = append(names, ti.GetName())
+	}
+	if !slices.Contains(names, "orders") || !slices.Contains(names, "items") {
+		t.Fatalf("topics %v", names)
+	}
+	stats, err := c.Stats(ctx, "orders", true)
+	if err != nil || len(stats.GetTopics()) != 1 {
+		t.Fatalf("stats of orders: %v %v", stats, err)
+	}
+	// a server that does not answer: UNAVAILABLE, within the call's deadline
+	down := newClient(t, "127.0.0.1:1")
+	if _, err := down.Ping(timeout(t, 5*time.Second)); status.Code(err) != codes.Unavailable {
+		t.Fatalf("ping of nothing: %v", err)
+	}
+}
