@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -146,4 +147,87 @@ func eventRecords(ev sowdb.Event) []sowdb.Record {
 		return e.Records
 	}
 	return nil
+}
+
+// Subscribe with a bookmark replays the journal after it, says completed, then goes live; a
+// delta publish reaches it as the merged record (D-1), a delete as a DeletedEvent (a
+// subscription without oof).
+func TestSubscribeReplayCompletedAndDeleted(t *testing.T) {
+	c := newClient(t, server(t))
+	ctx := timeout(t, 30*time.Second)
+	clear(t, c, "markers", "/id > 0")
+	ack, err := c.Publish(ctx, "markers", []any{map[string]any{"id": 1, "a": 1, "b": 1}, map[string]any{"id": 2, "a": 2, "b": 2}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var kinds []string
+	mirror := sowdb.NewMirror()
+	for ev, err := range c.Subscribe(sctx, "markers", sowdb.SubscribeOptions{Filter: "/id < 100", Bookmark: sowdb.Bookmark(ack.FirstBookmark - 1)}) {
+		if err != nil {
+			t.Fatalf("%v after %v", err, kinds)
+		}
+		kinds = append(kinds, ev.Kind())
+		mirror.Apply(ev)
+		switch ev.(type) {
+		case *sowdb.CompletedEvent:
+			if mirror.Len() != 2 {
+				t.Fatalf("replayed %d records, want 2", mirror.Len())
+			}
+			if _, err := c.Publish(ctx, "markers", []any{map[string]any{"id": 1, "b": 9}}, &sowdb.PublishOptions{Delta: true}); err != nil {
+				t.Fatal(err)
+			}
+		case *sowdb.PublishEvent:
+			if r, _ := mirror.Get("markers", "1"); mirror.Bookmark > ack.LastBookmark {
+				if doc, _ := r.Doc(); doc["a"] != 1.0 || doc["b"] != 9.0 {
+					t.Fatalf("the mirror holds %s, want the merged a=1 b=9", r.Data)
+				}
+				if d, err := c.SowDelete(ctx, "markers", sowdb.Delete{SowKeys: []string{"2"}}); err != nil || d.DeletedCount != 1 {
+					t.Fatalf("delete of key 2: %+v %v", d, err)
+				}
+			}
+		case *sowdb.DeletedEvent:
+			if _, held := mirror.Get("markers", "2"); held || mirror.Len() != 1 {
+				t.Fatalf("after the delete the mirror holds %d records", mirror.Len())
+			}
+			cancel()
+		}
+	}
+	if want := []string{"subscribed", "publish", "completed", "publish", "deleted"}; !slices.Equal(compact(kinds), want) {
+		t.Fatalf("events %v, want %v (runs of one kind as one)", kinds, want)
+	}
+}
+
+// compact drops heartbeats and merges runs of one kind (a replay may come in one batch or two).
+func compact(kinds []string) []string {
+	var out []string
+	for _, k := range kinds {
+		if k != "heartbeat" && (len(out) == 0 || out[len(out)-1] != k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// A Mirror with Delta merges a delta subscription's records (key and changed fields, D-2) into
+// the record held: named fields overwritten, nested objects merged, arrays replaced (D-1).
+func TestMirrorMergesDeltas(t *testing.T) {
+	m := sowdb.NewMirror()
+	m.Delta = true
+	rec := func(b uint64, data string) sowdb.Record {
+		return sowdb.Record{Topic: "t", SowKey: "k", Bookmark: b, Data: []byte(data)}
+	}
+	m.Apply(&sowdb.SowEvent{Records: []sowdb.Record{rec(1, `{"id":1,"a":1,"n":{"x":1,"y":1},"l":[1,2]}`)}})
+	m.Apply(&sowdb.PublishEvent{Records: []sowdb.Record{rec(2, `{"id":1,"n":{"y":2},"l":[3]}`)}})
+	got, ok := m.Get("t", "k")
+	doc, err := got.Doc()
+	want := map[string]any{"id": 1.0, "a": 1.0, "n": map[string]any{"x": 1.0, "y": 2.0}, "l": []any{3.0}}
+	if !ok || err != nil || !reflect.DeepEqual(doc, want) || m.Bookmark != 2 {
+		t.Fatalf("merged %s (bookmark %d), want %v", got.Data, m.Bookmark, want)
+	}
+	m.Apply(&sowdb.OofEvent{Reason: sowdb.OofDeleted, Record: rec(3, `{}`)})
+	if m.Len() != 0 || m.Bookmark != 3 {
+		t.Fatalf("after the oof: %d records, bookmark %d", m.Len(), m.Bookmark)
+	}
 }
