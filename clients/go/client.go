@@ -28,8 +28,9 @@ const (
 	DefaultMaxMessageBytes = 16 * 1024 * 1024
 	// DefaultFailoverTimeout is how long a call of a cluster's client looks for a node.
 	DefaultFailoverTimeout = 30 * time.Second
-	// DefaultKeepalive is the HTTP/2 PING interval on connections with open calls.
-	DefaultKeepalive = 5 * time.Second
+	// DefaultKeepalive is the HTTP/2 PING interval on connections with open calls: grpc-go's
+	// shortest (it raises any shorter interval to 10 s), where the other SDKs ping every 5 s.
+	DefaultKeepalive = 10 * time.Second
 )
 
 // ReadFrom says where a cluster's client sends reads (queries, subscriptions, ListTopics).
@@ -72,9 +73,10 @@ func WithFailoverTimeout(d time.Duration) Option { return func(s *settings) { s.
 // WithReadFrom sets where a cluster's client sends reads (ReadPrimary by default).
 func WithReadFrom(r ReadFrom) Option { return func(s *settings) { s.readFrom = r } }
 
-// WithKeepalive sets the HTTP/2 PING interval on connections with open calls (default 5 s, at
-// least 1 s; 0: none) and how long one may go unanswered (0: the interval), so that a server cut
-// off by the network fails the calls, or moves them to another node, instead of hanging them.
+// WithKeepalive sets the HTTP/2 PING interval on connections with open calls (default and
+// least 10 s, grpc-go's floor; 0: none) and how long one may go unanswered (0: the interval), so
+// that a server cut off by the network fails the calls, or moves them to another node, instead
+// of hanging them.
 func WithKeepalive(interval, timeout time.Duration) Option {
 	return func(s *settings) { s.keepalive, s.keepaliveTimeout = interval, timeout }
 }
@@ -95,8 +97,8 @@ func NewClient(address string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(&s)
 	}
-	if s.keepalive > 0 && s.keepalive < time.Second {
-		s.keepalive = time.Second
+	if s.keepalive > 0 && s.keepalive < DefaultKeepalive {
+		s.keepalive = DefaultKeepalive // what grpc-go would do, with a warning in its log
 	}
 	if s.keepaliveTimeout <= 0 {
 		s.keepaliveTimeout = s.keepalive

@@ -11,7 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	sowdb "github.com/sowdb/sowdb/clients/go"
+	"github.com/sowdb/sowdb/clients/go/internal/sowdtest"
 )
 
 // SowAndSubscribe under a concurrent publisher (S-1): mirrors started at random moments while
@@ -229,5 +233,31 @@ func TestMirrorMergesDeltas(t *testing.T) {
 	m.Apply(&sowdb.OofEvent{Reason: sowdb.OofDeleted, Record: rec(3, `{}`)})
 	if m.Len() != 0 || m.Bookmark != 3 {
 		t.Fatalf("after the oof: %d records, bookmark %d", m.Len(), m.Bookmark)
+	}
+}
+
+// A connection gone silent (a partition: no FIN, no RST) fails its subscription within the
+// keepalive interval and timeout, instead of never.
+func TestKeepalivesFailASubscriptionWhoseServerWentSilent(t *testing.T) {
+	proxy := sowdtest.StartProxy(t, server(t))
+	c := newClient(t, proxy.Address, sowdb.WithKeepalive(10*time.Second, 2*time.Second))
+	ctx := timeout(t, 60*time.Second)
+	var silentAt time.Time
+	var last error
+	for ev, err := range c.Subscribe(ctx, "pulses", sowdb.SubscribeOptions{}) {
+		if err != nil {
+			last = err
+			break
+		}
+		if _, ok := ev.(*sowdb.SubscribedEvent); ok {
+			proxy.GoSilent()
+			silentAt = time.Now()
+		}
+	}
+	if status.Code(last) != codes.Unavailable {
+		t.Fatalf("the silent subscription ended with %v, want UNAVAILABLE", last)
+	}
+	if took := time.Since(silentAt); took > 20*time.Second {
+		t.Fatalf("found dead after %s; the keepalives allow 10 s + 2 s", took)
 	}
 }
