@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -171,7 +172,7 @@ type Delete struct {
 // SowDelete deletes records of a SOW topic (on the primary of a cluster).
 func (c *Client) SowDelete(ctx context.Context, topic string, d Delete) (DeleteResult, error) {
 	if d.SowKeys != nil && len(d.SowKeys) == 0 {
-		return DeleteResult{}, &Error{Code: 3, Message: "sow_keys is empty: name at least one", Metadata: map[string]string{}}
+		return DeleteResult{}, &Error{Code: codes.InvalidArgument, Message: "sow_keys is empty: name at least one", Metadata: map[string]string{}}
 	}
 	req := &pb.SowDeleteRequest{Topic: topic, Filter: d.Filter, SowKeys: d.SowKeys, Data: d.Data}
 	resp, err := onPrimary(ctx, c, "sow_delete on "+topic, true, func(ch *channel) (*pb.SowDeleteResponse, error) {

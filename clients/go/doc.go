@@ -4,7 +4,7 @@
 //
 // It mirrors the Python and Node SDKs call for call (clients/cases/cases.json is the table of
 // calls each SDK runs): NewClient, Publish, Sow, Subscribe, SowAndSubscribe, SowDelete,
-// ReplaceSubscription, ListTopics, ClusterStatus. Streams are range-over-func iterators
+// ReplaceSubscription, ListTopics, Stats, ClusterStatus, Ping. Streams are range-over-func iterators
 // (iter.Seq2[T, error]); every call takes a context for deadlines and cancellation; every failure
 // is an *Error carrying the gRPC code and the status's google.rpc.BadRequest and ErrorInfo
 // details. Given the servers of a cluster, writes follow the primary across failovers and

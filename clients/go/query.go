@@ -7,6 +7,7 @@ import (
 	"iter"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/sowdb/sowdb/clients/go/sowdbpb/sowdb/v1"
@@ -145,7 +146,7 @@ func (c *Client) SowAll(ctx context.Context, topic string, q Query) ([]Record, e
 }
 
 // errStopped ends a call whose caller left the loop: not an error to report.
-var errStopped = &Error{Code: 1, Message: "the caller stopped reading", Metadata: map[string]string{}}
+var errStopped = &Error{Code: codes.Canceled, Message: "the caller stopped reading", Metadata: map[string]string{}}
 
 // stopRetry carries an error that must not be retried on another node.
 type stopRetry struct{ err error }
