@@ -214,3 +214,34 @@ func TestPingListTopicsAndStats(t *testing.T) {
 		t.Fatalf("ping of nothing: %v", err)
 	}
 }
+
+func TestSowEventsGiveThePointAndTheCounts(t *testing.T) {
+	c := newClient(t, server(t))
+	ctx := timeout(t, 30*time.Second)
+	clear(t, c, "items", "/id > 0")
+	ack, err := c.Publish(ctx, "items", []any{map[string]any{"id": 1, "q": 1}, map[string]any{"id": 2, "q": 5}, map[string]any{"id": 3, "q": 9}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	var begin *sowdb.GroupBeginEvent
+	var end *sowdb.GroupEndEvent
+	for ev, err := range c.SowEvents(ctx, "items", sowdb.Query{Filter: "/q > 2", TopN: 1, BatchSize: 1, QueryID: "q7"}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, ev.Kind())
+		switch e := ev.(type) {
+		case *sowdb.GroupBeginEvent:
+			begin = e
+		case *sowdb.GroupEndEvent:
+			end = e
+		}
+	}
+	if !slices.Equal(kinds, []string{"group_begin", "sow", "group_end"}) || begin.QueryID != "q7" || begin.Bookmark < ack.LastBookmark {
+		t.Fatalf("events %v, group_begin %+v", kinds, begin)
+	}
+	if end.RecordsReturned != 1 || end.RecordsMatched != 2 || end.RecordsScanned < 2 {
+		t.Fatalf("group_end %+v: want 1 returned of 2 matched", end)
+	}
+}

@@ -90,46 +90,81 @@ func BookmarkAt(t time.Time) string { return t.UTC().Format("20060102T150405.000
 //		...
 //	}
 //
-// Leaving the loop early cancels the query. In a cluster the query goes where ReadFrom says, on
-// another node when its node fails before it sent a record.
+// Leaving the loop early, or cancelling ctx, ends the query quietly; a deadline is an error. In a
+// cluster the query goes where ReadFrom says, on another node when its node fails before it sent
+// a record. SowEvents gives the query's frames too (the point it sees, the counts).
 func (c *Client) Sow(ctx context.Context, topic string, q Query) iter.Seq2[Record, error] {
 	return func(yield func(Record, error) bool) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		req := q.toPb(topic)
-		sent := false
-		_, err := onReader(ctx, c, "sow on "+topic, func(ch *channel) (struct{}, error) {
-			stream, err := ch.sow.Sow(ctx, req)
+		c.sow(ctx, topic, q, func(resp *pb.SowResponse) bool {
+			for _, r := range resp.GetRecords().GetRecords() {
+				if !yield(recordFromPb(r), nil) {
+					return false
+				}
+			}
+			return true
+		}, func(err error) { yield(Record{}, err) })
+	}
+}
+
+// SowEvents is Sow as the events of the query: a GroupBeginEvent (the bookmark the query sees),
+// SowEvent batches of at most Query.BatchSize records, and a GroupEndEvent with the counts of
+// records returned, matched and scanned (Q-1).
+func (c *Client) SowEvents(ctx context.Context, topic string, q Query) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		c.sow(ctx, topic, q, func(resp *pb.SowResponse) bool {
+			var ev Event
+			switch e := resp.GetEvent().(type) {
+			case *pb.SowResponse_GroupBegin:
+				ev = &GroupBeginEvent{QueryID: e.GroupBegin.GetQueryId(), Bookmark: e.GroupBegin.GetBookmark()}
+			case *pb.SowResponse_Records:
+				ev = &SowEvent{Records: recordsFromPb(e.Records.GetRecords())}
+			case *pb.SowResponse_GroupEnd:
+				g := e.GroupEnd
+				ev = &GroupEndEvent{QueryID: g.GetQueryId(), RecordsReturned: g.GetRecordsReturned(), RecordsMatched: g.GetRecordsMatched(), RecordsScanned: g.GetRecordsScanned()}
+			default:
+				return true
+			}
+			return yield(ev, nil)
+		}, func(err error) { yield(nil, err) })
+	}
+}
+
+// sow runs a query, passing each response to take (false: the caller stopped) and its failure,
+// if any, to fail (a cancellation is none: see endedBy).
+func (c *Client) sow(ctx context.Context, topic string, q Query, take func(*pb.SowResponse) bool, fail func(error)) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	req := q.toPb(topic)
+	sent := false
+	_, err := onReader(ctx, c, "sow on "+topic, func(ch *channel) (struct{}, error) {
+		stream, err := ch.sow.Sow(ctx, req)
+		if err != nil {
+			return struct{}{}, err
+		}
+		for {
+			resp, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return struct{}{}, nil
+			}
 			if err != nil {
+				if sent { // part of the result delivered: not retried elsewhere
+					return struct{}{}, &stopRetry{toError(ctx, err)}
+				}
 				return struct{}{}, err
 			}
-			for {
-				resp, err := stream.Recv()
-				if errors.Is(err, io.EOF) {
-					return struct{}{}, nil
-				}
-				if err != nil {
-					if sent { // part of the result delivered: not retried elsewhere
-						return struct{}{}, &stopRetry{toError(ctx, err)}
-					}
-					return struct{}{}, err
-				}
-				for _, r := range resp.GetRecords().GetRecords() {
-					sent = true
-					if !yield(recordFromPb(r), nil) {
-						return struct{}{}, errStopped
-					}
-				}
+			sent = true
+			if !take(resp) {
+				return struct{}{}, errStopped
 			}
-		})
-		var stop *stopRetry
-		switch {
-		case err == nil, errors.Is(err, errStopped):
-		case errors.As(err, &stop):
-			endedBy(ctx, stop.err, yield)
-		default:
-			endedBy(ctx, err, yield)
 		}
+	})
+	var stop *stopRetry
+	switch {
+	case err == nil, errors.Is(err, errStopped):
+	case errors.As(err, &stop):
+		endedBy(ctx, stop.err, func(_ struct{}, err error) bool { fail(err); return false })
+	default:
+		endedBy(ctx, err, func(_ struct{}, err error) bool { fail(err); return false })
 	}
 }
 
