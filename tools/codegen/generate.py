@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate every SDK's API code from ``proto/``: the Python package ``sowdb_api`` and the Node SDK's ``src/gen``.
+"""Regenerate every SDK's API code from ``proto/``: Python's ``sowdb_api``, Node's and Java's generated sources.
 
 Usage: ``python tools/codegen/generate.py`` (``make generate``), or ``--check`` to fail when the
 committed code of either differs from what the protos produce (CI runs that).
@@ -9,6 +9,9 @@ Node: ``buf generate`` (the ``buf`` of ``buf-bin``) with the template ``buf.gen.
 plugin is ``protoc-gen-es`` from ``clients/node/node_modules`` (``make setup`` installs it); it
 writes TypeScript for every proto under ``proto/`` (sowdb, the vendored google.rpc status and
 error details, the gRPC health service) into ``clients/node/src/gen``.
+Java: ``buf generate`` with ``buf.gen.java.yaml``: protoc's built-in java generator and
+protoc-gen-grpc-java, both pinned binaries from Maven Central that ``make setup`` puts in
+``clients/java/.tools``; the package ``io.sowdb.v1`` into ``clients/java/src/generated/java``.
 
 protoc names Python modules after the proto path (``sowdb/v1/sow.proto`` -> ``sowdb.v1``), which
 would collide with the server package ``sowdb``; the generated files are therefore placed under
@@ -35,6 +38,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PROTO_DIR = ROOT / "proto"
 OUT_DIR = ROOT / "clients" / "python" / "sowdb_api"
 NODE_GEN = Path("clients") / "node" / "src" / "gen"  # relative to the root, as in buf.gen.yaml
+JAVA_GEN = Path("clients") / "java" / "src" / "generated" / "java"  # as in buf.gen.java.yaml
+JAVA_TOOLS = ROOT / "clients" / "java" / ".tools"
 NODE_PLUGIN = ROOT / "clients" / "node" / "node_modules" / ".bin" / "protoc-gen-es"
 PROTOS = sorted(p.relative_to(PROTO_DIR).as_posix() for p in (PROTO_DIR / "sowdb").rglob("*.proto"))
 # Module references only (``from sowdb.v1 import``, ``sowdb.v1.sow_pb2``), never the proto
@@ -86,22 +91,39 @@ def generate_node(out: Path) -> None:
         raise SystemExit(f"buf generate failed:\n{done.stderr}")
 
 
+def generate_java(out: Path) -> None:
+    """``buf generate --template buf.gen.java.yaml`` into ``out``."""
+    for tool in ("protoc", "protoc-gen-grpc-java"):
+        if not (JAVA_TOOLS / tool).exists():
+            raise SystemExit(f"clients/java/.tools/{tool} is missing: run `make setup` (it fetches it through Maven)")
+    bin_dir = Path(sys.executable).parent
+    cmd = [str(bin_dir / "buf"), "generate", "--template", "buf.gen.java.yaml", "--output", str(out)]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"buf generate (java) failed:\n{done.stderr}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if the committed code is stale")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        py_out, node_out = Path(tmp) / "python", Path(tmp) / "node"
+        py_out, node_out, java_out = Path(tmp) / "python", Path(tmp) / "node", Path(tmp) / "java"
         py_out.mkdir()
         generate(py_out)
         generate_node(node_out)
-        targets = [(py_out / "sowdb_api", OUT_DIR), (node_out / NODE_GEN, ROOT / NODE_GEN)]
+        generate_java(java_out)
+        targets = [
+            (py_out / "sowdb_api", OUT_DIR),
+            (node_out / NODE_GEN, ROOT / NODE_GEN),
+            (java_out / JAVA_GEN, ROOT / JAVA_GEN),
+        ]
         if args.check:
             stale = [str((dest / n).relative_to(ROOT)) for fresh, dest in targets for n in _differences(fresh, dest)]
             if stale:
                 print("generated code is stale; run `make generate` and commit:", *stale, sep="\n  ")
                 return 1
-            print("generated code is up to date (Python and Node)")
+            print("generated code is up to date (Python, Node and Java)")
             return 0
         for fresh, dest in targets:
             shutil.rmtree(dest, ignore_errors=True)
