@@ -20,6 +20,7 @@ JAVA_DIR   := clients/java
 JAVA_TOOLS := $(JAVA_DIR)/.tools/.fetched-stamp
 JAVA_BUILT := $(JAVA_DIR)/target/.built-stamp
 MVN        := mvn -B -q -f $(JAVA_DIR)/pom.xml
+MVN_TEST   := mvn -B --no-transfer-progress -f $(JAVA_DIR)/pom.xml
 MVN_COPY   := $(MVN) org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy -Dmdep.stripVersion=true \
 	-DoutputDirectory=$(CURDIR)/$(JAVA_DIR)/.tools
 
@@ -130,7 +131,7 @@ node-test: setup
 
 ## The Java SDK's JUnit tests against live sowd processes (the venv's python starts them).
 java-test: setup
-	SOWDB_PYTHON="$(CURDIR)/$(BIN)/python" $(MVN) test
+	SOWDB_PYTHON="$(CURDIR)/$(BIN)/python" $(MVN_TEST) test
 
 ## Benchmarks of the server (issue 3 figures): 1M orders, publish and queries.
 bench: setup
