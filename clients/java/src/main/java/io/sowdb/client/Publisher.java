@@ -40,6 +40,7 @@ final class Publisher {
   private final int room;
   private final Deque<PublishRequest> unacked = new ArrayDeque<>();
   private final List<Integer> sizes = new ArrayList<>();
+  private PublishMessage carried;
   private int made;
   private int acked;
   private long stored;
@@ -56,7 +57,7 @@ final class Publisher {
 
   /** The next request drawn from the documents, or null when they are all drawn. */
   private PublishRequest nextRequest() {
-    if (!docs.hasNext()) return null;
+    if (carried == null && !docs.hasNext()) return null;
     PublishRequest.Builder b = PublishRequest.newBuilder()
         .setTopic(topic)
         .setDelta(options.delta)
@@ -65,16 +66,25 @@ final class Publisher {
     if (!options.producerId.isEmpty()) {
       b.setProducerId(options.producerId).setProducerSeq(options.producerSeq + made);
     }
-    int used = 0;
-    while (docs.hasNext() && b.getMessagesCount() < options.batchSize) {
-      PublishMessage msg = PublishMessage.newBuilder().setData(ByteString.copyFrom(Json.encode(docs.next()))).build();
+    long used = 0;
+    while (b.getMessagesCount() < options.batchSize && (carried != null || docs.hasNext())) {
+      PublishMessage msg = carried != null ? carried : message(docs.next());
+      carried = null;
+      int size = msg.getSerializedSize() + MESSAGE_FRAMING;
+      if (b.getMessagesCount() > 0 && used + size > room) {
+        carried = msg; // the next request's first (a message over the limit alone goes alone, refused)
+        break;
+      }
       b.addMessages(msg);
-      used += msg.getSerializedSize() + MESSAGE_FRAMING;
-      if (used >= room) break; // a message over the limit alone goes alone (and is refused)
+      used += size;
     }
     made++;
     sizes.add(b.getMessagesCount());
     return b.build();
+  }
+
+  private static PublishMessage message(Object doc) {
+    return PublishMessage.newBuilder().setData(ByteString.copyFrom(Json.encode(doc))).build();
   }
 
   /** The requests this call made (for the producer's next sequence). */
