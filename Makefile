@@ -67,7 +67,7 @@ $(JAVA_TOOLS): $(JAVA_DIR)/pom.xml
 	touch $@
 
 $(JAVA_BUILT): $(JAVA_DIR)/pom.xml $(shell find $(JAVA_DIR)/src -name '*.java' 2>/dev/null)
-	$(MVN) test-compile dependency:build-classpath -Dmdep.outputFile=target/classpath.txt
+	$(MVN) test-compile
 	touch $@
 
 # Debian's chromium (Playwright drives it by path; `playwright install` is never used).

@@ -16,8 +16,11 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.IntStream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.TestMethodOrder;
 
 /**
  * A server list against etcd and three sowd (SPEC §13, rule HA-5), as the Node SDK's
@@ -26,6 +29,7 @@ import org.junit.jupiter.api.TestInstance;
  * resumes on another node with no gap and no duplicate.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 class ClusterTest {
   private Cluster cluster;
   private final List<SowdbClient> clients = new ArrayList<>();
@@ -50,6 +54,23 @@ class ClusterTest {
   record Delivered(long bookmark, int id) {}
 
   @Test
+  @Order(1)
+  void theClusterExampleOfTheJavaPageRunsAsWritten() throws Exception {
+    List<String> names = new ArrayList<>(cluster.nodes.keySet());
+    cluster.settledPrimary(names, 3);
+    String block = DocsTest.blocks(DocsTest.JAVA_PAGE, "sh").get(0).replace("MirrorExample", "ClusterExample");
+    Process p = DocsTest.run(block, Map.of("SOWDB_SERVERS", String.join(",", cluster.addresses())));
+    String out = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+    assertEquals(0, p.waitFor(), out);
+    List<String> lines = out.lines().filter(l -> !l.isBlank()).toList();
+    assertTrue(lines.get(0).matches("stored at bookmark \\d+"), out);
+    assertEquals(4, lines.size(), out);
+    assertTrue(lines.get(1).matches("n\\d is primary, applied \\d+"), out);
+    assertTrue(lines.get(2).matches("n\\d is replica, applied \\d+"), out);
+  }
+
+  @Test
+  @Order(2)
   void killMinus9OfThePrimaryUnderLoadWritesGoOnEachOnceAndASubscriptionResumesWithNoGapAndNoDuplicate()
       throws Exception {
     List<String> names = new ArrayList<>(cluster.nodes.keySet());
