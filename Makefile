@@ -66,7 +66,7 @@ $(JAVA_TOOLS): $(JAVA_DIR)/pom.xml
 	chmod +x $(JAVA_DIR)/.tools/protoc $(JAVA_DIR)/.tools/protoc-gen-grpc-java
 	touch $@
 
-$(JAVA_BUILT): $(JAVA_DIR)/pom.xml $(shell find $(JAVA_DIR)/src -name '*.java' 2>/dev/null)
+$(JAVA_BUILT): $(JAVA_DIR)/pom.xml $(shell find $(JAVA_DIR)/src $(JAVA_DIR)/examples -name '*.java' 2>/dev/null)
 	$(MVN) test-compile
 	touch $@
 

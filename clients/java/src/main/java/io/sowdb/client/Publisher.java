@@ -28,7 +28,7 @@ import java.util.concurrent.TimeUnit;
  */
 final class Publisher {
   /** Requests in flight on one stream: enough to keep the server busy, bounded in memory. */
-  static final int WINDOW = 16;
+  static final int WINDOW = 64;
   /** Bytes of a request's limit kept for what is not a message (topic, ids, framing). */
   static final int REQUEST_HEADROOM = 4096;
   /** Bytes of a message's framing inside a request. */
@@ -144,17 +144,21 @@ final class Publisher {
           inFlight++;
         }
         Object a = answers.take();
-        if (a == done) {
-          if (inFlight > 0 || !ended) {
-            throw SowdbException.of(Status.Code.UNAVAILABLE, "the publish stream ended before every request was answered",
-                List.of(), "", Map.of(), null);
+        while (true) { // every answer already here, before sending more: one wake-up for many
+          if (a == done) {
+            if (inFlight > 0 || !ended) {
+              throw SowdbException.of(Status.Code.UNAVAILABLE,
+                  "the publish stream ended before every request was answered", List.of(), "", Map.of(), null);
+            }
+            return total();
           }
-          return total();
+          if (a instanceof Throwable t) throw SowdbException.from(t);
+          ack((PublishResponse) a);
+          onAck.run();
+          inFlight--;
+          a = answers.poll();
+          if (a == null) break;
         }
-        if (a instanceof Throwable t) throw SowdbException.from(t);
-        ack((PublishResponse) a);
-        onAck.run();
-        inFlight--;
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();

@@ -18,8 +18,13 @@ import io.sowdb.v1.AdminServiceGrpc;
 import io.sowdb.v1.ClusterNode;
 import io.sowdb.v1.ClusterStatusRequest;
 import io.sowdb.v1.ListTopicsRequest;
+import io.sowdb.v1.SowAndSubscribeRequest;
+import io.sowdb.v1.SowAndSubscribeResponse;
 import io.sowdb.v1.SowDeleteRequest;
+import io.sowdb.v1.SowRequest;
 import io.sowdb.v1.SowResponse;
+import io.sowdb.v1.SubscribeRequest;
+import io.sowdb.v1.SubscribeResponse;
 import io.sowdb.v1.SowServiceGrpc;
 import io.sowdb.v1.TopicInfo;
 import java.io.File;
@@ -166,6 +171,9 @@ public final class SowdbClient implements AutoCloseable {
         }
       }
       ManagedChannelBuilder<?> cb = Grpc.newChannelBuilder(a, creds)
+          // the SDK's observers only hand a message to a queue: run them on the transport's
+          // thread instead of hopping through an executor for every message
+          .directExecutor()
           .maxInboundMessageSize(options.maxMessageBytes)
           .keepAliveTime(options.keepalive.toMillis(), TimeUnit.MILLISECONDS)
           .keepAliveTimeout(options.keepalive.toMillis(), TimeUnit.MILLISECONDS);
@@ -187,6 +195,10 @@ public final class SowdbClient implements AutoCloseable {
 
   private SowServiceGrpc.SowServiceBlockingStub blocking(String address, Duration timeout, boolean read) {
     return stub(SowServiceGrpc.newBlockingStub(channel(address)), timeout, read);
+  }
+
+  private SowServiceGrpc.SowServiceStub async(String address, Duration timeout, boolean read) {
+    return stub(SowServiceGrpc.newStub(channel(address)), timeout, read);
   }
 
   /** The addresses of this client's servers. */
@@ -317,7 +329,11 @@ public final class SowdbClient implements AutoCloseable {
     while (true) {
       String address = servers.many() ? reach(failover) : servers.addresses.get(0);
       Context.CancellableContext ctx = Context.current().withCancellation();
-      Iterator<SowResponse> it = inContext(ctx, () -> blocking(address, q.timeout, true).sow(request));
+      Iterator<SowResponse> it = inContext(ctx, () -> {
+        Prefetch<SowRequest, SowResponse> p = new Prefetch<>();
+        async(address, q.timeout, true).sow(request, p);
+        return p;
+      });
       try {
         it.hasNext(); // a refusal (a replica, a bad filter) arrives before any answer
         return new SowResult(it, ctx);
@@ -337,7 +353,11 @@ public final class SowdbClient implements AutoCloseable {
       String address = servers.addresses.get(0);
       return new Subscription((error, progressed) -> {
         Context.CancellableContext ctx = Context.current().withCancellation();
-        var it = inContext(ctx, () -> blocking(address, q.timeout, true).subscribe(request));
+        var it = inContext(ctx, () -> {
+          Prefetch<SubscribeRequest, SubscribeResponse> p = new Prefetch<>();
+          async(address, q.timeout, true).subscribe(request, p);
+          return p;
+        });
         return new Subscription.Opened(Subscription.mapped(it, Event::of), ctx, address);
       }, null, false);
     }
@@ -348,7 +368,11 @@ public final class SowdbClient implements AutoCloseable {
       if (error != null) Servers.sleep(failover.failed(failover.address(), error));
       String address = reach(failover);
       Context.CancellableContext ctx = Context.current().withCancellation();
-      var it = inContext(ctx, () -> blocking(address, q.timeout, true).subscribe(resume.resumedRequest()));
+      var it = inContext(ctx, () -> {
+        Prefetch<SubscribeRequest, SubscribeResponse> p = new Prefetch<>();
+        async(address, q.timeout, true).subscribe(resume.resumedRequest(), p);
+        return p;
+      });
       return new Subscription.Opened(Subscription.mapped(it, Event::of), ctx, address);
     }, resume, true);
   }
@@ -365,7 +389,11 @@ public final class SowdbClient implements AutoCloseable {
     return new Subscription((error, progressed) -> {
       String address = servers.many() ? reach(failover) : servers.addresses.get(0);
       Context.CancellableContext ctx = Context.current().withCancellation();
-      var it = inContext(ctx, () -> blocking(address, q.timeout, true).sowAndSubscribe(request));
+      var it = inContext(ctx, () -> {
+        Prefetch<SowAndSubscribeRequest, SowAndSubscribeResponse> p = new Prefetch<>();
+        async(address, q.timeout, true).sowAndSubscribe(request, p);
+        return p;
+      });
       return new Subscription.Opened(Subscription.mapped(it, Event::of), ctx, address);
     }, null, false);
   }
