@@ -90,6 +90,22 @@ class ClientTest {
   }
 
   @Test
+  void aRequestSentAgainWithItsProducerIdAndSequenceIsAppliedOnce() {
+    client.sowDelete("items", "/id > 0");
+    List<Map<String, Object>> docs = IntStream.rangeClosed(1, 30).mapToObj(i -> Map.<String, Object>of("id", i)).toList();
+    PublishOptions j4 = PublishOptions.of().producerId("java-test-" + System.nanoTime()).producerSeq(1).batchSize(10);
+    PublishAck first = client.publish("items", docs, j4);
+    assertEquals(30, first.count());
+    assertEquals(0, first.duplicates());
+    PublishAck again = client.publish("items", docs, j4); // the same three requests: J-4 duplicates
+    assertEquals(30, again.count());
+    assertEquals(30, again.duplicates());
+    assertEquals(0, again.lastBookmark(), "nothing applied, so no bookmark");
+    PublishAck next = client.publish("items", docs.subList(0, 10), j4.producerSeq(4)); // the next sequence
+    assertEquals(0, next.duplicates());
+  }
+
+  @Test
   void aRefusedPublishSaysWhichMessageAndWhatWasStored() {
     client.sowDelete("items", "/id > 0");
     List<Object> docs = new ArrayList<>();
