@@ -1,6 +1,5 @@
 package io.sowdb.client;
 
-import io.grpc.CallOptions;
 import io.grpc.ChannelCredentials;
 import io.grpc.ClientInterceptor;
 import io.grpc.Context;
@@ -363,10 +362,12 @@ public final class SowdbClient implements AutoCloseable {
     }
     Subscription.Resume resume = new Subscription.Resume(request, q.timeout != null);
     Servers.Failover failover = servers.failover(false);
+    String[] at = {""}; // the server of the attempt that failed
     return new Subscription((error, progressed) -> {
       if (progressed) failover.succeeded();
-      if (error != null) Servers.sleep(failover.failed(failover.address(), error));
+      if (error != null) Servers.sleep(failover.failed(at[0], error));
       String address = reach(failover);
+      at[0] = address;
       Context.CancellableContext ctx = Context.current().withCancellation();
       var it = inContext(ctx, () -> {
         Prefetch<SubscribeRequest, SubscribeResponse> p = new Prefetch<>();
@@ -429,9 +430,5 @@ public final class SowdbClient implements AutoCloseable {
     List<ManagedChannel> open = new ArrayList<>(channels.values());
     channels.clear();
     for (ManagedChannel c : open) c.shutdownNow();
-  }
-
-  static CallOptions none() {
-    return CallOptions.DEFAULT;
   }
 }
