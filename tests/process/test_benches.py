@@ -62,6 +62,10 @@ RUNS = {
         ["--orders", "2000", "--seconds", "2"],
         ["server publish", "read + count/sum", "df.write", "journal → Parquet", "streaming, 1k msg/s", "engine commit"],
     ),
+    "bench_sdks.py": (
+        ["--records", "2000", "--publish", "1000", "--rounds", "1"],
+        ["sow 2,000 orders: Python", "publish 1,000 orders: Python"],
+    ),
     "node": (
         ["--orders", "2000", "--publish", "1000", "--rounds", "1"],
         ["sow 2,000 orders: Node", "publish 1,000 orders: Node"],
@@ -106,6 +110,8 @@ def test_benchmark_runs_at_a_tiny_size(script: str) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     if script == "peers.py" and _postgres():
         figures = [*figures, "PostgreSQL COPY"]
+    if script == "bench_sdks.py" and (ROOT / "clients" / "java" / "target" / "classpath.txt").exists():
+        figures = [*figures, "Java/Python"]  # the Java SDK is built (make setup): it must be measured
     for figure in figures:
         assert figure in done.stdout, f"{script} no longer prints {figure!r}:\n{done.stdout}"
 

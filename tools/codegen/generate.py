@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate every SDK's API code from ``proto/``: Python's ``sowdb_api``, Node's ``src/gen``, Go's ``sowdbpb``.
+"""Regenerate every SDK's API code from ``proto/``: Python's ``sowdb_api``, Node's, Go's and Java's.
 
 Usage: ``python tools/codegen/generate.py`` (``make generate``), or ``--check`` to fail when the
 committed code of any SDK differs from what the protos produce (CI runs that).
@@ -13,6 +13,9 @@ Go: ``buf generate`` with the template ``buf.gen.go.yaml``, whose plugins ``prot
 ``protoc-gen-go-grpc`` are built by ``make setup`` into ``clients/go/.bin`` at the versions that
 ``clients/go/go.mod`` pins; it writes the sowdb protos only into ``clients/go/sowdbpb`` (the
 google.rpc messages come from genproto, the health service from grpc-go).
+Java: ``buf generate`` with ``buf.gen.java.yaml``: protoc's built-in java generator and
+protoc-gen-grpc-java, both pinned binaries from Maven Central that ``make setup`` puts in
+``clients/java/.tools``; the package ``io.sowdb.v1`` into ``clients/java/src/generated/java``.
 
 protoc names Python modules after the proto path (``sowdb/v1/sow.proto`` -> ``sowdb.v1``), which
 would collide with the server package ``sowdb``; the generated files are therefore placed under
@@ -39,6 +42,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PROTO_DIR = ROOT / "proto"
 OUT_DIR = ROOT / "clients" / "python" / "sowdb_api"
 NODE_GEN = Path("clients") / "node" / "src" / "gen"  # relative to the root, as in buf.gen.yaml
+JAVA_GEN = Path("clients") / "java" / "src" / "generated" / "java"  # as in buf.gen.java.yaml
+JAVA_TOOLS = ROOT / "clients" / "java" / ".tools"
 NODE_PLUGIN = ROOT / "clients" / "node" / "node_modules" / ".bin" / "protoc-gen-es"
 GO_GEN = Path("clients") / "go" / "sowdbpb"  # relative to the root, as in buf.gen.go.yaml
 GO_PLUGINS = [ROOT / "clients" / "go" / ".bin" / name for name in ("protoc-gen-go", "protoc-gen-go-grpc")]
@@ -104,27 +109,38 @@ def _buf_generate(template: str, out: Path) -> None:
         raise SystemExit(f"buf generate ({template}) failed:\n{done.stderr}")
 
 
+def generate_java(out: Path) -> None:
+    """``buf generate --template buf.gen.java.yaml`` into ``out``."""
+    for tool in ("protoc", "protoc-gen-grpc-java"):
+        if not (JAVA_TOOLS / tool).exists():
+            raise SystemExit(f"clients/java/.tools/{tool} is missing: run `make setup` (it fetches it through Maven)")
+    _buf_generate("buf.gen.java.yaml", out)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if the committed code is stale")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        py_out, node_out, go_out = Path(tmp) / "python", Path(tmp) / "node", Path(tmp) / "go"
+        py_out, node_out = Path(tmp) / "python", Path(tmp) / "node"
+        go_out, java_out = Path(tmp) / "go", Path(tmp) / "java"
         py_out.mkdir()
         generate(py_out)
         generate_node(node_out)
         generate_go(go_out)
+        generate_java(java_out)
         targets = [
             (py_out / "sowdb_api", OUT_DIR),
             (node_out / NODE_GEN, ROOT / NODE_GEN),
             (go_out / GO_GEN, ROOT / GO_GEN),
+            (java_out / JAVA_GEN, ROOT / JAVA_GEN),
         ]
         if args.check:
             stale = [str((dest / n).relative_to(ROOT)) for fresh, dest in targets for n in _differences(fresh, dest)]
             if stale:
                 print("generated code is stale; run `make generate` and commit:", *stale, sep="\n  ")
                 return 1
-            print("generated code is up to date (Python, Node and Go)")
+            print("generated code is up to date (Python, Node, Go and Java)")
             return 0
         for fresh, dest in targets:
             shutil.rmtree(dest, ignore_errors=True)
