@@ -60,6 +60,10 @@ class TopicConfig:
     # J-3: where a transient topic's rebuild starts (one of them; neither = the whole journal)
     recovery_bookmark: int | None = None
     recovery_window_s: float | None = None
+    # EN-1 / EN-2: ``EXPR AS /field`` items that rewrite each published message, before its
+    # SowKey is computed (preprocessing) and after it, reading the previous version (enrichment)
+    preprocessing: tuple[str, ...] = ()
+    enrichment: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

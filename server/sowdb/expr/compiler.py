@@ -152,6 +152,9 @@ class _Compiler:
         return lambda m, ctx: k
 
     def v_Path(self, node: n.Path) -> Fn:
+        if node.previous:  # EN-2: read in the record's previous version; NULL when there is none
+            steps = node.steps
+            return lambda m, ctx: None if (p := getattr(ctx, "previous", None)) is None else get_path(p, steps)
         self.paths[node.text] = steps = node.steps
         if len(steps) == 1 and type(steps[0]) is str:
             key = steps[0]
