@@ -314,13 +314,13 @@ class Parser:
         return self.checked(n.Call(name_tok.pos, name, tuple(args)), name_tok)
 
 
-def parse(text: str, *, aggregates: bool = False) -> n.Node:
-    """Parse one expression.
+def parse(text: str, *, aggregates: bool = False, previous: bool = False) -> n.Node:
+    """Parse one expression (``previous``: admit ``/path OF PREVIOUS``, EN-2).
 
     Raises:
         ExpressionError: the text is not a valid expression.
     """
-    return Parser(text, aggregates=aggregates).parse()
+    return Parser(text, aggregates=aggregates, previous=previous).parse()
 
 
 ListItem = tuple[n.Node, tuple[str | int, ...] | None, str]
