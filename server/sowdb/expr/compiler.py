@@ -187,6 +187,18 @@ class _Compiler:
                     return op(x, k)
 
                 return int_literal
+        pair = _INT_OPS.get(node.op)
+        if pair is not None:  # ``/price * /qty``: two integers take Python's operator, as above
+            lo, hi, to_float = num.INT64_MIN, num.UINT64_MAX, num.to_float
+
+            def ints(m: Any, ctx: Any) -> Any:
+                x, y = a(m, ctx), b(m, ctx)
+                if type(x) is int and type(y) is int:
+                    r = pair(x, y)
+                    return r if lo <= r <= hi else to_float(r)
+                return op(x, y)
+
+            return ints
         return lambda m, ctx: op(a(m, ctx), b(m, ctx))
 
     # --- predicates -----------------------------------------------------------------------

@@ -17,7 +17,7 @@ publishes (a publish, a delta publish, a Spark commit), and a refused batch woul
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,15 +31,39 @@ from sowdb.expr.parser import parse_list
 class Context:
     """What a rewrite's expressions read besides the message: the metadata functions
     (``SOW_KEY()``, ``TOPIC_NAME()``, ``BOOKMARK()``, ``LAST_UPDATED()``) and, for enrichment,
-    the record's previous version (``/a OF PREVIOUS``; None when there is none)."""
+    the record's previous version (``/a OF PREVIOUS``; None when there is none).
 
-    __slots__ = ("bookmark", "previous", "sow_key", "timestamp", "topic")
+    The writer uses one context for a whole request (:meth:`at` moves it to the next message),
+    and hands the previous version as what ``decode`` finds it by (``source``: its SowKey),
+    found and decoded only when an expression reads it: most evaluations never do.
+    """
+
+    __slots__ = ("_decode", "_previous", "_source", "bookmark", "sow_key", "timestamp", "topic")
 
     def __init__(
-        self, topic: str, sow_key: str | None, bookmark: int | None, timestamp: int | None, previous: Any
+        self,
+        topic: str,
+        sow_key: str | None = None,
+        bookmark: int | None = None,
+        timestamp: int | None = None,
+        previous: Any = None,
+        decode: Callable[[Any], Any] | None = None,
     ) -> None:
         self.topic, self.sow_key, self.bookmark, self.timestamp = topic, sow_key, bookmark, timestamp
-        self.previous = previous
+        self._previous, self._source, self._decode = previous, None, decode
+
+    def at(self, sow_key: str, bookmark: int, previous: Any, source: Any = None) -> Context:
+        """This context, moved to the next message (``previous``: its previous version, or None
+        and ``source``, what ``decode`` finds that version by)."""
+        self.sow_key, self.bookmark, self._previous, self._source = sow_key, bookmark, previous, source
+        return self
+
+    @property
+    def previous(self) -> Any:
+        """The previous version's document, decoded on first use."""
+        if self._source is not None and self._decode is not None:
+            self._previous, self._source = self._decode(self._source), None
+        return self._previous
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,12 +82,16 @@ class Rewrite:
     Attributes:
         items: the assignments, in order.
         nondeterministic: an item calls ``UNIX_TIMESTAMP()``.
+        reads_previous: an item reads ``OF PREVIOUS`` (else the writer need not look the
+            previous version up).
         outputs: the output paths, as steps (a key path's steps compare with them).
     """
 
-    def __init__(self, items: tuple[Assignment, ...], nondeterministic: bool) -> None:
+    def __init__(self, items: tuple[Assignment, ...], nondeterministic: bool, reads_previous: bool) -> None:
         self.items = items
+        self._plan = tuple((a.fn, a.parents, a.leaf) for a in items)
         self.nondeterministic = nondeterministic
+        self.reads_previous = reads_previous
         self.outputs: tuple[tuple[str | int, ...], ...] = tuple((*a.parents, a.leaf) for a in items)
 
     def apply(self, doc: dict[str, Any], ctx: Context) -> dict[str, Any] | None:
@@ -71,19 +99,28 @@ class Rewrite:
         modified: it may share objects with a stored version (a delta's merge), so the
         message's top object and each object on an output path are copied before a write."""
         out: dict[str, Any] | None = None
-        for a in self.items:
-            value = a.fn(out if out is not None else doc, ctx)
-            if type(value) is float and not math.isfinite(value):
+        isfinite = math.isfinite
+        for fn, parents, leaf in self._plan:
+            cur: Any = doc if out is None else out
+            value = fn(cur, ctx)
+            if type(value) is float and not isfinite(value):
                 value = None
-            cur: Any = out if out is not None else doc
-            for s in a.parents:
+            for s in parents:
                 cur = cur.get(s) if type(cur) is dict else None
-            old = cur.get(a.leaf, _ABSENT) if type(cur) is dict else _ABSENT
-            if (old is _ABSENT and value is None) or (type(old) is type(value) and old == value):
+            old = cur.get(leaf, _ABSENT) if type(cur) is dict else _ABSENT
+            if value is None:
+                if old is _ABSENT:
+                    continue
+            elif type(old) is type(value) and old == value:
                 continue  # unchanged: no copy, and the message's bytes can be kept
             if out is None:
                 out = dict(doc)
-            _set(out, a.parents, a.leaf, value)
+            if parents:
+                _set(out, parents, leaf, value)
+            elif value is None:
+                del out[leaf]
+            else:
+                out[leaf] = value
         return out
 
 
@@ -114,7 +151,7 @@ def compile_rewrite(items: Sequence[str], *, previous: bool) -> Rewrite:
             item's index (``[2]``) and its column is within the item's text.
     """
     assignments: list[Assignment] = []
-    nondeterministic = False
+    nondeterministic = reads_previous = False
     for i, text in enumerate(items):
         where = f"[{i}]"
         try:
@@ -132,6 +169,7 @@ def compile_rewrite(items: Sequence[str], *, previous: bool) -> Rewrite:
         fn = compiler.value(node)
         calls = compiler.calls | {x.name for x in node.walk() if isinstance(x, n.Call)}
         nondeterministic = nondeterministic or any(FUNCTIONS[c].nondeterministic for c in calls)
+        reads_previous = reads_previous or any(isinstance(x, n.Path) and x.previous for x in node.walk())
         steps = tuple(str(s) for s in out)
         assignments.append(Assignment(text, fn, steps[:-1], steps[-1]))
-    return Rewrite(tuple(assignments), nondeterministic)
+    return Rewrite(tuple(assignments), nondeterministic, reads_previous)

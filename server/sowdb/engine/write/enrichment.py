@@ -17,14 +17,13 @@ configuration computed from it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 import orjson
 
 from sowdb.config import TopicConfig
 from sowdb.engine.access import Access
-from sowdb.engine.records import StoredRecord
+from sowdb.engine.records import StoredRecord, document
 from sowdb.engine.state import SowTopic
 from sowdb.expr.rewrite import Context, Rewrite, compile_rewrite
 
@@ -40,15 +39,25 @@ class Rewrites:
 NONE = Rewrites()
 
 
-@cache
+_COMPILED: dict[int, tuple[TopicConfig, Rewrites]] = {}
+
+
 def rewrites(config: TopicConfig) -> Rewrites:
     """The topic's rewrites, compiled on first use (the config's validation compiled them
-    already, so this cannot fail) and then kept: a config's topics are few and fixed."""
+    already, so this cannot fail) and then kept: a config's topics are few and fixed. Kept by
+    the config's identity, which the hot path looks up per request, rather than its hash,
+    which would hash every field of the config each time."""
+    held = _COMPILED.get(id(config))
+    if held is not None and held[0] is config:
+        return held[1]
     if not config.preprocessing and not config.enrichment:
-        return NONE
-    pre = compile_rewrite(config.preprocessing, previous=False) if config.preprocessing else None
-    enrich = compile_rewrite(config.enrichment, previous=True) if config.enrichment else None
-    return Rewrites(pre, enrich)
+        found = NONE
+    else:
+        pre = compile_rewrite(config.preprocessing, previous=False) if config.preprocessing else None
+        enrich = compile_rewrite(config.enrichment, previous=True) if config.enrichment else None
+        found = Rewrites(pre, enrich)
+    _COMPILED[id(config)] = (config, found)
+    return found
 
 
 def of_topic(topic: SowTopic | None) -> Rewrites:
@@ -59,7 +68,7 @@ def of_topic(topic: SowTopic | None) -> Rewrites:
 def preprocess(rewrite: Rewrite, topic_name: str, docs: list[dict[str, Any]], raws: list[bytes]) -> None:
     """EN-1 on a request's decoded messages, in place in ``docs`` and ``raws`` (a message no
     item changes keeps its bytes)."""
-    ctx = Context(topic_name, None, None, None, None)
+    ctx = Context(topic_name)
     apply, dumps = rewrite.apply, orjson.dumps
     for i, doc in enumerate(docs):
         out = apply(doc, ctx)
@@ -72,7 +81,7 @@ def preprocess_one(rewrite: Rewrite | None, topic_name: str, doc: dict[str, Any]
     """EN-1 on one message (the checks that name a refused message)."""
     if rewrite is None:
         return doc
-    out = rewrite.apply(doc, Context(topic_name, None, None, None, None))
+    out = rewrite.apply(doc, Context(topic_name))
     return doc if out is None else out
 
 
@@ -86,17 +95,28 @@ def enrich(
     now: int,
 ) -> None:
     """EN-2 on a request about to be applied at bookmarks ``first``, ``first + 1``, … and
-    timestamp ``now``, in place in ``docs`` and ``raws``."""
+    timestamp ``now``, in place in ``docs`` and ``raws``. A previous version is looked up and
+    decoded only when an expression reaches it (``IF(/qty < 0, /qty OF PREVIOUS, /qty)`` reads
+    it for corrections only), and its decoded form is not kept: it is about to be replaced."""
     records = topic.records
-    name = topic.name
+
+    def stored(key: str) -> dict[str, Any] | None:
+        rec = records.get(key)
+        return None if rec is None else document(rec)
+
     apply, dumps = rewrite.apply, orjson.dumps
-    latest: dict[str, dict[str, Any]] = {}
+    ctx = Context(topic.name, None, None, now, None, stored)
+    if not rewrite.reads_previous:
+        for i, key in enumerate(sow_keys):
+            out = apply(docs[i], ctx.at(key, first + i, None))
+            if out is not None:
+                docs[i] = out
+                raws[i] = dumps(out)
+        return
+    latest: dict[str, dict[str, Any]] = {}  # versions made by this request, for a key it names twice
     for i, key in enumerate(sow_keys):
-        previous = latest.get(key)
-        if previous is None:
-            rec = records.get(key)
-            previous = rec.data if rec is not None else None
-        out = apply(docs[i], Context(name, key, first + i, now, previous))
+        made = latest.get(key)
+        out = apply(docs[i], ctx.at(key, first + i, made, key if made is None else None))
         if out is not None:
             docs[i] = out
             raws[i] = dumps(out)
