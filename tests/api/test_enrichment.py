@@ -7,6 +7,8 @@ message as received."""
 from __future__ import annotations
 
 import json
+import re
+import tomllib
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
@@ -15,12 +17,13 @@ from typing import Any
 import grpc
 import pytest
 
-from sowdb.config import Config, ConfigError, ServerConfig, config_from_dict
+from sowdb.config import Config, ConfigError, ServerConfig, config_from_dict, demo_config
 from sowdb.server import SowServer
 from sowdb_api.v1 import data_pb2 as dpb
 from sowdb_api.v1 import data_pb2_grpc
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import AsyncClient, PublishError
+from tests.doc_pages import blocks, section
 from tests.support import TOKENS, running, secured_config, take
 
 PRE = ["CONCAT(/customer_id, '-', /order_id) AS /order_key"]
@@ -225,3 +228,27 @@ async def test_publish_entitlements_judge_the_message_as_received(tmp_path: Path
             assert (await rows(root, "desk_orders"))["2"] == {"id": 2, "px": 1, "desk": "FX", "px2": 2}
     finally:
         await server.stop(grace=0)
+
+
+DOC = ("semantics.md", "Preprocessing and enrichment")
+
+
+async def test_the_pages_examples_store_what_the_page_says(tmp_path: Path) -> None:
+    """docs/semantics.md: its topic, and each row of its table published in order and read back."""
+    (toml,) = blocks(*DOC, lang="toml")
+    rows = re.findall(r"^\| (delta )?`(\{.*\})` \| `(\{.*\})` \|$", section(*DOC), flags=re.MULTILINE)
+    assert len(rows) == 5
+    cfg = config_from_dict(tomllib.loads(toml), source="<docs>")
+    cfg = replace(cfg, server=ServerConfig(listen="127.0.0.1:0", data_dir=str(tmp_path / "data")))
+    async with running(cfg) as r:
+        for delta, published, stored in rows:
+            await r.client.publish("positions", [json.loads(published)], delta=bool(delta))
+            want = json.loads(stored)
+            got = {x.sow_key: x.json() for x in await r.client.sow("positions").records()}
+            assert got[json.dumps(want["position_key"])] == want, published
+
+
+def test_the_demo_config_has_the_pages_topic() -> None:
+    (toml,) = blocks(*DOC, lang="toml")
+    (topic,) = config_from_dict(tomllib.loads(toml), source="<docs>").topics
+    assert topic in demo_config().topics

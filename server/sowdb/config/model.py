@@ -165,6 +165,12 @@ name = "prices"          # keeps past versions: query it as of a bookmark or a t
 key = ["/symbol"]
 history = { window = "1d" }
 
+[[topic]]
+name = "positions"       # rewritten as published: preprocessing makes the key, enrichment reads the previous version
+key = ["/position_key"]
+preprocessing = ["CONCAT(/account, '-', /symbol) AS /position_key"]
+enrichment = ["IF(/qty < 0, /qty OF PREVIOUS, /qty) AS /qty", "/qty * /px AS /notional"]
+
 [[view]]
 name = "orders_by_symbol" # live totals per symbol, kept in step with orders
 underlying = "orders"
