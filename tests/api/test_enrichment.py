@@ -87,6 +87,8 @@ async def test_a_preprocessed_field_is_the_key_and_enrichment_reads_the_previous
     }
     await client.publish("orders", [{**order(2, 1), "order_key": "forged"}])  # preprocessing sets the key
     assert (await rows(client, "orders"))['"c1-2"']["qty"] == 1
+    assert await client.sow_delete("orders", data={"customer_id": "c1", "order_id": 2}) == 1  # its key: EN-1's
+    assert list(await rows(client, "orders")) == ['"c1-1"']
 
 
 async def test_two_messages_of_one_request_chain_and_a_delta_merges_before_it_is_enriched(client: AsyncClient) -> None:

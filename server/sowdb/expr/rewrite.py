@@ -94,11 +94,16 @@ class Rewrite:
         self.reads_previous = reads_previous
         self.outputs: tuple[tuple[str | int, ...], ...] = tuple((*a.parents, a.leaf) for a in items)
 
-    def apply(self, doc: dict[str, Any], ctx: Context) -> dict[str, Any] | None:
-        """The rewritten message, or None when no item changed ``doc``. ``doc`` is never
-        modified: it may share objects with a stored version (a delta's merge), so the
-        message's top object and each object on an output path are copied before a write."""
-        out: dict[str, Any] | None = None
+    def apply(self, doc: dict[str, Any], ctx: Context, *, in_place: bool = False) -> dict[str, Any] | None:
+        """The rewritten message, or None when no item changed ``doc``.
+
+        ``doc`` is modified only ``in_place``, and then only its top object: its nested
+        objects may be shared with a stored version (a delta's merge), so each object on an
+        output path is copied before a write. Without ``in_place`` (preprocessing, whose
+        input the entitlement check may still read) the top object is copied too.
+        """
+        out: dict[str, Any] | None = doc if in_place else None
+        changed = False
         isfinite = math.isfinite
         for fn, parents, leaf in self._plan:
             cur: Any = doc if out is None else out
@@ -115,13 +120,14 @@ class Rewrite:
                 continue  # unchanged: no copy, and the message's bytes can be kept
             if out is None:
                 out = dict(doc)
+            changed = True
             if parents:
                 _set(out, parents, leaf, value)
             elif value is None:
                 del out[leaf]
             else:
                 out[leaf] = value
-        return out
+        return out if changed else None
 
 
 _ABSENT = object()

@@ -95,7 +95,8 @@ def enrich(
     now: int,
 ) -> None:
     """EN-2 on a request about to be applied at bookmarks ``first``, ``first + 1``, … and
-    timestamp ``now``, in place in ``docs`` and ``raws``. A previous version is looked up and
+    timestamp ``now``, in place in ``docs`` and ``raws`` (each message's top object is the
+    request's own: decoded for it, or a delta's merge). A previous version is looked up and
     decoded only when an expression reaches it (``IF(/qty < 0, /qty OF PREVIOUS, /qty)`` reads
     it for corrections only), and its decoded form is not kept: it is about to be replaced."""
     records = topic.records
@@ -108,7 +109,7 @@ def enrich(
     ctx = Context(topic.name, None, None, now, None, stored)
     if not rewrite.reads_previous:
         for i, key in enumerate(sow_keys):
-            out = apply(docs[i], ctx.at(key, first + i, None))
+            out = apply(docs[i], ctx.at(key, first + i, None), in_place=True)
             if out is not None:
                 docs[i] = out
                 raws[i] = dumps(out)
@@ -116,7 +117,7 @@ def enrich(
     latest: dict[str, dict[str, Any]] = {}  # versions made by this request, for a key it names twice
     for i, key in enumerate(sow_keys):
         made = latest.get(key)
-        out = apply(docs[i], ctx.at(key, first + i, made, key if made is None else None))
+        out = apply(docs[i], ctx.at(key, first + i, made, key if made is None else None), in_place=True)
         if out is not None:
             docs[i] = out
             raws[i] = dumps(out)

@@ -24,7 +24,7 @@ from sowdb.engine.read import plan_candidates
 from sowdb.engine.records import StoredRecord, decode_document
 from sowdb.engine.state import ExpiryQueue, SowTopic, Topics, check_topic_name
 from sowdb.engine.write.conflation import Refreshed, refresh
-from sowdb.engine.write.enrichment import check_rows, enrich, of_topic
+from sowdb.engine.write.enrichment import check_rows, enrich, of_topic, preprocess_one
 from sowdb.engine.write.fanout import FanOut
 from sowdb.engine.write.messages import MessageLike, as_received, check_ttls, decode_batch, expiries, merge_deltas
 from sowdb.engine.write.producers import Producer, Producers, scoped
@@ -284,7 +284,7 @@ class Writer:
             raise InvalidArgument(
                 f"topic {topic.name!r} has publisher-provided SowKeys; delete by sow_keys instead of data", field="data"
             )
-        return topic.keys.sow_key(decode_document(raw))
+        return topic.keys.sow_key(preprocess_one(of_topic(topic).preprocessing, topic.name, decode_document(raw)))
 
     def _delete(
         self, topic: SowTopic, victims: list[str], *, op: int = OP_DELETE, reason: str = OOF_DELETED
