@@ -134,10 +134,9 @@ def check_rows(
         PublishError: one is not (nothing of the request is applied).
     """
     records, name = topic.records, topic.name
-    access.require_rows(
-        name,
-        [
-            (records.get(key), StoredRecord(name, key, doc, b"", first + i, now))
-            for i, (key, doc) in enumerate(zip(sow_keys, docs, strict=True))
-        ],
-    )
+    writes: list[tuple[StoredRecord | None, StoredRecord]] = []
+    for i, (key, doc) in enumerate(zip(sow_keys, docs, strict=True)):
+        judged = StoredRecord(name, key, None, b"", first + i, now)  # the filter's metadata of the version
+        judged.kept = doc  # set after: a version built with its document joins the decoded ones kept
+        writes.append((records.get(key), judged))
+    access.require_rows(name, writes)
