@@ -254,3 +254,28 @@ def test_the_demo_config_has_the_pages_topic() -> None:
     (toml,) = blocks(*DOC, lang="toml")
     (topic,) = config_from_dict(tomllib.loads(toml), source="<docs>").topics
     assert topic in demo_config().topics
+
+
+async def test_metadata_functions_read_the_version_being_written(tmp_path: Path) -> None:
+    """Enrichment's SOW_KEY(), BOOKMARK() and LAST_UPDATED() are the new version's; in
+    preprocessing, before there is one, only TOPIC_NAME() has a value."""
+    raw = {
+        "topic": [
+            {
+                "name": "meta",
+                "key": ["/id"],
+                "preprocessing": ["TOPIC_NAME() AS /pre_topic", "SOW_KEY() AS /pre_key"],
+                "enrichment": ["SOW_KEY() AS /key", "BOOKMARK() AS /bm", "LAST_UPDATED() AS /at"],
+            }
+        ]
+    }
+    cfg = replace(
+        config_from_dict(raw, source="<tests>"),
+        server=ServerConfig(listen="127.0.0.1:0", data_dir=str(tmp_path / "data")),
+    )
+    async with running(cfg) as r:
+        await r.client.publish("meta", [{"id": 1}, {"id": 2}])
+        one, two = sorted(await r.client.sow("meta").records(), key=lambda x: x.sow_key)
+    assert one.json() == {"id": 1, "pre_topic": "meta", "key": "1", "bm": one.bookmark, "at": one.json()["at"]}
+    assert two.json()["bm"] == two.bookmark == one.bookmark + 1
+    assert abs(one.json()["at"] - one.timestamp.timestamp() * 1_000_000) < 2  # µs, as the record's timestamp
