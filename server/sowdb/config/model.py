@@ -60,6 +60,10 @@ class TopicConfig:
     # J-3: where a transient topic's rebuild starts (one of them; neither = the whole journal)
     recovery_bookmark: int | None = None
     recovery_window_s: float | None = None
+    # EN-1 / EN-2: ``EXPR AS /field`` items that rewrite each published message, before its
+    # SowKey is computed (preprocessing) and after it, reading the previous version (enrichment)
+    preprocessing: tuple[str, ...] = ()
+    enrichment: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -160,6 +164,12 @@ durability = "transient"
 name = "prices"          # keeps past versions: query it as of a bookmark or a time
 key = ["/symbol"]
 history = { window = "1d" }
+
+[[topic]]
+name = "positions"       # rewritten as published: preprocessing makes the key, enrichment reads the previous version
+key = ["/position_key"]
+preprocessing = ["CONCAT(/account, '-', /symbol) AS /position_key"]
+enrichment = ["IF(/qty < 0, /qty OF PREVIOUS, /qty) AS /qty", "/qty * /px AS /notional"]
 
 [[view]]
 name = "orders_by_symbol" # live totals per symbol, kept in step with orders

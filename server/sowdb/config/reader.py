@@ -12,6 +12,7 @@ from sowdb.config.cluster import read_cluster
 from sowdb.config.security import read_security
 from sowdb.errors import ExpressionError
 from sowdb.expr import compile_filter, parse_aggregation
+from sowdb.expr.rewrite import compile_rewrite
 
 
 def load_config(path: str | Path) -> m.Config:
@@ -246,7 +247,21 @@ class _Reader:
         entry = f"[[topic]] #{i}"
         name = self._name(t, entry)
         entry = f'{entry} "{name}"'
-        self._only(t, entry, {"name", "key", "durability", "history", "expiration", "indexes", "recovery_point"})
+        self._only(
+            t,
+            entry,
+            {
+                "name",
+                "key",
+                "durability",
+                "history",
+                "expiration",
+                "indexes",
+                "recovery_point",
+                "preprocessing",
+                "enrichment",
+            },
+        )
         durability = self._get(t, entry, "durability", str, "persistent")
         if durability not in ("persistent", "transient"):
             raise self.fail(entry, f"durability: {durability!r} is neither 'persistent' nor 'transient'")
@@ -279,16 +294,47 @@ class _Reader:
                     raise self.fail(
                         entry, f"recovery_point: {point!r} is neither a bookmark (a sequence number) nor a duration"
                     ) from None
+        key = self._paths(t, entry, "key")
         return m.TopicConfig(
             recovery_bookmark=recovery_bookmark,
             recovery_window_s=recovery_window,
             name=name,
-            key=self._paths(t, entry, "key"),
+            key=key,
+            preprocessing=self._rewrite(t, entry, "preprocessing", key),
+            enrichment=self._rewrite(t, entry, "enrichment", key),
             durability=durability,
             history=history,
             expiration_s=self._duration(t, entry, "expiration", "0s"),
             indexes=self._paths(t, entry, "indexes"),
         )
+
+    def _rewrite(self, t: dict[str, Any], entry: str, name: str, key: tuple[str, ...]) -> tuple[str, ...]:
+        """EN-1 / EN-2: a list of ``EXPR AS /field``, compiled here so that a bad one stops the
+        start with its position. Preprocessing may compute the SowKey, which K-1 makes a
+        function of the message alone: it may neither read the clock nor (no record is known
+        yet) ``OF PREVIOUS``. Enrichment runs once the SowKey is known: it may not set a key field."""
+        items = t.get(name, [])
+        if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+            raise self.fail(entry, f'{name}: expected a list of strings such as ["/a * 2 AS /b"]')
+        try:
+            rewrite = compile_rewrite(items, previous=name == "enrichment")
+        except ExpressionError as exc:
+            raise self.fail(entry, f"{name}{exc.field}: {exc.message}") from None
+        if name == "preprocessing" and rewrite.nondeterministic:
+            raise self.fail(
+                entry,
+                "preprocessing: UNIX_TIMESTAMP() is not allowed: preprocessing may compute the SowKey, which must "
+                "depend on the message alone (put it in enrichment)",
+            )
+        keys = {m.field_path_steps(k) for k in key}
+        for item, out in zip(items, rewrite.outputs, strict=True):
+            if name == "enrichment" and out in keys:
+                raise self.fail(
+                    entry,
+                    f"enrichment: {item!r} sets a key field, but the SowKey is computed before enrichment "
+                    "(set it in preprocessing)",
+                )
+        return tuple(items)
 
     def _conflated(self, i: int, t: dict[str, Any]) -> m.ConflatedTopicConfig:
         entry = f"[[conflated_topic]] #{i}"

@@ -152,6 +152,9 @@ class _Compiler:
         return lambda m, ctx: k
 
     def v_Path(self, node: n.Path) -> Fn:
+        if node.previous:  # EN-2: read in the record's previous version; NULL when there is none
+            steps = node.steps
+            return lambda m, ctx: None if (p := getattr(ctx, "previous", None)) is None else get_path(p, steps)
         self.paths[node.text] = steps = node.steps
         if len(steps) == 1 and type(steps[0]) is str:
             key = steps[0]
@@ -184,6 +187,18 @@ class _Compiler:
                     return op(x, k)
 
                 return int_literal
+        pair = _INT_OPS.get(node.op)
+        if pair is not None:  # ``/price * /qty``: two integers take Python's operator, as above
+            lo, hi, to_float = num.INT64_MIN, num.UINT64_MAX, num.to_float
+
+            def ints(m: Any, ctx: Any) -> Any:
+                x, y = a(m, ctx), b(m, ctx)
+                if type(x) is int and type(y) is int:
+                    r = pair(x, y)
+                    return r if lo <= r <= hi else to_float(r)
+                return op(x, y)
+
+            return ints
         return lambda m, ctx: op(a(m, ctx), b(m, ctx))
 
     # --- predicates -----------------------------------------------------------------------

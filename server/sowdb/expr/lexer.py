@@ -47,7 +47,8 @@ _MASTER = re.compile(
 _STEPS = re.compile(r"\[/([^\]]+)\]|/([\w$@]+)|\[\s*([0-9]+)\s*\]")
 _ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|x|.)", re.DOTALL)
 _ESCAPES = {"n": "\n", "t": "\t"}  # FILTERS.md: any other \c is c, so '\r' is 'r'
-_OPERAND_END_WORDS = frozenset({"NULL", "NAN", "TRUE", "FALSE"})
+# PREVIOUS ends ``/a OF PREVIOUS`` (EN-2), so ``/a OF PREVIOUS / 2`` divides
+_OPERAND_END_WORDS = frozenset({"NULL", "NAN", "TRUE", "FALSE", "PREVIOUS"})
 
 
 def _unescape(body: str, pos: int) -> str:

@@ -62,14 +62,19 @@ class Literal(Node):
 
 
 class Path(Node):
-    """A field path such as ``/a/b/0``: ``steps`` are names and array positions, ``text`` as written."""
+    """A field path such as ``/a/b/0``: ``steps`` are names and array positions, ``text`` as written.
 
-    __slots__ = ("steps", "text")
-    _fields = ("text",)
+    ``previous``: written ``/a OF PREVIOUS`` (EN-2): the path is read in the record's previous
+    version (the evaluation context's ``previous``), not in the message; only enrichment
+    parses it, since nothing else has a previous version to read.
+    """
 
-    def __init__(self, pos: int, steps: tuple[str | int, ...], text: str) -> None:
+    __slots__ = ("previous", "steps", "text")
+    _fields = ("text", "previous")
+
+    def __init__(self, pos: int, steps: tuple[str | int, ...], text: str, previous: bool = False) -> None:
         super().__init__(pos)
-        self.steps, self.text = steps, text
+        self.steps, self.text, self.previous = steps, text, previous
 
 
 class Unary(Node):

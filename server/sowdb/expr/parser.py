@@ -30,13 +30,14 @@ _RESERVED = frozenset({"AND", "OR", "NOT", "IN", "BETWEEN", "LIKE", "IS", "AS", 
 class Parser:
     """One parse of one text. ``aggregates`` admits aggregate calls (projections only)."""
 
-    def __init__(self, text: str, *, aggregates: bool = False) -> None:
+    def __init__(self, text: str, *, aggregates: bool = False, previous: bool = False) -> None:
         if len(text) > MAX_LENGTH:
             raise ExpressionError(f"expression longer than {MAX_LENGTH} characters", column=MAX_LENGTH + 1, token="")
         self.tokens = tokenize(text)
         self.i = 0
         self.tok = self.tokens[0]
         self.aggregates = aggregates
+        self.previous = previous  # ``/path OF PREVIOUS`` is admitted (a topic's enrichment, EN-2)
         self.nesting = 0
 
     # --- token helpers --------------------------------------------------------------------
@@ -220,7 +221,7 @@ class Parser:
         kind = tok.kind
         if kind is PATH:
             self.advance()
-            return n.Path(tok.pos, tok.value, tok.text)  # type: ignore[arg-type]
+            return n.Path(tok.pos, tok.value, tok.text, self.of_previous())  # type: ignore[arg-type]
         if kind is NUMBER:
             self.advance()
             return n.Literal(tok.pos, tok.value)
@@ -253,6 +254,18 @@ class Parser:
         if tok.key == ")":
             raise self.error("unbalanced parenthesis or missing operand")
         raise self.error("expected an operand")
+
+    def of_previous(self) -> bool:
+        """Whether ``OF PREVIOUS`` follows the path just read (EN-2), consuming it."""
+        if self.tok.key != "OF":
+            return False
+        tok = self.advance()
+        if self.tok.key != "PREVIOUS":
+            raise self.error("expected PREVIOUS after OF")
+        if not self.previous:
+            raise self.error("OF PREVIOUS reads a record's previous version: only a topic's enrichment has one", tok)
+        self.advance()
+        return True
 
     def call(self, name_tok: Token, name: str) -> n.Node:
         self.advance()  # '('
@@ -301,19 +314,19 @@ class Parser:
         return self.checked(n.Call(name_tok.pos, name, tuple(args)), name_tok)
 
 
-def parse(text: str, *, aggregates: bool = False) -> n.Node:
-    """Parse one expression.
+def parse(text: str, *, aggregates: bool = False, previous: bool = False) -> n.Node:
+    """Parse one expression (``previous``: admit ``/path OF PREVIOUS``, EN-2).
 
     Raises:
         ExpressionError: the text is not a valid expression.
     """
-    return Parser(text, aggregates=aggregates).parse()
+    return Parser(text, aggregates=aggregates, previous=previous).parse()
 
 
 ListItem = tuple[n.Node, tuple[str | int, ...] | None, str]
 
 
-def parse_list(text: str, *, aggregates: bool, allow_as: bool) -> list[ListItem]:
+def parse_list(text: str, *, aggregates: bool, allow_as: bool, previous: bool = False) -> list[ListItem]:
     """Parse ``[e1 [AS /out], e2, ...]`` (brackets optional) into (node, output path, source).
 
     The outer brackets are blanked rather than cut, so error columns stay those of ``text``.
@@ -325,7 +338,7 @@ def parse_list(text: str, *, aggregates: bool, allow_as: bool) -> list[ListItem]
     if body.startswith("[") and body.endswith("]"):
         left, right = text.index("["), text.rindex("]")
         text = text[:left] + " " + text[left + 1 : right] + " " + text[right + 1 :]
-    p = Parser(text, aggregates=aggregates)
+    p = Parser(text, aggregates=aggregates, previous=previous)
     if p.tok.kind is EOF:
         raise p.error("empty list")
     items: list[ListItem] = []

@@ -26,6 +26,9 @@ def _evaluate(node: n.Node, m: dict[str, Any], ctx: Any = None) -> Any:
     if isinstance(node, n.Literal):
         return node.value
     if isinstance(node, n.Path):
+        if node.previous:
+            previous = getattr(ctx, "previous", None)
+            return None if previous is None else get_path(previous, node.steps)
         return get_path(m, node.steps)
     if isinstance(node, n.Unary):
         x = _evaluate(node.operand, m, ctx)

@@ -10,9 +10,12 @@ from typing import Any, Protocol
 
 import orjson
 
+from sowdb.engine.access import Access
 from sowdb.engine.records import KeySpec, check_sow_key, decode_document, merge_delta
 from sowdb.engine.state import SowTopic
+from sowdb.engine.write.enrichment import preprocess, preprocess_one
 from sowdb.errors import InvalidArgument, PublishError, SowdbError
+from sowdb.expr.rewrite import Rewrite
 
 
 class MessageLike(Protocol):
@@ -41,6 +44,7 @@ def decode_batch(
     max_bytes: int | None,
     *,
     key_optional: bool = False,
+    preprocessing: Rewrite | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Decode a publish request's documents and find their SowKeys (K-1, K-3).
 
@@ -50,6 +54,8 @@ def decode_batch(
     Args:
         keys: the topic's key paths; None when publishers give the SowKeys.
         key_optional: a topic without a SOW, where a publisher's SowKey is optional.
+        preprocessing: the topic's EN-1 rewrite, applied before the SowKeys are computed;
+            ``raws`` then holds the rewritten bytes of the messages it changed.
 
     Raises:
         PublishError: the first invalid message and why.
@@ -60,6 +66,8 @@ def decode_batch(
         docs = list(map(orjson.loads, raws))
         if set(map(type, docs)) != _DICT_ONLY:
             raise _Invalid
+        if preprocessing is not None:
+            preprocess(preprocessing, topic_name, docs, raws)
         if keys is None:
             sow_keys = [m.sow_key for m in messages]
             for key in sow_keys:
@@ -72,7 +80,7 @@ def decode_batch(
     except (_Invalid, orjson.JSONDecodeError, SowdbError):
         for i, msg in enumerate(messages):
             try:
-                _check_message(topic_name, keys, msg, max_bytes, key_optional)
+                _check_message(topic_name, keys, msg, max_bytes, key_optional, preprocessing)
             except SowdbError as exc:
                 raise PublishError(i, exc) from None
         raise
@@ -87,10 +95,15 @@ _DICT_ONLY = {dict}
 
 
 def _check_message(
-    topic_name: str, keys: KeySpec | None, msg: MessageLike, max_bytes: int | None, key_optional: bool
+    topic_name: str,
+    keys: KeySpec | None,
+    msg: MessageLike,
+    max_bytes: int | None,
+    key_optional: bool,
+    preprocessing: Rewrite | None,
 ) -> None:
     """The checks of :func:`decode_batch` for one message, raising the reason it is refused."""
-    data = decode_document(msg.data, max_bytes)
+    data = preprocess_one(preprocessing, topic_name, decode_document(msg.data, max_bytes))
     if keys is None:
         if msg.sow_key or not key_optional:
             check_sow_key(msg.sow_key)
@@ -127,9 +140,9 @@ def check_ttls(ttls: Sequence[float | None], n: int) -> None:
             )
 
 
-def merge_deltas(topic: SowTopic, sow_keys: list[str], raws: list[bytes], docs: list[dict[str, Any]]) -> None:
+def merge_deltas(topic: SowTopic, sow_keys: list[str], raws: list[bytes] | None, docs: list[dict[str, Any]]) -> None:
     """D-1: merge each delta into the key's latest version (an earlier message of the same
-    request included), replacing ``raws`` and ``docs`` in place."""
+    request included), replacing ``raws`` (None: none kept) and ``docs`` in place."""
     latest: dict[str, dict[str, Any]] = {}
     for i, key in enumerate(sow_keys):
         old = latest.get(key)
@@ -138,5 +151,25 @@ def merge_deltas(topic: SowTopic, sow_keys: list[str], raws: list[bytes], docs: 
             old = rec.data if rec is not None else None
         if old is not None:
             docs[i] = merge_delta(old, docs[i])
-            raws[i] = orjson.dumps(docs[i])
+            if raws is not None:
+                raws[i] = orjson.dumps(docs[i])
         latest[key] = docs[i]
+
+
+def as_received(
+    topic: SowTopic | None,
+    preprocessing: Rewrite | None,
+    access: Access,
+    messages: Sequence[MessageLike],
+    sow_keys: list[str],
+    delta: bool,
+) -> list[dict[str, Any]] | None:
+    """The messages as received (decoded again), merged for a delta: what A-2's row filter
+    judges when a topic's preprocessing (EN-1) has rewritten them; None when nothing was
+    rewritten or the caller has no row filter (the decoded messages serve)."""
+    if topic is None or preprocessing is None or access.unrestricted:
+        return None
+    docs: list[dict[str, Any]] = [orjson.loads(m.data) for m in messages]
+    if delta:
+        merge_deltas(topic, sow_keys, None, docs)
+    return docs

@@ -39,10 +39,12 @@ from sowdb.engine.access import EVERYONE, Access, check_quota
 from sowdb.engine.clock import Clock
 from sowdb.engine.read import CHUNK, Slicer
 from sowdb.engine.state import Topics, check_topic_name
+from sowdb.engine.write.enrichment import of_topic, preprocess
 from sowdb.engine.write.messages import MessageLike, check_ttls, decode_batch
 from sowdb.engine.write.producers import Producer, scoped
 from sowdb.engine.write.writer import Writer
 from sowdb.errors import FailedPrecondition, InvalidArgument, NotFound, PublishError, ResourceExhausted
+from sowdb.expr.rewrite import Rewrite
 
 STAGE_LEASE_S = 3600.0
 """How long a stage is kept after it was last written, if neither committed nor aborted."""
@@ -57,12 +59,14 @@ log = logging.getLogger("sowdb.engine")
 
 
 class Prepared(NamedTuple):
-    """Staged messages ready for :meth:`Writer.publish_decoded`, in its argument order."""
+    """Staged messages ready for :meth:`Writer.publish_decoded`, in its argument order, and
+    the messages as received where a topic's preprocessing (EN-1) rewrote them."""
 
     keys: list[str]
     docs: list[dict[str, Any]]
     raws: list[bytes]
     ttls: list[float | None] | None
+    received: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -145,9 +149,10 @@ class StageBuilder:
                 stage.topic,
                 topic.keys if topic is not None else None,
                 messages,
-                raws,
+                list(raws),  # the stage keeps the messages as received; the commit preprocesses again
                 self._stages.writer.max_document_bytes,
                 key_optional=topic is None,
+                preprocessing=of_topic(topic).preprocessing,
             )
         except PublishError as exc:
             self._stages.discard(self.key)
@@ -310,7 +315,7 @@ class Stages:
         for stage in stages:
             stage.committing = True
         try:
-            prepared = await self._prepare(stages)
+            prepared = await self._prepare(stages, of_topic(self.topics.get(topic)).preprocessing, access)
             raws = prepared.raws
             first, last = (0, 0) if not raws else self._apply(topic, prepared, producer, access)
         finally:
@@ -330,7 +335,10 @@ class Stages:
         gc.disable()
         start = time.perf_counter()
         try:
-            return self.writer.publish_decoded(topic, *prepared, producer, access=access)
+            keys, docs, raws, ttls, received = prepared
+            return self.writer.publish_decoded(
+                topic, keys, docs, raws, ttls, producer, access=access, received=received
+            )
         finally:
             if enabled:
                 gc.enable()
@@ -339,8 +347,9 @@ class Stages:
                 "committed %d staged messages to %s in one step of %.0f ms", len(prepared.raws), topic, took * 1000
             )
 
-    async def _prepare(self, stages: list[_Stage]) -> Prepared:
-        """The stages' messages decoded again, in slices (they were checked when staged)."""
+    async def _prepare(self, stages: list[_Stage], preprocessing: Rewrite | None, access: Access) -> Prepared:
+        """The stages' messages decoded again, in slices (they were checked when staged), and
+        preprocessed again (EN-1 is a function of the message alone: the same SowKeys)."""
         keys: list[str] = []
         raws: list[bytes] = []
         ttls: list[float | None] | None = None
@@ -358,4 +367,12 @@ class Stages:
         for i in range(0, len(raws), step):
             docs.extend(map(loads, raws[i : i + step]))
             await slicer.pause()
-        return Prepared(keys, docs, raws, ttls)
+        if preprocessing is None:
+            return Prepared(keys, docs, raws, ttls)
+        received = None if access.unrestricted else list(docs)
+        for i in range(0, len(raws), step):
+            done = docs[i : i + step], raws[i : i + step]
+            preprocess(preprocessing, stages[0].topic, *done)
+            docs[i : i + step], raws[i : i + step] = done
+            await slicer.pause()
+        return Prepared(keys, docs, raws, ttls, received)

@@ -24,8 +24,9 @@ from sowdb.engine.read import plan_candidates
 from sowdb.engine.records import StoredRecord, decode_document
 from sowdb.engine.state import ExpiryQueue, SowTopic, Topics, check_topic_name
 from sowdb.engine.write.conflation import Refreshed, refresh
+from sowdb.engine.write.enrichment import check_rows, enrich, of_topic, preprocess_one
 from sowdb.engine.write.fanout import FanOut
-from sowdb.engine.write.messages import MessageLike, check_ttls, decode_batch, expiries, merge_deltas
+from sowdb.engine.write.messages import MessageLike, as_received, check_ttls, decode_batch, expiries, merge_deltas
 from sowdb.engine.write.producers import Producer, Producers, scoped
 from sowdb.engine.write.replicated import ProducerUpdate, apply_entries
 from sowdb.errors import InvalidArgument, SowdbError
@@ -111,13 +112,15 @@ class Writer:
         if ttls is not None:
             check_ttls(ttls, len(messages))
         topic = self.topics.get(topic_name)
-        raws = [m.data for m in messages]
-        keys = None if topic is None else topic.keys
-        max_bytes = self.max_document_bytes
-        docs, sow_keys = decode_batch(topic_name, keys, messages, raws, max_bytes, key_optional=topic is None)
+        raws, pre, plain = [m.data for m in messages], of_topic(topic).preprocessing, topic is None
+        keys, max_bytes = None if topic is None else topic.keys, self.max_document_bytes
+        docs, sow_keys = decode_batch(
+            topic_name, keys, messages, raws, max_bytes, key_optional=plain, preprocessing=pre
+        )
+        received = as_received(topic, pre, access, messages, sow_keys, delta)  # A-2 judges them before EN-1
         if delta and topic is not None:
             merge_deltas(topic, sow_keys, raws, docs)
-        return self.publish_decoded(topic_name, sow_keys, docs, raws, ttls, producer, access=access)
+        return self.publish_decoded(topic_name, sow_keys, docs, raws, ttls, producer, access=access, received=received)
 
     def publish_decoded(
         self,
@@ -129,10 +132,12 @@ class Writer:
         producer: Producer | None,
         *,
         access: Access = EVERYONE,
+        received: list[dict[str, Any]] | None = None,
     ) -> tuple[int, int]:
         """Apply messages decoded and keyed beforehand (staged writes, :mod:`sowdb.engine.write.staging`)
         as one atomic batch, exactly as :meth:`publish` applies a request; (0, 0) for a duplicate.
         A ``producer`` here is keyed already (:func:`~sowdb.engine.write.producers.scoped`).
+        EN-2 rewrites ``docs`` and ``raws`` here, once A-2 has judged ``received`` (else ``docs``).
 
         Raises:
             FailedPrecondition: the topic became read-only.
@@ -149,13 +154,14 @@ class Writer:
         exps = expiries(topic.config.expiration_s, ttls, len(raws), now)
         hist = topic.history
         first = self.last_seq + 1
+        if not access.unrestricted:
+            check_rows(access, topic, sow_keys, received or docs, first, now)
+        if (enrichment := of_topic(topic).enrichment) is not None:
+            enrich(enrichment, topic, sow_keys, docs, raws, first, now)
         versions = [
             StoredRecord(topic_name, key, data, raw, seq, now, expiry)
             for key, data, raw, seq, expiry in zip(sow_keys, docs, raws, count(first), exps or repeat(0))
         ]
-        if not access.unrestricted:
-            records = topic.records
-            access.require_rows(topic_name, [(records.get(v.sow_key), v) for v in versions])
         batch = self.store.batch(topic_name, current=topic.persistent, history=hist is not None and topic.persistent)
         batch.publish_many(first, now, sow_keys, raws, exps)
         if topic.persistent:
@@ -278,7 +284,7 @@ class Writer:
             raise InvalidArgument(
                 f"topic {topic.name!r} has publisher-provided SowKeys; delete by sow_keys instead of data", field="data"
             )
-        return topic.keys.sow_key(decode_document(raw))
+        return topic.keys.sow_key(preprocess_one(of_topic(topic).preprocessing, topic.name, decode_document(raw)))
 
     def _delete(
         self, topic: SowTopic, victims: list[str], *, op: int = OP_DELETE, reason: str = OOF_DELETED
