@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from sowdb.address import parse_address
 from sowdb.errors import ExpressionError
 from sowdb.expr import nodes as n
+from sowdb.expr.joins import joined_topics
 from sowdb.expr.parser import parse
 
 if TYPE_CHECKING:  # the security and cluster parts read this module's types
@@ -74,13 +75,19 @@ class ConflatedTopicConfig:
 
 @dataclass(frozen=True)
 class ViewConfig:
-    """An aggregated view of another topic (V-1)."""
+    """An aggregated view of another topic (V-1), or of the join of several (V-2: ``join``)."""
 
     name: str
     underlying: str
     grouping: tuple[str, ...]
     projection: tuple[str, ...]
     filter: str = ""
+    join: tuple[str, ...] = ()  # V-2: "[LEFT] [a]./x = [b]./y" entries; underlying is the first topic
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """Every topic the view reads: ``underlying``, then each topic its joins bring in."""
+        return joined_topics(self.underlying, self.join)
 
 
 @dataclass(frozen=True)
