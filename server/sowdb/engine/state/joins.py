@@ -56,6 +56,12 @@ class JoinedView(View):
         self.edges: list[JoinEdge] = join_plan(underlying, joins)
         self.topics: tuple[str, ...] = (underlying, *(e.child for e in self.edges))
         self.slots = {t: f"[{t}]" for t in self.topics}  # where a joined row holds each topic's record
+        self.anchor_slot = self.slots[underlying]
+        grouping = aggregation.grouping_text
+        # whether a row's group can change with its anchor's fields (else only with a join)
+        self._group_reads_anchor = any(
+            f"{self.anchor_slot}." in g for g in ([grouping] if isinstance(grouping, str) else grouping)
+        )
         # only the records of each topic that pass its filter join (a reader's row filters, A-2)
         self.topic_filters = {t: f for t, f in (topic_filters or {}).items() if f is not None}
         self.up: dict[str, JoinEdge] = {e.child: e for e in self.edges}  # a topic's edge to its parent
@@ -104,9 +110,13 @@ class JoinedView(View):
             e = self.up[topic]
             keyed.append((e, self.indexes[(e.child, e.child_steps)]))
         is_anchor = topic == self.topics[0]
+        groups: dict[str, Change] = {}  # group SowKey -> the last change that touched it
         for c in changes:
             old, new = self._passes(topic, c.old), self._passes(topic, c.new)
             if is_anchor:
+                if old is not None and new is not None and c.sow_key not in touched:
+                    if self._update_in_place(c, old, new, keyed, groups):
+                        continue
                 touched[c.sow_key] = c
                 if new is None:
                     self.anchors.pop(c.sow_key, None)
@@ -127,10 +137,48 @@ class JoinedView(View):
                     value = join_value(new.data, steps)
                     if value is not None:
                         index.setdefault(value, {})[c.sow_key] = new
-        groups: dict[str, Change] = {}
         for anchor, c in touched.items():
             self._rebuild(anchor, c, groups)
         return self._publish_groups(groups)
+
+    def _update_in_place(
+        self,
+        c: Change,
+        old: StoredRecord,
+        new: StoredRecord,
+        keyed: list[tuple[JoinEdge, Index]],
+        groups: dict[str, Change],
+    ) -> bool:
+        """The usual change, an update of an anchor that keeps its join fields, its one joined
+        row and that row's group: the row's anchor part is replaced in place, one step per
+        aggregate (what a plain view does), without rebuilding the row.
+
+        Returns:
+            Whether it was such a change; if not, nothing was changed.
+        """
+        rows = self.rows.get(c.sow_key)
+        if rows is None or len(rows) != 1:
+            return False
+        values: list[tuple[Index, Any]] = []
+        for e, index in keyed:  # the edges from the anchor topic
+            value = join_value(new.data, e.parent_steps)
+            if value != join_value(old.data, e.parent_steps):
+                return False
+            values.append((index, value))
+        gkey, row, ctx = rows[0]
+        joined = {**row, self.anchor_slot: new.data}
+        if self.filter is not None and not self.filter.matches(joined, new):
+            return False
+        if self._group_reads_anchor and self._joined_group(joined, new) != gkey:
+            return False
+        self.groups[gkey].replace(row, ctx, joined, new)
+        rows[0] = (gkey, joined, new)
+        self.anchors[c.sow_key] = new
+        for index, value in values:
+            if value is not None:
+                index[value][c.sow_key] = new
+        groups[gkey] = c
+        return True
 
     def _anchors_of(self, topic: str, rec: StoredRecord) -> list[str]:
         """The anchors whose joined rows hold (or would hold) ``rec`` of ``topic``: walk up the
