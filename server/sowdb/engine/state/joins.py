@@ -114,9 +114,13 @@ class JoinedView(View):
         for c in changes:
             old, new = self._passes(topic, c.old), self._passes(topic, c.new)
             if is_anchor:
-                if old is not None and new is not None and c.sow_key not in touched:
-                    if self._update_in_place(c, old, new, keyed, groups):
-                        continue
+                if (
+                    old is not None
+                    and new is not None
+                    and c.sow_key not in touched
+                    and self._update_in_place(c, old, new, keyed, groups)
+                ):
+                    continue
                 touched[c.sow_key] = c
                 if new is None:
                     self.anchors.pop(c.sow_key, None)
