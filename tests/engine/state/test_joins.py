@@ -134,6 +134,27 @@ def test_a_change_on_either_side_updates_the_joined_rows(tmp_path: Path) -> None
     engine.close()
 
 
+def test_repeated_updates_of_an_order_keep_its_joined_rows_right(tmp_path: Path) -> None:
+    """The usual change, an order updated with its customer and symbol unchanged, is applied in
+    place (no re-join); many in a row, in one batch and in several, leave the view as the join
+    from scratch."""
+    engine = open_engine(tmp_path, CONFIG)
+    pub(engine, "customers", {"id": 1, "tier": "gold", "name": "Ann"}, {"id": 2, "tier": "gold", "name": "Bob"})
+    pub(engine, "instruments", {"symbol": "A", "price": 3})
+    for qty in range(5):
+        pub(engine, "orders", *({"id": i, "customer_id": 1 + i % 2, "symbol": "A", "qty": qty + i} for i in range(4)))
+        pub(
+            engine,
+            "orders",
+            {"id": 0, "customer_id": 1, "symbol": "A", "qty": 1},
+            {"id": 0, "customer_id": 1, "symbol": "A", "qty": 2},
+        )
+        for view in (BY_TIER, BY_CUSTOMER):
+            assert rows(engine, view["name"]) == from_scratch(engine, view)
+    assert rows(engine, "notional_by_tier")['["gold"]']["notional"] == 3 * (2 + 5 + 6 + 7)
+    engine.close()
+
+
 def test_joined_views_are_rebuilt_at_start(tmp_path: Path) -> None:
     """V-2: a joined view keeps no state of its own; after a restart it is built again from every
     joined topic and equals what it was."""
@@ -171,14 +192,14 @@ OPS = st.lists(
     st.one_of(
         st.tuples(
             st.just("orders"),
-            st.integers(0, 11),
-            st.integers(0, 5),
+            st.integers(0, 4),  # few orders and customers: updates in place and re-joins both come often
+            st.integers(0, 3),
             st.sampled_from(["A", "B", "C"]),
             st.integers(-3, 9),
         ),
-        st.tuples(st.just("customers"), st.integers(0, 5), st.sampled_from(["gold", "silver", None])),
+        st.tuples(st.just("customers"), st.integers(0, 4), st.sampled_from(["gold", "silver", None])),
         st.tuples(st.just("instruments"), st.sampled_from(["A", "B", "C"]), st.integers(1, 4)),
-        st.tuples(st.just("delete"), st.sampled_from(["orders", "customers", "instruments"]), st.integers(0, 11)),
+        st.tuples(st.just("delete"), st.sampled_from(["orders", "customers", "instruments"]), st.integers(0, 5)),
     ),
     max_size=40,
 )
