@@ -4,7 +4,9 @@ delta, pages, a conflated topic over a joined view, ListTopics and Stats. The up
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import tomllib
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
@@ -14,6 +16,8 @@ import pytest
 
 from sowdb.config import ServerConfig, config_from_dict
 from sowdb_api.v1 import sow_pb2
+from tests.doc_pages import blocks
+from tests.process.test_docs_pages import run_python
 from tests.support import Running, running, take
 
 TOPICS: dict[str, Any] = {
@@ -134,3 +138,19 @@ async def test_a_conflated_topic_follows_a_joined_view(joined: Running) -> None:
             break
         await asyncio.sleep(0.05)
     assert copy == {r.sow_key: r.json() for r in await c.sow("by_customer").records()}
+
+
+async def test_the_views_pages_examples_run_as_written(tmp_path: Path) -> None:
+    """docs/views.md, "Joined views": its config is one sowd accepts, and its Python example,
+    run against a server on that config, prints what the comment under each print says."""
+    (toml,) = blocks("views.md", "Joined views", lang="toml")
+    (example,) = blocks("views.md", "Joined views", lang="python")
+    config = config_from_dict(tomllib.loads(toml), source="<docs/views.md>")
+    config = replace(config, server=ServerConfig(listen="127.0.0.1:0", data_dir=str(tmp_path)))
+    async with running(config) as r:
+        run = await asyncio.to_thread(run_python, example, r.target)
+    assert run.returncode == 0, run.stderr
+    said = [line.strip()[2:] for line in example.splitlines() if line.strip().startswith("# [")]
+    expected = [ast.literal_eval(s.split("]:")[0] + "]" if "]:" in s else s) for s in said]
+    assert [ast.literal_eval(line) for line in run.stdout.splitlines()] == expected
+    assert len(expected) == 3
