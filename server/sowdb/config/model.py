@@ -174,6 +174,13 @@ underlying = "orders"
 grouping = ["/symbol"]
 projection = ["/symbol AS /symbol", "SUM(/qty) AS /total_qty", "COUNT(/orderId) AS /orders"]
 
+[[view]]
+name = "orders_value"     # a joined view: each symbol's orders priced by the prices topic
+underlying = "orders"
+join = ["[orders]./symbol = [prices]./symbol"]
+grouping = ["[orders]./symbol"]
+projection = ["[orders]./symbol AS /symbol", "[prices]./px AS /px", "SUM([orders]./qty * [prices]./px) AS /value"]
+
 [[conflated_topic]]
 name = "orders_5s"        # orders, refreshed every 5 s with the latest state of each changed order
 underlying = "orders"
