@@ -14,8 +14,8 @@ missing (NULL).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from sowdb.errors import ExpressionError
@@ -27,7 +27,8 @@ from sowdb.expr.values import hashable
 @dataclass(frozen=True)
 class JoinEdge:
     """One join entry, oriented from the topic already in the view (``parent``) to the topic it
-    brings in (``child``)."""
+    brings in (``child``); ``parent_value`` and ``child_value`` read each side's join value from
+    a record's document (:func:`value_getter`)."""
 
     parent: str
     parent_steps: tuple[str | int, ...]
@@ -35,6 +36,12 @@ class JoinEdge:
     child_steps: tuple[str | int, ...]
     outer: bool = False  # LEFT: the parent's rows stay without a match
     text: str = ""
+    parent_value: Callable[[Any], Any] = field(init=False, repr=False, compare=False)
+    child_value: Callable[[Any], Any] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parent_value", value_getter(self.parent_steps))
+        object.__setattr__(self, "child_value", value_getter(self.child_steps))
 
 
 def _side(token: Any) -> tuple[str, tuple[str | int, ...]]:
@@ -103,6 +110,25 @@ def join_plan(underlying: str, joins: Sequence[str]) -> list[JoinEdge]:
 def join_value(data: Any, steps: tuple[str | int, ...]) -> Any:
     """A record's join field as a dict key; None (a missing or NULL field) never matches."""
     return hashable(get_path(data, steps))
+
+
+def value_getter(steps: tuple[str | int, ...]) -> Callable[[Any], Any]:
+    """:func:`join_value` for one path, made once: a top-level field holding a string or a
+    number (the usual join key) is read without walking a path, on the upkeep's hot path."""
+    if len(steps) != 1 or type(steps[0]) is not str:
+        return lambda data: hashable(get_path(data, steps))
+    name = steps[0]
+
+    def top_level(data: Any) -> Any:
+        value = data.get(name) if type(data) is dict else None
+        kind = type(value)
+        if kind is str:
+            return value or None  # as hashable(): the empty string is NULL
+        if kind is int or kind is float:
+            return value
+        return hashable(value)
+
+    return top_level
 
 
 def joined_topics(underlying: str, joins: Sequence[str]) -> tuple[str, ...]:

@@ -31,8 +31,8 @@ from sowdb.engine.changes import Change
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.state.derived import View
 from sowdb.engine.state.sow_topic import SowTopic
-from sowdb.expr import Aggregation, CompiledFilter, parse_aggregation
-from sowdb.expr.joins import JoinEdge, join_plan, join_value
+from sowdb.expr import Aggregation, parse_aggregation
+from sowdb.expr.joins import JoinEdge, join_plan
 
 Index = dict[Any, dict[str, StoredRecord]]  # join value -> the records holding it, by SowKey
 Row = tuple[str, dict[str, Any], StoredRecord]  # (group SowKey, joined row, the anchor's record)
@@ -49,8 +49,6 @@ class JoinedView(View):
         joins: Sequence[str],
         aggregation: Aggregation,
         filter: str = "",
-        *,
-        topic_filters: Mapping[str, CompiledFilter | None] | None = None,
     ) -> None:
         super().__init__(name, underlying, aggregation, filter)
         self.edges: list[JoinEdge] = join_plan(underlying, joins)
@@ -62,8 +60,6 @@ class JoinedView(View):
         self._group_reads_anchor = any(
             f"{self.anchor_slot}." in g for g in ([grouping] if isinstance(grouping, str) else grouping)
         )
-        # only the records of each topic that pass its filter join (a reader's row filters, A-2)
-        self.topic_filters = {t: f for t, f in (topic_filters or {}).items() if f is not None}
         self.up: dict[str, JoinEdge] = {e.child: e for e in self.edges}  # a topic's edge to its parent
         self.indexes: dict[tuple[str, tuple[str | int, ...]], Index] = {}
         for e in self.edges:
@@ -92,12 +88,6 @@ class JoinedView(View):
             records = list(topics[t].records.values())
             self.apply([Change(t, r.sow_key, r.bookmark, r.timestamp_us, None, r) for r in records], now_us)
 
-    def _passes(self, topic: str, rec: StoredRecord | None) -> StoredRecord | None:
-        if rec is None or rec.data is None:
-            return None
-        flt = self.topic_filters.get(topic)
-        return rec if flt is None or flt.matches(rec.data, rec) else None
-
     def apply(self, changes: Sequence[Change], now_us: int) -> list[Change]:
         if not changes:
             return []
@@ -112,7 +102,7 @@ class JoinedView(View):
         is_anchor = topic == self.topics[0]
         groups: dict[str, Change] = {}  # group SowKey -> the last change that touched it
         for c in changes:
-            old, new = self._passes(topic, c.old), self._passes(topic, c.new)
+            old, new = c.old, c.new
             if is_anchor:
                 if (
                     old is not None
@@ -132,13 +122,14 @@ class JoinedView(View):
                         for anchor in self._anchors_of(topic, rec):
                             touched[anchor] = c
             for e, index in keyed:
-                steps = e.parent_steps if e.parent == topic else e.child_steps
+                get = e.parent_value if e.parent == topic else e.child_value
                 if old is not None:
-                    held = index.get(join_value(old.data, steps))
+                    value = get(old.data)
+                    held = index.get(value)
                     if held is not None and held.pop(c.sow_key, None) is not None and not held:
-                        del index[join_value(old.data, steps)]
+                        del index[value]
                 if new is not None:
-                    value = join_value(new.data, steps)
+                    value = get(new.data)
                     if value is not None:
                         index.setdefault(value, {})[c.sow_key] = new
         for anchor, c in touched.items():
@@ -165,8 +156,8 @@ class JoinedView(View):
             return False
         values: list[tuple[Index, Any]] = []
         for e, index in keyed:  # the edges from the anchor topic
-            value = join_value(new.data, e.parent_steps)
-            if value != join_value(old.data, e.parent_steps):
+            value = e.parent_value(new.data)
+            if value != e.parent_value(old.data):
                 return False
             values.append((index, value))
         gkey, row, ctx = rows[0]
@@ -193,7 +184,7 @@ class JoinedView(View):
             index = self.indexes[(e.parent, e.parent_steps)]
             parents: dict[str, StoredRecord] = {}
             for r in level:
-                held = index.get(join_value(r.data, e.child_steps))
+                held = index.get(e.child_value(r.data))
                 if held:
                     parents.update(held)
             level, topic = list(parents.values()), e.parent
@@ -211,7 +202,7 @@ class JoinedView(View):
             out: list[dict[str, Any]] = []
             for row in rows:
                 parent = row.get(parent_slot)
-                held = index.get(join_value(parent, e.parent_steps)) if parent is not None else None
+                held = index.get(e.parent_value(parent)) if parent is not None else None
                 if held:
                     for r in held.values():
                         out.append({**row, child_slot: r.data})
