@@ -4,6 +4,7 @@ server: ``tests/api/test_joined_views.py``."""
 
 from __future__ import annotations
 
+import random
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -256,3 +257,58 @@ def test_a_replica_keeps_the_joined_view_from_the_primarys_journal(tmp_path: Pat
     assert changes(subs[1]) == changes(subs[0])
     replica.close()
     primary.close()
+
+
+CHAIN: dict[str, Any] = {
+    "topic": [
+        {"name": "orders", "key": ["/id"]},
+        {"name": "customers", "key": ["/id"]},
+        {"name": "regions", "key": ["/code"]},
+    ],
+    "view": [
+        {
+            "name": "qty_by_region",  # orders -> customers -> regions: a change to a region reaches
+            "underlying": "orders",  # its orders through its customers
+            "join": ["[orders]./cid = [customers]./id", "LEFT [customers]./region = [regions]./code"],
+            "grouping": ["[regions]./name"],
+            "projection": ["[regions]./name AS /region", "SUM([orders]./qty) AS /qty", "COUNT([orders]./id) AS /n"],
+        }
+    ],
+}
+
+
+def test_a_chain_of_joins_follows_changes_two_steps_away(tmp_path: Path) -> None:
+    """V-2: a join entry may start from a topic another entry brought in; a change to the last
+    topic (a region renamed, deleted) or the middle one (a customer moving region) updates the
+    rows of the first topic it reaches; the LEFT join keeps customers without a region (under a
+    NULL region) while the inner one drops orders without a customer."""
+    engine = open_engine(tmp_path, CHAIN)
+    rnd = random.Random(7)
+    agg = parse_aggregation(CHAIN["view"][0]["grouping"], CHAIN["view"][0]["projection"])
+    for step in range(300):
+        kind = rnd.choice(["orders", "customers", "regions", "delete"])
+        if kind == "orders":
+            pub(engine, "orders", {"id": rnd.randrange(8), "cid": rnd.randrange(5), "qty": rnd.randrange(10)})
+        elif kind == "customers":
+            pub(engine, "customers", {"id": rnd.randrange(5), "region": rnd.choice(["N", "S", "E"])})
+        elif kind == "regions":
+            pub(engine, "regions", {"code": rnd.choice(["N", "S"]), "name": rnd.choice(["north", "south", "polar"])})
+        else:
+            topic = rnd.choice(["orders", "customers", "regions"])
+            key = "/code" if topic == "regions" else "/id"
+            engine.sow_delete(
+                topic, filter=f"{key} = {rnd.choice(['N', 'S']) if topic == 'regions' else rnd.randrange(8)!r}"
+            )
+        joined = []
+        for o in state(engine, "orders"):
+            for c in (c for c in state(engine, "customers") if c["id"] == o["cid"]):
+                regions = [r for r in state(engine, "regions") if r["code"] == c["region"]]
+                joined += [{"[orders]": o, "[customers]": c, "[regions]": r} for r in regions] or [
+                    {"[orders]": o, "[customers]": c}
+                ]
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for row in joined:
+            groups.setdefault(orjson.dumps(list(agg.group_key(row))).decode(), []).append(row)
+        expected = {k: agg.run((r, None) for r in members)[0] for k, members in groups.items()}
+        assert rows(engine, "qty_by_region") == expected, step
+    engine.close()
