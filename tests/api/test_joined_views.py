@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import base64
+import json
 import tomllib
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -16,10 +18,13 @@ import pytest
 
 from sowdb.config import ServerConfig, config_from_dict
 from sowdb_api.v1 import sow_pb2
+from tests.console.wire import frames, post, read_frames
 from tests.doc_pages import blocks
 from tests.process.test_docs_pages import run_python
 from tests.support import Running, running, take
 
+SOW = "/sowdb.v1.SowService/Sow"
+LIST_TOPICS = "/sowdb.v1.SowService/ListTopics"
 TOPICS: dict[str, Any] = {
     "topic": [
         {"name": "orders", "key": ["/id"]},
@@ -154,3 +159,26 @@ async def test_the_views_pages_examples_run_as_written(tmp_path: Path) -> None:
     expected = [ast.literal_eval(s.split("]:")[0] + "]" if "]:" in s else s) for s in said]
     assert [ast.literal_eval(line) for line in run.stdout.splitlines()] == expected
     assert len(expected) == 3
+
+
+async def test_the_consoles_gateway_serves_a_joined_view(tmp_path: Path) -> None:
+    """The console reads through its gateway (Connect JSON here): a joined view is listed with its
+    first topic and queried as on the gRPC port."""
+    config = config_from_dict(TOPICS, source="<test>")
+    server = ServerConfig(listen="127.0.0.1:0", http_listen="127.0.0.1:0", data_dir=str(tmp_path))
+    async with running(replace(config, server=server)) as r:
+        await r.client.publish("customers", [{"id": 1, "name": "Ann", "tier": "gold"}])
+        await r.client.publish("instruments", [{"symbol": "IBM", "price": 10}])
+        await r.client.publish("orders", [{"id": 1, "customer_id": 1, "symbol": "IBM", "qty": 3}])
+        body = frames({"topic": "by_customer"})
+        status, _, answer = await asyncio.to_thread(post, r.console_url, SOW, body, "application/connect+json", "")
+        events, end = read_frames(answer)
+        assert (status, end) == (200, {})
+        (record,) = events[1]["records"]["records"]
+        (same,) = await r.client.sow("by_customer").records()
+        assert json.loads(base64.b64decode(record["data"])) == same.json() == {
+            "customer": 1, "name": "Ann", "tier": "gold", "notional": 30, "orders": 1,
+        }  # fmt: skip
+        status, _, listed = await asyncio.to_thread(post, r.console_url, LIST_TOPICS, b"{}", "application/json", "")
+        (view,) = [t for t in json.loads(listed)["topics"] if t["name"] == "by_customer"]
+        assert (status, view["underlying"], view["recordCount"]) == (200, "orders", "1")
