@@ -18,6 +18,7 @@ import pytest
 
 from sowdb.config import ServerConfig, config_from_dict
 from sowdb_api.v1 import sow_pb2
+from sowdb_client import FailedPreconditionError, PublishError
 from tests.console.wire import frames, post, read_frames
 from tests.doc_pages import blocks
 from tests.process.test_docs_pages import run_python
@@ -88,6 +89,10 @@ async def test_a_joined_view_is_queried_like_any_view(joined: Running) -> None:
     assert (stats["by_customer"].kind, stats["by_customer"].records) == (sow_pb2.TOPIC_KIND_VIEW, 2)
     await c.publish("instruments", [{"symbol": "IBM", "price": 11}])
     assert (await c.stats("by_customer")).topics[0].publishes == 3  # two rows made, one repriced
+    with pytest.raises(PublishError, match="read-only"):  # K-4
+        await c.publish("by_customer", [{"customer": 1}])
+    with pytest.raises(FailedPreconditionError, match="read-only"):
+        await c.sow_delete("by_customer", filter="/customer = 1")
 
 
 async def test_sow_and_subscribe_follows_both_sides_with_oof(joined: Running) -> None:
