@@ -19,7 +19,7 @@ from sowdb.engine import Engine, InMessage, SubscriptionOptions
 from sowdb.expr import parse_aggregation
 from tests.support import ManualClock, open_engine
 
-BY_TIER = {
+BY_TIER: dict[str, Any] = {
     "name": "notional_by_tier",
     "underlying": "orders",
     "join": ["[orders]./customer_id = [customers]./id", "[orders]./symbol = [instruments]./symbol"],
@@ -31,7 +31,7 @@ BY_TIER = {
         "MAX([instruments]./price) AS /top_price",
     ],
 }
-BY_CUSTOMER = {  # a LEFT join: orders of unknown customers still count, under a NULL name
+BY_CUSTOMER: dict[str, Any] = {  # a LEFT join: orders of unknown customers still count, under a NULL name
     "name": "qty_by_customer",
     "underlying": "orders",
     "join": ["LEFT [orders]./customer_id = [customers]./id"],
@@ -90,7 +90,7 @@ def from_scratch(engine: Engine, view: dict[str, Any]) -> dict[str, Any]:
                 if o.get("symbol") is not None and i.get("symbol") == o["symbol"]:
                     joined.append({"[orders]": o, "[customers]": c, "[instruments]": i})
     agg = parse_aggregation(view["grouping"], view["projection"])
-    out = {}
+    out: dict[str, list[dict[str, Any]]] = {}
     for row in joined:
         out.setdefault(orjson.dumps(list(agg.group_key(row))).decode(), []).append(row)
     return {k: agg.run((r, None) for r in members)[0] for k, members in out.items()}
