@@ -6,10 +6,10 @@ entries, in order, so form a tree rooted at the first topic (:func:`join_plan`).
 lets the upkeep find the rows a change touches by walking the edges from the changed topic, one
 hash lookup per edge, instead of recomputing the join.
 
-Two kinds, as in the AMPS views that sowdb follows: an *inner* join (the default) keeps a row
-only where every topic has a matching record; ``LEFT [a]./x = [b]./y`` keeps the rows of ``a``
-that no record of ``b`` matches, with ``b``'s fields (and those of topics joined through ``b``)
-missing (NULL).
+Two kinds: an *inner* join (the default, as in the AMPS views sowdb follows) keeps a row only
+where every topic has a matching record; ``LEFT [a]./x = [b]./y`` (sowdb's spelling) keeps the
+rows of ``a`` that no record of ``b`` matches, with ``b``'s fields (and those of topics joined
+through ``b``) missing (NULL).
 """
 
 from __future__ import annotations
