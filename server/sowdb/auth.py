@@ -25,10 +25,11 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def view_sources(config: Config) -> dict[str, str]:
-    """Each aggregated view of ``config``, and each conflated copy of one, by name: the topic
-    its groups are computed from (what :meth:`Access.can_read` checks a view's readers on)."""
-    sources = {v.name: v.underlying for v in config.views}
+def view_sources(config: Config) -> dict[str, tuple[str, ...]]:
+    """Each aggregated view of ``config``, and each conflated copy of one, by name: the topics
+    its groups are computed from, one or, for a joined view (V-2), each it joins (what
+    :meth:`Access.can_read` checks a view's readers on)."""
+    sources = {v.name: v.sources for v in config.views}
     for c in config.conflated_topics:
         if c.underlying in sources:
             sources[c.name] = sources[c.underlying]
@@ -38,15 +39,15 @@ def view_sources(config: Config) -> dict[str, str]:
 class Authenticator:
     """Users and their rights; :meth:`access` answers for one call."""
 
-    def __init__(self, security: SecurityConfig | None, views: Mapping[str, str] | None = None) -> None:
-        self.views: Mapping[str, str] = {}
+    def __init__(self, security: SecurityConfig | None, views: Mapping[str, tuple[str, ...]] | None = None) -> None:
+        self.views: Mapping[str, tuple[str, ...]] = {}
         self.load(security, views)
 
-    def load(self, security: SecurityConfig | None, views: Mapping[str, str] | None = None) -> None:
+    def load(self, security: SecurityConfig | None, views: Mapping[str, tuple[str, ...]] | None = None) -> None:
         """Take (new) users and roles; rights made from the old ones are no longer handed out.
 
         Args:
-            views: each aggregated view by name, the topic it is computed from
+            views: each aggregated view by name, the topics it is computed from
                 (:func:`view_sources`); None keeps those known.
         """
         self.security = security

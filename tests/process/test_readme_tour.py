@@ -13,6 +13,7 @@ outputs that the tour promises are checked too.
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
@@ -80,6 +81,9 @@ def test_the_five_minute_tour_runs_as_written(sowd_process: Process) -> None:
     assert len([line for line in out.splitlines() if '"symbol":"SYM2"' in line]) == 3  # orders_5s, -count 3
     assert "exit status 1" in out
     assert "FAILED_PRECONDITION" in outputs["views"].stderr
+    valued = [json.loads(line) for line in out.splitlines() if line.startswith('{"symbol":"SYM1","px":')]
+    assert [v["px"] for v in valued] == [2, 3]  # the joined view, before and after the new price
+    assert valued[1]["value"] * 2 == valued[0]["value"] * 3 > 0
 
     out = outputs["rewritten"].stdout  # EN-1 made the key, EN-2 kept the quantity and added the notional
     assert '{"account":"A1","symbol":"ABC","qty":100,"px":11,"position_key":"A1-ABC","notional":1100}' in out

@@ -11,14 +11,19 @@ The in-process figures use RocksDB in a temporary directory and no gRPC:
   topic; the time spent in the view's upkeep (``View.apply``: retract, add, recompute the
   touched groups) per underlying update gives the rate at which it can follow its topic. The
   engine's publish rate with and without the view is printed beside it.
+- join upkeep (V-2, issue 42): a two-topic joined view, orders joined to 500 instruments on
+  ``/symbol``, ``SUM([orders]./qty * [instruments]./px)`` grouped by ``[instruments]./sector``;
+  the time in ``JoinedView.apply`` per order update, and per instrument update (each re-joins
+  that instrument's orders).
 
 Through gRPC:
 
 - view end to end: the same updates published through gRPC (100 per request, from this
-  process) to a ``sowd`` process holding the 1M orders, with the view configured and without.
+  process) to a ``sowd`` process holding the 1M orders, with the view configured and without,
+  and with the joined view.
 
-Usage: ``python tools/bench/bench_views.py [--orders 1000000] [--updates 200000]``
-(``make bench-views``).
+Usage: ``python tools/bench/bench_views.py [--orders 1000000] [--updates 200000] [--only join]``
+(``make bench-views``; ``--only`` runs one part: page, view, join or grpc).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from sowdb.engine import Engine, InMessage, QueryOptions
 from sowdb.engine.live.options import SubscriptionOptions
 from sowdb.engine.live.pages import PagedSubscription, ResultSet
 from sowdb.engine.state.derived import View
+from sowdb.engine.state.joins import JoinedView
 from sowdb.server import tune_gc
 from sowdb.storage import Store
 from sowdb_client import Client
@@ -50,6 +56,21 @@ underlying = "orders"
 grouping = ["/symbol"]
 projection = ["/symbol", "SUM(/qty) AS /qty", "COUNT(/orderId) AS /orders"]
 """
+JOIN_CONFIG = """
+[[topic]]
+name = "instruments"
+key = ["/symbol"]
+durability = "transient"
+
+[[view]]
+name = "by_sector"
+underlying = "orders"
+join = ["[orders]./symbol = [instruments]./symbol"]
+grouping = ["[instruments]./sector"]
+projection = ["[instruments]./sector AS /sector", "SUM([orders]./qty * [instruments]./px) AS /notional",
+              "COUNT([orders]./orderId) AS /orders"]
+"""
+INSTRUMENTS = [orjson.dumps({"symbol": f"SYM{i}", "sector": f"S{i % 10}", "px": 1 + i % 13}) for i in range(500)]
 TOPIC_CONFIG = """
 [[topic]]
 name = "orders"
@@ -58,21 +79,24 @@ durability = "transient"
 """
 
 
-def _engine(data_dir: str, views: bool) -> Engine:
-    raw = tomllib.loads(TOPIC_CONFIG + (VIEW_CONFIG if views else ""))
+def _engine(data_dir: str, views: bool, join: bool = False) -> Engine:
+    raw = tomllib.loads(TOPIC_CONFIG + (VIEW_CONFIG if views else "") + (JOIN_CONFIG if join else ""))
     raw["server"] = {"data_dir": data_dir}
     return Engine.open(config_from_dict(raw, source="<bench>"), Store(data_dir))
 
 
-def _through_grpc(orders: list[bytes], batches: list[list[InMessage]], views: bool) -> float:
-    """Updates/s published through gRPC to a ``sowd`` process holding ``orders``."""
+def _through_grpc(orders: list[bytes], batches: list[list[InMessage]], views: bool, join: bool = False) -> float:
+    """Updates/s published through gRPC to a ``sowd`` process holding ``orders`` (and, with
+    ``join``, the instruments and the joined view)."""
     updates = [m.data for batch in batches for m in batch]
     with tempfile.TemporaryDirectory(prefix="sowdb-bench-views-") as tmp:
         config = Path(tmp) / "sowd.toml"
-        config.write_text(TOPIC_CONFIG + (VIEW_CONFIG if views else ""))
+        config.write_text(TOPIC_CONFIG + (VIEW_CONFIG if views else "") + (JOIN_CONFIG if join else ""))
         proc, target = _start(str(Path(tmp) / "data"), "--config", str(config))
         try:
             with Client(target) as client:
+                if join:
+                    client.publish("instruments", INSTRUMENTS)
                 client.publish("orders", orders, batch_size=1000)
                 start = time.perf_counter()
                 client.publish("orders", updates, batch_size=100)
@@ -85,8 +109,10 @@ def _through_grpc(orders: list[bytes], batches: list[list[InMessage]], views: bo
             proc.wait()
 
 
-def _load(engine: Engine, orders: list[bytes]) -> None:
+def _load(engine: Engine, orders: list[bytes], join: bool = False) -> None:
     """Publish the orders, then tune the garbage collector as sowd does after its start-up load."""
+    if join:
+        engine.publish("instruments", [InMessage(r) for r in INSTRUMENTS])
     for i in range(0, len(orders), 1000):
         engine.publish("orders", [InMessage(r) for r in orders[i : i + 1000]])
     tune_gc()
@@ -133,11 +159,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--orders", type=int, default=1_000_000)
     parser.add_argument("--updates", type=int, default=200_000)
+    parser.add_argument("--only", choices=["page", "view", "join", "grpc"], default=None)
     args = parser.parse_args()
     orders = _orders(args.orders)
     batches = _updates(orders, args.updates, seed=1)
     n = len(batches) * 100
+    if args.only in (None, "page"):
+        _page(engine_orders=orders, batches=batches, n=n)
+    if args.only in (None, "view"):
+        _view(orders, batches, n)
+    if args.only in (None, "join"):
+        _join(orders, batches, n)
+    if args.only in (None, "grpc"):
+        rates = {(views, join): _through_grpc(orders, batches, views, join) for views, join in JOIN_RUNS}
+        print(
+            f"view end to end  the same updates through gRPC, 100/request: {rates[False, False]:,.0f} msg/s "
+            f"without a view, {rates[True, False]:,.0f} msg/s with the view, {rates[False, True]:,.0f} msg/s "
+            "with the joined view"
+        )
 
+
+JOIN_RUNS = ((False, False), (True, False), (False, True))
+
+
+def _page(engine_orders: list[bytes], batches: list[list[InMessage]], n: int) -> None:
+    orders = engine_orders
     with tempfile.TemporaryDirectory(prefix="sowdb-bench-views-") as tmp:
         engine = _engine(tmp, views=False)
         _load(engine, orders)
@@ -159,6 +205,8 @@ def main() -> None:
         engine.placement.unsubscribe(sub)
         engine.close()
 
+
+def _view(orders: list[bytes], batches: list[list[InMessage]], n: int) -> None:
     with tempfile.TemporaryDirectory(prefix="sowdb-bench-views-") as tmp:
         plain = _engine(tmp, views=False)
         _load(plain, orders)
@@ -178,10 +226,34 @@ def main() -> None:
         f"update = {1 / per_update:,.0f} underlying updates/s; engine publish {n / without:,.0f} msg/s without "
         f"the view, {n / with_view:,.0f} msg/s with it"
     )
-    rates = {views: _through_grpc(orders, batches, views) for views in (False, True)}
+
+
+def _join(orders: list[bytes], batches: list[list[InMessage]], n: int) -> None:
+    """V-2: the joined view's upkeep per order update, and per instrument update."""
+    with tempfile.TemporaryDirectory(prefix="sowdb-bench-views-") as tmp:
+        joined = _engine(tmp, views=False, join=True)
+        _load(joined, orders, join=True)
+        spent = [0.0]
+        _timed(JoinedView, "apply", spent)
+        took = min(_publish_all(joined, batches) for _ in range(2))
+        per_update = spent[0] / (2 * n)
+        rnd = random.Random(2)
+        moves = [
+            [InMessage(orjson.dumps({"symbol": f"SYM{rnd.randrange(500)}", "sector": f"S{rnd.randrange(10)}",
+                                     "px": rnd.randrange(1, 14)}))]
+            for _ in range(50)
+        ]  # fmt: skip
+        spent[0] = 0.0
+        for batch in moves:
+            joined.publish("instruments", batch)
+        per_instrument = spent[0] / len(moves)
+        groups = len(joined.topics.sow_topic("by_sector").records)
+        joined.close()
     print(
-        f"view end to end  the same updates through gRPC, 100/request: {rates[False]:,.0f} msg/s without the "
-        f"view, {rates[True]:,.0f} msg/s with it"
+        f"join upkeep  orders JOIN instruments ON /symbol, SUM(qty*px) by sector ({groups} groups): "
+        f"{per_update * 1e6:.1f} µs per order update = {1 / per_update:,.0f} underlying updates/s "
+        f"(engine publish with it {n / took:,.0f} msg/s); an instrument update re-joins its "
+        f"{len(orders) // 500:,} orders in {per_instrument * 1e3:.1f} ms"
     )
 
 

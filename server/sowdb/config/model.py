@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from sowdb.errors import ExpressionError
 from sowdb.expr import nodes as n
+from sowdb.expr.joins import joined_topics
 from sowdb.expr.parser import parse
 from sowdb_address import parse_address
 
@@ -78,13 +79,19 @@ class ConflatedTopicConfig:
 
 @dataclass(frozen=True)
 class ViewConfig:
-    """An aggregated view of another topic (V-1)."""
+    """An aggregated view of another topic (V-1), or of the join of several (V-2: ``join``)."""
 
     name: str
     underlying: str
     grouping: tuple[str, ...]
     projection: tuple[str, ...]
     filter: str = ""
+    join: tuple[str, ...] = ()  # V-2: "[LEFT] [a]./x = [b]./y" entries; underlying is the first topic
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """Every topic the view reads: ``underlying``, then each topic its joins bring in."""
+        return joined_topics(self.underlying, self.join)
 
 
 @dataclass(frozen=True)
@@ -176,6 +183,13 @@ name = "orders_by_symbol" # live totals per symbol, kept in step with orders
 underlying = "orders"
 grouping = ["/symbol"]
 projection = ["/symbol AS /symbol", "SUM(/qty) AS /total_qty", "COUNT(/orderId) AS /orders"]
+
+[[view]]
+name = "orders_value"     # a joined view: each symbol's orders priced by the prices topic
+underlying = "orders"
+join = ["[orders]./symbol = [prices]./symbol"]
+grouping = ["[orders]./symbol"]
+projection = ["[orders]./symbol AS /symbol", "[prices]./px AS /px", "SUM([orders]./qty * [prices]./px) AS /value"]
 
 [[conflated_topic]]
 name = "orders_5s"        # orders, refreshed every 5 s with the latest state of each changed order

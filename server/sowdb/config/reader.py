@@ -12,7 +12,24 @@ from sowdb.config.cluster import read_cluster
 from sowdb.config.security import read_security
 from sowdb.errors import ExpressionError
 from sowdb.expr import compile_filter, parse_aggregation
+from sowdb.expr.joins import join_plan
 from sowdb.expr.rewrite import compile_rewrite
+
+
+def _cycle(reads: dict[str, tuple[str, ...]], name: str) -> list[str]:
+    """A path of derived topics from ``name`` back to itself through what each reads (joined
+    views read several), or [] for none."""
+    stack: list[tuple[str, list[str]]] = [(name, [name])]
+    seen: set[str] = set()
+    while stack:
+        at, path = stack.pop()
+        for source in reads.get(at, ()):
+            if source == name:
+                return [*path, source]
+            if source not in seen:
+                seen.add(source)
+                stack.append((source, [*path, source]))
+    return []
 
 
 def load_config(path: str | Path) -> m.Config:
@@ -71,21 +88,21 @@ class _Reader:
                 raise self.fail(f'[[{kind}]] #{i} "{e.name}"', "name: another topic, view or conflated topic has it")
             seen.add(e.name)
         for kind, i, e in named:
-            if isinstance(e, m.ViewConfig | m.ConflatedTopicConfig) and (
-                e.underlying not in seen or e.underlying == e.name
-            ):
-                raise self.fail(
-                    f'[[{kind}]] #{i} "{e.name}"', f"underlying: {e.underlying!r} is not a configured topic"
-                )
-        reads = {e.name: e.underlying for _, _, e in named if isinstance(e, m.ViewConfig | m.ConflatedTopicConfig)}
+            if not isinstance(e, m.ViewConfig | m.ConflatedTopicConfig):
+                continue
+            for source in e.sources if isinstance(e, m.ViewConfig) else (e.underlying,):
+                if source not in seen or source == e.name:
+                    where = "underlying" if source == e.underlying else "join"
+                    raise self.fail(f'[[{kind}]] #{i} "{e.name}"', f"{where}: {source!r} is not a configured topic")
+        reads = {
+            e.name: e.sources if isinstance(e, m.ViewConfig) else (e.underlying,)
+            for _, _, e in named
+            if isinstance(e, m.ViewConfig | m.ConflatedTopicConfig)
+        }
         for kind, i, e in named:
-            path = [e.name]
-            while path[-1] in reads:
-                path.append(reads[path[-1]])
-                if path[-1] == e.name:
-                    raise self.fail(f'[[{kind}]] #{i} "{e.name}"', f"underlying: a cycle {' -> '.join(path)}")
-                if len(path) > len(reads) + 1:
-                    break  # a cycle not through this entry; reported at its own entry
+            cycle = _cycle(reads, e.name)
+            if cycle:
+                raise self.fail(f'[[{kind}]] #{i} "{e.name}"', f"underlying: a cycle {' -> '.join(cycle)}")
         cluster = read_cluster(raw, self.fail, self.base)
         return m.Config(server, topics, conflated, views, self.source, security, cluster)
 
@@ -357,21 +374,27 @@ class _Reader:
         entry = f"[[view]] #{i}"
         name = self._name(t, entry)
         entry = f'{entry} "{name}"'
-        self._only(t, entry, {"name", "underlying", "grouping", "projection", "filter"})
+        self._only(t, entry, {"name", "underlying", "grouping", "projection", "filter", "join"})
         lists = {}
         for key in ("grouping", "projection"):
             value = t.get(key)
             if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
                 raise self.fail(entry, f"{key}: required, a non-empty list of expressions")
             lists[key] = tuple(value)
+        join = t.get("join", [])
+        if not isinstance(join, list) or not all(isinstance(j, str) for j in join):
+            raise self.fail(entry, 'join: a list of "[topic]./field = [topic]./field" entries')
+        underlying = self._get(t, entry, "underlying", str, "")
         try:
             parse_aggregation(lists["grouping"], lists["projection"])
+            join_plan(underlying, join)
         except ExpressionError as exc:
             raise self.fail(entry, f"{exc.field}: {exc.message}") from None
         return m.ViewConfig(
             name=name,
-            underlying=self._get(t, entry, "underlying", str, ""),
+            underlying=underlying,
             grouping=lists["grouping"],
             projection=lists["projection"],
             filter=self._filter(t, entry),
+            join=tuple(join),
         )

@@ -56,9 +56,9 @@ class Access:
     user: str
     roles: tuple[RoleConfig, ...] = ()
     everything: bool = False  # security off: every right, every row
-    views: Mapping[str, str] = field(default_factory=dict, repr=False)
-    """Each aggregated view of the config (and each conflated copy of one), by name: the topic
-    its groups are computed from (see :meth:`can_read`)."""
+    views: Mapping[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
+    """Each aggregated view of the config (and each conflated copy of one), by name: the topics
+    its groups are computed from, several for a joined view (see :meth:`can_read`)."""
     _readable: dict[str, bool] = field(default_factory=dict, repr=False)
     _entitlement: dict[str, CompiledFilter | None] = field(default_factory=dict, repr=False)
 
@@ -94,11 +94,18 @@ class Access:
         a row filter, a role names the view itself (issue 37, finding 10): a view's groups are
         computed over every row -- ``COUNT`` and ``MIN(/desk)`` of desk B's included -- and no
         row filter can be applied to an aggregate, so a pattern such as ``.*`` that happens to
-        match the view is not enough."""
+        match the view is not enough.
+
+        A joined view (V-2) is read only with read on every topic it joins as well: its rows
+        hold those topics' fields, so a right on the view alone must not open them."""
         if not any(_grants(r.read, topic) for r in self.roles):
             return False
-        underlying = self.views.get(topic)
-        if underlying is None or self.entitlement(underlying) is None:
+        sources = self.views.get(topic)
+        if sources is None:
+            return True
+        if len(sources) > 1 and not all(self.can_read(s) for s in sources):
+            return False
+        if all(self.entitlement(s) is None for s in sources):
             return True
         return any(topic in r.read for r in self.roles)
 

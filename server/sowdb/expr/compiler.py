@@ -159,6 +159,18 @@ class _Compiler:
         if len(steps) == 1 and type(steps[0]) is str:
             key = steps[0]
             return lambda m, ctx: m.get(key)
+        if len(steps) == 2 and type(steps[0]) is str and type(steps[1]) is str:
+            # ``/a/b``, and a joined view's ``[topic]./field`` (V-2, read once per aggregate of
+            # each joined row): a field of an object read directly, anything else walked
+            outer, inner = steps
+
+            def two_steps(m: Any, ctx: Any) -> Any:
+                cur = m.get(outer)
+                if type(cur) is dict:
+                    return cur.get(inner)
+                return None if cur is None else get_path(m, steps)
+
+            return two_steps
         return lambda m, ctx: get_path(m, steps)
 
     def v_Unary(self, node: n.Unary) -> Fn:

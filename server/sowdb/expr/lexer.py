@@ -37,7 +37,7 @@ _MASTER = re.compile(
     \s*(?:
     (?P<num>(?:[0-9]+(?P<frac>\.[0-9]*)?|(?P<lead>\.[0-9]+))(?P<exp>[eE][+-]?[0-9]+)?)
   | (?P<str>(?P<r>[rR])?(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"))
-  | (?P<path>(?:/[\w$@]+|\[/[^\]]+\])(?:\[\s*[0-9]+\s*\]|/[\w$@]+)*)
+  | (?P<path>(?:\[[^\[\]/\s]+\]\.)?(?:/[\w$@]+|\[/[^\]]+\])(?:\[\s*[0-9]+\s*\]|/[\w$@]+)*)
   | (?P<word>[A-Za-z_]\w*)
   | (?P<op>==|!=|<>|<=|>=|[=<>+\-*/%(),])
   | (?P<end>\Z)
@@ -77,6 +77,12 @@ def _shown(token: str) -> str:
 
 
 def _steps(text: str) -> tuple[str | int, ...]:
+    """A path's steps; a joined view's ``[topic]./field`` (V-2) starts with the step ``[topic]``,
+    the key under which a joined row holds that topic's record, which no plain path can name
+    (a plain step is a word, and ``[/name]`` keeps no closing bracket)."""
+    if text[0] == "[" and text[1] != "/":
+        end = text.index("].") + 1
+        return (text[:end], *_steps(text[end + 1 :]))
     return tuple(
         _index(m.group(3)) if m.group(3) is not None else (m.group(1) or m.group(2)) for m in _STEPS.finditer(text)
     )

@@ -40,6 +40,11 @@ class Derived:
         self.topic = SowTopic(TopicConfig(name=name, durability="transient"))
 
     @property
+    def sources(self) -> tuple[str, ...]:
+        """The topics this one follows: its underlying topic (a joined view: every topic it joins)."""
+        return (self.underlying,)
+
+    @property
     def selective(self) -> bool:
         """Whether some underlying records do not count (a filter or a SowKey list)."""
         return self.filter is not None or self.sow_keys is not None
@@ -248,7 +253,9 @@ def derived_order(views: Sequence[ViewConfig], conflated: Sequence[ConflatedTopi
             return
         if name in path:
             raise ValueError(" -> ".join((*path, name)))
-        place(configs[name].underlying, (*path, name))
+        c = configs[name]
+        for source in c.sources if isinstance(c, ViewConfig) else (c.underlying,):
+            place(source, (*path, name))
         placed.add(name)
         ordered.append(configs[name])
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from sowdb.config import Config, ViewConfig, is_regex_topic
 from sowdb.engine.state.derived import ConflatedTopic, Derived, View, derived_order
+from sowdb.engine.state.joins import JoinedView
 from sowdb.engine.state.sow_topic import SowTopic
 from sowdb.errors import FailedPrecondition, InvalidArgument
 from sowdb.expr.matching import Pattern, compile_pattern
@@ -52,21 +53,29 @@ class Topics:
     def load_derived(self, now_us: int) -> None:
         """Create the configured views and conflated topics from their underlying topics' state."""
         for c in derived_order(self.config.views, self.config.conflated_topics):
-            d: Derived = View.from_config(c) if isinstance(c, ViewConfig) else ConflatedTopic.from_config(c)
-            d.load(list(self.sow[d.underlying].records.values()), now_us)
+            d: Derived
+            if isinstance(c, ViewConfig) and c.join:
+                d = JoinedView.from_config(c)
+                d.load_from(self.sow, now_us)
+            else:
+                d = View.from_config(c) if isinstance(c, ViewConfig) else ConflatedTopic.from_config(c)
+                d.load(list(self.sow[d.underlying].records.values()), now_us)
             self.attach(d)
 
     def attach(self, d: Derived, *, public: bool = True) -> None:
-        """Start a derived topic following its underlying topic; a public one (configured) is
-        readable by name, a private one (an aggregated subscription's view) only by its owner."""
+        """Start a derived topic following its underlying topic (each topic a joined view joins);
+        a public one (configured) is readable by name, a private one (an aggregated
+        subscription's view) only by its owner."""
         self.derived[d.name] = d
-        self.downstream.setdefault(d.underlying, []).append(d)
+        for source in d.sources:
+            self.downstream.setdefault(source, []).append(d)
         if public:
             self.sow[d.name] = d.topic
 
     def detach(self, d: Derived) -> None:
         del self.derived[d.name]
-        self.downstream[d.underlying].remove(d)
+        for source in d.sources:
+            self.downstream[source].remove(d)
         self.sow.pop(d.name, None)
 
     def conflated(self) -> list[ConflatedTopic]:

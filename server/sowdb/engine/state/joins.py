@@ -1,0 +1,250 @@
+"""Joined views (V-2): the grouping/projection of the join of two or more SOW topics.
+
+A joined view follows every topic it joins (the registry attaches it downstream of each). Its
+rows are built per record of the first topic, its *anchor*: the anchor's joined rows are the
+anchor with each combination of matching records of the other topics (see
+:mod:`sowdb.expr.joins` for the tree the join entries form and the two join kinds). A joined
+row is one dict holding each topic's record under ``[topic]``, which is what the paths
+``[topic]./field`` of the projection, grouping and filter read.
+
+Why per anchor: a change on any topic touches exactly the anchors whose rows held the old
+version or would hold the new one, found by walking the join tree up from the changed topic
+through hash indexes on the join fields (one lookup per edge). Those anchors' rows are
+retracted from their groups (the contributions each anchor added are kept, so a retraction
+removes exactly what was added, MIN/MAX included) and built again; every other row stays as it
+is. Rebuilding an anchor's rows handles both join kinds alike: an inner join's anchor loses its
+rows when a match goes, a LEFT join's keeps one row without the missing side.
+
+A batch (every change of one topic) first updates the indexes for all its changes, then rebuilds
+each touched anchor once, so a batch of n changes to one customer costs its orders once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from sowdb.config import ViewConfig
+from sowdb.engine.changes import Change
+from sowdb.engine.records import StoredRecord
+from sowdb.engine.state.derived import View
+from sowdb.engine.state.sow_topic import SowTopic
+from sowdb.expr import Aggregation, parse_aggregation
+from sowdb.expr.joins import JoinEdge, join_plan
+
+Index = dict[Any, dict[str, StoredRecord]]  # join value -> the records holding it, by SowKey
+Row = tuple[str, dict[str, Any], StoredRecord]  # (group SowKey, joined row, the anchor's record)
+
+
+class JoinedView(View):
+    """V-2: a view over the join of ``underlying`` (the anchor topic) and the topics its
+    ``joins`` bring in, kept up to date incrementally from changes on any of them."""
+
+    def __init__(
+        self,
+        name: str,
+        underlying: str,
+        joins: Sequence[str],
+        aggregation: Aggregation,
+        filter: str = "",
+    ) -> None:
+        super().__init__(name, underlying, aggregation, filter)
+        self.edges: list[JoinEdge] = join_plan(underlying, joins)
+        self.topics: tuple[str, ...] = (underlying, *(e.child for e in self.edges))
+        self.slots = {t: f"[{t}]" for t in self.topics}  # where a joined row holds each topic's record
+        self.anchor_slot = self.slots[underlying]
+        grouping = aggregation.grouping_text
+        # whether a row's group can change with its anchor's fields (else only with a join)
+        self._group_reads_anchor = any(
+            f"{self.anchor_slot}." in g for g in ([grouping] if isinstance(grouping, str) else grouping)
+        )
+        self.up: dict[str, JoinEdge] = {e.child: e for e in self.edges}  # a topic's edge to its parent
+        self.indexes: dict[tuple[str, tuple[str | int, ...]], Index] = {}
+        for e in self.edges:
+            self.indexes.setdefault((e.parent, e.parent_steps), {})
+            self.indexes.setdefault((e.child, e.child_steps), {})
+        self.anchors: dict[str, StoredRecord] = {}  # the records of the first topic, by SowKey
+        self.rows: dict[str, list[Row]] = {}  # each anchor's contributions to the groups
+
+    @classmethod
+    def from_config(cls, c: ViewConfig) -> JoinedView:
+        aggregation = parse_aggregation(list(c.grouping), list(c.projection))
+        return cls(c.name, c.underlying, c.join, aggregation, c.filter)
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return self.topics
+
+    @property
+    def selective(self) -> bool:
+        return True  # never View's in-place batch: a joined row is not an underlying record
+
+    def load_from(self, topics: Mapping[str, SowTopic], now_us: int) -> None:
+        """Start from the state of every joined topic: the others first, then the anchors, so
+        that each anchor's rows are built once."""
+        for t in (*self.topics[1:], self.topics[0]):
+            records = list(topics[t].records.values())
+            self.apply([Change(t, r.sow_key, r.bookmark, r.timestamp_us, None, r) for r in records], now_us)
+
+    def apply(self, changes: Sequence[Change], now_us: int) -> list[Change]:
+        if not changes:
+            return []
+        topic = changes[0].topic
+        if topic not in self.slots:
+            return []
+        touched: dict[str, Change] = {}  # anchor SowKey -> the last change that touched it
+        keyed = [(e, self.indexes[(e.parent, e.parent_steps)]) for e in self.edges if e.parent == topic]
+        if topic in self.up:
+            e = self.up[topic]
+            keyed.append((e, self.indexes[(e.child, e.child_steps)]))
+        is_anchor = topic == self.topics[0]
+        groups: dict[str, Change] = {}  # group SowKey -> the last change that touched it
+        for c in changes:
+            old, new = c.old, c.new
+            if is_anchor:
+                if (
+                    old is not None
+                    and new is not None
+                    and c.sow_key not in touched
+                    and self._update_in_place(c, old, new, keyed, groups)
+                ):
+                    continue
+                touched[c.sow_key] = c
+                if new is None:
+                    self.anchors.pop(c.sow_key, None)
+                else:
+                    self.anchors[c.sow_key] = new
+            else:
+                for rec in (old, new):
+                    if rec is not None:
+                        for anchor in self._anchors_of(topic, rec):
+                            touched[anchor] = c
+            for e, index in keyed:
+                get = e.parent_value if e.parent == topic else e.child_value
+                if old is not None:
+                    value = get(old.data)
+                    held = index.get(value)
+                    if held is not None and held.pop(c.sow_key, None) is not None and not held:
+                        del index[value]
+                if new is not None:
+                    value = get(new.data)
+                    if value is not None:
+                        index.setdefault(value, {})[c.sow_key] = new
+        for anchor, c in touched.items():
+            self._rebuild(anchor, c, groups)
+        return self._publish_groups(groups)
+
+    def _update_in_place(
+        self,
+        c: Change,
+        old: StoredRecord,
+        new: StoredRecord,
+        keyed: list[tuple[JoinEdge, Index]],
+        groups: dict[str, Change],
+    ) -> bool:
+        """The usual change, an update of an anchor that keeps its join fields, its one joined
+        row and that row's group: the row's anchor part is replaced in place, one step per
+        aggregate (what a plain view does), without rebuilding the row.
+
+        Returns:
+            Whether it was such a change; if not, nothing was changed.
+        """
+        rows = self.rows.get(c.sow_key)
+        if rows is None or len(rows) != 1:
+            return False
+        values: list[tuple[Index, Any]] = []
+        for e, index in keyed:  # the edges from the anchor topic
+            value = e.parent_value(new.data)
+            if value != e.parent_value(old.data):
+                return False
+            values.append((index, value))
+        gkey, row, ctx = rows[0]
+        joined = {**row, self.anchor_slot: new.data}
+        if self.filter is not None and not self.filter.matches(joined, new):
+            return False
+        if self._group_reads_anchor and self._joined_group(joined, new) != gkey:
+            return False
+        self.groups[gkey].replace(row, ctx, joined, new)
+        rows[0] = (gkey, joined, new)
+        self.anchors[c.sow_key] = new
+        for index, value in values:
+            if value is not None:
+                index[value][c.sow_key] = new
+        groups[gkey] = c
+        return True
+
+    def _anchors_of(self, topic: str, rec: StoredRecord) -> list[str]:
+        """The anchors whose joined rows hold (or would hold) ``rec`` of ``topic``: walk up the
+        join tree, each step the parents whose join field equals the child's."""
+        level: list[StoredRecord] = [rec]
+        while topic in self.up:
+            e = self.up[topic]
+            index = self.indexes[(e.parent, e.parent_steps)]
+            parents: dict[str, StoredRecord] = {}
+            for r in level:
+                held = index.get(e.child_value(r.data))
+                if held:
+                    parents.update(held)
+            level, topic = list(parents.values()), e.parent
+            if not level:
+                return []
+        return [r.sow_key for r in level]
+
+    def _joined(self, anchor: StoredRecord) -> list[dict[str, Any]]:
+        """The joined rows of one anchor, each edge in turn (parents before children)."""
+        slots = self.slots
+        rows: list[dict[str, Any]] = [{slots[self.topics[0]]: anchor.data}]
+        for e in self.edges:
+            index = self.indexes[(e.child, e.child_steps)]
+            parent_slot, child_slot = slots[e.parent], slots[e.child]
+            out: list[dict[str, Any]] = []
+            for row in rows:
+                parent = row.get(parent_slot)
+                held = index.get(e.parent_value(parent)) if parent is not None else None
+                if held:
+                    for r in held.values():
+                        out.append({**row, child_slot: r.data})
+                elif e.outer:
+                    out.append(row)
+            rows = out
+            if not rows:
+                break
+        flt = self.filter
+        if flt is not None:
+            rows = [r for r in rows if flt.matches(r, anchor)]
+        return rows
+
+    def _rebuild(self, key: str, c: Change, touched: dict[str, Change]) -> None:
+        """Retract an anchor's rows from their groups and add its rows as they are now."""
+        before = self.rows.pop(key, None) or []
+        anchor = self.anchors.get(key)
+        after: list[Row] = []
+        if anchor is not None:
+            group_key = self._joined_group
+            after = [(group_key(row, anchor), row, anchor) for row in self._joined(anchor)]
+        groups = self.groups
+        if len(before) == 1 and len(after) == 1 and before[0][0] == after[0][0]:  # the usual update
+            gkey, old, old_ctx = before[0]
+            groups[gkey].replace(old, old_ctx, after[0][1], anchor)
+            touched[gkey] = c
+        else:
+            for gkey, row, ctx in before:
+                groups[gkey].remove(row, ctx)
+                touched[gkey] = c
+            for gkey, row, ctx in after:
+                group = groups.get(gkey)
+                if group is None:
+                    group = groups[gkey] = self.aggregation.new_group()
+                group.add(row, ctx)
+                touched[gkey] = c
+        if after:
+            self.rows[key] = after
+
+    def _joined_group(self, row: dict[str, Any], anchor: StoredRecord) -> str:
+        key = self.aggregation.group_key(row, anchor)
+        text = self._key_text.get(key)
+        if text is None:
+            text = self._key_text[key] = orjson.dumps(list(key)).decode()
+        return text
