@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _timed_loop() -> asyncio.AbstractEventLoop:
     """The server's loop, its idle time measured: live delivery batches by how busy it is
-    (:mod:`sowdb.engine.live.load`)."""
+    (:mod:`sowdb.engine.live.loop_load`)."""
     return asyncio.SelectorEventLoop(LOAD.selector())
 
 

@@ -2,11 +2,11 @@
 
 ``Engine.open`` recovers the store (J-2), loads the state into memory and wires the parts:
 
-- :class:`~sowdb.engine.state.registry.Topics` — the topic registry (SOW and derived topics);
+- :class:`~sowdb.engine.state.topics.Topics` — the topic registry (SOW and derived topics);
 - :class:`~sowdb.engine.write.writer.Writer` — every change, the only assigner of bookmarks;
 - :class:`~sowdb.engine.write.fanout.FanOut` — applied changes to subscribers, pages, derived topics;
 - :class:`~sowdb.engine.journal.Journal` — bookmarks resolved to points, replays, retention;
-- :class:`~sowdb.engine.read.current.Queries` — SOW queries;
+- :class:`~sowdb.engine.read.queries.Queries` — SOW queries;
 - :class:`~sowdb.engine.live.placement.Placement` — placing, replacing and removing subscriptions,
   whose life after placement is a :class:`~sowdb.engine.live.streams.SubscriptionStream`;
 - for pipelines (the data service, SPEC §9): :class:`~sowdb.engine.read.snapshots.Snapshots` (pinned

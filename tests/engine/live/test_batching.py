@@ -4,7 +4,7 @@ a delivery of its own, and what arrives while a delivery is in flight goes whole
 
 Time is counted in turns of the event loop (a ticker task that yields once per turn), never in
 wall-clock time: a pace of any length would show as many turns. The loop of a test is not
-measured (:mod:`sowdb.engine.live.load`), so nothing here is held for load: what is tested is
+measured (:mod:`sowdb.engine.live.loop_load`), so nothing here is held for load: what is tested is
 that nothing else holds a delivery — the fixed pace this replaced held the idle subscriber's
 second change ``subscribers / 2,000`` s, 50 ms, some 85 turns of this test's loop."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from sowdb.engine.live.load import FIRST_HOLD_S, FRAME_BUDGET, FRAME_CEILING, WINDOW_S, LoopLoad
+from sowdb.engine.live.loop_load import FIRST_HOLD_S, FRAME_BUDGET, FRAME_CEILING, WINDOW_S, LoopLoad
 
 
 class Clock:

@@ -1,10 +1,11 @@
 """The journal as the time axis, and what reads it.
 
-``Journal`` (timeline.py: bookmarks resolved to points, replays, retention), the replay of
+``Journal`` (journal.py: bookmarks resolved to points, replays, retention), the replay of
 journal entries as changes, ``JournalReads`` (ranges.py: the data service's journal ranges) and
 start-up recovery. It depends on ``state`` only.
 """
 
+from sowdb.engine.journal.journal import Journal, Position
 from sowdb.engine.journal.ranges import Entry, JournalReads
 from sowdb.engine.journal.recovery import (
     RecoveryReport,
@@ -13,7 +14,6 @@ from sowdb.engine.journal.recovery import (
     rebuild,
     recover,
 )
-from sowdb.engine.journal.timeline import Journal, Position
 
 __all__ = [
     "Entry",

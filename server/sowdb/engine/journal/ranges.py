@@ -24,8 +24,8 @@ import orjson
 from sowdb.config import is_regex_topic
 from sowdb.engine.bookmarks import Point
 from sowdb.engine.filters import request_filter
+from sowdb.engine.journal.journal import Journal, Position
 from sowdb.engine.journal.replay import check_retained
-from sowdb.engine.journal.timeline import Journal, Position
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.state import check_topic_name, compile_topic_pattern
 from sowdb.errors import InvalidArgument

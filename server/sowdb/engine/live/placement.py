@@ -20,10 +20,10 @@ from sowdb.engine.clock import Clock
 from sowdb.engine.events import GroupBegin, GroupEnd, QueryEvent, RecordBatch
 from sowdb.engine.filters import request_filter
 from sowdb.engine.journal import Journal, Position
+from sowdb.engine.live.hub import SubscriptionHub
 from sowdb.engine.live.options import DEFAULT_OPTIONS, Replacement, SubscriptionOptions
 from sowdb.engine.live.pages import PagedSubscription, PageSets, ResultSet
 from sowdb.engine.live.private import private_view_name
-from sowdb.engine.live.registry import SubscriptionHub
 from sowdb.engine.live.subscription import Subscription, subscription_key
 from sowdb.engine.read import PreparedQuery, QueryOptions, batches, pin, plan_candidates
 from sowdb.engine.records import StoredRecord, shaped

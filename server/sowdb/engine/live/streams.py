@@ -5,9 +5,9 @@ bookmark and ``completed`` (H-3, H-4); then the release of the held changes and 
 until the subscriber leaves or falls too far behind (SL-1). The protocol layer only encodes
 these events; every rule about what is sent when lives here.
 
-Deliveries are batched by how busy the event loop is (:mod:`sowdb.engine.live.load`): the
+Deliveries are batched by how busy the event loop is (:mod:`sowdb.engine.live.loop_load`): the
 transport costs about the same per frame whatever its size, so when the loop is saturated each
-subscriber waits :meth:`~sowdb.engine.live.load.LoopLoad.hold_s` since its own last delivery and
+subscriber waits :meth:`~sowdb.engine.live.loop_load.LoopLoad.hold_s` since its own last delivery and
 sends what accumulated meanwhile in one; a loop with room holds nothing and a change goes at
 once. What arrives while a delivery is in flight (until the protocol layer asks for the next
 event, i.e. gRPC completed the write) goes in the next one. No subscriber waits for another.
@@ -22,9 +22,9 @@ from types import TracebackType
 from sowdb.engine.changes import QueuedEvent
 from sowdb.engine.events import Completed, Deliveries, Heartbeat, QueryEvent, RecordBatch, StreamEvent, Subscribed
 from sowdb.engine.journal import Journal, Position
-from sowdb.engine.live.load import LOAD
+from sowdb.engine.live.hub import SubscriptionHub
+from sowdb.engine.live.loop_load import LOAD
 from sowdb.engine.live.placement import Placement
-from sowdb.engine.live.registry import SubscriptionHub
 from sowdb.engine.live.subscription import Subscription
 from sowdb.engine.read import RECORD_OVERHEAD
 from sowdb.engine.records import StoredRecord

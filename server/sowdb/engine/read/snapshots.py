@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from sowdb.config import is_regex_topic
 from sowdb.engine.access import EVERYONE, Access, check_quota
 from sowdb.engine.bookmarks import parse_bookmark
-from sowdb.engine.read.current import Queries
 from sowdb.engine.read.execution import QUERY_BUDGET_S, Slicer, batches, scan, stream_batches
 from sowdb.engine.read.prepared import PreparedQuery, QueryOptions
+from sowdb.engine.read.queries import Queries
 from sowdb.engine.records import StoredRecord
 from sowdb.errors import InvalidArgument, NotFound, PermissionDenied, ResourceExhausted
 from sowdb.expr import CompiledFilter
