@@ -124,16 +124,33 @@ class Running:
 
 
 @asynccontextmanager
-async def running(config: Config, token: str | None = None) -> AsyncIterator[Running]:
-    """A started in-process server with a client (with ``token``, if given); stopped after."""
-    server = SowServer(config)
-    port = await server.start()
-    client = AsyncClient(f"127.0.0.1:{port}", token=token)
+async def serving(config: Config, *, clock: Clock | None = None) -> AsyncIterator[SowServer]:
+    """A started in-process server (on ``clock``, if given: the system's by default), always
+    stopped after (``grace=0``): the one way the tests start a :class:`SowServer` in process.
+
+    A test that restarts a server on the same data directory, or looks at something while it
+    is stopped, ends one ``async with`` and begins the next; a test of several servers nests
+    them (the inner one stops first). A start that fails raises out of the ``async with`` and
+    is not stopped here: :meth:`SowServer.start` lets go of what it took on its own, which
+    the tests of a refused start check (``pytest.raises`` around the ``async with``)."""
+    server = SowServer(config) if clock is None else SowServer(config, clock=clock)
+    await server.start()
     try:
-        yield Running(server, client)
+        yield server
     finally:
-        await client.close()
         await server.stop(grace=0)
+
+
+@asynccontextmanager
+async def running(config: Config, token: str | None = None) -> AsyncIterator[Running]:
+    """A started in-process server (:func:`serving`) with a client (with ``token``, if
+    given); both closed after."""
+    async with serving(config) as server:
+        client = AsyncClient(f"127.0.0.1:{server.port}", token=token)
+        try:
+            yield Running(server, client)
+        finally:
+            await client.close()
 
 
 Process = testing.Sowd

@@ -3,7 +3,8 @@
 The engine, filter language, storage and config never import grpc. Inside the engine, each
 subpackage is a layer that imports only the layers below it, and only through their
 ``__init__`` (the names in its ``__all__``), never their modules; the rest of the server sees
-the engine through ``sowdb.engine`` and its shared root modules only.
+the engine through ``sowdb.engine`` and its shared root modules only. And the tests start an
+in-process server one way: through ``tests/support.py``.
 """
 
 from __future__ import annotations
@@ -196,3 +197,28 @@ def test_arrows_point_one_way_between_the_packages() -> None:
         if any(_within(module, b) for b in banned)
     ]
     assert not bad, "imports against the arrows:\n" + "\n".join(bad)
+
+
+TESTS = ROOT / "tests"
+
+
+def _names_sowserver(func: ast.expr) -> bool:
+    return (isinstance(func, ast.Name) and func.id == "SowServer") or (
+        isinstance(func, ast.Attribute) and func.attr == "SowServer"
+    )
+
+
+def test_the_tests_start_an_in_process_server_one_way() -> None:
+    """A test starts a :class:`SowServer` in process through ``tests/support.py`` alone
+    (``serving()``, ``running()``), which always stops what it started: no module of tests/
+    constructs one by hand, nor imports the class under another name to do so (issue 38)."""
+    allowed = {TESTS / "support.py"}
+    bad = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in sorted(TESTS.rglob("*.py"))
+        if path not in allowed
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if (isinstance(node, ast.Call) and _names_sowserver(node.func))
+        or (isinstance(node, ast.alias) and node.name == "SowServer" and node.asname not in (None, "SowServer"))
+    ]
+    assert not bad, "SowServer constructed outside tests/support.py (use serving() or running()):\n" + "\n".join(bad)

@@ -14,13 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sowdb.server import SowServer
 from sowdb_api.v1 import data_pb2 as dpb
 from sowdb_api.v1 import data_pb2_grpc, sow_pb2_grpc
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import AsyncClient, InvalidArgumentError, Message, NotFoundError, OutOfRangeError, PublishError
 from sowdb_client.errors import SowdbError, from_rpc_error
-from tests.support import Process, Running, make_config
+from tests.support import Process, Running, make_config, serving
 
 Row = tuple[str, str, int, Any]
 
@@ -313,41 +312,41 @@ def order(i: int, topic: str = "orders") -> pb.PublishMessage:
 
 async def test_j4_a_producer_request_is_applied_once_also_across_a_restart(tmp_path: Path) -> None:
     cfg = make_config(tmp_path / "data")
-    server = SowServer(cfg)
-    target = f"127.0.0.1:{await server.start()}"
 
     def req(seq: int, i: int, producer: str = "p1") -> pb.PublishRequest:
         return pb.PublishRequest(topic="orders", messages=[order(i)], producer_id=producer, producer_seq=seq)
 
-    acks = await publish_raw(target, [req(1, 1), req(2, 2), req(2, 99), req(1, 98), req(3, 3), req(1, 4, "p2")])
-    assert [(a.first_bookmark, a.duplicate) for a in acks] == [
-        (1, False),
-        (2, False),
-        (0, True),
-        (0, True),
-        (3, False),
-        (4, False),
-    ]
-    await server.stop(grace=0)
-    server = SowServer(cfg)
-    target = f"127.0.0.1:{await server.start()}"
-    acks = await publish_raw(target, [req(3, 97), req(4, 5), pb.PublishRequest(topic="orders", messages=[order(6)])])
-    assert [(a.first_bookmark, a.duplicate) for a in acks] == [(0, True), (5, False), (6, False)]
-    async with AsyncClient(target) as c:
-        keys = sorted(int(r.sow_key) for r in await c.sow("orders", batch_size=100).records())
-        assert keys == [1, 2, 3, 4, 5, 6]
-        # the SDK numbers a call's requests producer_seq, producer_seq + 1, ...: a retry is idempotent
-        docs = [{"orderId": i} for i in range(100, 125)]
-        first = await c.publish("orders", docs, batch_size=10, producer_id="loader", producer_seq=7)  # seqs 7, 8, 9
-        retry = await c.publish("orders", docs, batch_size=10, producer_id="loader", producer_seq=7)
-        more = await c.publish("orders", [{"orderId": 125}], producer_id="loader", producer_seq=10)
-        assert (first.count, first.duplicates, first.last_bookmark - first.first_bookmark) == (25, 0, 24)
-        assert (retry.count, retry.duplicates, retry.first_bookmark) == (25, 25, 0)
-        assert (more.count, more.duplicates, more.first_bookmark) == (1, 0, first.last_bookmark + 1)
-        with pytest.raises(PublishError, match="producer_id must be at most 256") as refused:
-            await c.publish("orders", [{"orderId": 1}], producer_id="x" * 300)
-        assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
-    await server.stop(grace=0)
+    async with serving(cfg) as server:
+        target = f"127.0.0.1:{server.port}"
+        acks = await publish_raw(target, [req(1, 1), req(2, 2), req(2, 99), req(1, 98), req(3, 3), req(1, 4, "p2")])
+        assert [(a.first_bookmark, a.duplicate) for a in acks] == [
+            (1, False),
+            (2, False),
+            (0, True),
+            (0, True),
+            (3, False),
+            (4, False),
+        ]
+    async with serving(cfg) as server:  # again on the same data directory
+        target = f"127.0.0.1:{server.port}"
+        acks = await publish_raw(
+            target, [req(3, 97), req(4, 5), pb.PublishRequest(topic="orders", messages=[order(6)])]
+        )
+        assert [(a.first_bookmark, a.duplicate) for a in acks] == [(0, True), (5, False), (6, False)]
+        async with AsyncClient(target) as c:
+            keys = sorted(int(r.sow_key) for r in await c.sow("orders", batch_size=100).records())
+            assert keys == [1, 2, 3, 4, 5, 6]
+            # the SDK numbers a call's requests producer_seq, producer_seq + 1, ...: a retry is idempotent
+            docs = [{"orderId": i} for i in range(100, 125)]
+            first = await c.publish("orders", docs, batch_size=10, producer_id="loader", producer_seq=7)  # seqs 7, 8, 9
+            retry = await c.publish("orders", docs, batch_size=10, producer_id="loader", producer_seq=7)
+            more = await c.publish("orders", [{"orderId": 125}], producer_id="loader", producer_seq=10)
+            assert (first.count, first.duplicates, first.last_bookmark - first.first_bookmark) == (25, 0, 24)
+            assert (retry.count, retry.duplicates, retry.first_bookmark) == (25, 25, 0)
+            assert (more.count, more.duplicates, more.first_bookmark) == (1, 0, first.last_bookmark + 1)
+            with pytest.raises(PublishError, match="producer_id must be at most 256") as refused:
+                await c.publish("orders", [{"orderId": 1}], producer_id="x" * 300)
+            assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
 
 
 _TEXT = st.text(max_size=40) | st.sampled_from(["orders", "^(orders|book)$", "/orderId > 1", "now", "0", "(", ""])

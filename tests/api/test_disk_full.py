@@ -18,12 +18,11 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from sowdb.server import SowServer
 from sowdb.storage.database import Database
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
 from sowdb_client import AsyncClient, ResourceExhaustedError
-from tests.support import make_config
+from tests.support import make_config, serving
 
 if TYPE_CHECKING:  # the asyncio stub's type exists in the generated stubs only
     from sowdb_api.v1.sow_pb2_grpc import SowServiceAsyncStub
@@ -100,45 +99,41 @@ async def test_a_full_disk_refuses_writes_clearly_and_they_resume_when_space_is_
         ballast = disk / "ballast"
         ballast.write_bytes(b"\0" * 12 * 1024 * 1024)
         data_dir = disk / "data"
-        server = SowServer(make_config(data_dir, heartbeat_s=0.2))
-        port = await server.start()
-        target = f"127.0.0.1:{port}"
-        acked: set[int] = set()
-        async with grpc.aio.insecure_channel(target) as channel:
-            pub = Publisher(sow_pb2_grpc.SowServiceStub(channel))
-            i = 0
-            while True:  # publish until the disk is full
-                resp = await pub.send([doc(n) for n in range(i, i + 100)])
-                if resp.HasField("error"):
-                    break
+        async with serving(make_config(data_dir, heartbeat_s=0.2)) as server:
+            target = f"127.0.0.1:{server.port}"
+            acked: set[int] = set()
+            async with grpc.aio.insecure_channel(target) as channel:
+                pub = Publisher(sow_pb2_grpc.SowServiceStub(channel))
+                i = 0
+                while True:  # publish until the disk is full
+                    resp = await pub.send([doc(n) for n in range(i, i + 100)])
+                    if resp.HasField("error"):
+                        break
+                    acked.update(range(i, i + 100))
+                    i += 100
+                    assert i < 1_000_000, "the disk never filled"
+                assert resp.error.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+                assert "No space left" in resp.error.message
+                assert str(data_dir) in resp.error.message
+                again = await pub.send([doc(10**9)])  # the stream is still open: the next request is answered
+                assert again.HasField("error")
+                assert again.error.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+                assert await health(target) == health_pb2.HealthCheckResponse.NOT_SERVING
+                assert await acked_state(target) == acked  # reads go on; memory holds exactly what was acked
+
+                os.remove(ballast)  # space is back
+                await wait_health(target, health_pb2.HealthCheckResponse.SERVING)
+                resumed = await pub.send([doc(n) for n in range(i, i + 100)])
+                assert not resumed.HasField("error")
+                assert resumed.last_bookmark == len(acked) + 100
                 acked.update(range(i, i + 100))
-                i += 100
-                assert i < 1_000_000, "the disk never filled"
-            assert resp.error.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
-            assert "No space left" in resp.error.message
-            assert str(data_dir) in resp.error.message
-            again = await pub.send([doc(10**9)])  # the stream is still open: the next request is answered
-            assert again.HasField("error")
-            assert again.error.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
-            assert await health(target) == health_pb2.HealthCheckResponse.NOT_SERVING
-            assert await acked_state(target) == acked  # reads go on; memory holds exactly what was acked
+                await pub.close()
+            assert await acked_state(target) == acked
 
-            os.remove(ballast)  # space is back
-            await wait_health(target, health_pb2.HealthCheckResponse.SERVING)
-            resumed = await pub.send([doc(n) for n in range(i, i + 100)])
-            assert not resumed.HasField("error")
-            assert resumed.last_bookmark == len(acked) + 100
-            acked.update(range(i, i + 100))
-            await pub.close()
-        assert await acked_state(target) == acked
-        await server.stop(grace=0)
-
-        again_server = SowServer(make_config(data_dir))  # and after a restart: nothing acknowledged lost
-        port = await again_server.start()
-        assert await acked_state(f"127.0.0.1:{port}") == acked
-        assert again_server.engine is not None
-        assert again_server.engine.last_seq == len(acked)
-        await again_server.stop(grace=0)
+        async with serving(make_config(data_dir)) as again_server:  # and after a restart: nothing acknowledged lost
+            assert await acked_state(f"127.0.0.1:{again_server.port}") == acked
+            assert again_server.engine is not None
+            assert again_server.engine.last_seq == len(acked)
 
 
 class _FailingDB:
@@ -171,28 +166,26 @@ async def test_an_injected_write_fault_is_refused_and_recovered(
         self._db = _FailingDB(self._db, state)  # type: ignore[assignment]  # a stand-in for the RocksDB handle
 
     monkeypatch.setattr(Database, "_open", open_db)
-    server = SowServer(make_config(tmp_path / "data", heartbeat_s=0.2))
-    port = await server.start()
-    target = f"127.0.0.1:{port}"
-    async with grpc.aio.insecure_channel(target) as channel:
-        pub = Publisher(sow_pb2_grpc.SowServiceStub(channel))
-        assert not (await pub.send([doc(1), doc(2)])).HasField("error")
-        state["full"] = True
-        refused = await pub.send([doc(3)])
-        assert refused.error.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
-        assert str(tmp_path / "data") in refused.error.message
-        await wait_health(target, health_pb2.HealthCheckResponse.NOT_SERVING)
-        await pub.close()
-    async with AsyncClient(target) as c:
-        with pytest.raises(ResourceExhaustedError) as err:  # deletes are writes too
-            await c.sow_delete("orders", sow_keys=["1"])
-        assert "No space left" in err.value.message
-        assert await acked_state(target) == {1, 2}
-        await asyncio.sleep(1.5)  # recovery attempts while still full keep failing
-        assert await health(target) == health_pb2.HealthCheckResponse.NOT_SERVING
-        state["full"] = False
-        await wait_health(target, health_pb2.HealthCheckResponse.SERVING)
-        ack = await c.publish("orders", [doc(3)])
-        assert ack.first_bookmark == 3  # the refused requests used no bookmark
-        assert await acked_state(target) == {1, 2, 3}
-    await server.stop(grace=0)
+    async with serving(make_config(tmp_path / "data", heartbeat_s=0.2)) as server:
+        target = f"127.0.0.1:{server.port}"
+        async with grpc.aio.insecure_channel(target) as channel:
+            pub = Publisher(sow_pb2_grpc.SowServiceStub(channel))
+            assert not (await pub.send([doc(1), doc(2)])).HasField("error")
+            state["full"] = True
+            refused = await pub.send([doc(3)])
+            assert refused.error.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+            assert str(tmp_path / "data") in refused.error.message
+            await wait_health(target, health_pb2.HealthCheckResponse.NOT_SERVING)
+            await pub.close()
+        async with AsyncClient(target) as c:
+            with pytest.raises(ResourceExhaustedError) as err:  # deletes are writes too
+                await c.sow_delete("orders", sow_keys=["1"])
+            assert "No space left" in err.value.message
+            assert await acked_state(target) == {1, 2}
+            await asyncio.sleep(1.5)  # recovery attempts while still full keep failing
+            assert await health(target) == health_pb2.HealthCheckResponse.NOT_SERVING
+            state["full"] = False
+            await wait_health(target, health_pb2.HealthCheckResponse.SERVING)
+            ack = await c.publish("orders", [doc(3)])
+            assert ack.first_bookmark == 3  # the refused requests used no bookmark
+            assert await acked_state(target) == {1, 2, 3}

@@ -18,13 +18,12 @@ import grpc
 import pytest
 
 from sowdb.config import Config, ConfigError, ServerConfig, config_from_dict, demo_config
-from sowdb.server import SowServer
 from sowdb_api.v1 import data_pb2 as dpb
 from sowdb_api.v1 import data_pb2_grpc
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import AsyncClient, PublishError
 from tests.doc_pages import blocks, section
-from tests.support import TOKENS, running, secured_config, take
+from tests.support import TOKENS, running, secured_config, serving, take
 
 PRE = ["CONCAT(/customer_id, '-', /order_id) AS /order_key"]
 ENRICH = ["IF(/qty < 0, /qty OF PREVIOUS, /qty) AS /qty", "/qty * /price AS /notional"]
@@ -216,20 +215,16 @@ SECURED_TOPICS: dict[str, Any] = {
 
 async def test_publish_entitlements_judge_the_message_as_received(tmp_path: Path) -> None:
     cfg = secured_config(tmp_path, roles=ROLES, users={"trader": ["fx"], "root": ["admin"]}, topics=SECURED_TOPICS)
-    server = SowServer(cfg)
-    port = await server.start()
-    try:
-        async with AsyncClient(f"127.0.0.1:{port}", token=TOKENS["trader"]) as trader:
+    async with serving(cfg) as server:
+        async with AsyncClient(f"127.0.0.1:{server.port}", token=TOKENS["trader"]) as trader:
             await trader.publish("desk_orders", [{"id": 1, "desk": "FX", "px": 1}])
             with pytest.raises(PublishError, match="may not write this record"):
                 await trader.publish("desk_orders", [{"id": 2, "px": 1}])  # FX only once preprocessed
             await trader.publish("desk_orders", [{"id": 1, "px": 5}], delta=True)  # merged as received: FX
             assert await rows(trader, "desk_orders") == {"1": {"id": 1, "desk": "FX", "px": 5, "px2": 10}}
-        async with AsyncClient(f"127.0.0.1:{port}", token=TOKENS["root"]) as root:
+        async with AsyncClient(f"127.0.0.1:{server.port}", token=TOKENS["root"]) as root:
             await root.publish("desk_orders", [{"id": 2, "px": 1}])
             assert (await rows(root, "desk_orders"))["2"] == {"id": 2, "px": 1, "desk": "FX", "px2": 2}
-    finally:
-        await server.stop(grace=0)
 
 
 DOC = ("semantics.md", "Preprocessing and enrichment")

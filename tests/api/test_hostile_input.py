@@ -13,10 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sowdb.server import SowServer
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
-from tests.support import Process, Running, make_config
+from tests.support import Process, Running, make_config, serving
 
 if TYPE_CHECKING:  # the asyncio stub's type exists in the generated stubs only
     from sowdb_api.v1.sow_pb2_grpc import SowServiceAsyncStub
@@ -68,14 +67,14 @@ async def test_bad_query_values_are_clear_errors(
 
 
 async def test_a_key_field_value_of_70k_characters_is_refused(tmp_path: Path) -> None:
-    server = SowServer(make_config(tmp_path / "data"))  # the default limits let a 70 KB document in
-    port = await server.start()
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+    async with (
+        serving(make_config(tmp_path / "data")) as server,  # the default limits let a 70 KB document in
+        grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+    ):
         stub = sow_pb2_grpc.SowServiceStub(channel)
         doc = json.dumps({"orderId": "k" * 70_000}).encode()
         request = pb.PublishRequest(topic="orders", messages=[pb.PublishMessage(data=doc)])
         code, message = await _publish_status(stub, request)
-    await server.stop(grace=0)
     assert code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
     assert "SowKey of 70002 characters" in message
 

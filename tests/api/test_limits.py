@@ -15,11 +15,10 @@ from typing import Any
 import grpc
 import pytest
 
-from sowdb.server import SowServer
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
 from sowdb_client import Client, InvalidArgumentError
-from tests.support import Running, make_config, start_sowd, take
+from tests.support import Running, make_config, serving, start_sowd, take
 
 
 @pytest.mark.parametrize(
@@ -47,41 +46,39 @@ async def test_responses_are_bounded_by_bytes_whatever_batch_size_says(tmp_path:
     """batch_size 10,000 over ~2 KB records would be a 20 MB response; the server's message
     limit is 256 KB here, and the client's receive limit too: every response fits."""
     limit = 256 * 1024
-    server = SowServer(make_config(tmp_path / "data", max_message_bytes=limit, max_document_bytes=8192))
-    port = await server.start()
-    target = f"127.0.0.1:{port}"
-    pad = "x" * 2000
-    options = [("grpc.max_receive_message_length", limit)]
-    async with grpc.aio.insecure_channel(target, options=options) as channel:
-        stub = sow_pb2_grpc.SowServiceStub(channel)
-        live = stub.Subscribe(pb.SubscribeRequest(topic="orders"))
-        first = await live.read()
-        assert isinstance(first, pb.SubscribeResponse)
-        assert first.WhichOneof("event") == "subscribed"
-        for start in range(0, 1000, 100):  # one request of 100 records: a live backlog of ~200 KB a request
-            docs = [
-                pb.PublishMessage(data=json.dumps({"orderId": i, "pad": pad}).encode())
-                for i in range(start, start + 100)
-            ]
-            (ack,) = [r async for r in stub.Publish(iter([pb.PublishRequest(topic="orders", messages=docs)]))]
-            assert not ack.HasField("error")
-        got = 0
-        largest = 0
-        async for resp in stub.Sow(pb.SowRequest(topic="orders", batch_size=10_000)):
-            if resp.WhichOneof("event") == "records":
-                got += len(resp.records.records)
-                largest = max(largest, resp.ByteSize())
-        assert got == 1000
-        assert largest <= limit // 2 + 4096
-        received = 0
-        while received < 1000:  # the live part: the same bound
-            event = await live.read()
-            assert isinstance(event, pb.SubscribeResponse)
-            if event.WhichOneof("event") == "publish":
-                received += len(event.publish.records)
-                assert event.ByteSize() <= limit // 2 + 4096
-        live.cancel()
-    await server.stop(grace=0)
+    async with serving(make_config(tmp_path / "data", max_message_bytes=limit, max_document_bytes=8192)) as server:
+        target = f"127.0.0.1:{server.port}"
+        pad = "x" * 2000
+        options = [("grpc.max_receive_message_length", limit)]
+        async with grpc.aio.insecure_channel(target, options=options) as channel:
+            stub = sow_pb2_grpc.SowServiceStub(channel)
+            live = stub.Subscribe(pb.SubscribeRequest(topic="orders"))
+            first = await live.read()
+            assert isinstance(first, pb.SubscribeResponse)
+            assert first.WhichOneof("event") == "subscribed"
+            for start in range(0, 1000, 100):  # one request of 100 records: a live backlog of ~200 KB a request
+                docs = [
+                    pb.PublishMessage(data=json.dumps({"orderId": i, "pad": pad}).encode())
+                    for i in range(start, start + 100)
+                ]
+                (ack,) = [r async for r in stub.Publish(iter([pb.PublishRequest(topic="orders", messages=docs)]))]
+                assert not ack.HasField("error")
+            got = 0
+            largest = 0
+            async for resp in stub.Sow(pb.SowRequest(topic="orders", batch_size=10_000)):
+                if resp.WhichOneof("event") == "records":
+                    got += len(resp.records.records)
+                    largest = max(largest, resp.ByteSize())
+            assert got == 1000
+            assert largest <= limit // 2 + 4096
+            received = 0
+            while received < 1000:  # the live part: the same bound
+                event = await live.read()
+                assert isinstance(event, pb.SubscribeResponse)
+                if event.WhichOneof("event") == "publish":
+                    received += len(event.publish.records)
+                    assert event.ByteSize() <= limit // 2 + 4096
+            live.cancel()
 
 
 def _small_query_latencies(target: str, stop: threading.Event) -> list[float]:
@@ -156,15 +153,13 @@ def test_a_heavy_query_leaves_room_for_small_ones(tmp_path: Path) -> None:
 
 async def test_a_page_of_large_records_is_sent_in_bounded_responses(tmp_path: Path) -> None:
     limit = 128 * 1024
-    server = SowServer(make_config(tmp_path / "data", max_message_bytes=limit, max_document_bytes=8192))
-    port = await server.start()
-    from sowdb_client import AsyncClient
+    async with serving(make_config(tmp_path / "data", max_message_bytes=limit, max_document_bytes=8192)) as server:
+        from sowdb_client import AsyncClient
 
-    async with AsyncClient(f"127.0.0.1:{port}", max_message_bytes=limit) as c:
-        await c.publish("orders", [{"orderId": i, "pad": "y" * 3000} for i in range(200)], batch_size=20)
-        page = c.sow_and_subscribe("orders", order_by="/orderId", top_n=200, skip_n=0, batch_size=10_000)
-        events = await take(page, 3)  # subscribed, group_begin, then at least one sow batch
-        assert events[2].kind == "sow"
-        assert len(events[2].records) < 200
-        page.cancel()
-    await server.stop(grace=0)
+        async with AsyncClient(f"127.0.0.1:{server.port}", max_message_bytes=limit) as c:
+            await c.publish("orders", [{"orderId": i, "pad": "y" * 3000} for i in range(200)], batch_size=20)
+            page = c.sow_and_subscribe("orders", order_by="/orderId", top_n=200, skip_n=0, batch_size=10_000)
+            events = await take(page, 3)  # subscribed, group_begin, then at least one sow batch
+            assert events[2].kind == "sow"
+            assert len(events[2].records) < 200
+            page.cancel()

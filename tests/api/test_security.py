@@ -23,7 +23,7 @@ from sowdb_client import (
     SowdbError,
     UnauthenticatedError,
 )
-from tests.support import TOKENS, Secured, acollect, take, users_toml
+from tests.support import TOKENS, Secured, acollect, serving, take, users_toml
 from tests.support import secured_config as support_secured_config
 
 ROLES: list[dict[str, Any]] = [
@@ -65,17 +65,13 @@ def secured_config(tmp_path: Path, users: dict[str, list[str]] = USERS, **securi
 
 @pytest.fixture
 async def secured(tmp_path: Path) -> AsyncIterator[Secured]:
-    server = SowServer(secured_config(tmp_path))
-    await server.start()
-    s = Secured(server)
-    async with s.client("root") as root:
-        await root.publish("orders", [{"id": i, "desk": "FX" if i % 2 else "EQ", "px": i} for i in range(10)])
-        await root.publish("markers", [{"id": 1, "desk": "FX"}, {"id": 2, "desk": "EQ"}])
-        await root.publish("secrets", [{"id": 1, "desk": "FX"}])
-    try:
+    async with serving(secured_config(tmp_path)) as server:
+        s = Secured(server)
+        async with s.client("root") as root:
+            await root.publish("orders", [{"id": i, "desk": "FX" if i % 2 else "EQ", "px": i} for i in range(10)])
+            await root.publish("markers", [{"id": 1, "desk": "FX"}, {"id": 2, "desk": "EQ"}])
+            await root.publish("secrets", [{"id": 1, "desk": "FX"}])
         yield s
-    finally:
-        await server.stop(grace=0)
 
 
 async def state(s: Secured) -> list[tuple[str, str, bytes]]:
@@ -352,34 +348,32 @@ async def test_a_reload_ends_every_kind_of_subscription_that_lost_its_right(secu
 
 
 async def test_a_reload_applies_new_rights_and_ends_subscriptions_that_lost_theirs(tmp_path: Path) -> None:
-    server = SowServer(secured_config(tmp_path))
-    await server.start()
-    s = Secured(server)
-    kept = s.client("trader")
-    lost = s.client("viewer")
-    revoked = s.client("gone")
-    trader_stream, viewer_stream, gone_stream = (
-        kept.subscribe("orders"),
-        lost.subscribe("orders"),
-        revoked.subscribe("orders"),
-    )
-    for stream in (trader_stream, viewer_stream, gone_stream):
-        await take(stream, 1)
-    users = {k: v for k, v in USERS.items() if k != "gone"}  # gone's token is revoked
-    assert reload_without_orders_for_viewer(server, tmp_path, users) == 2
-    assert isinstance(await ended(viewer_stream), PermissionDeniedError)
-    assert isinstance(await ended(gone_stream), PermissionDeniedError)
-    with pytest.raises(UnauthenticatedError):
-        await revoked.sow("orders").records()  # the revoked token: new calls refused
-    with pytest.raises(PermissionDeniedError):
-        await lost.sow("orders").records()
-    async with s.client("root") as root:
-        await root.publish("orders", [{"id": 77, "desk": "FX"}])
-    (event,) = await take(trader_stream, 1)  # the trader kept its rights: still live
-    assert event.records[0].json()["id"] == 77
-    for c in (kept, lost, revoked):
-        await c.close()
-    await server.stop(grace=0)
+    async with serving(secured_config(tmp_path)) as server:
+        s = Secured(server)
+        kept = s.client("trader")
+        lost = s.client("viewer")
+        revoked = s.client("gone")
+        trader_stream, viewer_stream, gone_stream = (
+            kept.subscribe("orders"),
+            lost.subscribe("orders"),
+            revoked.subscribe("orders"),
+        )
+        for stream in (trader_stream, viewer_stream, gone_stream):
+            await take(stream, 1)
+        users = {k: v for k, v in USERS.items() if k != "gone"}  # gone's token is revoked
+        assert reload_without_orders_for_viewer(server, tmp_path, users) == 2
+        assert isinstance(await ended(viewer_stream), PermissionDeniedError)
+        assert isinstance(await ended(gone_stream), PermissionDeniedError)
+        with pytest.raises(UnauthenticatedError):
+            await revoked.sow("orders").records()  # the revoked token: new calls refused
+        with pytest.raises(PermissionDeniedError):
+            await lost.sow("orders").records()
+        async with s.client("root") as root:
+            await root.publish("orders", [{"id": 77, "desk": "FX"}])
+        (event,) = await take(trader_stream, 1)  # the trader kept its rights: still live
+        assert event.records[0].json()["id"] == 77
+        for c in (kept, lost, revoked):
+            await c.close()
 
 
 @pytest.mark.parametrize(

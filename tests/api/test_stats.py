@@ -28,7 +28,7 @@ from sowdb_client import (
     PublishError,
     SowdbError,
 )
-from tests.support import Running, make_config, take
+from tests.support import Running, make_config, serving, take
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -46,12 +46,8 @@ def scrape(port: int) -> Samples:
 
 @pytest.fixture
 async def metered(tmp_path: Path) -> AsyncIterator[SowServer]:
-    server = SowServer(make_config(tmp_path / "data", metrics_listen="127.0.0.1:0", heartbeat_s=0.2))
-    await server.start()
-    try:
+    async with serving(make_config(tmp_path / "data", metrics_listen="127.0.0.1:0", heartbeat_s=0.2)) as server:
         yield server
-    finally:
-        await server.stop(grace=0)
 
 
 async def test_the_metrics_count_what_was_done_under_load(metered: SowServer) -> None:
@@ -203,12 +199,12 @@ async def test_a_metrics_port_in_use_stops_the_start_in_one_line(tmp_path: Path)
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        server = SowServer(make_config(tmp_path / "data", metrics_listen=f"127.0.0.1:{port}"))
+        # serving() stops nothing when the start fails: the server lets go of what it took itself
         with pytest.raises(OSError, match=f"cannot serve metrics on 127.0.0.1:{port}"):
-            await server.start()
-    again = SowServer(make_config(tmp_path / "data"))  # nothing was left open: the store opens again
-    await again.start()
-    await again.stop(grace=0)
+            async with serving(make_config(tmp_path / "data", metrics_listen=f"127.0.0.1:{port}")):
+                pass
+    async with serving(make_config(tmp_path / "data")):  # nothing was left open: the store opens again
+        pass
 
 
 async def test_an_internal_error_is_logged_once_with_its_traceback_and_counted(

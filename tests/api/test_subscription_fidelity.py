@@ -11,9 +11,8 @@ from typing import Any
 import grpc
 import pytest
 
-from sowdb.server import SowServer
 from sowdb_client import AsyncClient, InvalidArgumentError, Mirror, OutOfRangeError
-from tests.support import Running, docs, make_config, take
+from tests.support import Running, docs, make_config, serving, take
 
 
 async def test_a_delta_subscriber_gets_a_record_entering_its_result_whole(sowd: Running) -> None:
@@ -53,9 +52,10 @@ async def test_a_plain_delta_subscription_sends_each_record_whole_first(sowd: Ru
 async def test_a_historical_sow_and_subscribe_before_the_retained_journal_is_out_of_range(tmp_path: Path) -> None:
     """H-3 from a point the journal no longer covers would be the state then plus a partial
     replay, a silent gap: it is OUT_OF_RANGE with the oldest bookmark, like Subscribe (H-4)."""
-    server = SowServer(make_config(tmp_path / "data", journal_max_entries=5))
-    port = await server.start()
-    async with AsyncClient(f"127.0.0.1:{port}") as c:
+    async with (
+        serving(make_config(tmp_path / "data", journal_max_entries=5)) as server,
+        AsyncClient(f"127.0.0.1:{server.port}") as c,
+    ):
         for i in range(12):
             await c.publish("book", [{"id": i % 3, "v": i}])
         assert server.engine is not None
@@ -69,7 +69,6 @@ async def test_a_historical_sow_and_subscribe_before_the_retained_journal_is_out
         events = await take(stream, 5)
         assert [e.kind for e in events] == ["subscribed", "group_begin", "sow", "group_end", "publish"]
         stream.cancel()
-    await server.stop(grace=0)
 
 
 async def test_replacing_turns_oof_on_only_where_it_can_take_effect(sowd: Running) -> None:

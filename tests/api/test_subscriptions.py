@@ -16,7 +16,7 @@ from sowdb.server import SowServer
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_api.v1 import sow_pb2_grpc
 from sowdb_client import AsyncClient, AsyncSubscriptionStream, Event, Message, Mirror
-from tests.support import Running, docs, make_config, take
+from tests.support import Running, docs, make_config, running, take
 
 
 async def test_subscribe_delivers_matching_messages_in_order_and_deletes(sowd: Running) -> None:
@@ -182,16 +182,11 @@ async def test_cancel_and_disconnect_leave_nothing_behind(sowd: Running) -> None
 
 @pytest.fixture
 async def tight(tmp_path: Path) -> AsyncIterator[tuple[SowServer, AsyncClient]]:
-    server = SowServer(
-        make_config(
-            tmp_path / "data", subscriber_queue_records=500, subscriber_queue_bytes=256 * 1024, heartbeat_s=0.05
-        )
+    config = make_config(
+        tmp_path / "data", subscriber_queue_records=500, subscriber_queue_bytes=256 * 1024, heartbeat_s=0.05
     )
-    port = await server.start()
-    client = AsyncClient(f"127.0.0.1:{port}")
-    yield server, client
-    await client.close()
-    await server.stop(grace=0)
+    async with running(config) as r:
+        yield r.server, r.client
 
 
 async def test_heartbeats_carry_the_latest_bookmark(tight: tuple[SowServer, AsyncClient]) -> None:

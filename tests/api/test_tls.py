@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,15 +14,16 @@ import pytest
 
 from sowdb.auth import hash_token
 from sowdb.config import config_from_dict
-from sowdb.server import SowServer
 from sowdb.testing.pki import Certs
 from sowdb_client import AsyncClient, Client, Tls, UnauthenticatedError, UnavailableError
-from tests.support import make_config, take
+from tests.support import make_config, serving, take
 
 TOKEN = "s3cret-token-for-tls"
 
 
-async def start(tmp_path: Path, certs: Certs, **security: Any) -> tuple[SowServer, str]:
+@asynccontextmanager
+async def serving_tls(tmp_path: Path, certs: Certs, **security: Any) -> AsyncIterator[str]:
+    """A server with TLS (and ``security`` besides) on this PKI; its address."""
     users = tmp_path / "users.toml"
     users.write_text(f'[[user]]\nname = "ops"\ntoken_sha256 = "{hash_token(TOKEN)}"\nroles = ["all"]\n')
     raw = {
@@ -31,23 +33,20 @@ async def start(tmp_path: Path, certs: Certs, **security: Any) -> tuple[SowServe
         | security,
         "role": [{"name": "all", "read": [".*"], "write": [".*"]}],
     }
-    server = SowServer(config_from_dict(raw, source="sowd.toml"))
-    port = await server.start()
-    return server, f"127.0.0.1:{port}"
+    async with serving(config_from_dict(raw, source="sowd.toml")) as server:
+        yield f"127.0.0.1:{server.port}"
 
 
 @pytest.fixture
 async def tls_server(tmp_path: Path, certs: Certs) -> AsyncIterator[str]:
-    server, target = await start(tmp_path, certs)
-    yield target
-    await server.stop(grace=0)
+    async with serving_tls(tmp_path, certs) as target:
+        yield target
 
 
 @pytest.fixture
 async def mtls_server(tmp_path: Path, certs: Certs) -> AsyncIterator[str]:
-    server, target = await start(tmp_path, certs, client_ca=certs["ca.pem"])
-    yield target
-    await server.stop(grace=0)
+    async with serving_tls(tmp_path, certs, client_ca=certs["ca.pem"]) as target:
+        yield target
 
 
 async def stored(target: str, tls: Tls) -> int:
@@ -97,15 +96,11 @@ async def test_a_client_that_cannot_set_up_tls_is_told_what_to_change(
 
 
 async def test_a_tls_client_against_a_plain_port_is_told_so(tmp_path: Path, certs: Certs) -> None:
-    server = SowServer(make_config(tmp_path / "plain"))
-    port = await server.start()
-    try:
-        async with AsyncClient(f"127.0.0.1:{port}", tls=Tls(ca=certs["ca.pem"])) as c:
+    async with serving(make_config(tmp_path / "plain")) as server:
+        async with AsyncClient(f"127.0.0.1:{server.port}", tls=Tls(ca=certs["ca.pem"])) as c:
             with pytest.raises(UnavailableError) as err:
                 await c.list_topics()
         assert "does not speak TLS on this port" in err.value.message
-    finally:
-        await server.stop(grace=0)
 
 
 async def test_mutual_tls_wants_a_client_certificate_signed_by_the_client_ca(mtls_server: str, certs: Certs) -> None:

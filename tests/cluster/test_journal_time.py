@@ -26,7 +26,7 @@ from sowdb.engine import Engine, InMessage, SubscriptionOptions
 from sowdb.server import SowServer
 from tests.cluster.conftest import EtcdServer
 from tests.cluster.support import TTL
-from tests.support import ManualClock
+from tests.support import ManualClock, serving
 
 
 def node_config(tmp_path: Path, etcd: EtcdServer, node: str) -> Config:
@@ -70,44 +70,40 @@ def parts(server: SowServer) -> tuple[Node, Engine]:
 
 async def test_a_replica_trims_history_and_journal_by_the_primarys_time(tmp_path: Path, etcd: EtcdServer) -> None:
     clock = ManualClock()  # 2023: years behind the replica's own clock
-    primary = SowServer(node_config(tmp_path, etcd, "n1"), clock=clock)
-    replica = SowServer(node_config(tmp_path, etcd, "n2"))
-    try:
-        await primary.start()
+    async with serving(node_config(tmp_path, etcd, "n1"), clock=clock) as primary:
         first, written = parts(primary)
         await until(first.election.may_acknowledge)
-        await replica.start()
-        follower, applied = parts(replica)
-        subs = [e.placement.subscribe("book_1s", filter="", options=SubscriptionOptions()) for e in (written, applied)]
-        for done, t in enumerate((0, 10, 20)):
-            clock.at(t)  # the conflated topic refreshes (after the publish before, if any)
-            await until(lambda: first.refreshed == done)  # noqa: B023 (called within the iteration)
-            written.publish("book", [InMessage(orjson.dumps({"id": 1, "v": t}))])
+        async with serving(node_config(tmp_path, etcd, "n2")) as replica:  # stops before the primary
+            follower, applied = parts(replica)
+            subs = [
+                e.placement.subscribe("book_1s", filter="", options=SubscriptionOptions()) for e in (written, applied)
+            ]
+            for done, t in enumerate((0, 10, 20)):
+                clock.at(t)  # the conflated topic refreshes (after the publish before, if any)
+                await until(lambda: first.refreshed == done)  # noqa: B023 (called within the iteration)
+                written.publish("book", [InMessage(orjson.dumps({"id": 1, "v": t}))])
 
-        async def trimmed_alike(at: float) -> tuple[int, list[Any], list[Any]]:
-            """Set the primary's clock to ``at``, wait until the replica has its time (a tick
-            brings it), trim both, and return what both then hold alike."""
-            clock.at(at)
-            await until(lambda: applied.clock() == clock.now)
-            assert applied.last_seq == 3
-            for engine in (written, applied):
-                engine.trim()
-            held = stored(written)
-            assert stored(applied) == held
-            return held
+            async def trimmed_alike(at: float) -> tuple[int, list[Any], list[Any]]:
+                """Set the primary's clock to ``at``, wait until the replica has its time (a tick
+                brings it), trim both, and return what both then hold alike."""
+                clock.at(at)
+                await until(lambda: applied.clock() == clock.now)
+                assert applied.last_seq == 3
+                for engine in (written, applied):
+                    engine.trim()
+                held = stored(written)
+                assert stored(applied) == held
+                return held
 
-        trimmed, entries, history = await trimmed_alike(20)
-        assert (trimmed, len(entries), len(history)) == (0, 3, 3)  # the replica's own clock: all gone
-        trimmed, entries, history = await trimmed_alike(75)  # entries before 15 s leave the journal
-        assert (trimmed, [e.seq for e in entries], len(history)) == (2, [3], 3)
-        trimmed, entries, history = await trimmed_alike(130)  # versions before 30 s leave history
-        assert (trimmed, entries, [h.seq for h in history]) == (3, [], [3])
-        assert (first.clock.following, follower.clock.following) == (False, True)
-        # the conflated topic refreshed on the replica where it did on the primary (not by its
-        # own clock, which is past every interval): once after each publish
-        refreshed = [[(c.record.bookmark, orjson.loads(c.record.raw)["v"]) for c in sub.drain()] for sub in subs]
-        assert refreshed[0] == [(1, 0), (2, 10), (3, 20)]
-        assert refreshed[1] == refreshed[0]
-    finally:
-        await replica.stop(grace=0)
-        await primary.stop(grace=0)
+            trimmed, entries, history = await trimmed_alike(20)
+            assert (trimmed, len(entries), len(history)) == (0, 3, 3)  # the replica's own clock: all gone
+            trimmed, entries, history = await trimmed_alike(75)  # entries before 15 s leave the journal
+            assert (trimmed, [e.seq for e in entries], len(history)) == (2, [3], 3)
+            trimmed, entries, history = await trimmed_alike(130)  # versions before 30 s leave history
+            assert (trimmed, entries, [h.seq for h in history]) == (3, [], [3])
+            assert (first.clock.following, follower.clock.following) == (False, True)
+            # the conflated topic refreshed on the replica where it did on the primary (not by its
+            # own clock, which is past every interval): once after each publish
+            refreshed = [[(c.record.bookmark, orjson.loads(c.record.raw)["v"]) for c in sub.drain()] for sub in subs]
+            assert refreshed[0] == [(1, 0), (2, 10), (3, 20)]
+            assert refreshed[1] == refreshed[0]

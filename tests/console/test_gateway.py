@@ -16,13 +16,12 @@ from pathlib import Path
 import pytest
 
 from sowdb.config import ConfigError, config_from_dict
-from sowdb.server import SowServer
 from sowdb.testing.pki import Certs
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import SowdbError
 from tests.console.conftest import TOKEN
 from tests.console.wire import Stream, WireError, connect_error, unary
-from tests.support import Running, make_config, sowd_command, start_sowd
+from tests.support import Running, make_config, serving, sowd_command, start_sowd
 
 LIST_TOPICS = "/sowdb.v1.SowService/ListTopics"
 SOW_AND_SUBSCRIBE = "/sowdb.v1.SowService/SowAndSubscribe"
@@ -53,14 +52,14 @@ async def test_an_http_port_in_use_is_refused_before_the_store_is_opened(tmp_pat
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         address = f"127.0.0.1:{taken.getsockname()[1]}"
-        server = SowServer(make_config(tmp_path / "data", http_listen=address))
         in_use = rf"cannot listen on {address} \(http_listen\): the address is already in use"
+        # serving() stops nothing when the start fails: the server lets go of what it took itself
         with pytest.raises(OSError, match=in_use):
-            await server.start()
+            async with serving(make_config(tmp_path / "data", http_listen=address)):
+                pass
     # nothing was kept: the data directory opens, and the port is free again
-    again = SowServer(make_config(tmp_path / "data", http_listen=address))
-    await again.start()
-    await again.stop(grace=0)
+    async with serving(make_config(tmp_path / "data", http_listen=address)):
+        pass
 
 
 async def test_the_page_and_its_assets_are_served_with_a_strict_policy(console: Running) -> None:
@@ -170,9 +169,7 @@ async def test_the_console_takes_the_grpc_ports_tls(tmp_path: Path, certs: Certs
         "server": {"listen": "127.0.0.1:0", "http_listen": "127.0.0.1:0", "data_dir": str(tmp_path / "data")},
         "security": security,
     }
-    server = SowServer(config_from_dict(raw, source="sowd.toml"))
-    await server.start()
-    try:
+    async with serving(config_from_dict(raw, source="sowd.toml")) as server:
         assert server.console is not None
         url = server.console.url
         assert url.startswith("https://127.0.0.1:")
@@ -185,8 +182,6 @@ async def test_the_console_takes_the_grpc_ports_tls(tmp_path: Path, certs: Certs
         status, _, body = await asyncio.to_thread(_get, url, trusting)
         assert status == 200
         assert b"console.js" in body
-    finally:
-        await server.stop(grace=0)
 
 
 def test_sowd_serves_the_console_at_the_address_it_prints(tmp_path: Path) -> None:

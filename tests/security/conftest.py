@@ -17,13 +17,13 @@ stopped at the end of the test). ``Secured.state()`` is what a denied call must 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sowdb.config import Config
-from sowdb.server import SowServer
 from tests import support
 
 USERS: dict[str, list[str]] = {
@@ -84,25 +84,21 @@ StartSecured = Callable[..., Awaitable[Secured]]
 async def start_secured(tmp_path: Path) -> AsyncIterator[StartSecured]:
     """Start secured servers (keyword arguments as :func:`secured_config`), loaded with the
     desk A, desk B and audit rows; all are stopped at the end of the test."""
-    started: list[SowServer] = []
+    async with AsyncExitStack() as started:
+        homes = 0
 
-    async def start(**overrides: Any) -> Secured:
-        home = tmp_path / f"sowd{len(started)}"
-        home.mkdir()
-        server = SowServer(secured_config(home, **overrides))
-        await server.start()
-        started.append(server)
-        s = Secured(server)
-        async with s.client("admin") as admin:
-            await admin.publish("orders", DESK_A_ROWS + DESK_B_ROWS)
-            await admin.publish("audit", AUDIT_ROWS)
-        return s
+        async def start(**overrides: Any) -> Secured:
+            nonlocal homes
+            home = tmp_path / f"sowd{homes}"
+            home.mkdir()
+            homes += 1
+            s = Secured(await started.enter_async_context(support.serving(secured_config(home, **overrides))))
+            async with s.client("admin") as admin:
+                await admin.publish("orders", DESK_A_ROWS + DESK_B_ROWS)
+                await admin.publish("audit", AUDIT_ROWS)
+            return s
 
-    try:
         yield start
-    finally:
-        for server in started:
-            await server.stop(grace=0)
 
 
 @pytest.fixture
