@@ -12,11 +12,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sowdb.server import SowServer
-from sowdb_client import Mirror
+from sowdb_client import Mirror, PermissionDeniedError
 from tests.security.conftest import ROLES, TOPICS, USERS, Secured, StartSecured, secured_config
 from tests.support import take
 
@@ -154,6 +155,46 @@ async def test_live_changes_on_either_side_follow_the_readers_rows(start_secured
         assert [r.json() for r in (await take(totals, 1))[0].records] == [{"region": "eu", "trades": 5, "qty": 17}]
         stream.cancel()
         totals.cancel()
+
+
+async def test_pages_and_delta_follow_the_readers_rows(start_secured: StartSecured) -> None:
+    """P-1 and D-2 on the restricted view: a page ranks only the rows the reader sees, and a
+    client update reaches a delta subscriber as what changed of its joined rows."""
+    s = await start(start_secured)
+    async with s.client("eu") as eu, s.client("admin") as admin:
+        page = eu.sow_and_subscribe("by_trade", top_n=1, skip_n=0, order_by="/qty DESC", oof=True)
+        delta = eu.sow_and_subscribe("by_trade", delta=True)
+        assert [r.json()["trade"] for r in (await take(page, 4))[2].records] == [1]  # not Bob's 7
+        await take(delta, 4)
+        await admin.publish("trades", [{"id": 3, "client": 3, "qty": 9}])  # Cy's passes Ann's 5
+        got = [(e.kind, r.json()["trade"]) for e in await take(page, 2) for r in e.records]
+        assert sorted(got) == [("oof", 1), ("publish", 3)]
+        assert [r.json() for r in (await take(delta, 1))[0].records] == [{"qty": 9}]
+        await admin.publish("clients", [{"id": 3, "name": "Cyd", "region": "eu"}])
+        assert [r.json() for r in (await take(delta, 1))[0].records] == [{"name": "Cyd"}]
+        page.cancel()
+        delta.cancel()
+
+
+async def test_a_changed_row_filter_ends_the_subscription_and_copies_go(start_secured: StartSecured) -> None:
+    """A-4: a reload that changes the reader's filter on a joined topic ends its subscription
+    to the view (its rows were those of the old filter); once no subscription holds the view's
+    restricted copies, none is kept beyond the idle few."""
+    s = await start(start_secured)
+    engine = s.server.engine
+    assert engine is not None
+    async with s.client("eu") as eu:
+        stream = eu.sow_and_subscribe("by_trade", oof=True)
+        await take(stream, 4)
+        assert len(engine.placement.joins) == 1
+        roles = [{**r, "filter": "/region = 'us'"} if r["name"] == "eu_clients" else r for r in ROW_ROLES]
+        home = Path(s.server.config.source).parent
+        s.server.reload(secured_config(home, topics=ROW_TOPICS, roles=roles, users=ROW_USERS))
+        with pytest.raises(PermissionDeniedError, match="rights changed"):
+            await take(stream, 1)
+        assert [r["trade"] for r in await rows(eu, "by_trade")] == [2, 4]  # now Bob's, a second copy
+        assert len(engine.placement.joins) == 2
+        assert sum(engine.placement.joins.holders.values()) == 0
 
 
 CLIENT_OPS = st.tuples(st.just("clients"), st.integers(1, 4), st.sampled_from(["eu", "us", None]))
