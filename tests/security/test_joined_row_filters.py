@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sowdb.server import SowServer
-from sowdb_client import Mirror, PermissionDeniedError
+from sowdb_client import FailedPreconditionError, Mirror, PermissionDeniedError
 from tests.security.conftest import ROLES, TOPICS, USERS, Secured, StartSecured, secured_config
 from tests.support import take
 
@@ -105,7 +105,9 @@ def _client(c: dict[str, Any]) -> dict[str, Any]:
 async def test_a_reader_filtered_on_a_joined_topic_reads_the_join_of_its_rows(start_secured: StartSecured) -> None:
     """eu reads every trade but only eu clients: the inner join holds the trades of eu clients,
     the LEFT join every trade (a hidden client's fields missing), the aggregate view and an
-    aggregated query count only those rows; readers without filters read every row."""
+    aggregated query count only those rows; readers without filters read every row. A pattern
+    does not reach the view for eu (name it), ListTopics counts none of its rows, and a
+    historical query is refused naming the view."""
     s = await start(start_secured)
     eu_clients = [c for c in CLIENTS if c["region"] == "eu"]
     async with s.client("eu") as eu, s.client("everything") as everything, s.client("admin") as admin:
@@ -118,6 +120,10 @@ async def test_a_reader_filtered_on_a_joined_topic_reads_the_join_of_its_rows(st
         assert counted == [{"region": "eu", "n": 2}]
         page = await rows(eu, "by_trade", top_n=1, order_by="/qty DESC")
         assert page == [{"trade": 1, "name": "Ann", "region": "eu", "qty": 5}]
+        assert await rows(eu, "^by_trade$") == []  # a pattern reaches no view it reads under filters
+        assert {t.name: t.record_count for t in await eu.list_topics()}["by_trade"] == 0  # counts hidden rows
+        with pytest.raises(FailedPreconditionError, match="topic 'by_trade' keeps no history"):
+            await rows(eu, "by_trade", bookmark="1")  # refused as the view is, by its name
         whole = expected(CLIENTS, TRADES)
         for reader in (everything, admin):
             for view in VIEW_NAMES:

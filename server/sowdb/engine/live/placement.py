@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from sowdb.config import ServerConfig, is_regex_topic
 from sowdb.engine.access import EVERYONE, Access, ViewerAccess, check_quota, restricted
-from sowdb.engine.bookmarks import AsOf, Point, parse_bookmark
+from sowdb.engine.bookmarks import AsOf, Point, historical, parse_bookmark
 from sowdb.engine.clock import Clock
 from sowdb.engine.events import QueryEvent
 from sowdb.engine.filters import request_filter
@@ -129,7 +129,7 @@ class Placement:
             found = self.topics.get(opts.topic)
             topics = [found] if found is not None else []
         sub = self._query_subscription(query, options, sub_id, owner, access, track=True)
-        topics = [self._restrict(sub) or t for t in topics]
+        topics = topics if historical(opts.bookmark) else [self._restrict(sub) or t for t in topics]
         p = pin(query, topics, sub.access, self.journal, self.writer)
         if p.as_of is not None:
             # H-3: the state as of the bookmark, the journal after it, then live; the replay

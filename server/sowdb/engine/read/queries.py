@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from sowdb.config import is_regex_topic
 from sowdb.engine.access import EVERYONE, Access
-from sowdb.engine.bookmarks import AsOf, parse_bookmark
+from sowdb.engine.bookmarks import AsOf, historical, parse_bookmark
 from sowdb.engine.clock import Clock
 from sowdb.engine.events import QueryEvent
 from sowdb.engine.journal import Journal, Position
@@ -78,7 +78,8 @@ class Queries:
         """
         query = PreparedQuery(opts)
         topics = readable_topics(self.topics, opts.topic, access)
-        topics = [self.joins.route(t, access.join_filters(t.name)) for t in topics]  # V-2 under row filters
+        if not historical(opts.bookmark):  # a view keeps no history: the refusal names the view
+            topics = [self.joins.route(t, access.join_filters(t.name)) for t in topics]  # V-2 under row filters
         p = pin(query, topics, access, self.journal, self.writer)
         return query.run(
             p.sources,
