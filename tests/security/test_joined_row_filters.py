@@ -196,7 +196,7 @@ async def test_a_changed_row_filter_ends_the_subscription_and_copies_go(start_se
         roles = [{**r, "filter": "/region = 'us'"} if r["name"] == "eu_clients" else r for r in ROW_ROLES]
         home = Path(s.server.config.source).parent
         s.server.reload(secured_config(home, topics=ROW_TOPICS, roles=roles, users=ROW_USERS))
-        with pytest.raises(PermissionDeniedError, match="rights changed"):
+        with pytest.raises(PermissionDeniedError, match="rights changed: the rows user 'eu' may see in 'by_trade'"):
             await take(stream, 1)
         assert [r["trade"] for r in await rows(eu, "by_trade")] == [2, 4]  # now Bob's, a second copy
         assert len(engine.placement.joins) == 2

@@ -162,9 +162,9 @@ class SubscriptionHub:
             if new is None:
                 why = f"user {old.user!r} no longer exists"
             elif any(not new.can_read(t) for t in topics if not is_private(t)):
-                why = f"user {old.user!r} may no longer read {sub.topic!r}"
+                why = f"user {old.user!r} may no longer read {self.shown_topic(sub)!r}"
             elif any(new.entitlement_text(t) != old.entitlement_text(t) for t in topics):
-                why = f"the rows user {old.user!r} may see in {sub.topic!r} changed; subscribe again"
+                why = f"the rows user {old.user!r} may see in {self.shown_topic(sub)!r} changed; subscribe again"
             if why:
                 sub.revoke(f"rights changed: {why}")
                 ended += 1
