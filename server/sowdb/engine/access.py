@@ -105,7 +105,10 @@ class Access:
         A joined view (V-2) is read with read on every topic it joins, and only so: its rows
         hold those topics' fields, so a right on the view alone must not open them. A caller
         under row filters on those topics reads it through a view of its own, the join of the
-        rows it may see (:meth:`join_filters`), so no name of the view is needed."""
+        rows it may see (:meth:`join_filters`), so no name of the view is needed. A topic
+        derived from a joined view (a conflated copy, a view of it) holds the join's fields
+        too, so it needs read on the joined view; it has no copy of its own per reader, so the
+        rule of plain views holds for it, a filter on a joined topic counting as one on it."""
         if not any(_grants(r.read, topic) for r in self.roles):
             return False
         sources = self.views.get(topic)
@@ -113,7 +116,9 @@ class Access:
             return True
         if len(sources) > 1:  # joined: the row filters of its topics apply to the join's sides
             return all(self.can_read(s) for s in sources)
-        if all(self.entitlement(s) is None for s in sources):
+        if any(len(self.views.get(s, ())) > 1 and not self.can_read(s) for s in sources):
+            return False
+        if all(self.sees_all(s) for s in sources):
             return True
         return any(topic in r.read for r in self.roles)
 
