@@ -90,6 +90,14 @@ async def rows(client: Any, topic: str, **options: Any) -> list[dict[str, Any]]:
     return sorted((r.json() for r in await client.sow(topic, **options).records()), key=repr)
 
 
+async def next_records(stream: Any, n: int) -> list[tuple[str, int]]:
+    """The next ``n`` records the stream delivers, as (event kind, trade)."""
+    got: list[tuple[str, int]] = []
+    while len(got) < n:
+        got += [(e.kind, r.json()["trade"]) for e in await take(stream, 1) for r in e.records]
+    return got
+
+
 def expected(clients: list[dict[str, Any]], trades: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """Every view of :data:`VIEWS`, computed from scratch over the given (visible) rows."""
     by_id = {c["id"]: c for c in clients}
@@ -200,6 +208,26 @@ async def test_pages_and_delta_follow_the_readers_rows(start_secured: StartSecur
         assert [r.json() for r in (await take(delta, 1))[0].records] == [{"name": "Cyd"}]
         page.cancel()
         delta.cancel()
+
+
+async def test_aggregated_and_replaced_subscriptions_follow_the_readers_rows(start_secured: StartSecured) -> None:
+    """Q-8 live over the restricted view counts only the reader's rows; R-1 re-runs the new
+    filter over them: a row it sees now leaving it goes with an oof, a hidden one never comes."""
+    s = await start(start_secured)
+    async with s.client("eu") as eu, s.client("admin") as admin:
+        grouped = eu.sow_and_subscribe("by_trade", grouping=["/region"], projection=["/region", "COUNT(/trade) AS /n"])
+        assert [r.json() for r in (await take(grouped, 4))[2].records] == [{"region": "eu", "n": 2}]
+        await admin.publish("trades", [{"id": 6, "client": 2, "qty": 1}, {"id": 7, "client": 3, "qty": 1}])
+        assert [r.json() for r in (await take(grouped, 1))[0].records] == [{"region": "eu", "n": 3}]
+        stream = eu.sow_and_subscribe("by_trade", oof=True)
+        first = await take(stream, 4)
+        assert sorted(r.json()["trade"] for r in first[2].records) == [1, 3, 7]
+        await eu.replace_subscription(first[0].sub_id, filter="/qty > 2", oof=True)
+        assert sorted(await next_records(stream, 2)) == [("oof", 3), ("oof", 7)]
+        await admin.publish("trades", [{"id": 8, "client": 2, "qty": 9}, {"id": 9, "client": 1, "qty": 9}])
+        assert await next_records(stream, 1) == [("publish", 9)]
+        grouped.cancel()
+        stream.cancel()
 
 
 async def test_a_changed_row_filter_ends_the_subscription_and_copies_go(start_secured: StartSecured) -> None:

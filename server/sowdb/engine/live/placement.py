@@ -296,8 +296,8 @@ class Placement:
             for t in covered:
                 found = plan_candidates(t, compiled)
                 if found is not None:  # an index or the columns narrow the re-run query
-                    candidates[t.name] = found
-        sub.replace(compiled, options, {t.name: t.records for t in covered}, candidates)
+                    candidates[self.joins.shown(t.name)] = found  # by the topic its records carry
+        sub.replace(compiled, options, {self.joins.shown(t.name): t.records for t in covered}, candidates)
         self.hub.refilter(sub)
         return self.writer.last_seq
 
