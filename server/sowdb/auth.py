@@ -28,11 +28,14 @@ def hash_token(token: str) -> str:
 def view_sources(config: Config) -> dict[str, tuple[str, ...]]:
     """Each aggregated view of ``config``, and each conflated copy of one, by name: the topics
     its groups are computed from, one or, for a joined view (V-2), each it joins (what
-    :meth:`Access.can_read` checks a view's readers on)."""
+    :meth:`Access.can_read` checks a view's readers on). A conflated copy of a joined view is
+    computed from the view (its one source): readers under row filters on the joined topics
+    read the view through a copy of their own, which a conflated topic does not have."""
     sources = {v.name: v.sources for v in config.views}
     for c in config.conflated_topics:
-        if c.underlying in sources:
-            sources[c.name] = sources[c.underlying]
+        if c.underlying in sources:  # a copy of a joined view follows the view (it has no restricted copy)
+            joined = len(sources[c.underlying]) > 1
+            sources[c.name] = (c.underlying,) if joined else sources[c.underlying]
     return sources
 
 

@@ -56,6 +56,8 @@ def bulk_read(access: Access, topic: str, what: str) -> CompiledFilter | None:
         access.require_admin(f"read {what} of several topics (a regex or every topic); name one topic")
         return None
     access.require_read(topic)
+    if access.join_filters(topic) is not None:  # its rows are a join of filtered sides, not a filter
+        raise PermissionDenied(f"read {what} of joined view {topic!r} with a query or subscription (row filters apply)")
     return access.entitlement(topic)
 
 

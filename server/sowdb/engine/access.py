@@ -89,6 +89,12 @@ class Access:
             known = remember(self._readable, topic, self._may_read(topic))
         return known
 
+    def by_pattern(self, topic: str) -> bool:
+        """Whether a topic pattern (a regex topic) reaches ``topic`` for this caller: one it may
+        read, but no joined view it reads under row filters (those it reads by name, through a
+        view of its own: :meth:`join_filters`)."""
+        return self.can_read(topic) and self.join_filters(topic) is None
+
     def _may_read(self, topic: str) -> bool:
         """A role grants the read; and for a view whose underlying topic this caller reads under
         a row filter, a role names the view itself (issue 37, finding 10): a view's groups are
@@ -96,16 +102,23 @@ class Access:
         row filter can be applied to an aggregate, so a pattern such as ``.*`` that happens to
         match the view is not enough.
 
-        A joined view (V-2) is read only with read on every topic it joins as well: its rows
-        hold those topics' fields, so a right on the view alone must not open them."""
+        A joined view (V-2) is read with read on every topic it joins, and only so: its rows
+        hold those topics' fields, so a right on the view alone must not open them. A caller
+        under row filters on those topics reads it through a view of its own, the join of the
+        rows it may see (:meth:`join_filters`), so no name of the view is needed. A topic
+        derived from a joined view (a conflated copy, a view of it) holds the join's fields
+        too, so it needs read on the joined view; it has no copy of its own per reader, so the
+        rule of plain views holds for it, a filter on a joined topic counting as one on it."""
         if not any(_grants(r.read, topic) for r in self.roles):
             return False
         sources = self.views.get(topic)
         if sources is None:
             return True
-        if len(sources) > 1 and not all(self.can_read(s) for s in sources):
+        if len(sources) > 1:  # joined: the row filters of its topics apply to the join's sides
+            return all(self.can_read(s) for s in sources)
+        if any(len(self.views.get(s, ())) > 1 and not self.can_read(s) for s in sources):
             return False
-        if all(self.entitlement(s) is None for s in sources):
+        if all(self.sees_all(s) for s in sources):
             return True
         return any(topic in r.read for r in self.roles)
 
@@ -153,12 +166,33 @@ class Access:
         limits = [r.quota(name) for r in self.roles] or [QUOTAS[name]]
         return None if None in limits else max(x for x in limits if x is not None)
 
+    def join_filters(self, topic: str) -> tuple[CompiledFilter | None, ...] | None:
+        """For a joined view (V-2) of whose topics this caller reads some under a row filter:
+        that filter per joined topic, in the view's order (None: every row of that one). The
+        caller reads the join of those rows only, a view kept for that entitlement
+        (:mod:`sowdb.engine.state.restricted_joins`). None: not such a view, or no filter."""
+        sources = None if self.everything else self.views.get(topic)
+        if sources is None or len(sources) < 2:
+            return None
+        filters = tuple(self.entitlement(s) for s in sources)
+        return None if all(f is None for f in filters) else filters
+
+    def sees_all(self, topic: str) -> bool:
+        """Whether every row of ``topic`` is this caller's to count (``ListTopics``' and
+        ``sow stats``' figures): no row filter, on it or on a topic it joins."""
+        return self.entitlement(topic) is None and self.join_filters(topic) is None
+
     def entitlement(self, topic: str) -> CompiledFilter | None:
-        """The rows of ``topic`` this caller may see (A-2): None for every row."""
+        """The rows of ``topic`` this caller may see (A-2): None for every row. A joined view's
+        rows are filtered on its sides instead (:meth:`join_filters`), never as a whole: its row
+        holds no field a role's filter of one topic would read."""
         if self.everything:
             return None
         if topic in self._entitlement:
             return self._entitlement[topic]
+        sources = self.views.get(topic)
+        if sources is not None and len(sources) > 1:
+            return remember(self._entitlement, topic, None)
         filters = [r.filter.strip() for r in self.roles if _grants(r.read, topic)]
         if not filters or "" in filters:
             return remember(self._entitlement, topic, None)
@@ -167,6 +201,9 @@ class Access:
     def entitlement_text(self, topic: str) -> str:
         """The entitlement as filter text ("" for every row), to compare two sets of rights."""
         flt = self.entitlement(topic)
+        joined = self.join_filters(topic)
+        if joined is not None:  # a joined view: the filters of its sides
+            return "\x00".join("" if f is None else f.text for f in joined)
         return "" if flt is None else flt.text
 
     def entitled(self, topic: str, data: object, record: object) -> bool:

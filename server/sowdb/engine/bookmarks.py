@@ -97,3 +97,13 @@ def last_seq_at_or_before(timestamp_us: int, lo: int, hi: int, timestamp_of: Cal
         else:
             hi = mid - 1
     return answer
+
+
+def historical(text: str) -> bool:
+    """Whether a request's bookmark asks for a past state (H-2), not the current one ("" or
+    ``now``): what a query of a topic without history is refused for.
+
+    Raises:
+        InvalidArgument: not a bookmark.
+    """
+    return bool(text.strip()) and not parse_bookmark(text).now

@@ -45,11 +45,12 @@ from sowdb.engine.live import (
     SubscriptionHub,
     SubscriptionStream,
     committed_results,
+    restricted_join_name,
 )
 from sowdb.engine.read import Queries, QueryOptions, Snapshots
 from sowdb.engine.replication import ReplicationPort
 from sowdb.engine.starting import StartProgress
-from sowdb.engine.state import ExpiryQueue, Topics, TopicSummary
+from sowdb.engine.state import ExpiryQueue, RestrictedJoins, Topics, TopicSummary
 from sowdb.engine.stats import Stats, StatsSnapshot
 from sowdb.engine.write import FanOut, Stages, Writer
 from sowdb.errors import FailedPrecondition, InvalidArgument, SowdbError
@@ -74,8 +75,12 @@ class Engine:
         fan_out = FanOut(topics, self.hub, self.pages, self.counters)
         self.writer = Writer(config, store, topics, fan_out, expiry, clock, self.counters)
         self.journal = Journal(store, topics, self.writer, config.server, clock)
-        self.queries = Queries(topics, self.journal, self.writer, clock, frame_bytes=config.server.frame_bytes)
-        self.placement = Placement(topics, self.hub, self.pages, self.journal, self.writer, config.server, clock)
+        joins = RestrictedJoins(topics, clock, restricted_join_name)  # V-2 under row filters (A-2)
+        self.hub.shown = joins.shown
+        self.queries = Queries(
+            topics, self.journal, self.writer, clock, frame_bytes=config.server.frame_bytes, joins=joins
+        )
+        self.placement = Placement(topics, self.hub, self.pages, self.journal, self.writer, config.server, clock, joins)
         # the data service's parts (SPEC §9): pinned snapshots, journal range reads, staged writes
         self.snapshots = Snapshots(self.queries)
         self.journal_reads = JournalReads(store, self.journal, self.writer)
@@ -253,7 +258,7 @@ class Engine:
         sees some rows of only has no record count (0): the count covers the rows it may not see
         (issue 26), and counting the visible ones would be a scan per call."""
         return [
-            t if access.entitlement(t.name) is None else replace(t, record_count=0)
+            t if access.sees_all(t.name) else replace(t, record_count=0)
             for t in self.topics.summaries()
             if access.admin or access.can_read(t.name)
         ]

@@ -165,7 +165,7 @@ class Stats:
     def _topic(self, topic: SowTopic, follows: list[Callable[[str], bool]], access: Access) -> TopicFigures:
         """A topic's figures; a caller that sees some of its rows only is told none of those that
         count rows or bytes (0): they cover the rows it may not see (issue 26)."""
-        hidden = access.entitlement(topic.name) is not None
+        hidden = not access.sees_all(topic.name)
         c = TopicCounters() if hidden else self.counters.topics.get(topic.name) or TopicCounters()
         return TopicFigures(
             name=topic.name,

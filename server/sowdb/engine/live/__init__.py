@@ -10,9 +10,10 @@ replicas hold them (SPEC §13). It depends on ``state``, ``journal`` and ``read`
 from sowdb.engine.live.gate import committed_results
 from sowdb.engine.live.hub import SubscriptionHub
 from sowdb.engine.live.loop_load import LOAD, LoopLoad
-from sowdb.engine.live.options import Replacement, SubscriptionOptions
+from sowdb.engine.live.options import Replacement, SowAndSubscribeArgs, SubscribeArgs, SubscriptionOptions
 from sowdb.engine.live.pages import PageSets
-from sowdb.engine.live.placement import Placement, SowAndSubscribeArgs, SubscribeArgs
+from sowdb.engine.live.placement import Placement
+from sowdb.engine.live.private import restricted_join_name
 from sowdb.engine.live.streams import SubscriptionStream
 from sowdb.engine.live.subscription import Subscription
 
@@ -29,4 +30,5 @@ __all__ = [
     "SubscriptionOptions",
     "SubscriptionStream",
     "committed_results",
+    "restricted_join_name",
 ]

@@ -89,6 +89,7 @@ class SubscriptionHub:
     def __init__(self) -> None:
         self.subs: dict[str, Subscription] = {}
         self.private: dict[str, View] = {}  # sub_id -> the private view of an aggregated subscription
+        self.shown: Callable[[str], str] = str  # a restricted joined view's name -> its view's (V-2)
         self.dropped_slow = 0  # subscriptions cut off as slow consumers (SL-1)
         self._scan: dict[str, Subscription] = {}  # offered every change
         self._indexed: dict[str, tuple[str, tuple[Any, ...]]] = {}  # sub_id -> (group key, literal key)
@@ -140,7 +141,7 @@ class SubscriptionHub:
     def shown_topic(self, sub: Subscription) -> str:
         """The topic operators see a subscription follow (an aggregated one's underlying topic)."""
         view = self.private.get(sub.id)
-        return sub.topic if view is None else view.underlying
+        return self.shown(sub.topic if view is None else view.underlying)
 
     def reauthorize(self, rights: Callable[[str], Access | None], sow_topics: Iterable[str]) -> int:
         """A-4: end each live subscription whose caller lost the right to it (the user is gone, a
@@ -156,13 +157,14 @@ class SubscriptionHub:
             new = rights(old.user)
             view = self.private.get(sub.id)  # an aggregated subscription: its view's topic
             topics = [view.underlying] if view else [name for name in names if sub.wants(name)] or [sub.topic]
+            topics = [self.shown(t) for t in topics]  # a restricted joined view: its view's rights
             why = ""
             if new is None:
                 why = f"user {old.user!r} no longer exists"
             elif any(not new.can_read(t) for t in topics if not is_private(t)):
-                why = f"user {old.user!r} may no longer read {sub.topic!r}"
+                why = f"user {old.user!r} may no longer read {self.shown_topic(sub)!r}"
             elif any(new.entitlement_text(t) != old.entitlement_text(t) for t in topics):
-                why = f"the rows user {old.user!r} may see in {sub.topic!r} changed; subscribe again"
+                why = f"the rows user {old.user!r} may see in {self.shown_topic(sub)!r} changed; subscribe again"
             if why:
                 sub.revoke(f"rights changed: {why}")
                 ended += 1

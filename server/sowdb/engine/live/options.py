@@ -5,8 +5,10 @@ that carries it out (:mod:`sowdb.engine.live.subscription`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 from sowdb.config import field_path_steps
+from sowdb.engine.access import Access
 from sowdb.errors import InvalidArgument
 
 
@@ -59,3 +61,19 @@ class Replacement:
     order_by: str = ""
     top_n: int | None = None
     skip_n: int | None = None
+
+
+class SowAndSubscribeArgs(TypedDict, total=False):
+    """The keyword arguments of :meth:`Placement.sow_and_subscribe` (for those who pass them on)."""
+
+    options: SubscriptionOptions
+    sub_id: str
+    owner: str
+    access: Access
+
+
+class SubscribeArgs(SowAndSubscribeArgs, total=False):
+    """The keyword arguments of :meth:`Placement.subscribe`."""
+
+    filter: str
+    bookmark: str

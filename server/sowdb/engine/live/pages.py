@@ -11,14 +11,16 @@ the record itself went).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 
 from sortedcontainers import SortedList
 
 from sowdb.engine.changes import OOF_MATCH, Change, QueuedEvent
+from sowdb.engine.events import GroupBegin, GroupEnd, QueryEvent, RecordBatch
 from sowdb.engine.live.options import SubscriptionOptions
 from sowdb.engine.live.subscription import Subscription
-from sowdb.engine.records import StoredRecord
+from sowdb.engine.read import PreparedQuery, batches
+from sowdb.engine.records import StoredRecord, shaped
 from sowdb.engine.state import SowTopic
 from sowdb.expr import CompiledFilter, OrderBy
 
@@ -221,3 +223,16 @@ class PageSets:
                 if page.touched_by(touched):
                     changed = changed or {c.sow_key: c for c in changes}
                     page.refresh(changed)
+
+
+async def page_events(
+    query: PreparedQuery, window: list[StoredRecord], matched: int, bookmark: int, frame_bytes: int
+) -> AsyncIterator[QueryEvent]:
+    """The query part of a paginated subscription: its first window (shaped by ``select``)."""
+    select = query.select
+    yield GroupBegin(query.opts.query_id, bookmark)
+    for batch in batches(
+        window, query.batch_size, frame_bytes, None if select is None else lambda r: shaped(r, select)
+    ):
+        yield RecordBatch(batch)
+    yield GroupEnd(query.opts.query_id, len(window), matched, matched)

@@ -11,43 +11,30 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import replace
-from typing import TypedDict
 
 from sowdb.config import ServerConfig, is_regex_topic
 from sowdb.engine.access import EVERYONE, Access, ViewerAccess, check_quota, restricted
-from sowdb.engine.bookmarks import AsOf, Point, parse_bookmark
+from sowdb.engine.bookmarks import AsOf, Point, historical, parse_bookmark
 from sowdb.engine.clock import Clock
-from sowdb.engine.events import GroupBegin, GroupEnd, QueryEvent, RecordBatch
+from sowdb.engine.events import QueryEvent
 from sowdb.engine.filters import request_filter
 from sowdb.engine.journal import Journal, Position
 from sowdb.engine.live.hub import SubscriptionHub
-from sowdb.engine.live.options import DEFAULT_OPTIONS, Replacement, SubscriptionOptions
-from sowdb.engine.live.pages import PagedSubscription, PageSets, ResultSet
+from sowdb.engine.live.options import (
+    DEFAULT_OPTIONS,
+    Replacement,
+    SubscriptionOptions,
+)
+from sowdb.engine.live.pages import PagedSubscription, PageSets, ResultSet, page_events
 from sowdb.engine.live.private import private_view_name
 from sowdb.engine.live.subscription import Subscription, subscription_key
-from sowdb.engine.read import PreparedQuery, QueryOptions, batches, pin, plan_candidates
-from sowdb.engine.records import StoredRecord, shaped
-from sowdb.engine.state import SowTopic, Topics, View, check_topic_name, compile_topic_pattern
+from sowdb.engine.read import PreparedQuery, QueryOptions, pin, plan_candidates
+from sowdb.engine.records import StoredRecord
+from sowdb.engine.state import RestrictedJoins, SowTopic, Topics, View, check_topic_name, compile_topic_pattern
 from sowdb.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted
 from sowdb.expr import Aggregation, CompiledFilter, Select
 
 MAX_SUBSCRIPTIONS = 65_536  # all users' live subscriptions together (issue 37, finding 3); an admin has no quota
-
-
-class SowAndSubscribeArgs(TypedDict, total=False):
-    """The keyword arguments of :meth:`Placement.sow_and_subscribe` (for those who pass them on)."""
-
-    options: SubscriptionOptions
-    sub_id: str
-    owner: str
-    access: Access
-
-
-class SubscribeArgs(SowAndSubscribeArgs, total=False):
-    """The keyword arguments of :meth:`Placement.subscribe`."""
-
-    filter: str
-    bookmark: str
 
 
 class Placement:
@@ -63,8 +50,10 @@ class Placement:
         writer: Position,
         config: ServerConfig,
         clock: Clock,
+        joins: RestrictedJoins,
     ) -> None:
         self.topics, self.hub, self.pages = topics, hub, pages  # what is placed, and where
+        self.joins = joins  # joined views as readers under row filters see them (V-2, A-2)
         self.journal, self.writer, self.clock = journal, writer, clock  # the point it is placed at
         self.config = config
 
@@ -104,7 +93,9 @@ class Placement:
             after = self.journal.replay_start(point)
             since = since if point.now else max(since, after)
             sub.hold((after, since))
+        self._restrict(sub)
         self.hub.add(sub, since=since)
+        self.joins.hold(sub.topic)
         return sub
 
     def sow_and_subscribe(
@@ -138,7 +129,8 @@ class Placement:
             found = self.topics.get(opts.topic)
             topics = [found] if found is not None else []
         sub = self._query_subscription(query, options, sub_id, owner, access, track=True)
-        p = pin(query, topics, access, self.journal, self.writer)
+        topics = topics if historical(opts.bookmark) else [self._restrict(sub) or t for t in topics]
+        p = pin(query, topics, sub.access, self.journal, self.writer)
         if p.as_of is not None:
             # H-3: the state as of the bookmark, the journal after it, then live; the replay
             # must start right after the point, or the state and the replay leave a gap
@@ -150,6 +142,7 @@ class Placement:
             sub.hold()
         events = self._run(query, p.sources, p.bookmark, p.as_of, p.entitlements)
         self.hub.add(sub, since=since)
+        self.joins.hold(sub.topic)
         return sub, events
 
     def _aggregated_subscription(
@@ -168,7 +161,8 @@ class Placement:
         underlying = self._followed_topic(opts, "an aggregated", access)
         keys = frozenset(opts.sow_keys) if opts.sow_keys else None
         members = restricted(opts.filter, access.entitlement(opts.topic))
-        view = View(private_view_name(), opts.topic, aggregation, members, sow_keys=keys)
+        underlying = self.joins.route(underlying, access.join_filters(opts.topic))  # V-2: the rows it sees
+        view = View(private_view_name(), underlying.name, aggregation, members, sow_keys=keys)
         view.load(list(underlying.records.values()), self.clock())
         inner = PreparedQuery(replace(opts, topic=view.name, filter="", grouping=(), projection=(), sow_keys=()))
         viewer = ViewerAccess.of(access, view.name)  # its caller's rights (A-4), not EVERYONE's
@@ -179,6 +173,7 @@ class Placement:
         events = self._run(inner, inner.snapshot([view.topic]), self.writer.last_seq)
         self.hub.add(sub, view, since=self.writer.last_seq)
         self.topics.attach(view, public=False)
+        self.joins.hold(view.underlying)
         return sub, events
 
     def _run(
@@ -212,10 +207,12 @@ class Placement:
         ranked = query if entitled == opts.filter else PreparedQuery(replace(opts, filter=entitled))
         sub = self._query_subscription(query, options, sub_id, owner, access, cls=PagedSubscription)
         assert isinstance(sub, PagedSubscription) and opts.top_n is not None
+        topic = self._restrict(sub) or topic
         self.hub.add(sub, since=self.writer.last_seq)  # first: a refused sub_id must not leave a result set behind
+        self.joins.hold(sub.topic)
         rs = self._result_set(topic, ranked, sub.sow_keys)
         window = sub.bind(rs, opts.skip_n or 0, opts.top_n)
-        return sub, _page_events(query, window, len(rs.sorted), self.writer.last_seq, self.config.frame_bytes)
+        return sub, page_events(query, window, len(rs.sorted), self.writer.last_seq, self.config.frame_bytes)
 
     def _followed_topic(self, opts: QueryOptions, kind: str, access: Access) -> SowTopic:
         """The one SOW topic an aggregated or paginated subscription follows, in its current
@@ -244,6 +241,19 @@ class Placement:
             self.pages.release(sub)
         if view is not None:
             self.topics.detach(view)
+        self.joins.release(sub.topic if view is None else view.underlying)
+
+    def _restrict(self, sub: Subscription) -> SowTopic | None:
+        """A subscription by name to a joined view its caller reads under row filters follows
+        the view's restricted copy for those filters instead (V-2, A-2: the join of the rows it
+        may see), with its caller's rights plus that copy's; returns the copy's state, or None
+        where the subscription is not such."""
+        filters = None if sub.regex is not None else sub.access.join_filters(sub.topic)
+        if filters is None:
+            return None
+        copy = self.joins.copy(sub.topic, filters)
+        sub.topic, sub.access = copy.name, ViewerAccess.of(sub.access, copy.name)
+        return copy.topic
 
     def replace_subscription(self, sub_id: str, change: Replacement, *, owner: str, user: str = "") -> int:
         """R-1: new filter and options for a live subscription; returns the sequence point at
@@ -280,13 +290,14 @@ class Placement:
         compiled = request_filter(change.filter)
         options = replace(options, deleted_events=sub.options.deleted_events and not options.oof)
         covered = [t for name, t in sorted(self.topics.sow.items()) if sub.wants(name)]
+        covered = covered or self.joins.state_of(sub.topic)  # a restricted joined view's
         candidates: dict[str, Iterable[StoredRecord]] = {}
         if compiled is not None:
             for t in covered:
                 found = plan_candidates(t, compiled)
                 if found is not None:  # an index or the columns narrow the re-run query
-                    candidates[t.name] = found
-        sub.replace(compiled, options, {t.name: t.records for t in covered}, candidates)
+                    candidates[self.joins.shown(t.name)] = found  # by the topic its records carry
+        sub.replace(compiled, options, {self.joins.shown(t.name): t.records for t in covered}, candidates)
         self.hub.refilter(sub)
         return self.writer.last_seq
 
@@ -303,7 +314,7 @@ class Placement:
         entitled = restricted(change.filter, sub.access.entitlement(sub.topic))
         page = QueryOptions(sub.topic, entitled, order_by=change.order_by, top_n=change.top_n, skip_n=change.skip_n)
         query = PreparedQuery(page)
-        topic = self.topics.sow_topic(sub.topic)
+        topic = (self.joins.state_of(sub.topic) or [self.topics.sow_topic(sub.topic)])[0]
         self.pages.release(sub)
         rs = self._result_set(topic, query, sub.sow_keys)  # shared, or built now
         sub.rebind(rs, query.filter, replace(change.options, deleted_events=False), change.skip_n or 0, change.top_n)
@@ -385,16 +396,3 @@ class Placement:
             max_bytes=self.config.subscriber_queue_bytes,
         )
         return sub
-
-
-async def _page_events(
-    query: PreparedQuery, window: list[StoredRecord], matched: int, bookmark: int, frame_bytes: int
-) -> AsyncIterator[QueryEvent]:
-    """The query part of a paginated subscription: its first window (shaped by ``select``)."""
-    select = query.select
-    yield GroupBegin(query.opts.query_id, bookmark)
-    for batch in batches(
-        window, query.batch_size, frame_bytes, None if select is None else lambda r: shaped(r, select)
-    ):
-        yield RecordBatch(batch)
-    yield GroupEnd(query.opts.query_id, len(window), matched, matched)

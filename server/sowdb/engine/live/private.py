@@ -12,6 +12,7 @@ from __future__ import annotations
 import secrets
 
 PREFIX = "\x00aggregate "
+JOINED = "\x00joined "  # a joined view's copy for readers under row filters (state/restricted_joins.py)
 
 
 def private_view_name() -> str:
@@ -19,6 +20,11 @@ def private_view_name() -> str:
     return f"{PREFIX}{secrets.token_hex(8)}"
 
 
+def restricted_join_name() -> str:
+    """A fresh, unguessable name for a restricted copy of a joined view (V-2, A-2)."""
+    return f"{JOINED}{secrets.token_hex(8)}"
+
+
 def is_private(topic: str) -> bool:
     """Whether ``topic`` names a private view (no subscription by pattern or right reaches it)."""
-    return topic.startswith(PREFIX)
+    return topic.startswith((PREFIX, JOINED))

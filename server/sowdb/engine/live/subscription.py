@@ -119,8 +119,8 @@ class Subscription:
         if hit is None:
             if not self.access.can_read(topic):
                 named = False
-            elif self.regex is not None and not is_private(topic):
-                named = self.regex.search(topic)
+            elif self.regex is not None and not is_private(topic):  # nor a joined view read under row filters
+                named = self.access.by_pattern(topic) and self.regex.search(topic)
             else:
                 named = topic == self.topic
             hit = remember(self._topics, topic, named)

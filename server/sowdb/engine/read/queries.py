@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 from sowdb.config import is_regex_topic
 from sowdb.engine.access import EVERYONE, Access
-from sowdb.engine.bookmarks import AsOf, parse_bookmark
+from sowdb.engine.bookmarks import AsOf, historical, parse_bookmark
 from sowdb.engine.clock import Clock
 from sowdb.engine.events import QueryEvent
 from sowdb.engine.journal import Journal, Position
 from sowdb.engine.read.prepared import PreparedQuery, QueryOptions
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.state import SowTopic, Topics
+from sowdb.engine.state import RestrictedJoins, SowTopic, Topics
 from sowdb.expr import CompiledFilter
 
 
@@ -52,8 +52,18 @@ def pin(query: PreparedQuery, topics: list[SowTopic], access: Access, journal: J
 class Queries:
     """Runs SOW queries."""
 
-    def __init__(self, topics: Topics, journal: Journal, writer: Position, clock: Clock, *, frame_bytes: int) -> None:
+    def __init__(
+        self,
+        topics: Topics,
+        journal: Journal,
+        writer: Position,
+        clock: Clock,
+        *,
+        frame_bytes: int,
+        joins: RestrictedJoins,
+    ) -> None:
         self.topics = topics
+        self.joins = joins  # the joined views as readers under row filters see them
         self.journal = journal
         self.writer = writer
         self.clock = clock
@@ -68,6 +78,8 @@ class Queries:
         """
         query = PreparedQuery(opts)
         topics = readable_topics(self.topics, opts.topic, access)
+        if not historical(opts.bookmark):  # a view keeps no history: the refusal names the view
+            topics = [self.joins.route(t, access.join_filters(t.name)) for t in topics]  # V-2 under row filters
         p = pin(query, topics, access, self.journal, self.writer)
         return query.run(
             p.sources,
@@ -81,12 +93,13 @@ class Queries:
 
 def readable_topics(topics: Topics, pattern: str, access: Access) -> list[SowTopic]:
     """The SOW topics a request's topic names that its caller may read: a regex matches only
-    those (A-3); a name the caller may not read is refused.
+    those (A-3), and no joined view it reads under row filters (those it reads by name only,
+    :class:`RestrictedJoins`); a name the caller may not read is refused.
 
     Raises:
         PermissionDenied: a topic name the caller may not read.
     """
     if is_regex_topic(pattern):
-        return topics.resolve(pattern, access.can_read)
+        return topics.resolve(pattern, access.by_pattern)
     access.require_read(pattern)  # first: a name the caller may not read is not looked up (issue 26)
     return topics.resolve(pattern, known=access.known)

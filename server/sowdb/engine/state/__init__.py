@@ -11,12 +11,14 @@ from sowdb.engine.state.derived import View
 from sowdb.engine.state.expiry import ExpiryQueue
 from sowdb.engine.state.history import Tombstone, version_at
 from sowdb.engine.state.indexes import index_terms
+from sowdb.engine.state.restricted_joins import RestrictedJoins
 from sowdb.engine.state.sow_topic import SowTopic
 from sowdb.engine.state.topics import Topics, TopicSummary, check_topic_name, compile_topic_pattern
 
 __all__ = [
     "Columns",
     "ExpiryQueue",
+    "RestrictedJoins",
     "SowTopic",
     "Tombstone",
     "TopicSummary",

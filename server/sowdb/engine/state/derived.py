@@ -83,6 +83,7 @@ class View(Derived):
     ) -> None:
         super().__init__(name, underlying, filter, sow_keys)
         self.aggregation = aggregation
+        self.shown = name  # the topic its records carry (a restricted joined view: the view's own)
         self.groups: dict[str, Group] = {}
         self._key_text: dict[tuple[Any, ...], str] = {}  # group key -> its SowKey, made once
 
@@ -174,7 +175,7 @@ class View(Derived):
         """The new version of each touched group (or its removal when it emptied)."""
         groups = self.groups
         out: list[Change] = []
-        topic = self.topic
+        topic, shown = self.topic, self.shown
         for key, c in touched.items():
             group = groups[key]
             if group.members <= 0:
@@ -183,11 +184,11 @@ class View(Derived):
                     self._key_text = {k: t for k, t in self._key_text.items() if t in groups}
                 gone = topic.remove(key)
                 if gone is not None:
-                    out.append(Change(self.name, key, c.bookmark, c.timestamp_us, gone, None, OOF_DELETED))
+                    out.append(Change(shown, key, c.bookmark, c.timestamp_us, gone, None, OOF_DELETED))
                 continue
             data = group.result()
-            rec = StoredRecord(self.name, key, data, orjson.dumps(data), c.bookmark, c.timestamp_us)
-            out.append(Change(self.name, key, c.bookmark, c.timestamp_us, topic.put(rec), rec))
+            rec = StoredRecord(shown, key, data, orjson.dumps(data), c.bookmark, c.timestamp_us)
+            out.append(Change(shown, key, c.bookmark, c.timestamp_us, topic.put(rec), rec))
         return out
 
 

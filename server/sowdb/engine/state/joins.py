@@ -22,6 +22,7 @@ each touched anchor once, so a batch of n changes to one customer costs its orde
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -31,7 +32,7 @@ from sowdb.engine.changes import Change
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.state.derived import View
 from sowdb.engine.state.sow_topic import SowTopic
-from sowdb.expr import Aggregation, parse_aggregation
+from sowdb.expr import Aggregation, CompiledFilter, parse_aggregation
 from sowdb.expr.joins import JoinEdge, join_plan
 
 Index = dict[Any, dict[str, StoredRecord]]  # join value -> the records holding it, by SowKey
@@ -51,6 +52,7 @@ class JoinedView(View):
         filter: str = "",
     ) -> None:
         super().__init__(name, underlying, aggregation, filter)
+        self.joins = tuple(joins)
         self.edges: list[JoinEdge] = join_plan(underlying, joins)
         self.topics: tuple[str, ...] = (underlying, *(e.child for e in self.edges))
         self.slots = {t: f"[{t}]" for t in self.topics}  # where a joined row holds each topic's record
@@ -65,6 +67,7 @@ class JoinedView(View):
         for e in self.edges:
             self.indexes.setdefault((e.parent, e.parent_steps), {})
             self.indexes.setdefault((e.child, e.child_steps), {})
+        self.sides: dict[str, CompiledFilter] = {}  # a restricted copy's row filter per topic
         self.anchors: dict[str, StoredRecord] = {}  # the records of the first topic, by SowKey
         self.rows: dict[str, list[Row]] = {}  # each anchor's contributions to the groups
 
@@ -94,6 +97,11 @@ class JoinedView(View):
         topic = changes[0].topic
         if topic not in self.slots:
             return []
+        side = self.sides.get(topic)
+        if side is not None:
+            changes = _seen(changes, side)
+            if not changes:
+                return []
         touched: dict[str, Change] = {}  # anchor SowKey -> the last change that touched it
         keyed = [(e, self.indexes[(e.parent, e.parent_steps)]) for e in self.edges if e.parent == topic]
         if topic in self.up:
@@ -135,6 +143,15 @@ class JoinedView(View):
         for anchor, c in touched.items():
             self._rebuild(anchor, c, groups)
         return self._publish_groups(groups)
+
+    def restricted(self, name: str, filters: Sequence[CompiledFilter | None]) -> JoinedView:
+        """A copy of this view over only the rows ``filters`` (one per topic of :attr:`topics`,
+        None for every row) let through, empty: the join a reader under those row filters
+        reads (A-2), whose records carry this view's name. Load it with :meth:`load_from`."""
+        copy = JoinedView(name, self.underlying, self.joins, self.aggregation, "")
+        copy.filter, copy.shown = self.filter, self.name
+        copy.sides = {t: f for t, f in zip(self.topics, filters, strict=True) if f is not None}
+        return copy
 
     def _update_in_place(
         self,
@@ -248,3 +265,16 @@ class JoinedView(View):
         if text is None:
             text = self._key_text[key] = orjson.dumps(list(key)).decode()
         return text
+
+
+def _seen(changes: Sequence[Change], side: CompiledFilter) -> list[Change]:
+    """The changes of one side as a reader under its row filter ``side`` sees them: a version
+    outside the filter is no version (a record moving out of it is deleted, one moving in is
+    inserted), and a change neither of whose versions it sees is dropped."""
+    out: list[Change] = []
+    for c in changes:
+        old = c.old if c.old is not None and side.matches(c.old.data, c.old) else None
+        new = c.new if c.new is not None and side.matches(c.new.data, c.new) else None
+        if old is not None or new is not None:
+            out.append(c if old is c.old and new is c.new else replace(c, old=old, new=new, event=None))
+    return out
