@@ -102,3 +102,45 @@ def start_etcd(directory: Path, within: float = 30.0) -> EtcdServer:
             raise RuntimeError(f"etcd did not start: {(directory / 'etcd.log').read_text()[-2000:]}")
         time.sleep(0.05)
     return server
+
+
+def main(argv: list[str]) -> int:
+    """``python -m sowdb.testing.etcd --dir D``: etcd for another language's tests (the Node,
+    Go and Java SDKs' cluster tests), so that every test of the project starts etcd one way.
+    Prints ``etcd listening on URL`` once healthy; ``pause`` and ``resume`` lines on stdin
+    SIGSTOP and SIGCONT it (each answered ``ok``); stops etcd (SIGCONT, SIGTERM) when stdin
+    closes or on SIGTERM, so a parent that dies leaves no etcd behind."""
+    import argparse
+    import sys
+    import threading
+
+    parser = argparse.ArgumentParser(prog="python -m sowdb.testing.etcd", description=main.__doc__)
+    parser.add_argument("--dir", required=True, help="etcd's data and log go there")
+    args = parser.parse_args(argv)
+    try:
+        server = start_etcd(Path(args.dir))
+    except RuntimeError as exc:
+        print(exc, file=sys.stderr, flush=True)
+        return 1
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+
+    def commands() -> None:
+        for line in sys.stdin:
+            if line.strip() in ("pause", "resume"):
+                server.pause() if line.strip() == "pause" else server.resume()
+                print("ok", flush=True)
+        done.set()
+
+    print(f"etcd listening on {server.url}", flush=True)
+    threading.Thread(target=commands, name="stdin", daemon=True).start()
+    while not done.wait(0.2) and server.process.poll() is None:
+        pass
+    server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

@@ -131,3 +131,43 @@ def fault_proxy(target_host: str, target_port: int) -> Iterator[FaultProxy]:
         yield proxy
     finally:
         proxy.stop()
+
+
+def main(argv: list[str]) -> int:
+    """``python -m sowdb.testing.faultproxy --target HOST:PORT``: the proxy for another
+    language's tests (the Node, Go and Java SDKs'), so that every test of the project injects a
+    network fault one way. Prints ``proxy listening on 127.0.0.1:PORT``; each stdin line sets the
+    mode (``forward [DELAY_S]``, ``blackhole``, ``cut``) and is answered ``ok MODE`` once applied;
+    the proxy stops when stdin closes or on SIGTERM."""
+    import argparse
+    import signal
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m sowdb.testing.faultproxy", description=main.__doc__)
+    parser.add_argument("--target", required=True, help="HOST:PORT to forward to")
+    args = parser.parse_args(argv)
+    host, _, port = args.target.rpartition(":")
+    proxy = FaultProxy(host or "127.0.0.1", int(port))
+    proxy.start()
+    signal.signal(signal.SIGTERM, lambda *_: sys.stdin.close())
+    print(f"proxy listening on 127.0.0.1:{proxy.port}", flush=True)
+    try:
+        for line in sys.stdin:
+            words = line.split()
+            if not words or words[0] not in ("forward", "blackhole", "cut"):
+                print(f"error: expected forward [DELAY_S], blackhole or cut, got {line.strip()!r}", flush=True)
+                continue
+            mode: Mode = words[0]  # type: ignore[assignment]
+            proxy.set(mode, float(words[1]) if len(words) > 1 else 0.0)
+            print(f"ok {mode}", flush=True)
+    except ValueError:  # stdin closed under the loop by SIGTERM
+        pass
+    finally:
+        proxy.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))
