@@ -1,10 +1,9 @@
 package io.sowdb.client;
 
-import java.net.ServerSocket;
-import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
-import java.net.http.HttpResponse;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -12,14 +11,18 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * A cluster of real processes for the Java tests (SPEC §13), as the Node SDK's test/cluster.ts
- * and tests/cluster/ start one: Debian's etcd on free ports with its data in a temporary
- * directory, and {@code sowd} nodes through the one launcher (see {@link Sowd}), each with its own
- * data directory and port, advertising the address it bound.
+ * and tests/cluster/ start one: etcd through the project's one etcd launcher,
+ * {@code python -m sowdb.testing.etcd} (Debian's etcd on free ports, its data in a temporary
+ * directory), and {@code sowd} nodes through the one sowd launcher (see {@link Sowd}), each with
+ * its own data directory and port, advertising the address it bound.
  */
 final class Cluster implements AutoCloseable {
   /** Lease TTL of the tests' clusters: a failover takes this plus a loop or two. */
@@ -35,6 +38,9 @@ final class Cluster implements AutoCloseable {
       history = { window = "1d" }
       """;
 
+  /** The etcd launcher's line once etcd is healthy. */
+  static final Pattern ETCD_BANNER = Pattern.compile("etcd listening on (\\S+)");
+
   final Map<String, Sowd> nodes = new TreeMap<>();
   private final Process etcd;
   private final Path etcdDir;
@@ -46,36 +52,55 @@ final class Cluster implements AutoCloseable {
     this.etcdUrl = etcdUrl;
   }
 
-  private static int freePort() throws Exception {
-    try (ServerSocket s = new ServerSocket(0)) {
-      return s.getLocalPort();
+  /**
+   * etcd through the one launcher, {@code python -m sowdb.testing.etcd --dir D} (free ports, data
+   * and log in {@code D}): its URL from the {@code etcd listening on URL} line it prints once etcd
+   * is healthy. The launcher stops etcd when its standard input closes, so a test JVM that dies
+   * leaves no etcd behind.
+   */
+  private static Process startEtcd(Path dir, String[] url) throws Exception {
+    ProcessBuilder pb = new ProcessBuilder(Sowd.python(), "-m", "sowdb.testing.etcd", "--dir", dir.toString())
+        .directory(Sowd.REPO.toFile()).redirectErrorStream(true);
+    pb.environment().put("PYTHONUNBUFFERED", "1");
+    Process proc = pb.start();
+    StringBuffer out = new StringBuffer();
+    CompletableFuture<String> found = new CompletableFuture<>();
+    Thread reader = new Thread(() -> {
+      try (BufferedReader r = new BufferedReader(new InputStreamReader(proc.getInputStream(), StandardCharsets.UTF_8))) {
+        String line;
+        while ((line = r.readLine()) != null) { // read to the end: the launcher's pipe never fills
+          out.append(line).append('\n');
+          Matcher m = ETCD_BANNER.matcher(line);
+          if (m.find()) found.complete(m.group(1));
+        }
+      } catch (IOException e) {
+        // the launcher ended
+      }
+      found.completeExceptionally(new IllegalStateException("the etcd launcher exited before its banner:\n" + out));
+    }, "etcd-output");
+    reader.setDaemon(true);
+    reader.start();
+    try {
+      url[0] = found.get(60, TimeUnit.SECONDS);
+      return proc;
+    } catch (Exception e) {
+      proc.destroyForcibly();
+      throw new IllegalStateException("etcd did not start within 60 s; the launcher said:\n" + out, e);
     }
   }
 
   static Cluster start(String... names) throws Exception {
     Path dir = Files.createTempDirectory("sowdb-java-etcd-");
-    int client = freePort();
-    int peer = freePort();
-    String url = "http://127.0.0.1:" + client;
-    String etcdBin = Files.exists(Path.of("/usr/bin/etcd")) ? "/usr/bin/etcd" : "etcd";
-    Process etcd = new ProcessBuilder(etcdBin, "--name=t", "--data-dir=" + dir.resolve("etcd"),
-        "--listen-client-urls=" + url, "--advertise-client-urls=" + url,
-        "--listen-peer-urls=http://127.0.0.1:" + peer, "--initial-advertise-peer-urls=http://127.0.0.1:" + peer,
-        "--initial-cluster=t=http://127.0.0.1:" + peer)
-        .redirectOutput(ProcessBuilder.Redirect.DISCARD).redirectErrorStream(true).start();
-    Cluster cluster = new Cluster(etcd, dir, url);
+    String[] url = new String[1];
+    Process etcd;
     try {
-      HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(1)).build();
-      until(() -> {
-        try {
-          HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(url + "/health"))
-              .timeout(Duration.ofSeconds(1)).build(), HttpResponse.BodyHandlers.ofString());
-          return r.body().contains("\"health\":\"true\"");
-        } catch (Exception e) {
-          if (!etcd.isAlive()) throw new IllegalStateException("etcd exited with " + etcd.exitValue());
-          return false;
-        }
-      }, Duration.ofSeconds(30), "etcd to be healthy");
+      etcd = startEtcd(dir, url);
+    } catch (Exception e) {
+      deleteTree(dir);
+      throw e;
+    }
+    Cluster cluster = new Cluster(etcd, dir, url[0]);
+    try {
       List<Thread> starting = new ArrayList<>();
       List<Exception> failures = new ArrayList<>();
       for (String n : names) {
@@ -194,9 +219,16 @@ final class Cluster implements AutoCloseable {
   public void close() throws Exception {
     stopping = true;
     for (Sowd s : nodes.values()) s.close();
-    etcd.destroy();
-    etcd.waitFor(10, TimeUnit.SECONDS);
-    try (var paths = Files.walk(etcdDir)) {
+    etcd.getOutputStream().close(); // the launcher stops etcd when its stdin closes
+    if (!etcd.waitFor(20, TimeUnit.SECONDS)) {
+      etcd.destroy(); // SIGTERM: the launcher stops etcd too
+      if (!etcd.waitFor(15, TimeUnit.SECONDS)) etcd.destroyForcibly();
+    }
+    deleteTree(etcdDir);
+  }
+
+  private static void deleteTree(Path dir) throws IOException {
+    try (var paths = Files.walk(dir)) {
       paths.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
     }
   }
