@@ -152,7 +152,7 @@ test("keepalives: a connection gone silent fails its subscription in seconds, no
     const c = client({ address: proxy.address, keepaliveMs: 1000, keepaliveTimeoutMs: 1000 });
     const it = c.subscribe("orders")[Symbol.asyncIterator]();
     await eventsUntil(it, (e) => e.kind === "subscribed");
-    proxy.goSilent();
+    await proxy.goSilent();
     const started = Date.now();
     const failed = await (async () => {
       try {
@@ -164,7 +164,7 @@ test("keepalives: a connection gone silent fails its subscription in seconds, no
     assert.ok(failed instanceof SowdbError, `the subscription ended without an error: ${String(failed)}`);
     assert.ok(Date.now() - started < 10_000, `noticed after ${Date.now() - started} ms`);
   } finally {
-    proxy.close();
+    await proxy.close();
   }
 });
 
@@ -321,10 +321,11 @@ test("kill -9 of the primary under sync load: writes go on, each once; subscript
 });
 
 test("a publish whose answer was lost is sent again and applied once (J-4 producer ids)", async () => {
-  // one server behind two proxies, the client's list; while one publish streams, the replies
-  // of its connection are dropped after its first request: the next request is applied but
-  // not answered, the keepalive finds the connection dead, and the client sends what was not
-  // answered again on a new connection
+  // one server behind two proxies, the client's list; while one publish streams, the link turns
+  // slow after its first request (3 s a chunk, either way): the next requests are applied, but
+  // their answers would come after the keepalive (1 s) has found the connection dead, so they
+  // are lost; once the link is fast again, the client sends what was not answered again on a
+  // new connection
   const sowd = await startSowd();
   const proxies = [await SilentProxy.start(sowd.address), await SilentProxy.start(sowd.address)];
   try {
@@ -341,9 +342,10 @@ test("a publish whose answer was lost is sent again and applied once (J-4 produc
     }
     const publishing = c.publish("orders", docs(), { batchSize: 1 });
     await until(() => stored(1), 10_000, "the first request applied");
-    for (const p of proxies) p.dropReplies();
+    await Promise.all(proxies.map((p) => p.slow(3)));
     go();
-    await until(() => stored(3), 10_000, "the requests after the cut applied");
+    await until(() => stored(3), 20_000, "the requests after the slowdown applied");
+    await Promise.all(proxies.map((p) => p.back()));
     const ack = await publishing;
     assert.equal(ack.count, 3); // a duplicate's answer counts the messages it holds
     const replay = check.subscribe<{ orderId: number }>("orders", { bookmark: "0" })[Symbol.asyncIterator]();
@@ -356,7 +358,7 @@ test("a publish whose answer was lost is sent again and applied once (J-4 produc
     const calls = (await check.stats()).server!.rpcs.find((r) => r.rpc.endsWith("/Publish"))?.calls;
     assert.ok(calls !== undefined && calls >= 2n, `the requests were sent again (Publish calls: ${calls})`);
   } finally {
-    for (const p of proxies) p.close();
+    await Promise.all(proxies.map((p) => p.close()));
     await sowd.stop();
   }
 });

@@ -1,19 +1,22 @@
 /**
  * A cluster of real processes for the Node tests (SPEC §13), as tests/cluster/ starts one for the
- * Python tests: Debian's etcd on free ports with its data in a temporary directory, and `sowd`
- * nodes through the one launcher (`python -m sowdb.testing`, see server.ts), each with its own
- * data directory and port, advertising the address it bound.
+ * Python tests, through the project's one launcher of each: etcd by `python -m
+ * sowdb.testing.etcd` (Debian's etcd on free ports, its data in a temporary directory), `sowd`
+ * nodes by `python -m sowdb.testing` (see server.ts), each with its own data directory and
+ * port, advertising the address it bound; and the network faults by the one fault proxy,
+ * `python -m sowdb.testing.faultproxy`. Each stops when its standard input closes, so a test
+ * run that dies leaves none behind.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
+import { createInterface } from "node:readline";
 import { type ClusterNode, createClient } from "@sowdb/client";
 import { until } from "./helpers.ts";
-import { type Sowd, startSowd } from "./server.ts";
+import { type Sowd, python, startSowd } from "./server.ts";
 
-const ETCD = existsSync("/usr/bin/etcd") ? "/usr/bin/etcd" : "etcd";
+const REPO = resolve(import.meta.dirname, "..", "..", "..");
 
 /** The cluster's topics: one keyed topic with history (a sowAndSubscribe resumes as of a
  * bookmark, H-3), and heartbeats every 200 ms. */
@@ -30,66 +33,122 @@ history = { window = "1d" }
 /** Lease TTL of the tests' clusters: a failover takes this plus a loop or two. */
 export const LEASE_TTL_S = 2;
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
+/**
+ * A process of the project's test launchers, `python -m sowdb.testing.MODULE` (cwd the
+ * repository, the interpreter of server.ts): started once it printed the line `banner` matches
+ * (its first group kept), then driven by lines on its standard input, each answered by one line.
+ * It stops when its standard input closes or on SIGTERM, so a test run that dies leaves nothing.
+ */
+class Launched {
+  private readonly proc: ChildProcess;
+  private readonly what: string;
+  /** The commands sent, in order, waiting for their answer line. */
+  private readonly pending: ((line: string) => void)[] = [];
+  /** Everything it printed so far. */
+  private out = "";
+
+  private constructor(proc: ChildProcess, what: string) {
+    this.proc = proc;
+    this.what = what;
+  }
+
+  static async start(module: string, args: string[], banner: RegExp): Promise<[Launched, string]> {
+    const proc = spawn(python(), ["-m", module, ...args], {
+      cwd: REPO,
+      env: { ...process.env, PYTHONUNBUFFERED: "1" },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    const launched = new Launched(proc, module);
+    proc.stdin!.on("error", () => undefined); // a command to one that ended: its answer times out
+    proc.stderr!.on("data", (b: Buffer) => (launched.out += b.toString()));
+    const lines = createInterface({ input: proc.stdout! });
+    const first = await new Promise<string>((resolveLine, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${module} did not start in 60 s:\n${launched.out}`)), 60_000);
+      const exited = (code: number | null) => {
+        clearTimeout(timer);
+        reject(new Error(`${module} exited with ${code}:\n${launched.out}`));
+      };
+      proc.once("exit", exited);
+      lines.on("line", (line) => {
+        launched.out += line + "\n";
+        const m = banner.exec(line);
+        if (m) {
+          clearTimeout(timer);
+          proc.off("exit", exited);
+          resolveLine(m[1]!);
+        } else {
+          launched.pending.shift()?.(line);
+        }
+      });
+    }).catch((e: unknown) => {
+      proc.kill("SIGKILL");
+      throw e;
+    });
+    return [launched, first];
+  }
+
+  /** Sends `command` and resolves with its answer, once it is `expected` (else rejects). */
+  async send(command: string, expected: string): Promise<void> {
+    const answer = new Promise<string>((resolveAnswer, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${this.what}: no answer to ${command}:\n${this.out}`)), 10_000);
+      this.pending.push((line) => {
+        clearTimeout(timer);
+        resolveAnswer(line);
+      });
+    });
+    this.proc.stdin!.write(command + "\n");
+    const line = await answer;
+    if (line !== expected) throw new Error(`${this.what}: ${command} answered ${JSON.stringify(line)}`);
+  }
+
+  /** SIGTERM (SIGKILL after 10 s); resolves once it exited. */
+  async stop(): Promise<void> {
+    if (this.proc.exitCode === null && this.proc.signalCode === null) {
+      const exited = new Promise((r) => this.proc.once("exit", r));
+      this.proc.kill("SIGTERM");
+      const timer = setTimeout(() => this.proc.kill("SIGKILL"), 10_000);
+      await exited;
+      clearTimeout(timer);
+    }
+  }
 }
 
-/** A running etcd of one member. */
+/** A running etcd of one member: the project's one etcd launcher, `python -m sowdb.testing.etcd`
+ * (free client and peer ports on 127.0.0.1, its data and log in a temporary directory), once
+ * healthy. */
 export class Etcd {
   readonly url: string;
-  private readonly proc: ChildProcess;
+  private readonly launcher: Launched;
   private readonly dir: string;
 
-  private constructor(url: string, proc: ChildProcess, dir: string) {
+  private constructor(url: string, launcher: Launched, dir: string) {
     this.url = url;
-    this.proc = proc;
+    this.launcher = launcher;
     this.dir = dir;
   }
 
   static async start(): Promise<Etcd> {
     const dir = mkdtempSync(join(tmpdir(), "sowdb-etcd-"));
-    const [client, peer] = [await freePort(), await freePort()];
-    const url = `http://127.0.0.1:${client}`;
-    const proc = spawn(
-      ETCD,
-      [
-        "--name=t",
-        `--data-dir=${join(dir, "etcd")}`,
-        `--listen-client-urls=${url}`,
-        `--advertise-client-urls=${url}`,
-        `--listen-peer-urls=http://127.0.0.1:${peer}`,
-        `--initial-advertise-peer-urls=http://127.0.0.1:${peer}`,
-        `--initial-cluster=t=http://127.0.0.1:${peer}`,
-      ],
-      { stdio: "ignore" },
-    );
-    const etcd = new Etcd(url, proc, dir);
-    await until(
-      async () => {
-        if (proc.exitCode !== null) throw new Error(`etcd exited with ${proc.exitCode}`);
-        try {
-          const reply = await fetch(`${url}/health`, { signal: AbortSignal.timeout(1000) });
-          return ((await reply.json()) as { health?: string }).health === "true";
-        } catch {
-          return false;
-        }
-      },
-      30_000,
-      "etcd to be healthy",
-    );
-    return etcd;
+    try {
+      const [launcher, url] = await Launched.start("sowdb.testing.etcd", ["--dir", dir], /^etcd listening on (\S+)/);
+      return new Etcd(url, launcher, dir);
+    } catch (e) {
+      rmSync(dir, { recursive: true, force: true });
+      throw e;
+    }
+  }
+
+  /** SIGSTOP: etcd holds every request (a cluster without etcd); {@link resume} undoes it. */
+  pause(): Promise<void> {
+    return this.launcher.send("pause", "ok");
+  }
+
+  resume(): Promise<void> {
+    return this.launcher.send("resume", "ok");
   }
 
   async stop(): Promise<void> {
-    if (this.proc.exitCode === null && this.proc.signalCode === null) {
-      const exited = new Promise((r) => this.proc.once("exit", r));
-      this.proc.kill("SIGTERM");
-      await exited;
-    }
+    await this.launcher.stop(); // it resumes etcd, should it be paused, and stops it
     rmSync(this.dir, { recursive: true, force: true });
   }
 }
@@ -197,59 +256,51 @@ lease_ttl = "${LEASE_TTL_S}s"
   }
 }
 
-/** A TCP proxy to `target` that can go silent (a partition, a blackholed host): it keeps its
- * connections open but passes nothing more on them, either way or only the server's replies (a
- * request applied whose answer is lost); connections made after that pass as usual. */
+/**
+ * A TCP proxy to `target` that can go silent (a partition, a blackholed host) or slow: the
+ * project's one fault proxy, `python -m sowdb.testing.faultproxy`. Each change is in effect once
+ * its promise resolves (the proxy answered `ok MODE`).
+ */
 export class SilentProxy {
   readonly address: string;
-  private readonly server: import("node:net").Server;
-  /** Per connection: [client to server passes, server to client passes]. */
-  private readonly open = new Map<import("node:net").Socket, [boolean, boolean]>();
+  private readonly launcher: Launched;
 
-  private constructor(address: string, server: import("node:net").Server) {
+  private constructor(address: string, launcher: Launched) {
     this.address = address;
-    this.server = server;
+    this.launcher = launcher;
   }
 
   static async start(target: string): Promise<SilentProxy> {
-    const { connect } = await import("node:net");
-    const [host, port] = [target.slice(0, target.lastIndexOf(":")), Number(target.slice(target.lastIndexOf(":") + 1))];
-    const holder: { proxy?: SilentProxy } = {};
-    const server = createServer((inbound) => {
-      const outbound = connect(port, host);
-      const passes: [boolean, boolean] = [true, true];
-      holder.proxy!.open.set(inbound, passes);
-      inbound.on("data", (b) => passes[0] && outbound.write(b));
-      outbound.on("data", (b) => passes[1] && inbound.write(b));
-      for (const [a, b] of [
-        [inbound, outbound],
-        [outbound, inbound],
-      ] as const) {
-        a.on("error", () => b.destroy());
-        a.on("close", () => {
-          b.destroy();
-          holder.proxy!.open.delete(inbound);
-        });
-      }
-    });
-    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-    const proxy = new SilentProxy(`127.0.0.1:${(server.address() as { port: number }).port}`, server);
-    holder.proxy = proxy;
-    return proxy;
+    const [launcher, address] = await Launched.start(
+      "sowdb.testing.faultproxy",
+      ["--target", target],
+      /^proxy listening on (\S+)/,
+    );
+    return new SilentProxy(address, launcher);
   }
 
-  /** On the connections open now, nothing passes any more. */
-  goSilent(): void {
-    for (const passes of this.open.values()) passes[0] = passes[1] = false;
+  /** Nothing passes any more, either way, on its connections open now or made later; they are
+   * kept open, with no error (`blackhole`: what is sent meanwhile is held until {@link back}). */
+  goSilent(): Promise<void> {
+    return this.launcher.send("blackhole", "ok blackhole");
   }
 
-  /** On the connections open now, the server's replies are dropped (requests still pass). */
-  dropReplies(): void {
-    for (const passes of this.open.values()) passes[1] = false;
+  /** Every chunk passes, either way, `delayS` seconds late (`forward DELAY_S`). */
+  slow(delayS: number): Promise<void> {
+    return this.launcher.send(`forward ${delayS}`, "ok forward");
   }
 
-  close(): void {
-    for (const s of this.open.keys()) s.destroy();
-    this.server.close();
+  /** Bytes pass again at once (`forward`), what was held included. */
+  back(): Promise<void> {
+    return this.launcher.send("forward", "ok forward");
+  }
+
+  /** Its connections are closed, and new ones as soon as accepted (`cut`). */
+  cut(): Promise<void> {
+    return this.launcher.send("cut", "ok cut");
+  }
+
+  close(): Promise<void> {
+    return this.launcher.stop();
   }
 }
