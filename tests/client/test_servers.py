@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from sowdb_api.v1 import sow_pb2 as pb
-from sowdb_client import Client, InvalidArgumentError, SowdbError, UnavailableError
+from sowdb_client import Client, DataLossError, InvalidArgumentError, SowdbError, UnavailableError
 from sowdb_client.errors import FailedPreconditionError
 from sowdb_client.events import Event
 from sowdb_client.publishing import PublishTally, publish_requests
@@ -94,15 +94,15 @@ def test_a_client_s_producer_serves_one_call_at_a_time_and_its_sequence_rises() 
         assert given == {"producer_id": "mine"}
 
 
-def record(bookmark: int) -> Record:
-    return Record("t", str(bookmark), bookmark, 0, b"{}")
+def record(bookmark: int, timestamp_us: int = 0) -> Record:
+    return Record("t", str(bookmark), bookmark, timestamp_us, b"{}")
 
 
 def test_a_resumed_subscription_shows_nothing_twice_and_refuses_a_node_behind() -> None:
     resume = Resume(pb.SubscribeRequest(topic="t"))
     assert resume.admit(Event("subscribed", bookmark=5)) is not None
     assert resume.admit(Event("publish", (record(6), record(7)))) is not None
-    assert resume.resumed_request().bookmark == "7"
+    assert resume.resumed_request().bookmark == "6"  # one earlier: record 7 must come again
     with pytest.raises(UnavailableError, match="before 7"):
         resume.admit(Event("subscribed", bookmark=6))
     assert resume.admit(Event("subscribed", bookmark=9)) is None  # not shown again
@@ -116,6 +116,27 @@ def test_a_resumed_subscription_shows_nothing_twice_and_refuses_a_node_behind() 
     timed = Resume(pb.SubscribeRequest(topic="t"), deadline=True)
     with pytest.raises(SowdbError):
         timed.judged(SowdbError(grpc.StatusCode.DEADLINE_EXCEEDED, "its timeout"))
+
+
+def test_a_resumed_subscription_ends_when_the_new_node_holds_another_record_there() -> None:
+    """After a failover the new node's entry at the last delivered bookmark is another write (an
+    async primary showed what no replica had): DATA_LOSS, never a silent skip of its writes."""
+    resume = Resume(pb.SubscribeRequest(topic="t"))
+    resume.admit(Event("subscribed", bookmark=5))
+    resume.admit(Event("publish", (record(6, 100), record(7, 100))))
+    assert resume.resumed_request().bookmark == "6"
+    resume.admit(Event("subscribed", bookmark=9))
+    with pytest.raises(DataLossError, match="delivered bookmark 7") as caught:
+        resume.admit(Event("publish", (record(7, 250), record(8, 250))))
+    assert caught.value.reason == "SUBSCRIPTION_FORKED"
+    again = Resume(pb.SubscribeRequest(topic="t"))  # the same record again: it goes on after it
+    again.admit(Event("subscribed", bookmark=5))
+    again.admit(Event("publish", (record(7, 100),)))
+    again.resumed_request()
+    again.admit(Event("subscribed", bookmark=9))
+    shown = again.admit(Event("publish", (record(7, 100), record(8, 250))))
+    assert shown is not None
+    assert [r.bookmark for r in shown.records] == [8]
 
 
 def test_a_keepalive_faster_than_the_server_accepts_is_refused() -> None:
