@@ -236,8 +236,8 @@ func TestMirrorMergesDeltas(t *testing.T) {
 	}
 }
 
-// A connection gone silent (a partition: no FIN, no RST) fails its subscription within the
-// keepalive interval and timeout, instead of never.
+// A connection gone silent (a partition: no FIN, no RST; the project's fault proxy in blackhole)
+// fails its subscription within the keepalive interval and timeout, instead of never.
 func TestKeepalivesFailASubscriptionWhoseServerWentSilent(t *testing.T) {
 	proxy := sowdtest.StartProxy(t, server(t))
 	c := newClient(t, proxy.Address, sowdb.WithKeepalive(10*time.Second, 2*time.Second))
@@ -250,7 +250,7 @@ func TestKeepalivesFailASubscriptionWhoseServerWentSilent(t *testing.T) {
 			break
 		}
 		if _, ok := ev.(*sowdb.SubscribedEvent); ok {
-			proxy.GoSilent()
+			proxy.GoSilent(t)
 			silentAt = time.Now()
 		}
 	}

@@ -3,11 +3,7 @@ package sowdtest
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -21,8 +17,8 @@ import (
 )
 
 // A cluster of real processes for the Go tests (SPEC §13), as tests/cluster/ and the Node SDK's
-// test/cluster.ts start one: Debian's etcd on free ports with its data in a temporary directory,
-// and sowd nodes through the one launcher (Start), each with its own data directory and port,
+// test/cluster.ts start one: etcd through the project's one etcd launcher (StartEtcd), and sowd
+// nodes through the one sowd launcher (Start), each with its own data directory and port,
 // advertising the address it bound.
 
 // ClusterTopics is the cluster's topics: one keyed topic with history (a SowAndSubscribe
@@ -40,55 +36,33 @@ history = { window = "1d" }
 // LeaseTTL is the lease of the tests' clusters: a failover takes this plus a loop or two.
 const LeaseTTL = 2 * time.Second
 
-// Etcd is a running etcd of one member.
+// Etcd is a running etcd of one member, from the project's one etcd launcher.
 type Etcd struct {
 	URL string
-	cmd *exec.Cmd
+	l   *launched
 }
 
-func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+var etcdBanner = regexp.MustCompile(`^etcd listening on (\S+)$`)
 
-// StartEtcd starts etcd (/usr/bin/etcd, else etcd on PATH) and waits until it is healthy; the
-// test's cleanup stops it.
+// StartEtcd starts etcd through `python -m sowdb.testing.etcd` (Debian's etcd on free ports of
+// 127.0.0.1, its data and log in a temporary directory), which prints its URL once etcd is
+// healthy; the test's cleanup closes the launcher's standard input, on which it stops etcd.
 func StartEtcd(t testing.TB) *Etcd {
 	t.Helper()
-	bin := "/usr/bin/etcd"
-	if _, err := os.Stat(bin); err != nil {
-		bin = "etcd"
-	}
-	dir := t.TempDir()
-	client, peer := freePort(t), freePort(t)
-	url := fmt.Sprintf("http://127.0.0.1:%d", client)
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peer)
-	cmd := exec.Command(bin, "--name=t", "--data-dir="+filepath.Join(dir, "etcd"),
-		"--listen-client-urls="+url, "--advertise-client-urls="+url,
-		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL, "--initial-cluster=t="+peerURL)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("etcd: %v", err)
-	}
-	e := &Etcd{URL: url, cmd: cmd}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := (&http.Client{Timeout: time.Second}).Get(url + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return e
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("etcd at %s is not healthy after 30 s: %v", url, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	l, url := launch(t, "sowdb.testing.etcd", etcdBanner, "--dir", t.TempDir())
+	return &Etcd{URL: url, l: l}
+}
+
+// Pause stops etcd (SIGSTOP): it answers nothing until Resume.
+func (e *Etcd) Pause(t testing.TB) {
+	t.Helper()
+	e.l.command(t, "pause", "ok")
+}
+
+// Resume continues a paused etcd (SIGCONT).
+func (e *Etcd) Resume(t testing.TB) {
+	t.Helper()
+	e.l.command(t, "resume", "ok")
 }
 
 // Cluster is etcd and the sowd nodes started on it.
@@ -164,11 +138,17 @@ func (c *Cluster) Own(name string) *pb.ClusterNode {
 }
 
 // Settled waits for a primary among names whose ClusterStatus lists them all (its replicas
-// follow it), and returns it.
+// follow it), and returns it. A node that stopped to cut its forked journal, or to install a
+// copied checkpoint, "at its next start" (with sync_replicas = 1 the replica outside the sync set
+// may hold entries the promoted member never got) is started again on its address and data, as
+// a supervisor would: the Python and Node harnesses do the same.
 func (c *Cluster) Settled(t testing.TB, names ...string) string {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
+		for _, n := range names {
+			c.restartIfStopped(t, n)
+		}
 		for _, n := range names {
 			if own := c.Own(n); own != nil && own.GetRole() == "primary" && c.lists(n) == len(names) {
 				return n
@@ -186,6 +166,33 @@ func (c *Cluster) Settled(t testing.TB, names ...string) string {
 	}
 	t.Fatalf("no settled primary among %v in 30 s: %s", names, strings.Join(seen, ", "))
 	return ""
+}
+
+// restartIfStopped starts node name again when it exited saying it does so at its next start.
+func (c *Cluster) restartIfStopped(t testing.TB, name string) {
+	c.mu.Lock()
+	old := c.Nodes[name]
+	c.mu.Unlock()
+	if old == nil {
+		return
+	}
+	select {
+	case <-old.Exited():
+	default:
+		return
+	}
+	out := old.Output()
+	if !strings.Contains(out, "forked after bookmark") && !strings.Contains(out, "at its next start") {
+		return
+	}
+	again := Start(t, Options{
+		Config:  c.Config(),
+		DataDir: old.DataDir,
+		Args:    []string{"--node", name, "--listen", old.Address, "--advertise", "127.0.0.1:0"},
+	})
+	c.mu.Lock()
+	c.Nodes[name] = again
+	c.mu.Unlock()
 }
 
 func (c *Cluster) lists(name string) int {

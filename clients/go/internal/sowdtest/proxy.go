@@ -1,82 +1,49 @@
 package sowdtest
 
 import (
-	"io"
-	"net"
-	"sync"
-	"sync/atomic"
+	"fmt"
+	"regexp"
 	"testing"
 )
 
-// SilentProxy is a TCP proxy to a server that can go silent, as a partition or a blackholed host
-// does: it keeps its connections open but passes nothing more on them, either way, so that only
-// keepalives can tell the client that its server is gone.
-type SilentProxy struct {
+// Proxy is a TCP proxy to a server, through the project's one fault proxy (`python -m
+// sowdb.testing.faultproxy`), whose link can go slow, silent or broken on demand. Silent is a
+// partition or a blackholed host: the connections stay open but no byte passes, either way, so
+// that only keepalives can tell the client that its server is gone.
+type Proxy struct {
 	Address string
-	silent  atomic.Bool
-	l       net.Listener
-	mu      sync.Mutex
-	conns   []net.Conn
+	l       *launched
 }
 
-// StartProxy starts a proxy to target; the test's cleanup closes it and its connections.
-func StartProxy(t testing.TB, target string) *SilentProxy {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &SilentProxy{Address: l.Addr().String(), l: l}
-	go func() {
-		for {
-			in, err := l.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, in, out)
-			p.mu.Unlock()
-			go p.pass(in, out)
-			go p.pass(out, in)
-		}
-	}()
-	t.Cleanup(p.Close)
-	return p
+var proxyBanner = regexp.MustCompile(`^proxy listening on (\S+)$`)
+
+// StartProxy starts a proxy to target (HOST:PORT), forwarding; the test's cleanup closes the
+// launcher's standard input, on which it closes the proxy and its connections.
+func StartProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	l, address := launch(t, "sowdb.testing.faultproxy", proxyBanner, "--target", target)
+	return &Proxy{Address: address, l: l}
 }
 
-// pass copies from one side to the other while the proxy is not silent; once silent, what
-// arrives is read and dropped (the connection stays open, nothing comes through).
-func (p *SilentProxy) pass(from, to net.Conn) {
-	buf := make([]byte, 32*1024)
-	for {
-		n, err := from.Read(buf)
-		if n > 0 && !p.silent.Load() {
-			if _, werr := to.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			if err != io.EOF && !p.silent.Load() {
-				to.Close()
-			}
-			return
-		}
-	}
+// GoSilent makes every connection pass nothing more, either way, and keeps them open (the
+// proxy's blackhole); it returns once that is in effect.
+func (p *Proxy) GoSilent(t testing.TB) {
+	t.Helper()
+	p.l.command(t, "blackhole", "ok blackhole")
 }
 
-// GoSilent makes every connection pass nothing more, either way.
-func (p *SilentProxy) GoSilent() { p.silent.Store(true) }
+// Forward lets bytes pass again, each chunk after delay seconds (0: at once); what was held
+// while silent flows on.
+func (p *Proxy) Forward(t testing.TB, delay float64) {
+	t.Helper()
+	p.l.command(t, fmt.Sprintf("forward %g", delay), "ok forward")
+}
+
+// Cut closes every connection, and each new one as soon as it is accepted.
+func (p *Proxy) Cut(t testing.TB) {
+	t.Helper()
+	p.l.command(t, "cut", "ok cut")
+}
 
 // Close ends the proxy and its connections.
-func (p *SilentProxy) Close() {
-	p.l.Close()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-}
+func (p *Proxy) Close() { p.l.stop() }

@@ -2,7 +2,9 @@
 // Python tests, the benchmarks and the Node tests, `python -m sowdb.testing`: port 0, a temporary
 // data directory, a test config (tests/topics.toml unless told). The launcher prints sowd's
 // output, the `listening on` banner included, and stops sowd on SIGTERM or when its standard
-// input closes, so that a test binary that dies leaves no server behind.
+// input closes, so that a test binary that dies leaves no server behind. etcd and the TCP fault
+// proxy come the same way, from the project's one launcher of each (`python -m
+// sowdb.testing.etcd`, `python -m sowdb.testing.faultproxy`; cluster.go, proxy.go).
 //
 // The Python interpreter is $SOWDB_PYTHON, else the repository's .venv/bin/python.
 package sowdtest
@@ -43,6 +45,16 @@ func Python() string {
 		return p
 	}
 	return filepath.Join(Repo, ".venv", "bin", "python")
+}
+
+// pythonModule is `python -m module args...` in the repository's root, with this checkout's
+// server and Python SDK first on the path (a venv shared between checkouts may point elsewhere).
+func pythonModule(module string, args ...string) *exec.Cmd {
+	cmd := exec.Command(Python(), append([]string{"-m", module}, args...)...)
+	cmd.Dir = Repo
+	pythonPath := filepath.Join(Repo, "server") + string(os.PathListSeparator) + filepath.Join(Repo, "clients", "python")
+	cmd.Env = append(os.Environ(), "PYTHONUNBUFFERED=1", "PYTHONPATH="+pythonPath)
+	return cmd
 }
 
 // Sowd is one running server.
@@ -98,11 +110,8 @@ func Start(t testing.TB, o Options) *Sowd {
 	if o.Until != nil {
 		until = o.Until
 	}
-	cmd := exec.Command(Python(), append([]string{"-m", "sowdb.testing", "--data-dir", o.DataDir, "--config", cfg}, o.Args...)...)
-	cmd.Dir = Repo
-	// this checkout's server and Python SDK first (a venv shared between checkouts may point elsewhere)
-	pythonPath := filepath.Join(Repo, "server") + string(os.PathListSeparator) + filepath.Join(Repo, "clients", "python")
-	cmd.Env = append(append(os.Environ(), "PYTHONUNBUFFERED=1", "PYTHONPATH="+pythonPath), o.Env...)
+	cmd := pythonModule("sowdb.testing", append([]string{"--data-dir", o.DataDir, "--config", cfg}, o.Args...)...)
+	cmd.Env = append(cmd.Env, o.Env...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
