@@ -16,10 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sowdb.server import SowServer
 from sowdb_client import FailedPreconditionError, Mirror, PermissionDeniedError
 from tests.security.conftest import ROLES, TOPICS, USERS, Secured, StartSecured, secured_config
-from tests.support import take
+from tests.support import serving, take
 
 EU = "/region = 'eu'"
 VIEWS: list[dict[str, Any]] = [
@@ -267,9 +266,7 @@ def test_the_restricted_view_is_the_join_of_the_filtered_topics(ops: list[tuple[
 
 async def _random_run(ops: list[tuple[str, int, Any]]) -> None:
     with tempfile.TemporaryDirectory() as home:
-        server = SowServer(secured_config(Path(home), topics=ROW_TOPICS, roles=ROW_ROLES, users=ROW_USERS))
-        await server.start()
-        try:
+        async with serving(secured_config(Path(home), topics=ROW_TOPICS, roles=ROW_ROLES, users=ROW_USERS)) as server:
             s = Secured(server)
             async with s.client("eu") as eu, s.client("admin") as admin:
                 await admin.publish("clients", CLIENTS)
@@ -293,8 +290,6 @@ async def _random_run(ops: list[tuple[str, int, Any]]) -> None:
                     assert await rows(eu, view) == want[view], view
                     await _follow(streams[view], mirrors[view], want[view])
                     streams[view].cancel()
-        finally:
-            await server.stop(grace=0)
 
 
 async def _follow(stream: Any, mirror: Mirror, want: list[dict[str, Any]]) -> None:
