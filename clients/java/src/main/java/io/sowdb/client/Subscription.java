@@ -17,7 +17,11 @@ import java.util.function.Function;
  * <p>Over a server list, a {@code subscribe} resumes by itself when its server fails (HA-5): from
  * the last bookmark it delivered, on a node that has applied it, with no gap and no duplicate
  * (records at or before that bookmark are dropped; the new stream's own {@code subscribed} is
- * not shown again), as the Python SDK's {@code Resume} does.
+ * not shown again), as the Python SDK's {@code Resume} does. It asks from one bookmark earlier,
+ * and the first record must be the last one delivered (same bookmark and timestamp): after an
+ * {@code async} failover the new primary may hold its own writes at bookmarks the dead one had
+ * shown, and going on after the old bookmark would skip them silently. Such a subscription ends
+ * with {@code DATA_LOSS}, reason {@code SUBSCRIPTION_FORKED}, as in every SDK.
  */
 public final class Subscription implements Iterator<Event>, Iterable<Event>, AutoCloseable {
   /** An open call: its events and the context whose cancellation ends it. */
@@ -82,7 +86,7 @@ public final class Subscription implements Iterator<Event>, Iterable<Event>, Aut
       }
       if (error != null) {
         if (current != null) current.context().cancel(null);
-        if (!reopens) {
+        if (!reopens || FORKED.equals(error.reason())) {
           ended = true;
           throw error;
         }
@@ -110,11 +114,17 @@ public final class Subscription implements Iterator<Event>, Iterable<Event>, Aut
     if (c != null) c.context().cancel(null);
   }
 
+  /** The reason of the error that ends a subscription resumed on another history. */
+  static final String FORKED = "SUBSCRIPTION_FORKED";
+
   /** What a subscription delivered, to resume it elsewhere with no gap and no duplicate. */
   static final class Resume {
     final SubscribeRequest request;
     final boolean deadline;
     long bookmark;
+    private long delivered; // the bookmark of the last record delivered (0: none yet)
+    private java.time.Instant deliveredAt; // and its timestamp
+    private boolean verify; // the resumed stream's first record must be that one again
     private boolean resumed;
     private boolean subscribed;
     private boolean completed;
@@ -129,7 +139,9 @@ public final class Subscription implements Iterator<Event>, Iterable<Event>, Aut
     SubscribeRequest resumedRequest() {
       if (!subscribed) return request;
       resumed = true;
-      return request.toBuilder().setBookmark(Long.toUnsignedString(bookmark)).build();
+      verify = delivered != 0 && delivered == bookmark;
+      long from = verify ? bookmark - 1 : bookmark;
+      return request.toBuilder().setBookmark(Long.toUnsignedString(from)).build();
     }
 
     /** A node that refuses the resume point as "after the latest" is behind: try another. */
@@ -162,14 +174,32 @@ public final class Subscription implements Iterator<Event>, Iterable<Event>, Aut
         }
         default -> {}
       }
-      if (resumed && (e.kind() == Event.Kind.PUBLISH || e.kind() == Event.Kind.DELETED || e.kind() == Event.Kind.OOF)) {
+      boolean records = e.kind() == Event.Kind.PUBLISH || e.kind() == Event.Kind.DELETED || e.kind() == Event.Kind.OOF;
+      if (records && verify) {
+        verify = false;
+        Record again = e.records().isEmpty() ? null : e.records().get(0);
+        if (again == null || again.bookmark() != bookmark || !again.timestamp().equals(deliveredAt)) {
+          throw SowdbException.of(Status.Code.DATA_LOSS,
+              "this subscription delivered bookmark " + Long.toUnsignedString(bookmark) + " from a node that then "
+                  + "failed, and the cluster holds another entry there ("
+                  + (again == null ? "none" : "bookmark " + Long.toUnsignedString(again.bookmark()))
+                  + " comes first): what it delivered last was never replicated nor acknowledged to its publisher; "
+                  + "subscribe again for the cluster's state",
+              List.of(), FORKED, Map.of(), null);
+        }
+      }
+      if (resumed && records) {
         List<Record> kept = e.records().stream().filter(r -> Long.compareUnsigned(r.bookmark(), bookmark) > 0).toList();
         if (kept.isEmpty()) return null;
         e = e.withRecords(kept);
       }
       if (e.kind() == Event.Kind.PUBLISH || e.kind() == Event.Kind.DELETED) {
         for (Record r : e.records()) {
-          if (Long.compareUnsigned(r.bookmark(), bookmark) > 0) bookmark = r.bookmark();
+          if (Long.compareUnsigned(r.bookmark(), bookmark) >= 0) { // (the placement point may be a record's)
+            bookmark = r.bookmark();
+            delivered = r.bookmark();
+            deliveredAt = r.timestamp();
+          }
         }
       }
       return e;
