@@ -363,6 +363,19 @@ def test_a_primary_read_never_trusts_a_stale_primary(cluster: Cluster) -> None:
     assert n2 in (refused.value.details() or "")
 
 
+def _async_pair_holding_ten(two: Cluster) -> list[str]:
+    """n1 leading and n2 following, both holding bookmarks 1..10 (ids 0..9); their addresses."""
+    two.start("n1")
+    assert two.primary() == "n1"
+    two.start("n2")
+    until(lambda: len(two.status("n1")) == 2)
+    servers = [two.nodes["n1"].target, two.nodes["n2"].target]
+    with Client(servers) as c:
+        c.publish("orders", [{"id": i} for i in range(10)])
+    until(lambda: two.own("n2").applied_bookmark >= 10)
+    return servers
+
+
 def test_an_async_failover_never_lets_a_resumed_subscription_skip_the_new_primarys_writes(
     tmp_path: Path, etcd: EtcdServer
 ) -> None:
@@ -372,14 +385,7 @@ def test_an_async_failover_never_lets_a_resumed_subscription_skip_the_new_primar
     1,309 and 7,093 such records): it must end with DATA_LOSS ``SUBSCRIPTION_FORKED`` instead."""
     two = Cluster(tmp_path, etcd, ack="async")
     try:
-        two.start("n1")
-        assert two.primary() == "n1"
-        two.start("n2")
-        until(lambda: len(two.status("n1")) == 2)
-        servers = [two.nodes["n1"].target, two.nodes["n2"].target]
-        with Client(servers) as c:
-            c.publish("orders", [{"id": i} for i in range(10)])  # bookmarks 1..10, on both nodes
-        until(lambda: two.own("n2").applied_bookmark >= 10)
+        servers = _async_pair_holding_ten(two)
         delivered: list[tuple[int, int]] = []
         outcome: list[object] = []
 
@@ -436,14 +442,7 @@ def test_a_replica_promoted_under_async_shows_its_subscribers_its_own_writes(tmp
     so the new primary's subscribers never saw a write it acknowledged."""
     two = Cluster(tmp_path, etcd, ack="async")
     try:
-        two.start("n1")
-        assert two.primary() == "n1"
-        two.start("n2")
-        until(lambda: len(two.status("n1")) == 2)
-        servers = [two.nodes["n1"].target, two.nodes["n2"].target]
-        with Client(servers) as c:
-            c.publish("orders", [{"id": i} for i in range(10)])
-        until(lambda: two.own("n2").applied_bookmark >= 10)
+        servers = _async_pair_holding_ten(two)
         two.nodes["n1"].kill()
         until(lambda: two.own("n2").role == "primary", within=TTL + 30)
         got: list[int] = []
