@@ -98,25 +98,23 @@ class Dcs:
 
     async def snapshot(self) -> ClusterView:
         """Every key of the cluster in one linearizable read."""
-        view: dict[str, object] = {}
+        leader, lease, sync, sync_revision, switchover_to = None, 0, None, 0, ""
         eligible: dict[str, bool] = {}
         applied: dict[str, int] = {}
         for key, kv in await self.etcd.get_prefix(self.prefix):
             name = key[len(self.prefix) :].decode()
             if key == self.leader_key:
                 record = json.loads(kv.value)
-                view["leader"] = Leader(str(record["node"]), str(record["advertise"]), kv.create_revision)
-                view["leader_lease"] = kv.lease
+                leader, lease = Leader(str(record["node"]), str(record["advertise"]), kv.create_revision), kv.lease
             elif key == self.sync_key:
-                view["sync"], view["sync_revision"] = SyncRecord.decode(kv.value), kv.mod_revision
+                sync, sync_revision = SyncRecord.decode(kv.value), kv.mod_revision
             elif key == self.switchover_key:
-                view["switchover_to"] = str(json.loads(kv.value).get("to", ""))
+                switchover_to = str(json.loads(kv.value).get("to", ""))
             elif name.startswith("members/"):
                 eligible[name[len("members/") :]] = bool(json.loads(kv.value).get("eligible"))
             elif name.startswith("applied/"):
                 applied[name[len("applied/") :]] = int(kv.value)
-        view["eligible"], view["applied"] = eligible, applied
-        return ClusterView(**view)  # type: ignore[arg-type]
+        return ClusterView(leader, lease, eligible, applied, sync, sync_revision, switchover_to)
 
     async def leader(self) -> KeyValue | None:
         """The leader key alone (a switchover waiting for the target to take it; the keeper)."""
