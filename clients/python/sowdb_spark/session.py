@@ -14,8 +14,10 @@ import os
 import signal
 import sys
 import threading
+import time
 from types import FrameType
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
@@ -74,6 +76,26 @@ def job_session(master: str, app: str) -> SparkSession:
     return session(master, app, **{"spark.ui.showConsoleProgress": "true"})
 
 
+ABORT_LOGGERS = ("org.apache.spark.sql.execution.datasources.v2.WriteToDataSourceV2Exec",)
+"""Where Spark reports a micro-batch's write aborted: on Ctrl-C that abort is the user's wish."""
+
+
+def _stop_quietly(query: StreamingQuery, settle_s: float = 5.0) -> None:
+    """Stop ``query`` after its micro-batch in flight, if one is, has finished (up to
+    ``settle_s``); a batch still writing is then aborted by the stop, which Spark would report
+    on two ERROR lines ("is aborting", "aborted") after the job's own start lines, though
+    nothing failed: the user asked for it. So those loggers are silenced first."""
+    give_up = time.monotonic() + settle_s
+    while query.status.get("isTriggerActive") and time.monotonic() < give_up:
+        time.sleep(0.05)
+    jvm = SparkContext._jvm
+    if jvm is not None:
+        log4j = jvm.org.apache.logging.log4j
+        for name in ABORT_LOGGERS:
+            log4j.core.config.Configurator.setLevel(name, log4j.Level.OFF)
+    query.stop()
+
+
 def until_stopped(query: StreamingQuery, poll_s: int = 1) -> int:
     """Wait for a streaming query to end: 0 when it ends by itself; on Ctrl-C (SIGINT) stop it,
     print ``stopped (Ctrl-C)`` on stderr and return :data:`INTERRUPTED`.
@@ -98,7 +120,7 @@ def until_stopped(query: StreamingQuery, poll_s: int = 1) -> int:
         while not interrupted.is_set():
             if query.awaitTermination(poll_s):
                 return 0
-        query.stop()
+        _stop_quietly(query)
     finally:
         signal.signal(signal.SIGINT, previous)
     print("stopped (Ctrl-C)", file=sys.stderr, flush=True)
