@@ -329,7 +329,7 @@ class Resume:
     the new primary then replaced with its own writes at the same bookmarks. Resuming after the
     old bookmark would silently skip those acknowledged writes, so such a subscription ends with
     :class:`DataLossError` (reason ``SUBSCRIPTION_FORKED``) instead: subscribe again (a query
-    and its live changes) for the cluster's state. The Node SDK does the same.
+    and its live changes) for the cluster's state. The Node, Go and Java SDKs do the same.
     """
 
     def __init__(self, request: pb.SubscribeRequest, *, deadline: bool = False) -> None:
