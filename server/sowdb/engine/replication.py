@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from sowdb.config import Config
 from sowdb.engine.access import EVERYONE
 from sowdb.engine.journal import rebuild
+from sowdb.engine.write import Refreshed
 from sowdb.storage.epochs import EpochStart, begin_epoch, epoch_history, write_epoch_history
 from sowdb.storage.keys import JournalEntry
 
@@ -24,9 +25,6 @@ if TYPE_CHECKING:
     from sowdb.engine.engine import Acknowledge, Engine
 
 __all__ = ["EpochStart", "JournalEntry", "ReplicationPort", "rebuild"]
-
-Refreshed = Callable[[str, int, int], None]
-"""Told of each conflated topic's refresh: (topic, bookmark it follows, time in µs)."""
 
 
 class ReplicationPort:

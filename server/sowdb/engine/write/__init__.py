@@ -6,6 +6,7 @@ carries applied changes to the live registry, pages and derived topics; ``Stages
 ``read`` and ``live``.
 """
 
+from sowdb.engine.write.conflation import Refreshed
 from sowdb.engine.write.fanout import FanOut
 from sowdb.engine.write.messages import InMessage
 from sowdb.engine.write.staging import StageBuilder, Stages
@@ -14,6 +15,7 @@ from sowdb.engine.write.writer import Writer
 __all__ = [
     "FanOut",
     "InMessage",
+    "Refreshed",
     "StageBuilder",
     "Stages",
     "Writer",
