@@ -42,6 +42,7 @@ from bench_server import _orders, _rss_mb  # a sibling script, not a package
 from sowdb.api.wire import record_element, records_frame
 from sowdb.config import config_from_dict
 from sowdb.engine import Engine, InMessage, QueryOptions, RecordBatch
+from sowdb.engine.state.arena_topic import ArenaTopic
 from sowdb.engine.state.sow_topic import SowTopic
 from sowdb.storage import Store
 
@@ -85,8 +86,22 @@ def _values(data: Any) -> Iterable[Any]:
 
 
 def breakdown(topic: SowTopic) -> Sizes:
-    recs = list(topic.records.values())
+    """What one topic holds: its arena's files by kind (the pages the RAM file system holds for
+    them), its indexes and columns, and the Python objects left per record."""
     s = Sizes()
+    if isinstance(topic, ArenaTopic):
+        for path in sorted(topic.store.arena.directory.iterdir()):
+            kind = path.name.rstrip("0123456789.-")
+            s.bytes[f"arena: {kind} files"] = s.bytes.get(f"arena: {kind} files", 0) + path.stat().st_blocks * 512
+        for index in topic.slot_indexes.values():
+            s.bytes[f"hash index {index.path}: codes by slot"] = index.by_slot.nbytes
+            s.add(f"hash index {index.path}: its terms", [index.codes, *index.codes])
+        if topic.columns is not None:
+            columns = topic.columns.by_path.values()
+            s.bytes["columns"] = sum(c.kind.nbytes + c.num.nbytes + c.code.nbytes for c in columns)
+        s.add("the history's past versions", topic._past.values())
+        return s
+    recs = list(topic.records.values())
     s.add("StoredRecord objects", recs)
     # the decoded documents held: the recent versions' (StoredRecord.kept); before issue 30, every record's
     held = [d for d in (r.kept if hasattr(r, "kept") else r.data for r in recs) if d is not None]
@@ -95,9 +110,6 @@ def breakdown(topic: SowTopic) -> Sizes:
     s.add("raw: the JSON bytes", (r.raw for r in recs))
     s.add("sow_key strings", (r.sow_key for r in recs))
     s.add("the topic's map of records", [topic.records])
-    for index in topic.indexes.values():
-        buckets = list(index._map.values())
-        s.add(f"hash index {index.path}: map and buckets", [index._map, *buckets])
     return s
 
 
@@ -211,7 +223,7 @@ def main() -> None:
             print()
             sizes = breakdown(topic)
             total = sum(sizes.bytes.values())
-            print("Python objects per record after the restart (sys.getsizeof, shared objects once):")
+            print("What the topic holds per record after the restart (arena: pages held; objects: getsizeof):")
             for name, b in sorted(sizes.bytes.items(), key=lambda kv: -kv[1]):
                 print(f"  {b / n:7.0f} B  {b / total * 100:4.0f} %  {name}")
             print(f"  {total / n:7.0f} B  total")
