@@ -141,6 +141,8 @@ class ArenaRecords:
     def put_many(self, recs: Sequence[StoredRecord]) -> list[int]:
         """Write each version (its ``slot`` set), ending its key's current one; the slot each
         ended (-1 for a new key). Bookmarks ascend, as the writer gives them."""
+        if not recs:
+            return []
         ended = self.arena.put_batch(
             [r.sow_key.encode() for r in recs],
             [r.raw for r in recs],
@@ -153,6 +155,8 @@ class ArenaRecords:
 
     def load(self, recs: Sequence[StoredRecord]) -> None:
         """Records read back at start: each key once, bookmarks in any order."""
+        if not recs:
+            return
         self.arena.put_batch(
             [r.sow_key.encode() for r in recs],
             [r.raw for r in recs],

@@ -113,13 +113,11 @@ class ArenaTopic(SowTopic):
 
     def indexed(self, conjuncts: Sequence[Conjunct]) -> Sequence[StoredRecord] | None:
         best: NDArray[np.int64] | None = None
-        live: NDArray[np.bool_] | None = None
+        arena = self.store.arena
         for c in conjuncts:
             index = self.slot_indexes.get(c.path)
             if index is not None:
-                if live is None:
-                    live = self.store.live_mask(self.store.arena.high)
-                found = index.lookup(c.values, live)
+                found = index.lookup(c.values, arena.slots.died, arena.high)
                 if best is None or len(found) < len(best):
                     best = found
         return None if best is None else self.store.pinned(best)

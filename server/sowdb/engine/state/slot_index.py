@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sowdb.config import field_path_steps
+from sowdb.engine.arena import LIVE
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.state.indexes import index_terms
 from sowdb.expr import get_path
@@ -51,6 +52,8 @@ class SlotIndex:
 
     def put_many(self, recs: Sequence[StoredRecord]) -> None:
         """File each new version (its ``slot`` set) under its value's terms."""
+        if not recs:
+            return
         top, steps, several = self._top, self.steps, self._several
         codes, code_of = self.codes, self._code
         slots: list[int] = []
@@ -80,21 +83,20 @@ class SlotIndex:
             self.by_slot = grown
         self.by_slot[slots] = out
 
-    def lookup(self, values: Iterable[Any], live: NDArray[np.bool_]) -> NDArray[np.int64]:
-        """The slots (of those ``live`` marks current) whose value may equal one of ``values``."""
+    def lookup(self, values: Iterable[Any], died: NDArray[np.int64], high: int) -> NDArray[np.int64]:
+        """The current slots (below ``high``; ``died``: the arena's) whose value may equal one of
+        ``values``."""
         wanted = {c for v in values for t in index_terms(v) if (c := self.codes.get(t)) is not None}
         if not wanted:
             return np.empty(0, np.int64)
-        n = len(live)
-        codes = self.by_slot[:n]
-        if len(codes) < n:
-            codes = np.concatenate((codes, np.full(n - len(codes), NONE, np.int32)))
+        codes = self.by_slot[:high]
         if len(wanted) == 1:
-            mask = codes == next(iter(wanted))
+            found = np.flatnonzero(codes == next(iter(wanted)))
         else:
-            mask = np.isin(codes, np.fromiter(wanted, np.int32, len(wanted)))
+            found = np.flatnonzero(np.isin(codes, np.fromiter(wanted, np.int32, len(wanted))))
         if self._several:
-            for slot, cs in self._several.items():
-                if slot < n and not wanted.isdisjoint(cs):
-                    mask[slot] = True
-        return np.flatnonzero(mask & live)
+            more = [slot for slot, cs in self._several.items() if slot < high and not wanted.isdisjoint(cs)]
+            if more:
+                found = np.union1d(found, np.array(more, np.int64))
+        current: NDArray[np.int64] = found[died[found] == LIVE]
+        return current
