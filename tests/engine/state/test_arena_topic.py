@@ -154,6 +154,7 @@ def test_columns_of_an_arena_topic_skip_ended_versions() -> None:
         while topic.build_columns():
             pass
         found = topic.columns.candidates(flt.comparisons, 1 << 30)
-        assert found is not None and sorted(r.sow_key for r in found) == ["b"]
+        assert found is not None
+        assert sorted(r.sow_key for r in found) == ["b"]
     finally:
         shutil.rmtree(root, ignore_errors=True)
