@@ -166,9 +166,10 @@ async def _scan_pinned(
     slicer: Slicer,
 ) -> tuple[list[StoredRecord], int]:
     """:func:`scan` of records in an arena whose filters read only the documents: a chunk's
-    documents decoded in one call, and a record made only for each match (issue 39)."""
+    documents decoded in one call and a record made only for each match (issue 39), or, for a
+    chunk whose records were all made recently (a repeated query), their own documents."""
     owner, slots = records.owner, records.slots
-    decode, make = owner.arena.decode, owner.records
+    decode, make, made = owner.arena.decode, owner.records, owner.made
     visible = ent.matches if ent is not None else None
     matched: list[StoredRecord] = []
     scanned = 0
@@ -177,22 +178,30 @@ async def _scan_pinned(
         began = time.perf_counter()
         chunk = slots[i : i + step]
         i += len(chunk)
-        at, docs = decode(chunk)
-        if visible is not None:
-            seen = [j for j, d in enumerate(docs) if visible(d, None)]
-            docs = [docs[j] for j in seen]
-            at = at[seen]
-        else:
+        if visible is None:
             scanned += len(chunk)
-        if match is not None:
-            hits = [j for j, d in enumerate(docs) if match(d, None)]
-            at = at[hits]
-            docs = [docs[j] for j in hits]
-        matched.extend(make(at, docs if keep else None))
+        recs = made(chunk)
+        if recs is not None:
+            if visible is not None:
+                recs = [r for r in recs if visible(r.kept or loads(r.raw), None)]
+            if match is not None:
+                recs = [r for r in recs if match(r.kept or loads(r.raw), None)]
+            matched.extend(recs)
+        else:
+            at, docs = decode(chunk)
+            if visible is not None:
+                seen = [j for j, d in enumerate(docs) if visible(d, None)]
+                docs = [docs[j] for j in seen]
+                at = at[seen]
+            if match is not None:
+                hits = [j for j, d in enumerate(docs) if match(d, None)]
+                at = at[hits]
+                docs = [docs[j] for j in hits]
+            matched.extend(make(at, docs if keep else None))
         took = time.perf_counter() - began
         if took > SLICE_S and step > 1:
             step = max(1, int(step * SLICE_S / took))
-        elif took < SLICE_S / 4 and step < PINNED_CHUNK:
+        elif took < SLICE_S / 2 and step < PINNED_CHUNK:  # a decode per chunk: fewer, larger ones
             step = min(PINNED_CHUNK, step * 2)
         await slicer.pause()
     return matched, scanned

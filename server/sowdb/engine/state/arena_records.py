@@ -15,6 +15,7 @@ a registered bookmark still sees (:meth:`ArenaRecords.oldest_pinned`).
 from __future__ import annotations
 
 import weakref
+from collections import deque
 from collections.abc import Iterator, Sequence
 from itertools import repeat
 from pathlib import Path
@@ -28,6 +29,9 @@ from sowdb.engine.records import StoredRecord
 
 GARBAGE = 0.5
 """The share of a topic's slots or bytes that may be dead before the upkeep compacts it."""
+RECENT_RECORDS = 65536
+"""Records made from the arena that stay made (as many as keep their encodings,
+``records.RECENT_WIRE``): a repeated query of up to this many records reuses them."""
 MIN_COMPACT_SLOTS = 4096
 """Below this many dead slots a compaction is not worth its pass over the arrays."""
 
@@ -43,6 +47,8 @@ class ArenaRecords:
         self.topic = topic
         self.arena = TopicArena(directory, topic)
         self._pins: dict[int, int] = {}  # bookmark -> snapshots holding it
+        self._made: dict[int, StoredRecord] = {}  # the records made last, by slot (_remember)
+        self._order: deque[int] = deque()
 
     # ------------------------------------------------------------------ the dict's questions
 
@@ -85,17 +91,40 @@ class ArenaRecords:
     # ------------------------------------------------------------------ records from slots
 
     def record(self, slot: int) -> StoredRecord:
-        """The version in ``slot``, made now (not kept)."""
-        rec = self.arena.record(slot)
-        rec.slot = slot
+        """The version in ``slot`` (the one made last, while it is among the recent ones)."""
+        rec = self._made.get(slot)
+        if rec is None:
+            rec = self.arena.record(slot)
+            rec.slot = slot
+            self._remember([rec])
         return rec
 
     def records(self, slots: NDArray[np.int64] | Sequence[int], docs: list[Any] | None = None) -> list[StoredRecord]:
-        """The versions in ``slots``, in that order: the arrays read a few vector reads at a
-        time; with ``docs``, their documents already decoded (kept while recent)."""
+        """The versions in ``slots``, in that order: those made recently as they were (with the
+        encodings and documents they keep), the others made now, their arrays read a few
+        vector reads at a time; ``docs``: their documents, already decoded."""
         arr = np.asarray(slots, np.int64)
         if not len(arr):
             return []
+        made = self._made
+        found = list(map(made.get, arr.tolist()))
+        missing = [i for i, r in enumerate(found) if r is None]
+        if not missing:
+            return found  # type: ignore[return-value]
+        if len(missing) < len(found):
+            fresh = self._make(arr[missing], None if docs is None else [docs[i] for i in missing])
+            for i, rec in zip(missing, fresh, strict=True):
+                found[i] = rec
+            return found  # type: ignore[return-value]
+        return self._make(arr, docs)
+
+    def made(self, slots: NDArray[np.int64]) -> list[StoredRecord] | None:
+        """The records of ``slots`` when every one is among those made recently, else None."""
+        made = self._made
+        found = list(map(made.get, slots.tolist()))
+        return None if None in found else found  # type: ignore[return-value]
+
+    def _make(self, arr: NDArray[np.int64], docs: list[Any] | None) -> list[StoredRecord]:
         arena = self.arena
         s = arena.slots
         read, kread, topic = arena.json.read, arena.keys.read, self.topic
@@ -116,7 +145,21 @@ class ArenaRecords:
             rec = StoredRecord(topic, kread(koff, kn).decode(), doc, read(off, n), born, ts, exp)
             rec.slot = slot
             append(rec)
+        self._remember(out)
         return out
+
+    def _remember(self, recs: list[StoredRecord]) -> None:
+        """Keep the last :data:`RECENT_RECORDS` records made, by slot: a repeated query gets the
+        same objects, with the encodings they keep (``StoredRecord.wire``), as a topic of
+        objects gives. A slot's version never changes until a compaction frees it (which
+        forgets them all)."""
+        made, order = self._made, self._order
+        for rec in recs:
+            if rec.slot not in made:
+                order.append(rec.slot)
+            made[rec.slot] = rec
+        while len(order) > RECENT_RECORDS:
+            made.pop(order.popleft(), None)
 
     def live_slots(self) -> NDArray[np.int64]:
         """The slots of the current records, in slot order."""
@@ -168,9 +211,11 @@ class ArenaRecords:
         self._number(recs)
 
     def _number(self, recs: Sequence[StoredRecord]) -> None:
-        """Tell each new version its slot."""
+        """Tell each new version its slot, and keep it as the record made for that slot (a
+        query right after the publish reuses it, decoded document and all)."""
         for rec, slot in zip(recs, self.arena.written.tolist(), strict=True):
             rec.slot = slot
+        self._remember(list(recs))
 
     def remove(self, sow_key: str, bookmark: int) -> int:
         """End the key's current version at ``bookmark``; its slot, or -1."""
@@ -199,6 +244,8 @@ class ArenaRecords:
         dead = arena.high - len(arena.free) - arena.live_count
         if not force and (dead < MIN_COMPACT_SLOTS or dead < GARBAGE * arena.high):
             return 0
+        self._made.clear()  # freed slots are given to new versions
+        self._order.clear()
         return arena.compact(self.oldest_pinned(), GARBAGE)
 
     def close(self) -> None:
