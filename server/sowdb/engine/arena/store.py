@@ -60,6 +60,7 @@ class TopicArena(ArenaView):
         self.live_count = self.live_bytes = self.high = 0
         self.free: NDArray[np.int64] = np.empty(0, np.int64)
         self.written: NDArray[np.int64] = self.free  # the slots the last put_batch wrote, in its order
+        self._looked: tuple[list[bytes], KeyTable, NDArray[np.int64], NDArray[np.int64]] | None = None
         self.retired: list[Path] = []
         self.commit()
 
@@ -124,9 +125,14 @@ class TopicArena(ArenaView):
             which, last_of, previous = _repeats(keys, distinct)
         if self.table.crowded(len(distinct)):
             self._rehash(len(distinct))
+        hashes = np.fromiter(map(key_hash, keys), np.uint32, n)
+        looked, self._looked = self._looked, None
+        if looked is not None and looked[1] is self.table and looked[0] == distinct:
+            pos, heads = looked[2], looked[3]  # probed by new_keys, the table unchanged since
+        else:
+            pos, heads = self.table.probe(hashes[last_of], distinct, self.slots.khash, self.same_many)
         slots = self.written = self._allocate(n)
         s = self.slots
-        hashes = np.fromiter(map(key_hash, keys), np.uint32, n)
         lengths = np.fromiter(map(len, docs), np.int64, n)
         # the new versions, fully written before anything points at them; died last, after born
         s.off[slots] = self.json.append(docs)
@@ -134,7 +140,6 @@ class TopicArena(ArenaView):
         s.length[slots], s.klen[slots], s.khash[slots] = lengths, klens, hashes
         s.ts[slots] = timestamps_us
         s.exp[slots] = expiries_us
-        pos, heads = self.table.probe(hashes[last_of], distinct, s.khash, self.same_many)
         prevs = heads[which]
         if previous is not None:  # a repeated key's version follows the batch's previous one
             prevs = np.where(previous >= 0, slots[np.maximum(previous, 0)], prevs)
@@ -155,6 +160,23 @@ class TopicArena(ArenaView):
         if commit:
             self.commit()
         return np.where(ending, prevs, -1).tolist()  # type: ignore[no-any-return]
+
+    def new_keys(self, keys: list[bytes]) -> int:
+        """How many distinct ``keys`` have no live version: the count a publish of them adds.
+        The probe is kept for a :meth:`put_batch` of the same keys next (the writer counts
+        before it writes, and puts after)."""
+        distinct = list(dict.fromkeys(keys))
+        if not distinct:
+            return 0
+        if self.table.crowded(len(distinct)):
+            self._rehash(len(distinct))
+        hashes = np.fromiter(map(key_hash, distinct), np.uint32, len(distinct))
+        pos, heads = self.table.probe(hashes, distinct, self.slots.khash, self.same_many)
+        self._looked = (distinct, self.table, pos, heads)
+        has = heads >= 0
+        live = np.zeros(len(distinct), bool)
+        live[has] = self.slots.died[heads[has]] == LIVE
+        return int(len(distinct) - live.sum())
 
     def delete(self, key: bytes, bookmark: int, *, commit: bool = True) -> int:
         """End ``key``'s live version at ``bookmark``; its slot, or -1 if it had none."""
@@ -207,6 +229,7 @@ class TopicArena(ArenaView):
         """
         from sowdb.engine.arena.compaction import compact
 
+        self._looked = None
         return compact(self, oldest_pinned, garbage)
 
     def close(self, *, remove: bool = False) -> None:

@@ -154,10 +154,9 @@ class ArenaRecords:
         objects gives. A slot's version never changes until a compaction frees it (which
         forgets them all)."""
         made, order = self._made, self._order
-        for rec in recs:
-            if rec.slot not in made:
-                order.append(rec.slot)
-            made[rec.slot] = rec
+        slots = [r.slot for r in recs]
+        made.update(zip(slots, recs, strict=True))
+        order.extend(slots)  # a slot made again after a compaction may be listed twice: it goes early
         while len(order) > RECENT_RECORDS:
             made.pop(order.popleft(), None)
 
@@ -186,12 +185,20 @@ class ArenaRecords:
         ended (-1 for a new key). Bookmarks ascend, as the writer gives them."""
         if not recs:
             return []
+        first, last = recs[0], recs[-1]
+        n = len(recs)
+        stamp = first.stamp
+        if last.stamp is stamp and last.bookmark - first.bookmark == n - 1:  # one publish's batch
+            bookmarks: int | list[int] = first.bookmark
+            same = all(r.stamp is stamp for r in recs)
+        else:
+            bookmarks, same = [r.bookmark for r in recs], False
         ended = self.arena.put_batch(
             [r.sow_key.encode() for r in recs],
             [r.raw for r in recs],
-            [r.bookmark for r in recs],
-            [r.timestamp_us for r in recs],
-            [r.expiry_us for r in recs],
+            bookmarks,
+            stamp.timestamp_us if same else [r.timestamp_us for r in recs],
+            stamp.expiry_us if same else [r.expiry_us for r in recs],
         )
         self._number(recs)
         return ended
@@ -211,11 +218,9 @@ class ArenaRecords:
         self._number(recs)
 
     def _number(self, recs: Sequence[StoredRecord]) -> None:
-        """Tell each new version its slot, and keep it as the record made for that slot (a
-        query right after the publish reuses it, decoded document and all)."""
+        """Tell each new version its slot."""
         for rec, slot in zip(recs, self.arena.written.tolist(), strict=True):
             rec.slot = slot
-        self._remember(list(recs))
 
     def remove(self, sow_key: str, bookmark: int) -> int:
         """End the key's current version at ``bookmark``; its slot, or -1."""

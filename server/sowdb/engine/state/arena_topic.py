@@ -108,8 +108,7 @@ class ArenaTopic(SowTopic):
 
     def new_keys(self, sow_keys: list[str]) -> int:
         """How many distinct keys of ``sow_keys`` hold no record now (one vector probe)."""
-        distinct = list(dict.fromkeys(sow_keys))
-        return int((self.store.arena.get_many([k.encode() for k in distinct]) < 0).sum())
+        return self.store.arena.new_keys([k.encode() for k in sow_keys])
 
     def indexed(self, conjuncts: Sequence[Conjunct]) -> Sequence[StoredRecord] | None:
         best: NDArray[np.int64] | None = None

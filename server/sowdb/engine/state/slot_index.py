@@ -58,12 +58,14 @@ class SlotIndex:
         codes, code_of = self.codes, self._code
         slots: list[int] = []
         out: list[int] = []
+        if several:
+            for rec in recs:
+                several.pop(rec.slot, None)  # a reused slot's former value
         for rec in recs:
-            data = rec.data
+            data = rec.kept or rec.data
             value = (data.get(top) if top is not None else get_path(data, steps)) if data is not None else None
             slot = rec.slot
             slots.append(slot)
-            several.pop(slot, None)  # a reused slot's former value
             if type(value) is str and value and value[0] not in _NUMERIC_START:  # the common case, inline
                 code = codes.get(value)
                 out.append(code if code is not None else code_of(value))
