@@ -44,14 +44,18 @@ class Topics:
 
     def __init__(self, config: Config, arena_root: Path | None = None) -> None:
         """Args:
-        arena_root: where the topics' arenas go (a directory of their own each); default a new
-            directory on the RAM file system, removed by :meth:`close`.
+        arena_root: where the topics' arenas go with ``[server] record_store = "arena"`` (a
+            directory of their own each); default a new directory on the RAM file system,
+            removed by :meth:`close`.
         """
         self.config = config
-        self.arena_root = arena_root if arena_root is not None else new_arena_root()
-        self.sow: dict[str, SowTopic] = {
-            t.name: ArenaTopic(t, self.arena_root / f"{i:04d}") for i, t in enumerate(config.topics)
-        }
+        self.arena_root: Path | None = None
+        self.sow: dict[str, SowTopic]
+        if config.server.record_store == "arena":
+            root = self.arena_root = arena_root if arena_root is not None else new_arena_root()
+            self.sow = {t.name: ArenaTopic(t, root / f"{i:04d}") for i, t in enumerate(config.topics)}
+        else:
+            self.sow = {t.name: SowTopic(t) for t in config.topics}
         self.derived: dict[str, Derived] = {}
         self.downstream: dict[str, list[Derived]] = {}  # underlying topic -> topics derived from it
         self._configured = {v.name: "view" for v in config.views} | {
@@ -92,7 +96,8 @@ class Topics:
         """Remove the topics' arenas (the records' durable copy is RocksDB's)."""
         for topic in self.sow.values():
             topic.close()
-        shutil.rmtree(self.arena_root, ignore_errors=True)
+        if self.arena_root is not None:
+            shutil.rmtree(self.arena_root, ignore_errors=True)
 
     def compact(self) -> int:
         """The upkeep's compaction of the arenas that hold enough dead versions; slots freed."""
