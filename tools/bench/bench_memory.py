@@ -18,7 +18,8 @@ RocksDB under a temporary directory, the topic of ``make bench``: ``orders`` key
 What RSS holds beyond the Python objects is RocksDB's (memtables, block cache) and the
 allocator's free lists.
 
-Usage: ``python tools/bench/bench_memory.py [--records 200000] [--top 12]`` (``make bench-memory``).
+Usage: ``python tools/bench/bench_memory.py [--records 200000] [--top 12] [--store arena]``
+(``make bench-memory``; ``--store``: the ``[server] record_store`` measured, issue 39).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from bench_server import _orders, _rss_mb  # a sibling script, not a package
 
 from sowdb.api.wire import record_element, records_frame
 from sowdb.config import config_from_dict
+from sowdb.config.model import RECORD_STORES
 from sowdb.engine import Engine, InMessage, QueryOptions, RecordBatch
 from sowdb.engine.state.arena_topic import ArenaTopic
 from sowdb.engine.state.sow_topic import SowTopic
@@ -160,18 +162,18 @@ def _growth(rss0: float, n: int, json_bytes: float) -> str:
     return f"{per:,.0f} B/record ({per / json_bytes:.1f}x JSON)"
 
 
-def _restart(data_dir: str) -> None:
+def _restart(data_dir: str, store: str) -> None:
     """The child process of ``--reopen``: RSS growth of opening the store the parent wrote."""
     gc.collect()
     rss0 = _rss_mb(os.getpid())
     started = time.perf_counter()
-    cfg = config_from_dict({**TOPICS, "server": {"data_dir": data_dir}}, source="<bench_memory>")
-    store = Store(data_dir)
-    engine = Engine.open(cfg, store)
+    cfg = config_from_dict({**TOPICS, "server": {"data_dir": data_dir, "record_store": store}}, source="<bench_memory>")
+    db = Store(data_dir)
+    engine = Engine.open(cfg, db)
     try:
         gc.collect()
         n = len(engine.topics.sow["orders"].records)
-        print(f"{(_rss_mb(os.getpid()) - rss0) * 2**20 / n:.0f} {time.perf_counter() - started:.2f} {_rocksdb(store)}")
+        print(f"{(_rss_mb(os.getpid()) - rss0) * 2**20 / n:.0f} {time.perf_counter() - started:.2f} {_rocksdb(db)}")
     finally:
         engine.close()
 
@@ -180,15 +182,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--store", choices=RECORD_STORES, default="objects", help="[server] record_store")
     parser.add_argument("--reopen", help=argparse.SUPPRESS)  # the restart's child process
     args = parser.parse_args()
     if args.reopen:
-        return _restart(args.reopen)
+        return _restart(args.reopen, args.store)
     orders = _orders(args.records)
     n = len(orders)
     json_bytes = sum(map(len, orders)) / n
     with tempfile.TemporaryDirectory(prefix="sowdb-memory-") as tmp:
-        cfg = config_from_dict({**TOPICS, "server": {"data_dir": tmp}}, source="<bench_memory>")
+        server = {"data_dir": tmp, "record_store": args.store}
+        cfg = config_from_dict({**TOPICS, "server": server}, source="<bench_memory>")
         store = Store(tmp)
         engine = Engine.open(cfg, store)
         try:
@@ -213,7 +217,10 @@ def main() -> None:
             print(f"RSS growth once every record was sent: {_growth(rss0, n, json_bytes)}")
             engine.close()
             child = subprocess.run(
-                [sys.executable, __file__, "--reopen", tmp], check=True, capture_output=True, text=True
+                [sys.executable, __file__, "--reopen", tmp, "--store", args.store],
+                check=True,
+                capture_output=True,
+                text=True,
             ).stdout.split(maxsplit=2)
             per, took_s = float(child[0]), float(child[1])
             times = f"{per / json_bytes:.1f}x JSON"
