@@ -19,6 +19,7 @@ What RSS holds beyond the Python objects is RocksDB's (memtables, block cache) a
 allocator's free lists.
 
 Usage: ``python tools/bench/bench_memory.py [--records 200000] [--top 12] [--store arena]``
+(``--top 0``: no allocation sites, the slow part)
 (``make bench-memory``; ``--store``: the ``[server] record_store`` measured, issue 39).
 """
 
@@ -234,6 +235,8 @@ def main() -> None:
             for name, b in sorted(sizes.bytes.items(), key=lambda kv: -kv[1]):
                 print(f"  {b / n:7.0f} B  {b / total * 100:4.0f} %  {name}")
             print(f"  {total / n:7.0f} B  total")
+            if not args.top:
+                return
             tracemalloc.start()
             before = tracemalloc.take_snapshot()
             for i in range(0, n, 100):
