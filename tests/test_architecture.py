@@ -20,11 +20,11 @@ ENGINE = SERVER / "engine"
 
 LAYERS: dict[str, set[str]] = {  # subpackage -> the subpackages it may import
     "arena": set(),
-    "state": set(),
-    "journal": {"state"},
-    "read": {"state", "journal"},
-    "live": {"state", "journal", "read"},
-    "write": {"state", "journal", "read", "live"},
+    "state": {"arena"},
+    "journal": {"arena", "state"},
+    "read": {"arena", "state", "journal"},
+    "live": {"arena", "state", "journal", "read"},
+    "write": {"arena", "state", "journal", "read", "live"},
 }
 FACADE = {"__init__", "engine", "upkeep", "stats", "replication"}  # root modules that compose the subpackages
 

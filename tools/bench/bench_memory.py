@@ -18,7 +18,9 @@ RocksDB under a temporary directory, the topic of ``make bench``: ``orders`` key
 What RSS holds beyond the Python objects is RocksDB's (memtables, block cache) and the
 allocator's free lists.
 
-Usage: ``python tools/bench/bench_memory.py [--records 200000] [--top 12]`` (``make bench-memory``).
+Usage: ``python tools/bench/bench_memory.py [--records 200000] [--top 12] [--store arena]``
+(``--top 0``: no allocation sites, the slow part)
+(``make bench-memory``; ``--store``: the ``[server] record_store`` measured, issue 39).
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ from bench_server import _orders, _rss_mb  # a sibling script, not a package
 
 from sowdb.api.wire import record_element, records_frame
 from sowdb.config import config_from_dict
+from sowdb.config.model import RECORD_STORES
 from sowdb.engine import Engine, InMessage, QueryOptions, RecordBatch
+from sowdb.engine.state.arena_topic import ArenaTopic
 from sowdb.engine.state.sow_topic import SowTopic
 from sowdb.storage import Store
 
@@ -85,8 +89,22 @@ def _values(data: Any) -> Iterable[Any]:
 
 
 def breakdown(topic: SowTopic) -> Sizes:
-    recs = list(topic.records.values())
+    """What one topic holds: its arena's files by kind (the pages the RAM file system holds for
+    them), its indexes and columns, and the Python objects left per record."""
     s = Sizes()
+    if isinstance(topic, ArenaTopic):
+        for path in sorted(topic.store.arena.directory.iterdir()):
+            kind = path.name.rstrip("0123456789.-")
+            s.bytes[f"arena: {kind} files"] = s.bytes.get(f"arena: {kind} files", 0) + path.stat().st_blocks * 512
+        for index in topic.slot_indexes.values():
+            s.bytes[f"hash index {index.path}: codes by slot"] = index.by_slot.nbytes
+            s.add(f"hash index {index.path}: its terms", [index.codes, *index.codes])
+        if topic.columns is not None:
+            columns = topic.columns.by_path.values()
+            s.bytes["columns"] = sum(c.kind.nbytes + c.num.nbytes + c.code.nbytes for c in columns)
+        s.add("the history's past versions", topic._past.values())
+        return s
+    recs = list(topic.records.values())
     s.add("StoredRecord objects", recs)
     # the decoded documents held: the recent versions' (StoredRecord.kept); before issue 30, every record's
     held = [d for d in (r.kept if hasattr(r, "kept") else r.data for r in recs) if d is not None]
@@ -95,9 +113,6 @@ def breakdown(topic: SowTopic) -> Sizes:
     s.add("raw: the JSON bytes", (r.raw for r in recs))
     s.add("sow_key strings", (r.sow_key for r in recs))
     s.add("the topic's map of records", [topic.records])
-    for index in topic.indexes.values():
-        buckets = list(index._map.values())
-        s.add(f"hash index {index.path}: map and buckets", [index._map, *buckets])
     return s
 
 
@@ -148,18 +163,18 @@ def _growth(rss0: float, n: int, json_bytes: float) -> str:
     return f"{per:,.0f} B/record ({per / json_bytes:.1f}x JSON)"
 
 
-def _restart(data_dir: str) -> None:
+def _restart(data_dir: str, store: str) -> None:
     """The child process of ``--reopen``: RSS growth of opening the store the parent wrote."""
     gc.collect()
     rss0 = _rss_mb(os.getpid())
     started = time.perf_counter()
-    cfg = config_from_dict({**TOPICS, "server": {"data_dir": data_dir}}, source="<bench_memory>")
-    store = Store(data_dir)
-    engine = Engine.open(cfg, store)
+    cfg = config_from_dict({**TOPICS, "server": {"data_dir": data_dir, "record_store": store}}, source="<bench_memory>")
+    db = Store(data_dir)
+    engine = Engine.open(cfg, db)
     try:
         gc.collect()
         n = len(engine.topics.sow["orders"].records)
-        print(f"{(_rss_mb(os.getpid()) - rss0) * 2**20 / n:.0f} {time.perf_counter() - started:.2f} {_rocksdb(store)}")
+        print(f"{(_rss_mb(os.getpid()) - rss0) * 2**20 / n:.0f} {time.perf_counter() - started:.2f} {_rocksdb(db)}")
     finally:
         engine.close()
 
@@ -168,15 +183,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--store", choices=RECORD_STORES, default="objects", help="[server] record_store")
     parser.add_argument("--reopen", help=argparse.SUPPRESS)  # the restart's child process
     args = parser.parse_args()
     if args.reopen:
-        return _restart(args.reopen)
+        return _restart(args.reopen, args.store)
     orders = _orders(args.records)
     n = len(orders)
     json_bytes = sum(map(len, orders)) / n
     with tempfile.TemporaryDirectory(prefix="sowdb-memory-") as tmp:
-        cfg = config_from_dict({**TOPICS, "server": {"data_dir": tmp}}, source="<bench_memory>")
+        server = {"data_dir": tmp, "record_store": args.store}
+        cfg = config_from_dict({**TOPICS, "server": server}, source="<bench_memory>")
         store = Store(tmp)
         engine = Engine.open(cfg, store)
         try:
@@ -201,7 +218,10 @@ def main() -> None:
             print(f"RSS growth once every record was sent: {_growth(rss0, n, json_bytes)}")
             engine.close()
             child = subprocess.run(
-                [sys.executable, __file__, "--reopen", tmp], check=True, capture_output=True, text=True
+                [sys.executable, __file__, "--reopen", tmp, "--store", args.store],
+                check=True,
+                capture_output=True,
+                text=True,
             ).stdout.split(maxsplit=2)
             per, took_s = float(child[0]), float(child[1])
             times = f"{per / json_bytes:.1f}x JSON"
@@ -211,10 +231,12 @@ def main() -> None:
             print()
             sizes = breakdown(topic)
             total = sum(sizes.bytes.values())
-            print("Python objects per record after the restart (sys.getsizeof, shared objects once):")
+            print("What the topic holds per record after the restart (arena: pages held; objects: getsizeof):")
             for name, b in sorted(sizes.bytes.items(), key=lambda kv: -kv[1]):
                 print(f"  {b / n:7.0f} B  {b / total * 100:4.0f} %  {name}")
             print(f"  {total / n:7.0f} B  total")
+            if not args.top:
+                return
             tracemalloc.start()
             before = tracemalloc.take_snapshot()
             for i in range(0, n, 100):

@@ -200,6 +200,7 @@ class _Reader:
                 "idle_timeout",
                 "memtable_bytes",
                 "block_cache_bytes",
+                "record_store",
             },
         )
         listen = self._address(t, entry, "listen", m.DEFAULT_LISTEN)
@@ -240,7 +241,11 @@ class _Reader:
         block_cache = self._get(t, entry, "block_cache_bytes", int, m.DEFAULT_BLOCK_CACHE_BYTES)
         if block_cache < 0:
             raise self.fail(entry, f"block_cache_bytes: 0 (no cache) or more, got {block_cache}")
+        record_store = self._get(t, entry, "record_store", str, m.DEFAULT_RECORD_STORE)
+        if record_store not in m.RECORD_STORES:
+            raise self.fail(entry, f"record_store: {' or '.join(map(repr, m.RECORD_STORES))}, got {record_store!r}")
         return m.ServerConfig(
+            record_store=record_store,
             memtable_bytes=memtable,
             block_cache_bytes=block_cache,
             handshake_timeout_s=handshake,

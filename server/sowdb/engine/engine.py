@@ -310,6 +310,11 @@ class Engine:
         """One step of building the columns queries asked for; whether more steps are due."""
         return self.topics.build_columns()
 
+    def compact(self) -> int:
+        """Compact the topics' arenas that hold enough replaced or deleted versions no query
+        still reads (issue 39); the versions freed."""
+        return self.topics.compact()
+
     def flush_conflated(self) -> None:
         """Conflated topics (C-2) whose interval ended publish their refreshed records; not on
         a replica, which refreshes at its primary's instants (:meth:`refresh_conflated`)."""
@@ -350,6 +355,7 @@ class Engine:
 
     def close(self) -> None:
         self.store.close()
+        self.topics.close()
 
 
 def _checked(check: Callable[[], None], call: Callable[P, R]) -> Callable[P, R]:

@@ -1,6 +1,7 @@
 """The writer's background chores: expiration (X-1), conflated topics' refreshes (C-2), history
 trimming (H-1), journal retention, recovering the storage after a failed write, the end of
-the data service's leases (snapshots, stages), and building the columns queries asked for.
+the data service's leases (snapshots, stages), building the columns queries asked for, and
+compacting the topics' arenas.
 
 They run as one task on the event loop, so each chore is a step of the single writer like a
 publish; each step does a bounded amount of work and returns, so publishers are not stalled.
@@ -21,13 +22,14 @@ log = logging.getLogger("sowdb.upkeep")
 TRIM_PERIOD_S = 5.0
 MAX_SLEEP_S = 0.05  # how late an expiration or a conflated topic's refresh may be
 RECOVER_PERIOD_S = 1.0  # how often a failed storage is tried again
+COMPACT_PERIOD_S = 1.0  # how often the arenas are looked at for enough dead versions to compact
 BUILD_PAUSE_S = 0.002  # between two steps of a column's build: publishes and queries run meanwhile
 
 
 async def run_upkeep(engine: Engine, *, trim_period_s: float = TRIM_PERIOD_S) -> None:
     """Run the chores until cancelled."""
     loop = asyncio.get_running_loop()
-    next_trim = next_recovery = 0.0
+    next_trim = next_recovery = next_compaction = 0.0
     while True:
         building = False
         try:
@@ -38,6 +40,9 @@ async def run_upkeep(engine: Engine, *, trim_period_s: float = TRIM_PERIOD_S) ->
             if not engine.writable and now >= next_recovery:
                 next_recovery = now + RECOVER_PERIOD_S
                 engine.recover_storage()
+            if now >= next_compaction:
+                next_compaction = now + COMPACT_PERIOD_S
+                engine.compact()
             if engine.writable:
                 engine.expire_due()
                 if now >= next_trim:

@@ -157,7 +157,6 @@ async def test_a_range_query_reads_only_what_its_columns_let_through(
         first, end = await query(engine, None, topic="t", filter=flt)  # scans, and wants the columns
         assert sorted(first) == sorted(expected)
         assert end.scanned == 2000
-        assert engine.topics.build_columns()  # a step builds one column: the other is to come
         build(engine)
         got, end = await query(engine, None, topic="t", filter=flt)
         assert sorted(got) == sorted(expected)
@@ -225,7 +224,7 @@ async def test_records_published_between_the_want_and_the_build_find_room(
 
 
 async def test_a_partly_built_column_set_plans_with_the_ready_columns_and_answers_exactly(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record_store: str
 ) -> None:
     """A column wanted after another is built after it (columns wanted together are built in
     one pass, each chunk decoded once: issue 30); between two build steps a query uses those
@@ -239,8 +238,9 @@ async def test_a_partly_built_column_set_plans_with_the_ready_columns_and_answer
         flt = "/p > 500 AND /s != 'S'"  # not what the hash index on /s serves
         expected, _ = await query(engine, None, topic="t", filter=scan_of(flt))
         await query(engine, None, topic="t", filter="/p > 500")  # wants /p's column first
-        assert engine.topics.build_columns()  # the records numbered
-        assert not engine.topics.build_columns()  # /p's column built
+        if record_store == "objects":  # an arena's slots are numbered already
+            assert engine.topics.build_columns()  # the records numbered
+        assert not engine.topics.build_columns()  # /p's column built (600 records: one step)
         seen = []
         more = True
         while more:

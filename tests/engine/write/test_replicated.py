@@ -124,7 +124,7 @@ def versions(engine: Engine, topic: str) -> list[tuple[str, int, int, int]]:
     assert hist is not None
     chains = []
     for key in sorted({*found.records, *hist.tombstones}):
-        r = found.records.get(key) or hist.tombstones.get(key)
+        r = found.head(key)
         while r is not None:
             chains.append((key, r.bookmark, r.timestamp_us))
             r = r.prev

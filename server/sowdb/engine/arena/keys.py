@@ -69,10 +69,11 @@ class KeyTable:
         hashes: NDArray[np.uint32],
         keys: list[bytes],
         khash: NDArray[np.uint32],
-        same: Callable[[int, bytes], bool],
+        same_many: Callable[[NDArray[np.int64], list[bytes]], NDArray[np.bool_]],
     ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """For distinct ``keys``: (entry position, slot), or for a key not in the table
-        (first empty position on its path, -1)."""
+        (first empty position on its path, -1). ``same_many`` tells which slots whose hash
+        matched hold the key (:meth:`ArenaView.same_many`)."""
         table, mask = self.table, self.mask
         pos = hashes.astype(np.int64) & mask
         heads = np.full(len(keys), -1, np.int64)
@@ -82,9 +83,9 @@ class KeyTable:
             s = table[p].astype(np.int64)
             hit = s >= 0
             hit[hit] = khash[s[hit]] == hashes[todo[hit]]
-            for j in np.flatnonzero(hit).tolist():
-                if not same(int(s[j]), keys[int(todo[j])]):
-                    hit[j] = False
+            at = np.flatnonzero(hit)
+            if at.size:
+                hit[at] = same_many(s[at], [keys[k] for k in todo[at].tolist()])
             heads[todo[hit]] = s[hit]
             todo = todo[~(hit | (s == EMPTY))]
             pos[todo] = (pos[todo] + 1) & mask

@@ -59,6 +59,8 @@ class TopicArena(ArenaView):
         self.last = self.committed = self.floor = self.gen = 0
         self.live_count = self.live_bytes = self.high = 0
         self.free: NDArray[np.int64] = np.empty(0, np.int64)
+        self.written: NDArray[np.int64] = self.free  # the slots the last put_batch wrote, in its order
+        self._looked: tuple[list[bytes], KeyTable, NDArray[np.int64], NDArray[np.int64]] | None = None
         self.retired: list[Path] = []
         self.commit()
 
@@ -90,6 +92,7 @@ class TopicArena(ArenaView):
         expiries_us: Times = 0,
         *,
         commit: bool = True,
+        loading: bool = False,
     ) -> list[int]:
         """Publish: one new slot per message, each ending its key's live version (an earlier
         message of the batch when a key repeats: the last one stays live).
@@ -97,17 +100,20 @@ class TopicArena(ArenaView):
         Args:
             bookmarks: one per message, ascending, above :attr:`last`; an int is the first of
                 consecutive ones (the writer numbers a batch's messages so).
+            loading: the records read back at start, each key once, in any bookmark order
+                (no pin exists yet, so no order is needed: :attr:`last` becomes the highest).
             timestamps_us, expiries_us: one per message, or one for all (expiry 0: never).
 
         Returns:
-            The slot each message ended, or -1 where its key had no live version.
+            The slot each message ended, or -1 where its key had no live version (the slots
+            written are then in :attr:`written`).
         """
         n = len(keys)
         if n != len(docs):
             raise ValueError(f"{n} keys for {len(docs)} documents")
         if not n:
             return []
-        marks = self._bookmarks(bookmarks, n)
+        marks = self._bookmarks(bookmarks, n, ordered=not loading)
         klens = np.fromiter(map(len, keys), np.int64, n)
         if int(klens.max()) > MAX_KEY_BYTES:
             raise ValueError(f"a key of {int(klens.max())} bytes is over the limit of {MAX_KEY_BYTES}")
@@ -119,9 +125,14 @@ class TopicArena(ArenaView):
             which, last_of, previous = _repeats(keys, distinct)
         if self.table.crowded(len(distinct)):
             self._rehash(len(distinct))
-        slots = self._allocate(n)
-        s = self.slots
         hashes = np.fromiter(map(key_hash, keys), np.uint32, n)
+        looked, self._looked = self._looked, None
+        if looked is not None and looked[1] is self.table and looked[0] == distinct:
+            pos, heads = looked[2], looked[3]  # probed by new_keys, the table unchanged since
+        else:
+            pos, heads = self.table.probe(hashes[last_of], distinct, self.slots.khash, self.same_many)
+        slots = self.written = self._allocate(n)
+        s = self.slots
         lengths = np.fromiter(map(len, docs), np.int64, n)
         # the new versions, fully written before anything points at them; died last, after born
         s.off[slots] = self.json.append(docs)
@@ -129,7 +140,6 @@ class TopicArena(ArenaView):
         s.length[slots], s.klen[slots], s.khash[slots] = lengths, klens, hashes
         s.ts[slots] = timestamps_us
         s.exp[slots] = expiries_us
-        pos, heads = self.table.probe(hashes[last_of], distinct, s.khash, self.same)
         prevs = heads[which]
         if previous is not None:  # a repeated key's version follows the batch's previous one
             prevs = np.where(previous >= 0, slots[np.maximum(previous, 0)], prevs)
@@ -146,10 +156,27 @@ class TopicArena(ArenaView):
         known = heads >= 0
         self.table.table[pos[known]] = slots[last_of[known]]
         self.table.place(pos[~known], slots[last_of[~known]])
-        self.last = int(marks[-1])
+        self.last = max(self.last, int(marks.max()))
         if commit:
             self.commit()
         return np.where(ending, prevs, -1).tolist()  # type: ignore[no-any-return]
+
+    def new_keys(self, keys: list[bytes]) -> int:
+        """How many distinct ``keys`` have no live version: the count a publish of them adds.
+        The probe is kept for a :meth:`put_batch` of the same keys next (the writer counts
+        before it writes, and puts after)."""
+        distinct = list(dict.fromkeys(keys))
+        if not distinct:
+            return 0
+        if self.table.crowded(len(distinct)):
+            self._rehash(len(distinct))
+        hashes = np.fromiter(map(key_hash, distinct), np.uint32, len(distinct))
+        pos, heads = self.table.probe(hashes, distinct, self.slots.khash, self.same_many)
+        self._looked = (distinct, self.table, pos, heads)
+        has = heads >= 0
+        live = np.zeros(len(distinct), bool)
+        live[has] = self.slots.died[heads[has]] == LIVE
+        return int(len(distinct) - live.sum())
 
     def delete(self, key: bytes, bookmark: int, *, commit: bool = True) -> int:
         """End ``key``'s live version at ``bookmark``; its slot, or -1 if it had none."""
@@ -202,6 +229,7 @@ class TopicArena(ArenaView):
         """
         from sowdb.engine.arena.compaction import compact
 
+        self._looked = None
         return compact(self, oldest_pinned, garbage)
 
     def close(self, *, remove: bool = False) -> None:
@@ -221,14 +249,14 @@ class TopicArena(ArenaView):
             )
         )
 
-    def _bookmarks(self, bookmarks: Times, n: int) -> NDArray[np.int64]:
+    def _bookmarks(self, bookmarks: Times, n: int, *, ordered: bool = True) -> NDArray[np.int64]:
         if isinstance(bookmarks, int):
             marks = np.arange(bookmarks, bookmarks + n, dtype=np.int64)
         else:
             marks = np.asarray(bookmarks, np.int64)
             if marks.shape != (n,):
                 raise ValueError(f"{marks.size} bookmarks for {n} messages")
-        if marks[0] <= self.last or (n > 1 and bool((np.diff(marks) <= 0).any())):
+        if ordered and (marks[0] <= self.last or (n > 1 and bool((np.diff(marks) <= 0).any()))):
             raise ValueError(f"bookmarks must ascend from above {self.last}")
         return marks
 

@@ -216,6 +216,10 @@ def rebuild(store: Store, config: Config) -> RecoveryReport | None:
     return report
 
 
+LOAD_BATCH = 4096
+"""Records read back at start that a topic takes in one call."""
+
+
 def load_state(store: Store, config: Config, topics: dict[str, SowTopic], expiry: ExpiryQueue, now_us: int) -> None:
     """Load persistent topics (records, version chains, history floors) and rebuild transient
     topics from the journal.
@@ -231,16 +235,17 @@ def load_state(store: Store, config: Config, topics: dict[str, SowTopic], expiry
         for name, topic in topics.items():
             if not topic.persistent:
                 continue
-            put = topic.put
-            stamps: dict[int, int] = {}  # one int object for the records of a batch: 32 B a record (issue 30)
+            batch: list[StoredRecord] = []  # loaded LOAD_BATCH at a time: the arena takes a batch in vector steps
             for sow_key, (bookmark, ts, exp, payload) in store.load_records(name):
-                ts = stamps.setdefault(ts, ts)
-                if len(stamps) > 65536:
-                    stamps.clear()
                 rec = StoredRecord(name, sow_key, loads(payload), payload, bookmark, ts, exp)
-                put(rec)
+                batch.append(rec)
                 if exp:
                     expiry.add(rec)
+                if len(batch) >= LOAD_BATCH:
+                    topic.load(batch)
+                    batch = []
+            if batch:
+                topic.load(batch)
             expected = counts.get(name)
             if expected is None:
                 missing_counts[name] = len(topic.records)  # a store from before counts were kept

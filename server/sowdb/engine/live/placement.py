@@ -179,7 +179,7 @@ class Placement:
     def _run(
         self,
         query: PreparedQuery,
-        sources: list[list[StoredRecord]],
+        sources: Sequence[Sequence[StoredRecord]],
         bookmark: int,
         as_of: AsOf | None = None,
         entitlements: list[CompiledFilter | None] | None = None,

@@ -13,12 +13,14 @@ Queries (current and historical), deletes by filter and replaced subscriptions a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.state import Columns, SowTopic, worth_columns
+from sowdb.engine.state import SowTopic, worth_columns
 from sowdb.expr import CompiledFilter
 
 
-def plan_candidates(topic: SowTopic, flt: CompiledFilter) -> list[StoredRecord] | None:
+def plan_candidates(topic: SowTopic, flt: CompiledFilter) -> Sequence[StoredRecord] | None:
     """The records of ``topic`` that may match ``flt``, or None when neither the SowKeys, an
     index nor the columns narrow them (the query scans every record).
 
@@ -29,26 +31,20 @@ def plan_candidates(topic: SowTopic, flt: CompiledFilter) -> list[StoredRecord] 
     conjuncts = flt.conjuncts
     keys = topic.lookup.sow_keys(conjuncts) if topic.lookup is not None else None
     if keys is not None:
-        records = topic.records
-        return [records[k] for k in keys if k in records]
-    best: dict[str, StoredRecord] | None = None
-    for c in conjuncts:
-        index = topic.indexes.get(c.path)
-        if index is not None:
-            found = index.lookup(c.values)
-            if best is None or len(found) < len(best):
-                best = found
-    if best is not None:
-        return list(best.values())
+        get = topic.records.get
+        return [r for r in map(get, keys) if r is not None]
+    found = topic.indexed(conjuncts)
+    if found is not None:
+        return found
     return _column_candidates(topic, flt) if flt.comparisons else None
 
 
-def _column_candidates(topic: SowTopic, flt: CompiledFilter) -> list[StoredRecord] | None:
+def _column_candidates(topic: SowTopic, flt: CompiledFilter) -> Sequence[StoredRecord] | None:
     count = len(topic.records)
     if topic.columns is None:
         if not worth_columns(count):
             return None
-        topic.columns = Columns(topic.records)
+        topic.columns = topic.new_columns()
     for term in flt.comparisons:
         topic.columns.want(term)
     return topic.columns.candidates(flt.comparisons, count)

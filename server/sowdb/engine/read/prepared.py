@@ -117,24 +117,24 @@ class PreparedQuery:
             if count > limit:
                 raise InvalidArgument(f"{field} has {count} {what}; a query may have at most {limit}", field=field)
 
-    def snapshot(self, topics: Sequence[SowTopic]) -> list[list[StoredRecord]]:
+    def snapshot(self, topics: Sequence[SowTopic]) -> list[Sequence[StoredRecord]]:
         """The records to scan, per topic, as of now; call with no await in between."""
-        out = []
+        out: list[Sequence[StoredRecord]] = []
         flt = self.filter
         for topic in topics:
             if self.opts.sow_keys:
-                records = topic.records
-                out.append([records[k] for k in dict.fromkeys(self.opts.sow_keys) if k in records])
+                get = topic.records.get
+                out.append([r for r in map(get, dict.fromkeys(self.opts.sow_keys)) if r is not None])
                 continue
             found = plan_candidates(topic, flt) if flt is not None else None
             out.append(topic.snapshot() if found is None else found)
         return out
 
-    def snapshot_heads(self, topics: Sequence[SowTopic], as_of: AsOf) -> list[list[StoredRecord]]:
+    def snapshot_heads(self, topics: Sequence[SowTopic], as_of: AsOf) -> list[Sequence[StoredRecord]]:
         """The version chains to walk back for a historical query, as of now (no await in
         between, like :meth:`snapshot`). Indexes describe only the current state, so every
         chain of the topic is a candidate, unless the filter fixes every key field."""
-        out: list[list[StoredRecord]] = []
+        out: list[Sequence[StoredRecord]] = []
         flt = self.filter
         for topic in topics:
             if topic.name in as_of.gone:
@@ -149,7 +149,7 @@ class PreparedQuery:
 
     async def run(
         self,
-        sources: list[list[StoredRecord]],
+        sources: Sequence[Sequence[StoredRecord]],
         bookmark: int,
         now_us: int,
         *,

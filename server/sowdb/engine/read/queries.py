@@ -7,7 +7,7 @@ sees exactly one sequence point (Q-2).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from sowdb.config import is_regex_topic
@@ -27,7 +27,7 @@ class Pinned:
     """What a query reads, taken in one synchronous step: the records to scan per topic, the
     point they are at, the caller's row entitlement per topic (None: unrestricted)."""
 
-    sources: list[list[StoredRecord]]
+    sources: Sequence[Sequence[StoredRecord]]
     bookmark: int
     as_of: AsOf | None
     entitlements: list[CompiledFilter | None] | None

@@ -1,11 +1,15 @@
 """The engine's state in memory: topics and what finds their records.
 
-``SowTopic`` (one topic's records, indexes, key lookups, columns, version chains), ``Topics``
+``ArenaTopic`` (a configured topic, its records in an arena, issue 39: ``arena_records``,
+``slot_index``, ``arena_columns``), ``SowTopic`` (a derived topic, its records as objects;
+one topic's records, indexes, key lookups, columns, version chains), ``Topics``
 (the registry: SOW topics of the config, derived topics, name and regex resolution), the
 expiry queue and the derived topics (views V-1, conflated topics C-2). It imports nothing from
 the other subpackages: every other part reads or writes this state.
 """
 
+from sowdb.engine.state.arena_records import ArenaRecords, PinnedRecords
+from sowdb.engine.state.arena_topic import ArenaTopic
 from sowdb.engine.state.columns import Columns, worth_columns
 from sowdb.engine.state.derived import View
 from sowdb.engine.state.expiry import ExpiryQueue
@@ -16,8 +20,11 @@ from sowdb.engine.state.sow_topic import SowTopic
 from sowdb.engine.state.topics import Topics, TopicSummary, check_topic_name, compile_topic_pattern
 
 __all__ = [
+    "ArenaRecords",
+    "ArenaTopic",
     "Columns",
     "ExpiryQueue",
+    "PinnedRecords",
     "RestrictedJoins",
     "SowTopic",
     "Tombstone",

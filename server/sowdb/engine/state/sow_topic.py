@@ -12,6 +12,7 @@ that later publishes cannot change.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from operator import attrgetter
 
 from sowdb.config import TopicConfig
@@ -20,6 +21,7 @@ from sowdb.engine.state.columns import Columns
 from sowdb.engine.state.history import TopicHistory
 from sowdb.engine.state.indexes import HashIndex
 from sowdb.engine.state.key_lookups import KeyLookup
+from sowdb.expr import Conjunct
 
 
 class SowTopic:
@@ -54,7 +56,12 @@ class SowTopic:
             self.columns.put_many((old,), (rec,))
         return old
 
-    def put_many(self, recs: list[StoredRecord]) -> list[StoredRecord | None]:
+    def new_keys(self, sow_keys: list[str]) -> int:
+        """How many distinct keys of ``sow_keys`` hold no record now."""
+        records = self.records
+        return len({k for k in sow_keys if k not in records})
+
+    def put_many(self, recs: list[StoredRecord], *, want_olds: bool = True) -> list[StoredRecord | None]:
         """Insert or replace each record in order; returns the version each one replaced (an
         earlier record of ``recs`` when a key repeats)."""
         records = self.records
@@ -116,6 +123,34 @@ class SowTopic:
         self.history.restore(chain)
         if self.lookup is not None:
             self.lookup.observe(chain[-1:])
+
+    def indexed(self, conjuncts: Sequence[Conjunct]) -> Sequence[StoredRecord] | None:
+        """The records the hash index with the fewest candidates finds for the filter's
+        equality conjuncts, or None when no conjunct has an index (the planner's)."""
+        best: dict[str, StoredRecord] | None = None
+        for c in conjuncts:
+            index = self.indexes.get(c.path)
+            if index is not None:
+                found = index.lookup(c.values)
+                if best is None or len(found) < len(best):
+                    best = found
+        return None if best is None else list(best.values())
+
+    def load(self, recs: list[StoredRecord]) -> None:
+        """Records read back at start, each key once."""
+        self.put_many(recs)
+
+    def trim_history(self, cutoff_us: int, limit: int) -> tuple[list[tuple[str, int]], bool]:
+        """H-1's trim of the version chains (:meth:`TopicHistory.trim`)."""
+        assert self.history is not None
+        return self.history.trim(self.records, cutoff_us, limit)
+
+    def new_columns(self) -> Columns:
+        """The columns a query first wants (the planner's)."""
+        return Columns(self.records)
+
+    def close(self) -> None:
+        """Let go of what the topic holds outside Python objects (nothing, here)."""
 
     def build_columns(self) -> bool:
         """One step of building the wanted columns (the upkeep's chore); True while more remain."""

@@ -8,10 +8,13 @@ keeps the graph (``downstream``) that the writer's fan-out walks.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from sowdb.config import Config, ViewConfig, is_regex_topic
+from sowdb.engine.state.arena_topic import ArenaTopic, new_arena_root
 from sowdb.engine.state.derived import ConflatedTopic, Derived, View, derived_order
 from sowdb.engine.state.joins import JoinedView
 from sowdb.engine.state.sow_topic import SowTopic
@@ -39,9 +42,20 @@ class TopicSummary:
 class Topics:
     """Every SOW and derived topic, by name."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, arena_root: Path | None = None) -> None:
+        """Args:
+        arena_root: where the topics' arenas go with ``[server] record_store = "arena"`` (a
+            directory of their own each); default a new directory on the RAM file system,
+            removed by :meth:`close`.
+        """
         self.config = config
-        self.sow: dict[str, SowTopic] = {t.name: SowTopic(t) for t in config.topics}
+        self.arena_root: Path | None = None
+        self.sow: dict[str, SowTopic]
+        if config.server.record_store == "arena":
+            root = self.arena_root = arena_root if arena_root is not None else new_arena_root()
+            self.sow = {t.name: ArenaTopic(t, root / f"{i:04d}") for i, t in enumerate(config.topics)}
+        else:
+            self.sow = {t.name: SowTopic(t) for t in config.topics}
         self.derived: dict[str, Derived] = {}
         self.downstream: dict[str, list[Derived]] = {}  # underlying topic -> topics derived from it
         self._configured = {v.name: "view" for v in config.views} | {
@@ -77,6 +91,17 @@ class Topics:
         for source in d.sources:
             self.downstream[source].remove(d)
         self.sow.pop(d.name, None)
+
+    def close(self) -> None:
+        """Remove the topics' arenas (the records' durable copy is RocksDB's)."""
+        for topic in self.sow.values():
+            topic.close()
+        if self.arena_root is not None:
+            shutil.rmtree(self.arena_root, ignore_errors=True)
+
+    def compact(self) -> int:
+        """The upkeep's compaction of the arenas that hold enough dead versions; slots freed."""
+        return sum(t.store.compact() for t in self.sow.values() if isinstance(t, ArenaTopic))
 
     def conflated(self) -> list[ConflatedTopic]:
         return [d for d in self.derived.values() if isinstance(d, ConflatedTopic)]

@@ -165,8 +165,7 @@ class Writer:
         batch = self.store.batch(topic_name, current=topic.persistent, history=hist is not None and topic.persistent)
         batch.publish_many(first, now, sow_keys, raws, exps)
         if topic.persistent:
-            records = topic.records
-            batch.set_record_count(len(records) + len({k for k in sow_keys if k not in records}))
+            batch.set_record_count(len(topic.records) + topic.new_keys(sow_keys))
         if hist is not None and hist.granularity_us:
             self._thin_history(topic, batch, versions, now)
         self._commit(batch, producer)
@@ -176,8 +175,9 @@ class Writer:
             for rec in versions:
                 if rec.expiry_us:
                     self.expiry.add(rec)
-        olds = topic.put_many(versions)
-        if self.fan_out.wanted(topic_name):
+        wanted = self.fan_out.wanted(topic_name)
+        olds = topic.put_many(versions, want_olds=wanted)
+        if wanted:
             changes = [
                 Change(topic_name, rec.sow_key, rec.bookmark, now, old, rec)
                 for rec, old in zip(versions, olds, strict=True)
@@ -386,7 +386,7 @@ class Writer:
             hist = topic.history
             if hist is None:
                 continue
-            removed, left = hist.trim(topic.records, now - hist.window_us, HISTORY_TRIM_BATCH)
+            removed, left = topic.trim_history(now - hist.window_us, HISTORY_TRIM_BATCH)
             more = more or left
             if not removed:
                 continue

@@ -1,0 +1,230 @@
+"""A configured SOW topic whose current records live in an arena (issue 39).
+
+The same questions as :class:`~sowdb.engine.state.sow_topic.SowTopic` (put, remove, head,
+snapshot, the planner's indexes and columns), answered from the arena: ``records`` is an
+:class:`~sowdb.engine.state.arena_records.ArenaRecords`, an index is a
+:class:`~sowdb.engine.state.slot_index.SlotIndex`, the columns are by slot. What stays as objects
+is what the arena does not hold: the past versions of a topic with history (the chain behind a
+key's current version, in ``_past``) and its tombstones.
+
+Derived topics (views, conflated topics) stay :class:`SowTopic`: their rows are written with
+their sources' bookmarks, which do not ascend per topic as an arena's must.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from sowdb.config import TopicConfig
+from sowdb.engine.records import StoredRecord
+from sowdb.engine.state.arena_columns import ArenaColumns
+from sowdb.engine.state.arena_records import ArenaRecords, PinnedRecords
+from sowdb.engine.state.slot_index import SlotIndex
+from sowdb.engine.state.sow_topic import SowTopic
+from sowdb.expr import Conjunct
+
+
+def new_arena_root() -> Path:
+    """A new directory for a server's arenas: on the RAM file system where there is one (the
+    arena is memory; RocksDB is the records' durable copy), else the system's temporary one.
+
+    Its name carries this process's id: the directories of processes that are gone (killed
+    before they could remove theirs) are removed here, and this one at exit if not before.
+    """
+    shm = Path("/dev/shm")
+    base = shm if shm.is_dir() else Path(tempfile.gettempdir())
+    for stale in base.glob("sowdb-arena-*-*"):
+        pid = stale.name.split("-")[2]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+    root = Path(tempfile.mkdtemp(prefix=f"sowdb-arena-{os.getpid()}-", dir=base))
+    atexit.register(shutil.rmtree, root, True)
+    return root
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class ArenaTopic(SowTopic):
+    """State of one configured SOW topic, its records in an arena under ``directory``."""
+
+    def __init__(self, config: TopicConfig, directory: Path) -> None:
+        super().__init__(config)
+        self.store = ArenaRecords(config.name, directory)
+        self.records = self.store  # type: ignore[assignment]
+        self.slot_indexes = {path: SlotIndex(path) for path in config.indexes}
+        self.indexes = {}
+        self._index_list = []
+        self._past: dict[str, StoredRecord] = {}  # history: the version behind a key's current one
+
+    @property
+    def stored_bytes(self) -> int:
+        return self.store.stored_bytes
+
+    @stored_bytes.setter
+    def stored_bytes(self, value: int) -> None:
+        pass  # kept by the arena
+
+    def _olds(self, ended: list[int]) -> list[StoredRecord | None]:
+        record, past = self.store.record, self._past
+        olds: list[StoredRecord | None] = []
+        for slot in ended:
+            if slot < 0:
+                olds.append(None)
+                continue
+            old = record(slot)
+            if self.history is not None:
+                old.prev = past.get(old.sow_key)
+            olds.append(old)
+        return olds
+
+    def put(self, rec: StoredRecord) -> StoredRecord | None:
+        return self.put_many([rec])[0]
+
+    def put_many(self, recs: list[StoredRecord], *, want_olds: bool = True) -> list[StoredRecord | None]:
+        """Insert or replace each record in order; returns the version each one replaced (made
+        from its slot only when wanted, or when the history links it)."""
+        ended = self.store.put_many(recs)
+        olds: list[StoredRecord | None] = (
+            self._olds(ended) if want_olds or self.history is not None else [None] * len(recs)
+        )
+        self._after_put(recs, olds)
+        return olds
+
+    def new_keys(self, sow_keys: list[str]) -> int:
+        """How many distinct keys of ``sow_keys`` hold no record now (one vector probe)."""
+        return self.store.arena.new_keys([k.encode() for k in sow_keys])
+
+    def indexed(self, conjuncts: Sequence[Conjunct]) -> Sequence[StoredRecord] | None:
+        best: NDArray[np.int64] | None = None
+        arena = self.store.arena
+        for c in conjuncts:
+            index = self.slot_indexes.get(c.path)
+            if index is not None:
+                found = index.lookup(c.values, arena.slots.died, arena.high)
+                if best is None or len(found) < len(best):
+                    best = found
+        return None if best is None else self.store.pinned(best)
+
+    def load(self, recs: list[StoredRecord]) -> None:
+        """Records read back at start, each key once, in any bookmark order."""
+        self.store.load(recs)
+        self._after_put(recs, [None] * len(recs))
+
+    def _after_put(self, recs: list[StoredRecord], olds: list[StoredRecord | None]) -> None:
+        if self.lookup is not None:
+            self.lookup.observe(recs)
+        for index in self.slot_indexes.values():
+            index.put_many(recs)
+        if self.columns is not None:
+            self.columns.put_many(olds, recs)
+        hist = self.history
+        if hist is not None:
+            latest: dict[str, StoredRecord] = {}  # a key's earlier version of this batch
+            for rec, old in zip(recs, olds, strict=True):
+                hist.link(rec, latest.get(rec.sow_key, old))
+                latest[rec.sow_key] = rec
+                self._keep_past(rec)
+
+    def _keep_past(self, rec: StoredRecord) -> None:
+        if rec.prev is None:
+            self._past.pop(rec.sow_key, None)
+        else:
+            self._past[rec.sow_key] = rec.prev
+
+    def remove(self, sow_key: str, bookmark: int = 0, timestamp_us: int = 0) -> StoredRecord | None:
+        """Delete at ``bookmark``; returns the removed version."""
+        slot = self.store.remove(sow_key, bookmark)
+        if slot < 0:
+            return None
+        old = self._olds([slot])[0]
+        assert old is not None
+        if self.history is not None:
+            self._past.pop(sow_key, None)
+            self.history.bury(old, bookmark, timestamp_us)
+        return old
+
+    def head(self, sow_key: str) -> StoredRecord | None:
+        rec = self.store.get(sow_key)
+        if rec is not None:
+            if self.history is not None:
+                rec.prev = self._past.get(sow_key)
+            return rec
+        if self.history is not None:
+            return self.history.tombstones.get(sow_key)
+        return None
+
+    def heads(self) -> list[StoredRecord]:
+        out = list(self.store.snapshot())
+        if self.history is not None:
+            past = self._past
+            for rec in out:
+                rec.prev = past.get(rec.sow_key)
+            out.extend(self.history.tombstones.values())
+        return out
+
+    def snapshot(self) -> PinnedRecords:  # type: ignore[override]
+        return self.store.snapshot()
+
+    def restore_chain(self, chain: list[StoredRecord]) -> None:
+        assert self.history is not None
+        self.history.restore(chain)
+        head = chain[-1]
+        self._keep_past(head)
+        if self.lookup is not None:
+            self.lookup.observe(chain[-1:])
+
+    def trim_history(self, cutoff_us: int, limit: int) -> tuple[list[tuple[str, int]], bool]:
+        """H-1's trim over the chains behind the current versions (see TopicHistory.trim)."""
+        assert self.history is not None
+        heads = _Heads(self)
+        out = self.history.trim(heads, cutoff_us, limit)  # type: ignore[arg-type]
+        for rec in heads.given.values():
+            self._keep_past(rec)
+        return out
+
+    def build_columns(self) -> bool:
+        if self.columns is None or not self.columns.building:
+            return False
+        self.columns.build_step()
+        return self.columns.building
+
+    def new_columns(self) -> ArenaColumns:
+        return ArenaColumns(self.store)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class _Heads:
+    """The current versions as history's trim reads them: each with its chain behind it, and
+    remembered, so that what trim unlinks is kept (:meth:`ArenaTopic.trim_history`)."""
+
+    def __init__(self, topic: ArenaTopic) -> None:
+        self.topic = topic
+        self.given: dict[str, StoredRecord] = {}
+
+    def get(self, key: str) -> StoredRecord | None:
+        rec = self.given.get(key)
+        if rec is None:
+            rec = self.topic.store.get(key)
+            if rec is None:
+                return None
+            rec.prev = self.topic._past.get(key)
+            self.given[key] = rec
+        return rec

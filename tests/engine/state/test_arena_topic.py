@@ -1,0 +1,160 @@
+"""A topic in an arena against the same topic as objects (issue 39): random publishes (keys
+repeated within a batch), deletes, history, compactions and snapshots taken earlier; after every
+step every read path of the state layer answers alike: point reads, the records, a snapshot
+taken before (still what it was), the hash index, the columns, the point lookup and the
+version chains of the history (walked back to random points)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from sowdb.config import HistoryConfig, TopicConfig
+from sowdb.engine.records import StoredRecord
+from sowdb.engine.state import ArenaTopic, SowTopic, version_at
+from sowdb.expr import compile_filter
+
+KEYS = ["1", "2", "42", "ключ", "k" * 300, "x"]
+SYMBOLS = ["A", "B", "7", "", None]
+
+
+def _rows(recs: Sequence[StoredRecord]) -> dict[str, tuple[bytes, int]]:
+    return {r.sow_key: (r.raw, r.bookmark) for r in recs}
+
+
+class TopicMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = Path(tempfile.mkdtemp(prefix="arena-topic-"))
+        self.bookmark = 0
+        self.now = 1_000_000
+        self.snapshots: list[tuple[Sequence[StoredRecord], dict[str, tuple[bytes, int]]]] = []
+
+    @initialize(history=st.booleans())
+    def start(self, history: bool) -> None:
+        config = TopicConfig(
+            name="t",
+            key=("/id",),
+            indexes=("/s",),
+            history=HistoryConfig(window_s=3600.0, granularity_s=0.0) if history else None,
+        )
+        self.arena = ArenaTopic(config, self.dir / "a")
+        self.objects = SowTopic(config)
+
+    def _version(self, key: str, s: Any, p: int) -> list[StoredRecord]:
+        self.bookmark += 1
+        doc = {"id": key, "p": p} | ({} if s is None else {"s": s})
+        raw = orjson.dumps(doc)
+        return [StoredRecord("t", key, orjson.loads(raw), raw, self.bookmark, self.now) for _ in range(2)]
+
+    @rule(batch=st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from(SYMBOLS), st.integers(0, 9)), max_size=6))
+    def publish(self, batch: list[tuple[str, Any, int]]) -> None:
+        self.now += 1_000
+        pairs = [self._version(k, s, p) for k, s, p in batch]
+        olds_a = self.arena.put_many([a for a, _ in pairs])
+        olds_o = self.objects.put_many([o for _, o in pairs])
+        assert [o and (o.raw, o.bookmark) for o in olds_a] == [o and (o.raw, o.bookmark) for o in olds_o]
+
+    @rule(key=st.sampled_from(KEYS))
+    def delete(self, key: str) -> None:
+        self.bookmark += 1
+        self.now += 1_000
+        a = self.arena.remove(key, self.bookmark, self.now)
+        o = self.objects.remove(key, self.bookmark, self.now)
+        assert (a and (a.raw, a.bookmark)) == (o and (o.raw, o.bookmark))
+
+    @rule()
+    def compact(self) -> None:
+        self.arena.store.compact(force=True)
+
+    @rule()
+    def take_snapshot(self) -> None:
+        snap = self.arena.snapshot()
+        self.snapshots.append((snap, _rows(self.objects.snapshot())))
+        del self.snapshots[:-3]
+
+    @invariant()
+    def same_records(self) -> None:
+        if not hasattr(self, "arena"):
+            return
+        assert len(self.arena.records) == len(self.objects.records)
+        assert self.arena.stored_bytes == self.objects.stored_bytes
+        assert _rows(self.arena.snapshot()) == _rows(self.objects.snapshot())
+        for key in KEYS:
+            a, o = self.arena.records.get(key), self.objects.records.get(key)
+            assert (a and (a.raw, a.bookmark, a.timestamp_us)) == (o and (o.raw, o.bookmark, o.timestamp_us))
+            assert (key in self.arena.records) == (key in self.objects.records)
+
+    @invariant()
+    def snapshots_keep_what_they_saw(self) -> None:
+        for snap, rows in self.snapshots:
+            assert _rows(snap) == rows
+
+    @invariant()
+    def the_index_and_the_columns_find_the_matches(self) -> None:
+        if not hasattr(self, "arena"):
+            return
+        for literal in ("A", "7", 7):
+            flt = compile_filter(f"/s = {orjson.dumps(literal).decode()} AND /p >= 0")
+            found = self.arena.indexed(flt.conjuncts)
+            assert found is not None
+            expected = {r.sow_key for r in self.objects.snapshot() if flt(r.data or {}, r)}
+            assert {r.sow_key for r in found if flt(r.data or {}, r)} == expected
+            if self.arena.columns is None:
+                self.arena.columns = self.arena.new_columns()
+            for term in flt.comparisons:
+                self.arena.columns.want(term)
+            while self.arena.build_columns():
+                pass
+            candidates = self.arena.columns.candidates(flt.comparisons, 1 << 30)
+            assert candidates is not None
+            assert expected <= {r.sow_key for r in candidates}
+
+    @invariant()
+    def the_history_walks_back_alike(self) -> None:
+        if not hasattr(self, "arena") or self.arena.history is None:
+            return
+        for key in KEYS:
+            for point in range(0, self.bookmark + 1, max(1, self.bookmark // 7)):
+                a = version_at(self.arena.head(key), point, 1 << 62)
+                o = version_at(self.objects.head(key), point, 1 << 62)
+                assert (a and (a.raw, a.bookmark)) == (o and (o.raw, o.bookmark)), (key, point)
+
+    def teardown(self) -> None:
+        if hasattr(self, "arena"):
+            self.arena.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+TopicMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
+test_an_arena_topic_answers_as_the_object_topic = TopicMachine.TestCase
+
+
+def test_columns_of_an_arena_topic_skip_ended_versions() -> None:
+    """A version replaced or deleted keeps its slot until a compaction, and its values in the
+    columns: the candidates are the current versions only."""
+    root = Path(tempfile.mkdtemp(prefix="arena-topic-"))
+    try:
+        topic = ArenaTopic(TopicConfig(name="t", key=("/id",)), root / "a")
+        flt = compile_filter("/p > 5")
+        topic.columns = topic.new_columns()
+        topic.columns.want(flt.comparisons[0])
+        for b, (key, p) in enumerate([("a", 9), ("b", 9), ("a", 1), ("c", 7)], 1):
+            raw = orjson.dumps({"id": key, "p": p})
+            topic.put(StoredRecord("t", key, orjson.loads(raw), raw, b, 0))
+        topic.remove("c", 5, 0)
+        while topic.build_columns():
+            pass
+        found = topic.columns.candidates(flt.comparisons, 1 << 30)
+        assert found is not None
+        assert sorted(r.sow_key for r in found) == ["b"]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
