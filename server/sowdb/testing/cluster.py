@@ -38,14 +38,14 @@ key = ["/id"]
 
 
 def config_text(etcd: EtcdServer, ack: str = "sync", ttl: int = TTL, server: str = "") -> str:
-    """The nodes' shared config: the topics, ``[cluster]``, and ``server`` as the lines of a
-    ``[server]`` section."""
+    """The nodes' shared config: the topics, ``[cluster]`` (reaching ``etcd`` as it asks: with
+    its CA and the nodes' client certificate when it is secured), and ``server`` as the lines of
+    a ``[server]`` section."""
     section = f"[server]\n{server}\n" if server else ""
     return f"""{section}{TOPICS}
 [cluster]
 name = "t"
-etcd = ["{etcd.url}"]
-ack = "{ack}"
+{etcd.settings()}ack = "{ack}"
 sync_replicas = 1
 lease_ttl = "{ttl}s"
 """
