@@ -261,10 +261,14 @@ class _Client(aetcd.Client):  # type: ignore[misc]  # aetcd has no type hints
                 request = rpc.AuthenticateRequest(name=self._username, password=self._password)
                 reply = await self.auth_stub.Authenticate(request, timeout=self._timeout)
                 self.metadata = (("token", reply.token),)
-        except rpc.AioRpcError as exc:
-            await self.channel.close()
+        except BaseException as exc:  # a refusal, a timeout, a cancellation: no channel left open
+            channel = self.channel
             self._init_channel_attrs()
-            etcd_errors._handle_exception(exc)  # raises aetcd's error for it, as aetcd's connect does
+            with contextlib.suppress(Exception):
+                await channel.close()
+            if isinstance(exc, rpc.AioRpcError):
+                etcd_errors._handle_exception(exc)  # raises aetcd's error for it, as aetcd's connect does
+            raise
         self.kvstub = rpc.KVStub(self.channel)
         self.clusterstub = rpc.ClusterStub(self.channel)
         self.leasestub = rpc.LeaseStub(self.channel)
