@@ -1,4 +1,5 @@
-"""A cluster of real ``sowd`` processes on one etcd (SPEC §13), as plain code: the one harness
+"""A cluster of real ``sowd`` processes on one etcd (SPEC §13; secured, as
+:func:`sowdb.testing.etcd.start_etcd` starts it by default), as plain code: the one harness
 of the cluster's tests, the failover soak (``tools/soak/failover_soak.py``) and ``make
 bench-replication``, so that a cluster is started, asked and checked one way everywhere.
 
