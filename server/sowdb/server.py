@@ -129,10 +129,12 @@ class SowServer:
             if console is not None:
                 console.bind()
                 server.add_insecure_port(console.grpc_target)
-            if self.config.cluster is not None:  # a checkpoint copied before the last stop goes in first
+            if self.config.cluster is not None:
                 from sowdb.cluster.catchup import install_checkpoint
+                from sowdb.cluster.dcs import check_access
 
-                install_checkpoint(cfg.data_dir)
+                await check_access(self.config.cluster)  # etcd refusing this node stops it: PermissionError
+                install_checkpoint(cfg.data_dir)  # a checkpoint copied before the last stop goes in first
             self._store = Store(Path(cfg.data_dir), fsync=cfg.fsync, memory=store_memory(cfg))
         except BaseException:
             await _abandon(server, console)

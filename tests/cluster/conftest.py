@@ -1,6 +1,8 @@
 """A real etcd for the cluster's tests (Debian's ``etcd-server``, installed by ``make setup``):
 one member on 127.0.0.1 with free client and peer ports and its data in a temp dir, started
 healthy and stopped (SIGCONT first, should a test have paused it); and a cluster of nodes on it.
+etcd is secured as docs/cluster.md sets it up (TLS, client certificates, authentication, a role
+limited to the cluster's keys), so every cluster test runs that way (issue 40).
 The launcher itself is :func:`sowdb.testing.etcd.start_etcd`, plain code that the failover
 soak and the replication benchmark share."""
 

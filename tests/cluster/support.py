@@ -16,10 +16,11 @@ from typing import Any
 
 import grpc
 
-from sowdb.cluster.dcs import ClusterView, Etcd, SyncRecord
+from sowdb.cluster.dcs import ClusterView, SyncRecord
 from sowdb.cluster.election import Election, ElectionEvent, Eligible
 from sowdb.config.cluster import ClusterConfig
 from sowdb.testing.cluster import TOPICS, TTL, Cluster, digest, journal, node_config, secure_config, until
+from sowdb.testing.etcd import EtcdServer
 from sowdb_client import Client, PublishAck, SowdbError
 
 __all__ = [
@@ -39,9 +40,16 @@ __all__ = [
 ]
 
 
-def cluster_config(etcd_url: str, node: str, name: str = "t") -> ClusterConfig:
+def cluster_config(etcd: EtcdServer, node: str, name: str = "t", *, url: str = "") -> ClusterConfig:
+    """Node ``node``'s ``[cluster]`` on ``etcd`` (or on ``url``, a proxy before it), with the
+    credentials it asks for."""
     return ClusterConfig(
-        name=name, node=node, advertise=f"127.0.0.1:{9000 + len(node)}", etcd=(etcd_url,), lease_ttl_s=TTL
+        name=name,
+        node=node,
+        advertise=f"127.0.0.1:{9000 + len(node)}",
+        etcd=(url or etcd.url,),
+        lease_ttl_s=TTL,
+        etcd_access=etcd.access,
     )
 
 
@@ -124,11 +132,11 @@ def publish_acknowledged(target: str, topic: str, docs: list[dict[str, Any]], **
             time.sleep(0.05)
 
 
-def sync_record(etcd_url: str, name: str = "t") -> SyncRecord | None:
+def sync_record(etcd: EtcdServer, name: str = "t") -> SyncRecord | None:
     """The cluster's sync set as etcd holds it (``/sowdb/NAME/sync``; None: never written)."""
 
     async def read() -> SyncRecord | None:
-        client = Etcd([etcd_url], 5.0)
+        client = etcd.client()
         try:
             found = await client.get(f"/sowdb/{name}/sync".encode())
         finally:

@@ -117,3 +117,76 @@ def test_the_offline_commands_take_a_cluster_config_without_node_or_advertise(tm
     )
     assert serve.returncode == 2
     assert "[cluster]: node: required" in serve.stderr  # serving still needs them
+
+
+def etcd_files(tmp_path: Path) -> Path:
+    """A CA, a client certificate, its key and a password file (their contents unread here)."""
+    for name in ("ca.pem", "me.pem", "me.key"):
+        (tmp_path / name).write_text("-----BEGIN-----\n")
+    (tmp_path / "password").write_text("s3cret\n")
+    (tmp_path / "empty").write_text("")
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("settings", "problem"),
+    [
+        ({"etcd": ["https://e:2379", "http://f:2379"], "etcd_ca": "ca.pem"}, "etcd: every endpoint https:// or"),
+        ({"etcd": ["https://e:2379"]}, "etcd_ca: required with https:// endpoints"),
+        ({"etcd": ["http://e:2379"], "etcd_ca": "ca.pem"}, "etcd_ca: need https:// etcd endpoints"),
+        (
+            {"etcd": ["http://e:2379"], "etcd_user": "n1", "etcd_password_file": "password"},
+            "etcd_password_file, etcd_user: need https://",
+        ),
+        ({"etcd": ["https://e:2379"], "etcd_ca": "ca.pem", "etcd_cert": "me.pem"}, "etcd_cert and etcd_key: one"),
+        ({"etcd": ["https://e:2379"], "etcd_ca": "ca.pem", "etcd_user": "n1"}, "etcd_user and etcd_password_file"),
+        (
+            {"etcd": ["https://e:2379"], "etcd_ca": "ca.pem", "etcd_password_file": "password"},
+            "etcd_user and etcd_password_file",
+        ),
+        ({"etcd": ["https://e:2379"], "etcd_ca": "missing.pem"}, "etcd_ca: {base}/missing.pem does not exist"),
+        (
+            {"etcd": ["https://e:2379"], "etcd_ca": "ca.pem", "etcd_cert": "me.pem", "etcd_key": "nokey"},
+            "etcd_key: {base}/nokey does not exist",
+        ),
+        (
+            {"etcd": ["https://e:2379"], "etcd_ca": "ca.pem", "etcd_user": "n1", "etcd_password_file": "empty"},
+            "etcd_password_file: {base}/empty is empty",
+        ),
+        ({"etcd": ["https://e:2379"], "etcd_ca": 3}, "etcd_ca: expected a string"),
+        ({"etcd": ["ftp://e:2379"]}, "etcd: expected a non-empty list of URLs"),
+    ],
+)
+def test_etcd_credentials_are_checked_naming_the_problem(
+    tmp_path: Path, settings: dict[str, Any], problem: str
+) -> None:
+    base = etcd_files(tmp_path)
+    with pytest.raises(ConfigError, match=r"^c\.toml: \[cluster\]: ") as info:
+        config_from_dict({"cluster": {"name": "c", **settings}}, source="c.toml", base=base)
+    assert problem.format(base=base) in str(info.value)
+
+
+def test_etcd_over_tls_with_a_certificate_and_a_user_reads_its_files_relative_to_the_config(tmp_path: Path) -> None:
+    base = etcd_files(tmp_path)
+    table = {
+        "name": "c",
+        "etcd": ["https://e1:2379", "https://e2:2379"],
+        "etcd_ca": "ca.pem",
+        "etcd_cert": "me.pem",
+        "etcd_key": "me.key",
+        "etcd_user": "n1",
+        "etcd_password_file": "password",
+    }
+    cluster = config_from_dict({"cluster": table}, source="c.toml", base=base).cluster
+    assert cluster is not None
+    access = cluster.etcd_access
+    assert cluster.etcd == ("https://e1:2379", "https://e2:2379")
+    assert (access.ca, access.cert, access.key) == tuple(str(base / n) for n in ("ca.pem", "me.pem", "me.key"))
+    assert (access.user, access.password()) == ("n1", "s3cret")  # the line's end is not the password's
+    assert access.tls
+    assert access.authenticated
+    plain = read({"name": "c"})
+    assert plain is not None
+    assert plain.etcd == ("http://127.0.0.1:2379",)  # as before: plain etcd still configures
+    assert not plain.etcd_access.tls
+    assert not plain.etcd_access.authenticated

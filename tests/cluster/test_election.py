@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from sowdb.cluster.dcs import ClusterView, Etcd
+from sowdb.cluster.dcs import ClusterView
 from sowdb.cluster.election import Eligible, SwitchoverFailed
 from sowdb.testing.faultproxy import fault_proxy
 from tests.cluster.conftest import EtcdServer
@@ -17,7 +17,7 @@ from tests.cluster.support import TTL, Journal, Node, cluster_config
 
 async def test_one_leader_among_three_candidates(etcd: EtcdServer) -> None:
     journal = Journal()
-    nodes = [Node(cluster_config(etcd.url, name), journal) for name in ("a", "b", "c")]
+    nodes = [Node(cluster_config(etcd, name), journal) for name in ("a", "b", "c")]
     try:
         await journal.wait(lambda: journal.of("lead") and len({e.node for e in journal.of("follow")}) == 2)
         leaders = [n.election for n in nodes if n.election.is_leader]
@@ -35,7 +35,7 @@ async def test_one_leader_among_three_candidates(etcd: EtcdServer) -> None:
 
 async def test_a_dead_leaders_key_lapses_and_another_takes_it_at_a_higher_epoch(etcd: EtcdServer) -> None:
     journal = Journal()
-    nodes = {name: Node(cluster_config(etcd.url, name), journal) for name in ("a", "b", "c")}
+    nodes = {name: Node(cluster_config(etcd, name), journal) for name in ("a", "b", "c")}
     try:
         await journal.wait(lambda: journal.of("lead"))
         first = journal.of("lead")[0]
@@ -55,10 +55,10 @@ async def test_a_dead_leaders_key_lapses_and_another_takes_it_at_a_higher_epoch(
 async def test_a_partitioned_leader_stops_acknowledging_before_its_lease_lapses(etcd: EtcdServer) -> None:
     journal = Journal()
     with fault_proxy("127.0.0.1", etcd.port) as proxy:
-        a = Node(cluster_config(f"http://127.0.0.1:{proxy.port}", "a"), journal)
+        a = Node(cluster_config(etcd, "a", url=etcd.url.replace(str(etcd.port), str(proxy.port))), journal)
         await journal.wait(lambda: journal.of("lead", "a"))
-        others = [Node(cluster_config(etcd.url, name), journal) for name in ("b", "c")]
-        observer = Etcd([etcd.url], timeout=1.0)
+        others = [Node(cluster_config(etcd, name), journal) for name in ("b", "c")]
+        observer = etcd.client(timeout=1.0)
         lease = a.election.lease_id
         alive: list[tuple[float, int]] = []  # (time just before asking etcd, the lease's TTL left)
 
@@ -95,7 +95,7 @@ async def test_a_partitioned_leader_stops_acknowledging_before_its_lease_lapses(
 
 async def test_a_paused_etcd_fences_the_leader_within_the_ttl_and_it_recovers(etcd: EtcdServer) -> None:
     journal = Journal()
-    nodes = [Node(cluster_config(etcd.url, name), journal) for name in ("a", "b")]
+    nodes = [Node(cluster_config(etcd, name), journal) for name in ("a", "b")]
     try:
         await journal.wait(lambda: journal.of("lead") and journal.of("follow"))
         leader = journal.of("lead")[0].node
@@ -122,8 +122,8 @@ async def test_an_ineligible_node_never_takes_the_key(etcd: EtcdServer) -> None:
     def eligible(view: ClusterView) -> bool:
         return ready.is_set()
 
-    b = Node(cluster_config(etcd.url, "b"), journal, eligible)
-    a = Node(cluster_config(etcd.url, "a"), journal)
+    b = Node(cluster_config(etcd, "b"), journal, eligible)
+    a = Node(cluster_config(etcd, "a"), journal)
     try:
         await journal.wait(lambda: journal.of("lead", "a") and journal.of("follow", "b"))
         await a.stop()  # resigns: the key is free at once
@@ -150,9 +150,9 @@ async def test_switchover_hands_over_with_the_epoch_rising(etcd: EtcdServer) -> 
 
         return check
 
-    a = Node(cluster_config(etcd.url, "a"), journal)
+    a = Node(cluster_config(etcd, "a"), journal)
     await journal.wait(lambda: journal.of("lead", "a"))
-    b, c = (Node(cluster_config(etcd.url, name), journal, eligible(name)) for name in ("b", "c"))
+    b, c = (Node(cluster_config(etcd, name), journal, eligible(name)) for name in ("b", "c"))
     try:
         await journal.wait(lambda: len(journal.of("follow")) >= 2)
         old = a.election.epoch

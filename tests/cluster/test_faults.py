@@ -69,9 +69,8 @@ class Rig:
             self.proxies[name] = (to_etcd, to_node)
             to_etcd.start(), to_node.start()
             self.configs[name] = self.nodes.tmp_path / f"{name}.toml"
-            self.configs[name].write_text(
-                self.nodes.config.read_text().replace(self.etcd.url, f"http://127.0.0.1:{to_etcd.port}")
-            )
+            proxied = self.etcd.url.replace(str(self.etcd.port), str(to_etcd.port))
+            self.configs[name].write_text(self.nodes.config.read_text().replace(self.etcd.url, proxied))
             self.flags[name] = ("--listen", f"127.0.0.1:{port}", "--advertise", f"127.0.0.1:{to_node.port}")
         sowd = testing.start(self.nodes.tmp_path / name, "--node", name, *self.flags[name], config=self.configs[name])
         self.nodes.nodes[name] = sowd
@@ -358,7 +357,7 @@ def test_a_replica_that_applies_slowly_keeps_sync(proxied: Rig) -> None:
     assert proxied.nodes.primary(within=30) == "n1"
     proxied.start("n2")
     until(lambda: len(proxied.nodes.status("n1")) == 2, within=30)
-    until(lambda: (record := sync_record(proxied.etcd.url)) is not None and record.nodes == ("n2",), within=30)
+    until(lambda: (record := sync_record(proxied.etcd)) is not None and record.nodes == ("n2",), within=30)
     publish_acknowledged(proxied.target("n1"), "orders", [{"id": 0}])
     seen = len(proxied.nodes.nodes["n1"].output)  # before n2 came, n1 may have acknowledged alone
     proxied.proxies["n1"][1].set("forward", delay=0.15)

@@ -39,7 +39,7 @@ def node_config(tmp_path: Path, etcd: EtcdServer, node: str) -> Config:
                 "name": "t",
                 "node": node,
                 "advertise": "127.0.0.1:0",
-                "etcd": [etcd.url],
+                **etcd.table(),
                 "ack": "async",
                 "lease_ttl": f"{TTL}s",
             },

@@ -29,7 +29,7 @@ def hold_the_loop(seconds: float, probe: Node) -> list[tuple[float, bool]]:
 
 async def test_a_primary_whose_loop_is_held_past_its_lease_keeps_acknowledging(etcd: EtcdServer) -> None:
     journal = Journal()
-    a = Node(cluster_config(etcd.url, "a"), journal)
+    a = Node(cluster_config(etcd, "a"), journal)
     try:
         await journal.wait(lambda: journal.of("lead", "a"))
         epoch = a.election.epoch
@@ -47,7 +47,7 @@ async def test_a_primary_whose_loop_is_held_past_its_lease_keeps_acknowledging(e
 
 async def test_a_held_primary_with_etcd_gone_still_stops_before_its_lease_lapses(etcd: EtcdServer) -> None:
     journal = Journal()
-    a = Node(cluster_config(etcd.url, "a"), journal)
+    a = Node(cluster_config(etcd, "a"), journal)
     try:
         await journal.wait(lambda: journal.of("lead", "a"))
         etcd.pause()

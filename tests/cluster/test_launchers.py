@@ -7,8 +7,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tomllib
 import urllib.request
 from pathlib import Path
+
+from sowdb.testing.etcd import ETCDCTL
 
 
 def _start(*args: str) -> tuple[subprocess.Popen[str], str]:
@@ -62,3 +65,28 @@ def test_etcd_and_a_proxy_before_it_from_another_language(tmp_path: Path) -> Non
         etcd.stdin.close()
         assert etcd.wait(timeout=20) == 0
     assert not _healthy(url, timeout=0.5)
+
+
+def test_a_secured_etcd_from_another_language_takes_the_settings_it_writes(tmp_path: Path) -> None:
+    """``--secured``: etcd as docs/cluster.md sets it up; the ``[cluster]`` lines written to
+    ``DIR/cluster-etcd.toml`` reach it (its CA and the ``sowdb`` user's certificate: that user may
+    write the cluster's keys), and nothing less does."""
+    etcd, banner = _start("sowdb.testing.etcd", "--dir", str(tmp_path), "--secured")
+    try:
+        assert banner.startswith("etcd listening on https://127.0.0.1:"), banner
+        url = banner.rsplit(" ", 1)[1]
+        settings = tomllib.loads((tmp_path / "cluster-etcd.toml").read_text())
+        assert settings["etcd"] == [url]
+        tls = [f"--cacert={settings['etcd_ca']}", f"--cert={settings['etcd_cert']}", f"--key={settings['etcd_key']}"]
+
+        def put(*flags: str) -> subprocess.CompletedProcess[str]:
+            command = [ETCDCTL, f"--endpoints={url}", "--dial-timeout=3s", *flags, "put", "/sowdb/t/leader", "x"]
+            return subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+
+        assert put(*tls).returncode == 0, put(*tls).stderr
+        assert put(tls[0]).returncode != 0  # no client certificate: no connection
+        assert not _healthy(url.replace("https://", "http://"), timeout=0.5)
+    finally:
+        assert etcd.stdin is not None
+        etcd.stdin.close()
+        assert etcd.wait(timeout=20) == 0

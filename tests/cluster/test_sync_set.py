@@ -15,7 +15,7 @@ import time
 import grpc
 import pytest
 
-from sowdb.cluster.dcs import Etcd, SyncRecord
+from sowdb.cluster.dcs import SyncRecord
 from sowdb_client import Client, SowdbError
 from tests.cluster.conftest import EtcdServer
 from tests.cluster.support import TTL, Cluster, publish_acknowledged, sync_record, until
@@ -41,7 +41,7 @@ def test_a_lagging_replica_outside_the_sync_set_is_not_promoted_when_the_member_
     until(lambda: len(cluster.status("n1")) == 3)
     primary = cluster.nodes["n1"].target
     publish_acknowledged(primary, "orders", [{"id": 0}])
-    first = until(lambda: (r := sync_record(etcd.url)) is not None and r.nodes and r, within=TTL + 15)
+    first = until(lambda: (r := sync_record(etcd)) is not None and r.nodes and r, within=TTL + 15)
     assert isinstance(first, SyncRecord)
     assert first.leader == "n1"
     assert len(first.nodes) == 1
@@ -54,7 +54,7 @@ def test_a_lagging_replica_outside_the_sync_set_is_not_promoted_when_the_member_
             acknowledged.append(i)
         # added first, the stalled one removed after (should the loaded machine stall the holder
         # too, the set empties and it rejoins once it holds every acknowledged write)
-        until(lambda: (r := sync_record(etcd.url)) is not None and r.nodes == (holder,), within=TTL + 15)
+        until(lambda: (r := sync_record(etcd)) is not None and r.nodes == (holder,), within=TTL + 15)
         cluster.nodes["n1"].kill()
         cluster.nodes[holder].kill()
     # the lagging node runs again: it sees the leader key lapse, and does not take it
@@ -76,20 +76,20 @@ def test_a_lagging_replica_outside_the_sync_set_is_not_promoted_when_the_member_
 async def test_a_deposed_primary_cannot_write_the_sync_set(etcd: EtcdServer) -> None:
     """The set is written guarded by the leader key's create_revision: once the key is another's
     (a successor's epoch), the old primary's write is refused by etcd."""
-    client = Etcd([etcd.url], 5.0)
+    client = etcd.client()
     try:
         lease, _ = await client.grant(TTL)
-        created, key = await client.create(b"/sowdb/g/leader", b"{}", lease)
+        created, key = await client.create(b"/sowdb/t/g/leader", b"{}", lease)
         assert created
         assert key is not None
-        assert await client.put_if(b"/sowdb/g/sync", b"mine", b"/sowdb/g/leader", key.create_revision)
+        assert await client.put_if(b"/sowdb/t/g/sync", b"mine", b"/sowdb/t/g/leader", key.create_revision)
         await client.revoke(lease)  # the key lapses; a successor takes it
         lease, _ = await client.grant(TTL)
-        created, successor = await client.create(b"/sowdb/g/leader", b"{}", lease)
+        created, successor = await client.create(b"/sowdb/t/g/leader", b"{}", lease)
         assert created
         assert successor is not None
-        assert not await client.put_if(b"/sowdb/g/sync", b"stale", b"/sowdb/g/leader", key.create_revision)
-        found = await client.get(b"/sowdb/g/sync")
+        assert not await client.put_if(b"/sowdb/t/g/sync", b"stale", b"/sowdb/t/g/leader", key.create_revision)
+        found = await client.get(b"/sowdb/t/g/sync")
         assert found is not None
         assert found.value == b"mine"
     finally:
@@ -104,14 +104,14 @@ def test_strict_keeps_a_stalled_member_and_sync_empties_the_set(cluster: Cluster
     cluster.start("n2")
     primary = cluster.nodes["n1"].target
     publish_acknowledged(primary, "orders", [{"id": 0}])
-    until(lambda: (r := sync_record(etcd.url)) is not None and r.nodes == ("n2",), within=TTL + 15)
+    until(lambda: (r := sync_record(etcd)) is not None and r.nodes == ("n2",), within=TTL + 15)
     with paused(cluster.nodes["n2"]):
         publish_acknowledged(primary, "orders", [{"id": 1}], timeout=TTL + 8)
-        record = sync_record(etcd.url)
+        record = sync_record(etcd)
         assert record is not None
         assert record.nodes == ()
         assert "the sync set is empty, acknowledging alone" in cluster.nodes["n1"].output
-    until(lambda: (r := sync_record(etcd.url)) is not None and r.nodes == ("n2",), within=TTL + 15)
+    until(lambda: (r := sync_record(etcd)) is not None and r.nodes == ("n2",), within=TTL + 15)
     for name in ("n2", "n1"):
         cluster.nodes[name].stop()
     cluster.config.write_text(cluster.config.read_text().replace('ack = "sync"', 'ack = "sync_strict"'))
@@ -124,7 +124,7 @@ def test_strict_keeps_a_stalled_member_and_sync_empties_the_set(cluster: Cluster
         with Client(primary) as c, pytest.raises(SowdbError) as refused:
             c.publish("orders", [{"id": 3}], timeout=TTL + 8)
         assert refused.value.code == grpc.StatusCode.UNAVAILABLE
-        record = sync_record(etcd.url)
+        record = sync_record(etcd)
         assert record is not None
         assert record.nodes == (replica,)
 
@@ -132,22 +132,22 @@ def test_strict_keeps_a_stalled_member_and_sync_empties_the_set(cluster: Cluster
 async def test_the_leader_key_is_taken_only_while_the_sync_set_is_as_eligibility_read_it(etcd: EtcdServer) -> None:
     """A node paused between judging its eligibility (by the set) and creating the leader key
     cannot act on a stale set: the create is guarded by the set's mod_revision."""
-    client = Etcd([etcd.url], 5.0)
+    client = etcd.client()
     try:
-        await client.put(b"/sowdb/u/sync", b'{"epoch": 1, "leader": "a", "nodes": ["b"]}', 0)
-        read = await client.get(b"/sowdb/u/sync")
+        await client.put(b"/sowdb/t/u/sync", b'{"epoch": 1, "leader": "a", "nodes": ["b"]}', 0)
+        read = await client.get(b"/sowdb/t/u/sync")
         assert read is not None
-        await client.put(b"/sowdb/u/sync", b'{"epoch": 1, "leader": "a", "nodes": ["c"]}', 0)  # changed since
+        await client.put(b"/sowdb/t/u/sync", b'{"epoch": 1, "leader": "a", "nodes": ["c"]}', 0)  # changed since
         lease, _ = await client.grant(TTL)
-        assert await client.create(b"/sowdb/u/leader", b"{}", lease, (b"/sowdb/u/sync", read.mod_revision)) == (
+        assert await client.create(b"/sowdb/t/u/leader", b"{}", lease, (b"/sowdb/t/u/sync", read.mod_revision)) == (
             False,
             None,
         )
-        now = await client.get(b"/sowdb/u/sync")
+        now = await client.get(b"/sowdb/t/u/sync")
         assert now is not None
-        created, _ = await client.create(b"/sowdb/u/leader", b"{}", lease, (b"/sowdb/u/sync", now.mod_revision))
+        created, _ = await client.create(b"/sowdb/t/u/leader", b"{}", lease, (b"/sowdb/t/u/sync", now.mod_revision))
         assert created
-        created, _ = await client.create(b"/sowdb/v/leader", b"{}", lease, (b"/sowdb/v/sync", 0))  # absent: 0
+        created, _ = await client.create(b"/sowdb/t/v/leader", b"{}", lease, (b"/sowdb/t/v/sync", 0))  # absent: 0
         assert created
     finally:
         await client.close()

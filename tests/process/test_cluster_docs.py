@@ -1,7 +1,9 @@
 """Docs truth for clusters: docs/cluster.md's "Running a cluster" and README.md's section of the
 same name run as written: etcd and three ``sowd`` started, ``sow cluster``, a publish to the
 primary and a write refused by a replica, README's two commands, a kill -9 of the primary and its
-successor, the old primary back as a replica with every write, and the stop.
+successor, the old primary back as a replica with every write, and the stop; and its "Securing
+etcd": etcd with TLS, client certificates and a role limited to the cluster's keys, a node on
+it, a forged leader key refused.
 
 The blocks run with bash from an empty directory, the virtual environment's ``bin`` first on the
 PATH. The only change made to their text: the fixed ports they name (etcd's 2379 and 2380, the
@@ -27,7 +29,9 @@ PORTS = (2379, 2380, 9001, 9002, 9003)
 
 
 def test_running_a_cluster_runs_as_written(tmp_path: Path) -> None:
-    start, look, failover, stop = blocks("cluster.md", "Running a cluster")
+    # the page's title is "Running a cluster" too, so its blocks are the whole page's: the
+    # section's are the first four ("Securing etcd" follows)
+    start, look, failover, stop = blocks("cluster.md", "Running a cluster")[:4]
     (readme,) = blocks("README.md", "Running a cluster")
     ports = dict(zip(PORTS, free_ports(len(PORTS)), strict=True))
 
@@ -57,5 +61,38 @@ def test_running_a_cluster_runs_as_written(tmp_path: Path) -> None:
         run(stop)
     finally:
         for pid_file in (tmp_path / "cluster").glob("*.pid"):
+            with suppress(ValueError, ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+def test_securing_etcd_runs_as_written(tmp_path: Path) -> None:
+    """docs/cluster.md's "Securing etcd": etcd with TLS, client certificates and a role limited to
+    the cluster's prefix; a node on it (no SECURITY RISK warning); a forged leader key refused,
+    without a certificate and with one of a user without the role; the stop."""
+    make, start, forge, stop = blocks("cluster.md", "Securing etcd")
+    ports = dict(zip(PORTS[:3], free_ports(3), strict=True))
+    node = f"127.0.0.1:{ports[9001]}"
+
+    def run(block: str) -> str:
+        for fixed, free in ports.items():
+            block = block.replace(f"127.0.0.1:{fixed}", f"127.0.0.1:{free}")
+        done = run_block(block, node, cwd=tmp_path)
+        assert done.returncode == 0, f"{block}\n{done.stdout}\n{done.stderr}"
+        assert "Traceback" not in done.stderr, done.stderr
+        return done.stdout + done.stderr
+
+    try:
+        run(make)
+        run(start)
+        log = (tmp_path / "secure" / "n1.log").read_text()
+        assert "SECURITY RISK" not in log, log
+        shown = run(forge)
+        assert "context deadline exceeded" in shown
+        assert "etcdserver: permission denied" in shown
+        assert f'{{"node": "n1", "advertise": "{node}"}}' in shown
+        assert f"n1    {node}  primary" in shown
+        run(stop)
+    finally:
+        for pid_file in (tmp_path / "secure").glob("*.pid"):
             with suppress(ValueError, ProcessLookupError):
                 os.kill(int(pid_file.read_text()), signal.SIGKILL)

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Replication benchmarks (SPEC §13, issue 31) on real processes: etcd and ``sowd`` nodes started
-as the cluster's tests start them (:mod:`sowdb.testing.cluster`).
+as the cluster's tests start them (:mod:`sowdb.testing.cluster`), but with etcd over plain
+``http://`` (no TLS, no auth): etcd is not on the replication path, and so the figures stay
+comparable with those of the commits before etcd was secured (issue 40).
 
 - **sync publish**: N messages in batches of 100 to a primary with ``ack = "sync"`` and one
   replica, beside a lone server (no ``[cluster]``); a fresh cluster or server per run,
@@ -81,7 +83,7 @@ def sync_publish(n: int, rounds: int, ttl: int) -> None:
                 (work / "alone.toml").write_text(TOPICS)
                 with testing.start(work / "alone", "--log-level", "WARNING", config=work / "alone.toml") as sowd:
                     return {"msg/s": publish_rate(sowd.target, docs)}
-            with running_cluster(work, "sync", ttl, nodes=("n1", "n2")) as cluster:
+            with running_cluster(work, "sync", ttl, nodes=("n1", "n2"), plain_etcd=True) as cluster:
                 return {"msg/s": publish_rate(cluster.nodes[cluster.primary()].target, docs)}
 
     runs = alternate(["alone", "sync"], rounds, measure, label="publish ")
@@ -89,7 +91,11 @@ def sync_publish(n: int, rounds: int, ttl: int) -> None:
 
 
 def failover(cycles: int, ttl: int) -> None:
-    with workdir() as work, running_cluster(work, "sync", ttl) as cluster, Load(cluster, Ledger()) as load:
+    with (
+        workdir() as work,
+        running_cluster(work, "sync", ttl, plain_etcd=True) as cluster,
+        Load(cluster, Ledger()) as load,
+    ):
         times = []
         for n in range(1, cycles + 1):
             load.ledger.cycle = n
@@ -119,7 +125,7 @@ def _publish_stream(target: str, docs: list[bytes], out: Any) -> None:
 def lag(n: int, ttl: int) -> None:
     docs = messages(n)
     delivered: dict[int, float] = {}
-    with workdir() as work, running_cluster(work, "async", ttl, nodes=("n1", "n2")) as cluster:
+    with workdir() as work, running_cluster(work, "async", ttl, nodes=("n1", "n2"), plain_etcd=True) as cluster:
         primary = cluster.primary()
         replica = next(name for name in cluster.nodes if name != primary)
         channel = grpc.insecure_channel(cluster.nodes[replica].target)
@@ -185,7 +191,7 @@ async def _fanout(targets: list[str], docs: list[bytes]) -> float:
 
 def fanout(n: int, rounds: int, ttl: int) -> None:
     docs = messages(n)
-    with workdir() as work, running_cluster(work, "async", ttl) as cluster:
+    with workdir() as work, running_cluster(work, "async", ttl, plain_etcd=True) as cluster:
         primary = cluster.primary()
         targets = {
             "primary": [cluster.nodes[primary].target],

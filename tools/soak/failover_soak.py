@@ -21,10 +21,13 @@ unexpected id, on a lost one under ``sync`` (or one not in a lost-writes file un
 on nodes that differ, or on a line of :data:`LOG_ERRORS` in a node's log (a task or a stream
 left behind, an exception nobody handled).
 
-With ``--secured`` the nodes serve TLS and ask for tokens: the replicas follow over TLS with
-the cluster's token (``SOWDB_CLUSTER_TOKEN``), and the soak's own calls carry it.
+etcd is secured as docs/cluster.md sets it up (TLS, client certificates, etcd's authentication
+with a role limited to the cluster's keys: :func:`sowdb.testing.etcd.start_etcd`), unless
+``--plain-etcd``. With ``--secured`` the nodes serve TLS and ask for tokens: the replicas
+follow over TLS with the cluster's token (``SOWDB_CLUSTER_TOKEN``), and the soak's own calls
+carry it.
 
-Usage: ``.venv/bin/python tools/soak/failover_soak.py --cycles 20 [--ack async] [--secured]``.
+Usage: ``.venv/bin/python tools/soak/failover_soak.py --cycles 20 [--ack async] [--secured] [--plain-etcd]``.
 """
 
 from __future__ import annotations
@@ -249,11 +252,12 @@ def kill_primary(cluster: Cluster, ledger: Ledger, within: float = 30.0) -> Cycl
 
 @contextmanager
 def running_cluster(
-    work: Path, ack: str, ttl: int, nodes: Sequence[str] = NODES, *, secured: bool = False
+    work: Path, ack: str, ttl: int, nodes: Sequence[str] = NODES, *, secured: bool = False, plain_etcd: bool = False
 ) -> Iterator[Cluster]:
     """etcd and ``nodes`` (the first one primary, every other following it), stopped after;
-    ``secured``: TLS and tokens, the replicas following over TLS with the cluster's token."""
-    etcd = start_etcd(work)
+    ``secured``: TLS and tokens, the replicas following over TLS with the cluster's token;
+    ``plain_etcd``: etcd over ``http://`` without authentication (else TLS and auth)."""
+    etcd = start_etcd(work, secured=not plain_etcd)
     cluster = Cluster(work, etcd, ack=ack, ttl=ttl)
     if secured:
         cluster.secure(Certs(work / "pki"), TOKEN)
@@ -296,11 +300,20 @@ def lost_writes(work: Path) -> set[int]:
     return ids
 
 
-def run(cycles: int, work: Path, ack: str = "sync", ttl: int = 2, report: bool = True, *, secured: bool = False) -> int:
+def run(
+    cycles: int,
+    work: Path,
+    ack: str = "sync",
+    ttl: int = 2,
+    report: bool = True,
+    *,
+    secured: bool = False,
+    plain_etcd: bool = False,
+) -> int:
     """The soak; its exit status (0: nothing wrong)."""
     ledger = Ledger()
     rows: list[Cycle] = []
-    with running_cluster(work, ack, ttl, secured=secured) as cluster:
+    with running_cluster(work, ack, ttl, secured=secured, plain_etcd=plain_etcd) as cluster:
         with Load(cluster, ledger):
             for n in range(1, cycles + 1):
                 ledger.cycle = n
@@ -323,7 +336,7 @@ def run(cycles: int, work: Path, ack: str = "sync", ttl: int = 2, report: bool =
     for n, c in enumerate(rows, 1):
         print(f"{n:>5}  {c.node:>6}  {c.failover_s:>10.2f}  {c.lost:>6}  {c.unexpected:>10}")
     times = [c.failover_s for c in rows]
-    how = "TLS and tokens" if secured else "plaintext"
+    how = ("TLS and tokens" if secured else "plaintext") + (", etcd plain" if plain_etcd else ", etcd TLS + auth")
     print(f"failover: median {statistics.median(times):.2f} s, max {max(times):.2f} s (lease_ttl {ttl} s, {how})")
     print(f"acknowledged {len(ledger.acknowledged)}, attempted {len(ledger.attempted)}, read {len(read)}")
     print(f"lost {len(lost)}, unexpected {len(unexpected)}, last bookmark {last}")
@@ -353,11 +366,12 @@ def main() -> int:
     parser.add_argument("--lease-ttl", type=int, default=2, help="[cluster] lease_ttl in seconds (at least 2)")
     parser.add_argument("--work-dir", help="where etcd's and the nodes' data go (default: a temporary directory)")
     parser.add_argument("--secured", action="store_true", help="TLS and tokens; the replicas follow over TLS")
+    parser.add_argument("--plain-etcd", action="store_true", help="etcd over http:// without authentication")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.work_dir or tmp)
         work.mkdir(parents=True, exist_ok=True)
-        return run(args.cycles, work, args.ack, args.lease_ttl, secured=args.secured)
+        return run(args.cycles, work, args.ack, args.lease_ttl, secured=args.secured, plain_etcd=args.plain_etcd)
 
 
 if __name__ == "__main__":

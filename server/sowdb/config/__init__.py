@@ -7,6 +7,7 @@ does not start.
 """
 
 from sowdb.config.cluster import ClusterConfig, with_cluster_overrides
+from sowdb.config.etcd import EtcdAccess
 from sowdb.config.model import (
     Config,
     ConfigError,
@@ -29,6 +30,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "ConflatedTopicConfig",
+    "EtcdAccess",
     "HistoryConfig",
     "RoleConfig",
     "SecurityConfig",

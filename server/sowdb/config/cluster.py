@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
+from sowdb.config.etcd import ETCD_KEYS, EtcdAccess, read_etcd
 from sowdb.config.model import Config, ConfigError, parse_duration, parse_listen
 
 ACK_MODES = ("async", "sync", "sync_strict")
@@ -46,6 +46,8 @@ class ClusterConfig:
     """The CA that signed the nodes' TLS certificates, which a replica trusts when it dials
     its primary (empty: the node's own ``[security] tls_cert``, a self-signed certificate that
     the nodes share)."""
+    etcd_access: EtcdAccess = field(default_factory=EtcdAccess)
+    """The credentials shown to etcd (:mod:`sowdb.config.etcd`; none: plain ``http://``)."""
 
     @property
     def loop_wait_s(self) -> float:
@@ -81,7 +83,7 @@ def read_cluster(raw: dict[str, Any], fail: Fail, base: Path | None = None) -> C
     entry = "[cluster]"
     if not isinstance(t, dict):
         raise fail(entry, "expected a table")
-    allowed = {"name", "node", "advertise", "etcd", "ack", "sync_replicas", "lease_ttl", "ca"}
+    allowed = {"name", "node", "advertise", "etcd", "ack", "sync_replicas", "lease_ttl", "ca", *ETCD_KEYS}
     unknown = sorted(set(t) - allowed)
     if unknown:
         raise fail(entry, f"unknown setting {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
@@ -94,11 +96,7 @@ def read_cluster(raw: dict[str, Any], fail: Fail, base: Path | None = None) -> C
     advertise = t.get("advertise", "")
     if not isinstance(advertise, str) or (advertise and not _is_address(advertise)):
         raise fail(entry, f"advertise: {advertise!r} is not HOST:PORT (what clients and replicas dial)")
-    etcd = t.get("etcd", list(ClusterConfig.etcd))
-    if isinstance(etcd, str):
-        etcd = [etcd]
-    if not isinstance(etcd, list) or not etcd or not all(isinstance(e, str) and _is_etcd_url(e) for e in etcd):
-        raise fail(entry, f"etcd: expected a non-empty list of URLs such as ['http://127.0.0.1:2379'], got {etcd!r}")
+    etcd, access = read_etcd(t, fail, base)
     ack = t.get("ack", "sync")
     if ack not in ACK_MODES:
         raise fail(entry, f"ack: {ack!r} is not one of {', '.join(ACK_MODES)}")
@@ -119,7 +117,7 @@ def read_cluster(raw: dict[str, Any], fail: Fail, base: Path | None = None) -> C
         if not path.is_file():
             raise fail(entry, f"ca: {path} does not exist (the CA that signed the nodes' certificates)")
         ca = str(path)
-    cluster = ClusterConfig(name, node, advertise, tuple(etcd), ack, sync_replicas, ttl, ca)
+    cluster = ClusterConfig(name, node, advertise, etcd, ack, sync_replicas, ttl, ca, access)
     if cluster.loop_wait_s + 2 * cluster.retry_timeout_s > ttl + 1e-9:  # holds by construction; kept honest
         raise fail(entry, "lease_ttl: loop_wait + 2 * retry_timeout must not exceed it")
     return cluster
@@ -163,11 +161,3 @@ def _is_address(text: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _is_etcd_url(text: str) -> bool:
-    try:
-        url = urlsplit(text)
-        return url.scheme == "http" and bool(url.hostname) and url.port is not None and url.path in ("", "/")
-    except ValueError:
-        return False

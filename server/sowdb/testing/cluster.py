@@ -1,4 +1,5 @@
-"""A cluster of real ``sowd`` processes on one etcd (SPEC §13), as plain code: the one harness
+"""A cluster of real ``sowd`` processes on one etcd (SPEC §13; secured, as
+:func:`sowdb.testing.etcd.start_etcd` starts it by default), as plain code: the one harness
 of the cluster's tests, the failover soak (``tools/soak/failover_soak.py``) and ``make
 bench-replication``, so that a cluster is started, asked and checked one way everywhere.
 
@@ -38,14 +39,14 @@ key = ["/id"]
 
 
 def config_text(etcd: EtcdServer, ack: str = "sync", ttl: int = TTL, server: str = "") -> str:
-    """The nodes' shared config: the topics, ``[cluster]``, and ``server`` as the lines of a
-    ``[server]`` section."""
+    """The nodes' shared config: the topics, ``[cluster]`` (reaching ``etcd`` as it asks: with
+    its CA and the nodes' client certificate when it is secured), and ``server`` as the lines of
+    a ``[server]`` section."""
     section = f"[server]\n{server}\n" if server else ""
     return f"""{section}{TOPICS}
 [cluster]
 name = "t"
-etcd = ["{etcd.url}"]
-ack = "{ack}"
+{etcd.settings()}ack = "{ack}"
 sync_replicas = 1
 lease_ttl = "{ttl}s"
 """

@@ -24,6 +24,17 @@ class Certs:
                 "-out", f"{name}.pem", "-days", "2", *extra,
             )  # fmt: skip
 
+    def client(self, name: str) -> tuple[str, str]:
+        """A client certificate for common name ``name`` that the CA signed (an etcd user, with
+        etcd's ``--client-cert-auth``): the paths of ``name.pem`` and ``name.key``."""
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        self._openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}")
+        self._openssl(
+            "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", f"{name}.pem", "-days", "2",
+        )  # fmt: skip
+        return self[f"{name}.pem"], self[f"{name}.key"]
+
     def _openssl(self, *args: str) -> None:
         subprocess.run(["openssl", *args], cwd=self.dir, check=True, capture_output=True, timeout=60)
 

@@ -21,12 +21,25 @@ another node. Nothing else in the cluster reads or writes etcd but through :clas
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 
-from sowdb.cluster.dcs.etcd import Etcd, EtcdUnavailable, KeyValue
+from sowdb.cluster.dcs.etcd import Etcd, EtcdRefused, EtcdUnavailable, KeyValue
 from sowdb.config.cluster import ClusterConfig
 
-__all__ = ["ClusterView", "Dcs", "Etcd", "EtcdUnavailable", "KeyValue", "Leader", "SyncRecord"]
+__all__ = [
+    "ClusterView",
+    "Dcs",
+    "Etcd",
+    "EtcdRefused",
+    "EtcdUnavailable",
+    "KeyValue",
+    "Leader",
+    "SyncRecord",
+    "check_access",
+]
+
+log = logging.getLogger("sowdb.cluster")
 
 
 @dataclass(frozen=True)
@@ -78,7 +91,7 @@ class Dcs:
 
     def __init__(self, cluster: ClusterConfig, etcd: Etcd | None = None) -> None:
         self.cluster = cluster
-        self.etcd = etcd or Etcd(cluster.etcd, cluster.retry_timeout_s)
+        self.etcd = etcd or Etcd(cluster.etcd, cluster.retry_timeout_s, cluster.etcd_access)
         prefix = cluster.prefix
         self.prefix = prefix.encode()
         self.leader_key = f"{prefix}leader".encode()
@@ -165,3 +178,42 @@ class Dcs:
         intent = await self.etcd.get(self.switchover_key)
         if intent is not None:
             await self.etcd.delete_if(self.switchover_key, intent.create_revision)
+
+
+async def check_access(cluster: ClusterConfig) -> None:
+    """At a node's start: warn loudly when etcd is reached without credentials, and refuse to
+    start when etcd refuses the node's (a CA or a certificate that does not match, a wrong
+    password, a user without rights on the cluster's keys): a node that cannot ever take part
+    in the election had better say so at once than serve as a replica of nobody. An etcd that
+    does not answer is no reason not to start (the election waits for it).
+
+    Raises:
+        PermissionError: etcd refused this node, with etcd's words and the settings to check.
+    """
+    access, name = cluster.etcd_access, cluster.name
+    if not access.tls:
+        log.warning(
+            "cluster %s: SECURITY RISK: etcd is reached over plain http:// (%s) with no authentication: "
+            "anyone who can reach etcd owns this cluster (one write of the leader key and every node follows "
+            "whoever wrote it); use https:// with etcd_ca and etcd_cert/etcd_key or etcd_user (docs/security.md)",
+            name,
+            ", ".join(cluster.etcd),
+        )
+    elif not access.authenticated:
+        log.warning(
+            "cluster %s: SECURITY RISK: no etcd_cert and no etcd_user: unless etcd itself refuses "
+            "unauthenticated clients, anyone who can reach etcd owns this cluster (docs/security.md)",
+            name,
+        )
+    etcd = Etcd(cluster.etcd, cluster.retry_timeout_s, access)
+    try:
+        await etcd.get_prefix(cluster.prefix.encode())
+    except EtcdRefused as exc:
+        raise PermissionError(
+            f"{exc} (check [cluster] etcd_ca, etcd_cert, etcd_key, etcd_user, etcd_password_file, "
+            f"and that the etcd user may read and write {cluster.prefix})"
+        ) from None
+    except EtcdUnavailable as exc:
+        log.warning("cluster %s: etcd does not answer yet (%s); the node waits for it", name, exc)
+    finally:
+        await etcd.close()

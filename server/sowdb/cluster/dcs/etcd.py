@@ -6,6 +6,13 @@ delete guarded by the key's ``create_revision``. Every call is bounded by ``time
 election's ``retry_timeout``), so that a partitioned or paused etcd turns into an error the
 election can act on, never into a call that hangs past the leader's deadline (HA-1). On an error
 the next call goes to the next endpoint of the list.
+
+Over ``https://`` the node checks etcd's certificate against ``etcd_ca`` and shows its own client
+certificate and/or authenticates as ``etcd_user`` (:class:`~sowdb.config.etcd.EtcdAccess`).
+``aetcd`` 1.0 dials plaintext only, so :class:`_Client` opens its channel with TLS; the rest
+(the token of a user that authenticated, sent with every call) is ``aetcd``'s. An error that
+says etcd refused the node's credentials is :class:`EtcdRefused`: a configuration to fix,
+which retrying does not cure.
 """
 
 from __future__ import annotations
@@ -15,10 +22,16 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import aetcd
+import grpc
+from aetcd import exceptions as etcd_errors
+from aetcd import rpc
+
+from sowdb.config.etcd import EtcdAccess
 
 log = logging.getLogger("sowdb.cluster")
 T = TypeVar("T")
@@ -26,6 +39,25 @@ T = TypeVar("T")
 
 class EtcdUnavailable(Exception):
     """etcd did not answer within the time allowed (a partition, a paused or a dead etcd)."""
+
+
+class EtcdRefused(EtcdUnavailable):
+    """etcd answered, but refused this node: a certificate it does not trust (or that does not
+    trust it), a wrong user or password, or a user without rights on the cluster's keys."""
+
+
+# what etcd and gRPC say when they refuse a node's credentials (lower case): a TLS handshake
+# that failed either way, and etcd's own authentication and permission errors
+_REFUSALS = (
+    "ssl",
+    "handshake",
+    "certificate",
+    "tsi_",
+    "permission denied",
+    "authentication failed",
+    "user name is empty",
+    "user name not found",
+)
 
 
 @dataclass(frozen=True)
@@ -42,15 +74,23 @@ class KeyValue:
 class Etcd:
     """One node's connection to etcd (one of the cluster's endpoints at a time)."""
 
-    def __init__(self, endpoints: Sequence[str], timeout: float) -> None:
+    def __init__(self, endpoints: Sequence[str], timeout: float, access: EtcdAccess | None = None) -> None:
         """Args:
-        endpoints: ``http://HOST:PORT`` URLs of the etcd cluster's members.
+        endpoints: ``http://HOST:PORT`` or ``https://HOST:PORT`` URLs of the etcd cluster's
+            members.
         timeout: the longest any call may take, in seconds.
+        access: the credentials shown to etcd (None: none, plaintext).
         """
         self._endpoints = [urlsplit(e) for e in endpoints]
         self._next = 0
         self._timeout = timeout
+        self._access = access or EtcdAccess()
         self._client: Any = None
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint the next call goes to."""
+        return self._endpoints[self._next % len(self._endpoints)].geturl()
 
     async def close(self) -> None:
         """Drop the connection (a later call opens a new one)."""
@@ -160,7 +200,17 @@ class Etcd:
                 "grpc.initial_reconnect_backoff_ms": 100,
                 "grpc.max_reconnect_backoff_ms": 1000,
             }
-            self._client = aetcd.Client(host=url.hostname, port=url.port, timeout=self._timeout, options=options)
+            access = self._access
+            user, password = (access.user, access.password()) if access.user else (None, None)
+            self._client = _Client(
+                _credentials(access),
+                host=url.hostname,
+                port=url.port,
+                username=user,
+                password=password,
+                timeout=self._timeout,
+                options=options,
+            )
         return self._client
 
     async def _call(self, call: Any) -> Any:
@@ -178,10 +228,61 @@ class Etcd:
         except (TimeoutError, aetcd.ClientError, OSError, asyncio.CancelledError) as exc:
             if isinstance(exc, asyncio.CancelledError) and _cancelled_by_caller():
                 raise
-            if len(self._endpoints) > 1:
+            endpoint = self.endpoint
+            if len(self._endpoints) > 1 or isinstance(exc, etcd_errors.UnauthenticatedError):
+                # an unauthenticated call: the user's token lapsed (etcd restarted, or forgot it),
+                # so the next call connects, and authenticates, again
                 self._next += 1
                 await self.close()
+            if any(word in str(exc).lower() for word in _REFUSALS):
+                raise EtcdRefused(f"etcd at {endpoint} refused this node: {type(exc).__name__}: {exc}") from None
             raise EtcdUnavailable(f"etcd: {type(exc).__name__}: {exc}") from None
+
+
+class _Client(aetcd.Client):  # type: ignore[misc]  # aetcd has no type hints
+    """``aetcd.Client`` over a channel with ``credentials`` (TLS) when there are any: its
+    ``connect`` with the channel made here, and no watcher (the cluster watches nothing)."""
+
+    def __init__(self, credentials: grpc.ChannelCredentials | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._credentials = credentials
+
+    async def connect(self) -> None:
+        if self._credentials is None:
+            await super().connect()
+            return
+        if self._connected.is_set():
+            return
+        target = f"{self._host}:{self._port}"
+        self.channel = rpc.secure_channel(target, self._credentials, options=self._options.items())
+        try:
+            if self._username is not None:
+                self.auth_stub = rpc.AuthStub(self.channel)
+                request = rpc.AuthenticateRequest(name=self._username, password=self._password)
+                reply = await self.auth_stub.Authenticate(request, timeout=self._timeout)
+                self.metadata = (("token", reply.token),)
+        except BaseException as exc:  # a refusal, a timeout, a cancellation: no channel left open
+            channel = self.channel
+            self._init_channel_attrs()
+            with contextlib.suppress(Exception):
+                await channel.close()
+            if isinstance(exc, rpc.AioRpcError):
+                etcd_errors._handle_exception(exc)  # raises aetcd's error for it, as aetcd's connect does
+            raise
+        self.kvstub = rpc.KVStub(self.channel)
+        self.clusterstub = rpc.ClusterStub(self.channel)
+        self.leasestub = rpc.LeaseStub(self.channel)
+        self.maintenancestub = rpc.MaintenanceStub(self.channel)
+        self._connected.set()
+
+
+def _credentials(access: EtcdAccess) -> grpc.ChannelCredentials | None:
+    """TLS that trusts ``access.ca`` and shows the client certificate if there is one."""
+    if not access.tls:
+        return None
+    key = Path(access.key).read_bytes() if access.key else None
+    cert = Path(access.cert).read_bytes() if access.cert else None
+    return grpc.ssl_channel_credentials(Path(access.ca).read_bytes(), key, cert)
 
 
 def _cancelled_by_caller() -> bool:
