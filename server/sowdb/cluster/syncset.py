@@ -13,6 +13,9 @@ writes is down: the cluster waits instead of losing them.
 
 The set changes so that at every instant each node etcd names holds every acknowledged write:
 
+- **Only members.** A follower counts only if etcd holds its member record (``members/NODE``,
+  under its lease: it takes part in the election) — a stream that calls itself ``n9`` does
+  not — and only for what the primary sent it (:mod:`sowdb.cluster.shipping`).
 - **Adding first.** A replica joins only once it holds the highest bookmark acknowledged so far
   (:attr:`SyncSet.acked`), and from that instant acknowledgements wait for it too (in memory,
   before the etcd write: stricter, never looser); then etcd gets the union of old and new.
@@ -61,6 +64,7 @@ class SyncSet:
         self._since = 0.0  # monotonic: when this node took the key at self._led
         self._left: dict[str, float] = {}  # follower → when its stream ended
         self.seen: SyncRecord | None = None  # the record as this node last read it
+        self._strangers: set[str] = set()  # followers without a member record, logged once each
 
     # --- acknowledgement -------------------------------------------------------------------------
 
@@ -155,7 +159,11 @@ class SyncSet:
         current = self.members if self.written(epoch) else ()
         want = [m for m in current if m != me and healthy(m)]
         ready = sorted(
-            (f for f in followers.values() if f.node not in want and not f.stalled_at and f.applied >= self.acked),
+            (
+                f
+                for f in followers.values()
+                if f.node not in want and not f.stalled_at and f.applied >= self.acked and self._member(f.node)
+            ),
             key=lambda f: (-f.applied, f.node),
         )
         for f in ready:
@@ -173,6 +181,20 @@ class SyncSet:
         target = tuple(sorted(want))
         self.adding = tuple(sorted(set(target) - set(current)))
         return target
+
+    def _member(self, node: str) -> bool:
+        """Whether etcd, at the last round, held a member record of ``node``: a follower
+        without one is a stream, not a node of the cluster, and never counts for ``sync``."""
+        if node in self.node.election.view.eligible:
+            return True
+        if node not in self._strangers:
+            self._strangers.add(node)
+            log.warning(
+                "cluster %s: follower %s has no member record in etcd: it does not count for sync",
+                self.node.cluster.name,
+                node,
+            )
+        return False
 
     async def _write(self, epoch: int, target: tuple[str, ...]) -> None:
         """Write ``target`` at ``epoch``: the union of old and new first when it adds (adding
