@@ -65,6 +65,8 @@ class Follower:
     sent: int = 0
     """The last bookmark this primary sent it (or that it held when it came): what it reports
     having applied is bounded by this."""
+    member: bool = False
+    """etcd held its member record since it connected: it may count for ``sync``."""
 
 
 class Node:

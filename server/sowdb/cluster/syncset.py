@@ -122,6 +122,8 @@ class SyncSet:
                 self._led, self._since = epoch, time.monotonic()
                 self.acked = node.engine.last_seq  # held here; some of it was acknowledged before
                 self.epoch, self.members, self.adding, self.unsure = 0, (), (), set()
+            if epoch:
+                await self._check_members()
             if not epoch:
                 self._led, self.epoch, self.members, self.adding, self.unsure = 0, 0, (), (), set()
             elif (target := self._target(epoch)) is not None and (not self.written(epoch) or target != self.members):
@@ -162,7 +164,7 @@ class SyncSet:
             (
                 f
                 for f in followers.values()
-                if f.node not in want and not f.stalled_at and f.applied >= self.acked and self._member(f.node)
+                if f.node not in want and not f.stalled_at and f.applied >= self.acked and f.member
             ),
             key=lambda f: (-f.applied, f.node),
         )
@@ -182,19 +184,25 @@ class SyncSet:
         self.adding = tuple(sorted(set(target) - set(current)))
         return target
 
-    def _member(self, node: str) -> bool:
-        """Whether etcd, at the last round, held a member record of ``node``: a follower
-        without one is a stream, not a node of the cluster, and never counts for ``sync``."""
-        if node in self.node.election.view.eligible:
-            return True
-        if node not in self._strangers:
-            self._strangers.add(node)
-            log.warning(
-                "cluster %s: follower %s has no member record in etcd: it does not count for sync",
-                self.node.cluster.name,
-                node,
-            )
-        return False
+    async def _check_members(self) -> None:
+        """Mark the followers etcd holds a member record of (the last round's snapshot, else one
+        read of the key per follower that connected since): a follower without one is a
+        stream, not a node of the cluster, and never counts for ``sync``."""
+        election = self.node.election
+        for f in list(self.node.followers.values()):
+            if f.member:
+                continue
+            try:
+                f.member = f.node in election.view.eligible or await election.dcs.is_member(f.node)
+            except EtcdUnavailable:
+                continue
+            if not f.member and f.node not in self._strangers:
+                self._strangers.add(f.node)
+                log.warning(
+                    "cluster %s: follower %s has no member record in etcd: it does not count for sync",
+                    self.node.cluster.name,
+                    f.node,
+                )
 
     async def _write(self, epoch: int, target: tuple[str, ...]) -> None:
         """Write ``target`` at ``epoch``: the union of old and new first when it adds (adding

@@ -124,6 +124,10 @@ class Dcs:
         """The leader key alone (a switchover waiting for the target to take it; the keeper)."""
         return await self.etcd.get(self.leader_key)
 
+    async def is_member(self, node: str) -> bool:
+        """Whether etcd holds a member record of ``node`` (under its lease: it takes part)."""
+        return await self.etcd.get(self.member_key(node)) is not None
+
     async def member_eligible(self, node: str) -> bool:
         found = await self.etcd.get(self.member_key(node))
         return found is not None and bool(json.loads(found.value).get("eligible"))
