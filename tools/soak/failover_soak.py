@@ -21,8 +21,9 @@ unexpected id, on a lost one under ``sync`` (or one not in a lost-writes file un
 on nodes that differ, or on a line of :data:`LOG_ERRORS` in a node's log (a task or a stream
 left behind, an exception nobody handled).
 
-With ``--secured`` the nodes serve TLS and ask for tokens: the replicas follow over TLS with
-the cluster's token (``SOWDB_CLUSTER_TOKEN``), and the soak's own calls carry it.
+With ``--secured`` the nodes serve TLS and ask for tokens, and have node certificates (issue
+40): the replicas follow over mutual TLS on the peer port, with no token; the soak's own calls
+carry the token.
 
 Usage: ``.venv/bin/python tools/soak/failover_soak.py --cycles 20 [--ack async] [--secured]``.
 """
@@ -54,7 +55,7 @@ NODES = ("n1", "n2", "n3")
 BATCH = 10
 """Ids per publish."""
 TOKEN = "soak-replication-token"
-"""With ``--secured``: the admin token the soak calls with and the replicas follow with."""
+"""With ``--secured``: the admin token the soak calls with."""
 RESTART_TRIES = 3
 """Starts of a killed node before it follows: the first may stop to cut a forked journal (HA-4)."""
 
@@ -252,7 +253,7 @@ def running_cluster(
     work: Path, ack: str, ttl: int, nodes: Sequence[str] = NODES, *, secured: bool = False
 ) -> Iterator[Cluster]:
     """etcd and ``nodes`` (the first one primary, every other following it), stopped after;
-    ``secured``: TLS and tokens, the replicas following over TLS with the cluster's token."""
+    ``secured``: TLS and tokens, the replicas following over mutual TLS with node certificates."""
     etcd = start_etcd(work)
     cluster = Cluster(work, etcd, ack=ack, ttl=ttl)
     if secured:
