@@ -353,7 +353,9 @@ def main() -> int:
     parser.add_argument("--ack", choices=("sync", "async"), default="sync")
     parser.add_argument("--lease-ttl", type=int, default=2, help="[cluster] lease_ttl in seconds (at least 2)")
     parser.add_argument("--work-dir", help="where etcd's and the nodes' data go (default: a temporary directory)")
-    parser.add_argument("--secured", action="store_true", help="TLS and tokens; the replicas follow over TLS")
+    parser.add_argument(
+        "--secured", action="store_true", help="TLS, tokens and node certificates; the replicas follow over mTLS"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.work_dir or tmp)
