@@ -173,6 +173,7 @@ def test_nodes_with_certificates_replicate_with_no_token_and_fail_over(trusted: 
     cluster.nodes["n1"].kill()
     assert cluster.primary(["n2"]) == "n2"
     assert ids(cluster, certs, "n2") == [1, 2]
+    assert refused(cluster, "n2", certs) == {}  # a primary that died is no peer refused
 
 
 def cluster_etcd(cluster: Cluster) -> str:

@@ -35,7 +35,7 @@ from sowdb.engine import Engine
 from sowdb.engine.access import Access
 from sowdb.engine.clock import FollowingClock
 from sowdb.errors import FailedPrecondition, PermissionDenied
-from sowdb.ports import bind
+from sowdb.ports import bind, connection_limits
 from sowdb_api.v1 import replication_pb2 as pb
 
 log = logging.getLogger("sowdb.cluster")
@@ -126,11 +126,12 @@ async def serve_node(
 
 def _peer_port(config: Config) -> tuple[grpc.aio.Server, int]:
     """The peer port's server, bound (``[cluster] peer_listen``, else any free port on the
-    client port's host): it asks every caller for a certificate the cluster's CA signed."""
+    client port's host): it asks every caller for a certificate the cluster's CA signed, and
+    bounds what a connection that never proves itself may hold as the client port does."""
     cluster = config.cluster
     assert cluster is not None
     key, cert, ca = (Path(p).read_bytes() for p in (cluster.key, cluster.cert, cluster.ca))
     credentials = grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=True)
-    peers = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    peers = grpc.aio.server(options=[("grpc.so_reuseport", 0), *connection_limits(config.server)])
     listen = cluster.peer_listen or f"{config.server.listen.rpartition(':')[0]}:0"
     return peers, bind(peers, listen, credentials)
