@@ -324,7 +324,7 @@ def run(cycles: int, work: Path, ack: str = "sync", ttl: int = 2, report: bool =
     for n, c in enumerate(rows, 1):
         print(f"{n:>5}  {c.node:>6}  {c.failover_s:>10.2f}  {c.lost:>6}  {c.unexpected:>10}")
     times = [c.failover_s for c in rows]
-    how = "TLS and tokens" if secured else "plaintext"
+    how = "TLS, tokens and node certificates" if secured else "plaintext"
     print(f"failover: median {statistics.median(times):.2f} s, max {max(times):.2f} s (lease_ttl {ttl} s, {how})")
     print(f"acknowledged {len(ledger.acknowledged)}, attempted {len(ledger.attempted)}, read {len(read)}")
     print(f"lost {len(lost)}, unexpected {len(unexpected)}, last bookmark {last}")
