@@ -8,6 +8,7 @@
     sowd repair     [--config FILE] [--data-dir DIR]
     sowd checkpoint DIR [--config FILE] [--data-dir DIR] [--server HOST:PORT]
     sowd switchover [--config FILE] [--server HOST:PORT] [--to NODE]
+    sowd cut-epoch  --epoch E | --from-bookmark N [--config FILE] [--data-dir DIR]
     sowd hash-token [TOKEN | --generate]
     sowd --version
 
@@ -17,7 +18,9 @@ whole store back and checks it; ``repair`` makes a data directory that cannot be
 again — all three with the server stopped. ``checkpoint`` writes a consistent copy of the store
 while the server runs (through the server, or directly when none is running). ``switchover``
 asks a cluster's primary to hand its role to a replica (``--to``, else the most advanced one)
-with nothing lost (SPEC §13, HA-4). A port in use, a
+with nothing lost (SPEC §13, HA-4). ``cut-epoch`` cuts a stopped node's journal back to just
+before an epoch etcd never granted (issue 40), the entries cut kept in its lost-writes file.
+A port in use, a
 data directory held by another sowd, or one that cannot be opened as it is, is reported in one
 line, before any recovery or loading.
 """
@@ -34,7 +37,7 @@ from sowdb.auth import hash_token
 from sowdb.config import Config, ConfigError, config_toml, demo_config, load_config, with_cluster_overrides
 from sowdb.engine import LOAD, Engine
 from sowdb.logs import LOG_FORMATS, configure_logging
-from sowdb.operations import AdminCaller, checkpoint, switchover, verify
+from sowdb.operations import AdminCaller, checkpoint, cut_epoch, switchover, verify
 from sowdb.server import run, with_overrides
 from sowdb.storage import Store, repair, store_memory
 
@@ -47,10 +50,11 @@ def main(argv: list[str] | None = None) -> int:
         "command",
         nargs="?",
         default="serve",
-        choices=["serve", "rebuild", "verify", "repair", "checkpoint", "switchover", "hash-token"],
+        choices=["serve", "rebuild", "verify", "repair", "checkpoint", "switchover", "cut-epoch", "hash-token"],
         help="serve (the default); rebuild current/history from the journal; verify the store; repair a data "
         "directory that cannot be opened; checkpoint DIR (a consistent copy, while serving); switchover (a "
-        "cluster's primary hands its role to a replica); hash-token (the SHA-256 a users file holds for a token)",
+        "cluster's primary hands its role to a replica); cut-epoch (cut a poisoned epoch out of a stopped "
+        "node's journal); hash-token (the SHA-256 a users file holds for a token)",
     )
     parser.add_argument(
         "directory",
@@ -58,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         metavar="ARG",
         help="checkpoint: the new directory to write the copy into; hash-token: the token (else read from stdin)",
     )
+    parser.add_argument("--epoch", type=int, help="cut-epoch: the epoch whose entries, and all after, are cut")
+    parser.add_argument("--from-bookmark", type=int, help="cut-epoch: cut from this bookmark on (instead of --epoch)")
     parser.add_argument("--generate", action="store_true", help="hash-token: make a new random token, and its hash")
     parser.add_argument(
         "--server", help="checkpoint, switchover: the running sowd to ask (default: the config's listen address)"
@@ -135,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         return checkpoint(config, args.directory, caller)
     if args.command == "switchover":
         return switchover(config, args.to, AdminCaller(args.server, args.token, args.cacert, args.cert, args.key))
+    if args.command == "cut-epoch":
+        return cut_epoch(config, args.epoch, args.from_bookmark)
     if args.command in ("rebuild", "verify", "repair"):
         return {"rebuild": _rebuild, "verify": verify, "repair": _repair}[args.command](config)
     try:

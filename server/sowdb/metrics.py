@@ -24,7 +24,7 @@ import socket
 import ssl
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate
 from operator import attrgetter
 from typing import Any
@@ -68,6 +68,9 @@ class ClusterFigures:
         applied: its last applied bookmark.
         lag: bookmarks behind, by node: every follower's on a primary, its own on a replica.
         sync_fallbacks: times ``ack = "sync"`` fell back to acknowledging alone.
+        refused: peers refused, by reason (issue 40: a primary without the certificate of the
+            node its leader key names, a frame of another epoch, a follower with another
+            node's certificate, a token on the replication service of a node with certificates).
     """
 
     role: str
@@ -75,16 +78,20 @@ class ClusterFigures:
     applied: int
     lag: Mapping[str, int]
     sync_fallbacks: int
+    refused: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, rows: Sequence[Mapping[str, object]], sync_fallbacks: int) -> ClusterFigures:
+    def of(
+        cls, rows: Sequence[Mapping[str, object]], sync_fallbacks: int, refused: Mapping[str, int] | None = None
+    ) -> ClusterFigures:
         """From ``ClusterStatus``'s rows (the node first, then the followers a primary knows), so
         that the metrics and ``sow cluster`` can never disagree."""
         me, *followers = rows
         lag = {str(f["node"]): _int(f["lag"]) for f in followers} if me["role"] == "primary" else {}
         if me["role"] != "primary":
             lag[str(me["node"])] = _int(me["lag"])
-        return cls(str(me["role"]), _int(me["epoch"]), _int(me["applied_bookmark"]), lag, sync_fallbacks)
+        me_ = (str(me["role"]), _int(me["epoch"]), _int(me["applied_bookmark"]))
+        return cls(*me_, lag, sync_fallbacks, dict(refused or {}))
 
 
 def _int(value: object) -> int:
@@ -192,6 +199,14 @@ def _cluster_families(cluster: ClusterFigures | None) -> Iterator[Metric]:
         'Times ack = "sync" fell back to acknowledging alone',
         value=cluster.sync_fallbacks,
     )
+    refused = CounterMetricFamily(
+        "sowdb_cluster_refused",
+        "Peers refused (their certificate, name or epoch), never followed nor counted, by reason",
+        labels=["reason"],
+    )
+    for reason, count in sorted(cluster.refused.items()):
+        refused.add_metric([reason], count)
+    yield refused
 
 
 def _topic_families(snap: StatsSnapshot) -> Iterator[Metric]:

@@ -1,5 +1,6 @@
-"""``sowd verify``, ``sowd checkpoint`` and ``sowd switchover``: the operator's checks and
-backups of a store, and the planned hand-over of a cluster's primary role (SPEC §13, HA-4).
+"""``sowd verify``, ``sowd checkpoint``, ``sowd switchover`` and ``sowd cut-epoch``: the
+operator's checks and backups of a store, the planned hand-over of a cluster's primary role
+(SPEC §13, HA-4), and the cut of a poisoned epoch (issue 40, :func:`sowdb.cluster.fork.cut_epoch`).
 
 ``verify`` opens the store (the server must be stopped — or verify a checkpoint of a running one)
 and reads all of it back: every block against its checksum, the journal's sequences contiguous,
@@ -23,6 +24,28 @@ from sowdb.storage import Store
 from sowdb.storage.verify import verify as verify_store
 from sowdb_address import dial_target
 from sowdb_api.v1 import admin_pb2, admin_pb2_grpc
+
+
+def cut_epoch(config: Config, epoch: int | None, from_bookmark: int | None) -> int:
+    """``sowd cut-epoch``: print what was cut; 0 when done, 1 when the store cannot be opened,
+    2 when the epoch is not the node's (nothing cut)."""
+    from sowdb.cluster.fork import LOST_WRITES, EpochNotFound
+    from sowdb.cluster.fork import cut_epoch as cut
+
+    if not epoch and not from_bookmark:
+        print("sowd cut-epoch: give --epoch E (or --from-bookmark N)", file=sys.stderr)
+        return 2
+    try:
+        kept, count = cut(config, epoch or 0, from_bookmark or 0)
+    except EpochNotFound as exc:
+        print(f"sowd cut-epoch: {exc}; nothing cut", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"sowd cut-epoch: {exc} (stop the node first)", file=sys.stderr)
+        return 1
+    where = Path(config.server.data_dir) / LOST_WRITES
+    print(f"sowd cut-epoch: the journal ends at bookmark {kept}; {count} entries cut, kept in {where}")
+    return 0
 
 
 def verify(config: Config) -> int:

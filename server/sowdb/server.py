@@ -184,14 +184,11 @@ class SowServer:
         add_service(SowServicer(self.engine, self.auth), self._gate)
         admin = AdminServicer(self.engine, self.auth)
         add_service(admin, self._gate, ADMIN_SERVICE, admin_pb2)
-        if self.config.cluster is not None:  # SPEC §13: a node of a cluster (sowdb.cluster.node)
-            from sowdb.api.replication import REPLICATION_SERVICE, ReplicationServicer, pb
-            from sowdb.cluster.node import Node
+        if self.config.cluster is not None:  # SPEC §13: a node of a cluster (sowdb.cluster.node), its peer port
+            from sowdb.api.replication import serve_node
 
-            self.node = Node(self.config.cluster, self.engine.replication, self.port, self.following)
-            admin.cluster = self.node.status
-            admin.switchover = self.node.switchover
-            add_service(ReplicationServicer(self.engine, self.node, self.auth), self._gate, REPLICATION_SERVICE, pb)
+            self.node = await serve_node(self.config, self.engine, self.auth, self._gate, self.port, self.following)
+            admin.cluster, admin.switchover = self.node.status, self.node.switchover
         add_service(DataServicer(self.engine, self.auth), self._gate, DATA_SERVICE, data_pb2)
         self.progress.done()
         self._gate.open()
@@ -244,7 +241,7 @@ class SowServer:
         """The node's figures for ``/metrics`` (None: a server alone, or a node not started yet)."""
         if self.node is None:
             return None
-        return ClusterFigures.of(self.node.status(), self.node.sync.fallbacks)
+        return ClusterFigures.of(self.node.status(), self.node.sync.fallbacks, self.node.refused)
 
     def _storage_changed(self, writable: bool) -> None:
         task = asyncio.get_running_loop().create_task(self._set_health(writable))

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from sowdb.config import ClusterConfig, ConfigError, config_from_dict, with_cluster_overrides
+from sowdb.config import ClusterConfig, Config, ConfigError, config_from_dict, with_cluster_overrides
 
 SPEC_EXAMPLE = """
 [cluster]
@@ -190,3 +190,42 @@ def test_etcd_over_tls_with_a_certificate_and_a_user_reads_its_files_relative_to
     assert plain.etcd == ("http://127.0.0.1:2379",)  # as before: plain etcd still configures
     assert not plain.etcd_access.tls
     assert not plain.etcd_access.authenticated
+
+
+def test_a_node_certificate_needs_its_key_and_the_ca_and_names_the_node(tmp_path: Path) -> None:
+    """``[cluster] cert`` and ``key`` (issue 40): ``{node}`` in them is the node's name, checked
+    once the name is known; a certificate without its key, or without the CA that signed the
+    other nodes', and a peer port without a certificate, are refused naming the problem."""
+    for name in ("ca.pem", "n1.pem", "n1.key"):
+        (tmp_path / name).write_text("-----BEGIN-----\n")
+    table = {"name": "c", "ca": "ca.pem", "cert": "{node}.pem", "key": "{node}.key"}
+
+    def read(**changes: object) -> Config:
+        return config_from_dict({"cluster": {**table, **changes}}, source="c.toml", base=tmp_path)
+
+    def cluster(config: Config) -> ClusterConfig:
+        assert config.cluster is not None
+        return config.cluster
+
+    config = read(peer_listen="127.0.0.1:9101")
+    assert cluster(config).node_certs
+    served = cluster(with_cluster_overrides(config, node="n1", advertise="127.0.0.1:9001"))
+    assert (served.cert, served.key) == (str(tmp_path / "n1.pem"), str(tmp_path / "n1.key"))
+    assert served.peer_listen == "127.0.0.1:9101"
+    with pytest.raises(ConfigError, match=re.escape(f"cert: {tmp_path / 'n2.pem'} does not exist (node n2)")):
+        with_cluster_overrides(config, node="n2", advertise="127.0.0.1:9002")
+    assert cluster(with_cluster_overrides(config, node=None, advertise=None, serving=False)).cert.endswith("{node}.pem")
+    refusals = [
+        ({"key": ""}, "cert and key go together"),
+        ({"ca": ""}, "cert: needs ca, the CA that signed the nodes' certificates"),
+        ({"cert": "missing.pem"}, "cert: " + str(tmp_path / "missing.pem") + " does not exist"),
+        ({"peer_listen": "nowhere"}, "peer_listen: 'nowhere' is not HOST:PORT"),
+        (
+            {"cert": "", "key": "", "peer_listen": "127.0.0.1:9101"},
+            "peer_listen: the peer port serves node certificates",
+        ),
+    ]
+    for changes, problem in refusals:
+        with pytest.raises(ConfigError, match=re.escape(problem)):
+            read(**changes)
+    assert not cluster(config_from_dict({"cluster": {"name": "c"}}, source="c.toml")).node_certs

@@ -2,7 +2,8 @@
 load, the primary killed with SIGKILL, its successor acknowledging, the killed node back as a
 replica; nothing acknowledged lost, nothing unexpected, every node's journal and ``current`` the
 same (the checks are the soak's; this runs one cycle of it, a few seconds), plain and secured
-(TLS and tokens: the replicas follow over TLS, issue 38), etcd secured in both (issue 40)."""
+(TLS and tokens, issue 38, and node certificates: the replicas follow over mutual TLS on the
+peer port, issue 40), etcd secured in both (issue 40)."""
 
 from __future__ import annotations
 
@@ -32,5 +33,5 @@ def test_one_failover_cycle_loses_nothing_and_leaves_every_node_identical(tmp_pa
     assert 0 < float(table[2]) < 2 + 8  # the failover: lease_ttl plus a few seconds on a loaded machine
     assert "lost 0, unexpected 0" in done.stdout
     assert "every node: bookmark" in done.stdout
-    assert ("TLS and tokens" if secured else "plaintext") in done.stdout
+    assert ("TLS, tokens and node certificates" if secured else "plaintext") in done.stdout
     assert "etcd TLS + auth" in done.stdout  # the soak's etcd is secured as docs/cluster.md does it

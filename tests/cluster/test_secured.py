@@ -1,8 +1,9 @@
-"""A secured cluster replicates (issue 38, finding 1): with ``[security]`` TLS on, a replica
-dials its primary over TLS (trusting ``[cluster] ca``) with the replication token, so a ``sync``
-primary's acknowledged writes are on its replica and survive a kill -9. A replica that cannot
-follow (here: it does not trust the primary's certificate) says so in ``ClusterStatus`` and in
-``sow cluster`` instead of reporting itself at lag 0."""
+"""A secured cluster replicates (issue 38, finding 1): with ``[security]`` TLS on and node
+certificates (issue 40), a replica dials its primary's peer port over mutual TLS (trusting
+``[cluster] ca``, with no token), so a ``sync`` primary's acknowledged writes are on its replica
+and survive a kill -9. A replica that cannot follow (here: it does not trust the primary's
+certificate) says so in ``ClusterStatus`` and in ``sow cluster`` instead of reporting itself at
+lag 0."""
 
 from __future__ import annotations
 
@@ -23,10 +24,12 @@ TOKEN = "replication-secret"
 
 
 def secured_config(tmp_path: Path, etcd: EtcdServer, certs: Certs, *, ca: str = "ca.pem") -> Path:
-    """The cluster's config with TLS, an admin user of :data:`TOKEN` and ``certs[ca]`` as
-    ``[cluster] ca`` (:func:`~tests.cluster.support.secure_config`)."""
+    """The cluster's config with TLS, an admin user of :data:`TOKEN`, ``certs[ca]`` as
+    ``[cluster] ca`` and node certificates for n1 and n2 (:func:`~tests.cluster.support.secure_config`)."""
     config = node_config(tmp_path, etcd)
-    secure_config(config, certs, TOKEN, ca=ca)
+    secure_config(config, certs, TOKEN, ca=ca, node_certs=True)
+    certs.node("n1")
+    certs.node("n2")
     return config
 
 
@@ -39,9 +42,9 @@ def me(c: Client) -> admin_pb2.ClusterNode:
 
 @contextmanager
 def two_nodes(config: Path, certs: Certs) -> Iterator[tuple[testing.Sowd, Client, testing.Sowd, Client]]:
-    """n1 and n2 started on ``config`` with the replication token, once n1 leads; each with an
-    admin's client over TLS."""
-    env = {**os.environ, "SOWDB_CLUSTER_TOKEN": TOKEN}
+    """n1 and n2 started on ``config`` (no replication token: the nodes have certificates),
+    once n1 leads; each with an admin's client over TLS."""
+    env = {k: v for k, v in os.environ.items() if k != "SOWDB_CLUSTER_TOKEN"}
     tls = Tls(ca=certs["ca.pem"])
     flags = ("--advertise", "127.0.0.1:0")
     primary = testing.start(config.parent / "n1", "--node", "n1", *flags, config=config, env=env)
@@ -72,12 +75,12 @@ def test_a_secured_sync_cluster_replicates_and_its_acknowledged_writes_survive_a
 def test_a_replica_that_cannot_follow_says_so_instead_of_lag_0(tmp_path: Path, etcd: EtcdServer) -> None:
     certs = Certs(tmp_path / "pki")
     config = secured_config(tmp_path, etcd, certs, ca="rogue.pem")  # not the CA that signed the primary's
-    with two_nodes(config, certs) as (primary, _, replica, r):
+    with two_nodes(config, certs) as (_, _, replica, r):
         until(lambda: me(r).follow_error, TTL + 20)
         row = me(r)
         assert row.role == "replica"
         assert not row.following
-        assert primary.target in row.follow_error
+        assert "is no node 'n1' of this cluster" in row.follow_error  # its certificate is not the cluster CA's
         assert "does not follow" in replica.output
         shown = sow("cluster", "-server", replica.target, "-token", TOKEN, "-cacert", certs["ca.pem"])
         assert shown.returncode == 0, shown.stderr

@@ -1,9 +1,10 @@
 """Docs truth for clusters: docs/cluster.md's "Running a cluster" and README.md's section of the
 same name run as written: etcd and three ``sowd`` started, ``sow cluster``, a publish to the
 primary and a write refused by a replica, README's two commands, a kill -9 of the primary and its
-successor, the old primary back as a replica with every write, and the stop; and its "Securing
+successor, the old primary back as a replica with every write, and the stop; its "Securing
 etcd": etcd with TLS, client certificates and a role limited to the cluster's keys, a node on
-it, a forged leader key refused.
+it, a forged leader key refused; and its "Node certificates": the certificates made and nodes
+started on its config.
 
 The blocks run with bash from an empty directory, the virtual environment's ``bin`` first on the
 PATH. The only change made to their text: the fixed ports they name (etcd's 2379 and 2380, the
@@ -20,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from sowdb.testing.etcd import free_ports
+from sowdb import testing
+from sowdb.testing.cluster import TOPICS, cluster_status, until
+from sowdb.testing.etcd import free_ports, start_etcd
 from tests.doc_pages import blocks, run_block
 
 pytestmark = pytest.mark.readme
@@ -96,3 +99,35 @@ def test_securing_etcd_runs_as_written(tmp_path: Path) -> None:
         for pid_file in (tmp_path / "secure").glob("*.pid"):
             with suppress(ValueError, ProcessLookupError):
                 os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+def test_node_certificates_are_made_and_configured_as_written(tmp_path: Path) -> None:
+    """docs/cluster.md's "Node certificates": its block makes the CA and the nodes'
+    certificates, and its config (with the test's etcd, a short lease and a topic) starts two
+    nodes that replicate over the peer port, with no token and no warning."""
+    (make,) = blocks("cluster.md", "Node certificates")
+    (config,) = blocks("cluster.md", "Node certificates", lang="toml")
+    done = run_block(make, "", cwd=tmp_path)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert "DNS:n2" in done.stdout
+    etcd = start_etcd(tmp_path / "etcd", secured=False)  # the section's config: plain etcd
+    try:
+        toml = config.replace('["http://127.0.0.1:2379"]', f'["{etcd.url}"]') + 'lease_ttl = "2s"\n' + TOPICS
+        (tmp_path / "cluster.toml").write_text(toml)
+        flags = ("--advertise", "127.0.0.1:0")
+        with (
+            testing.start(tmp_path / "n1", "--node", "n1", *flags, config=tmp_path / "cluster.toml") as n1,
+            testing.start(tmp_path / "n2", "--node", "n2", *flags, config=tmp_path / "cluster.toml") as n2,
+        ):
+            until(
+                lambda: (
+                    [n.node for n in cluster_status(n1.target)] == ["n1", "n2"]
+                    or [n.node for n in cluster_status(n2.target)] == ["n2", "n1"]
+                ),
+                30,
+            )
+            for node in (n1, n2):
+                assert "serves the nodes on 127.0.0.1:" in node.output
+                assert "no node certificates" not in node.output
+    finally:
+        etcd.stop()

@@ -23,9 +23,9 @@ left behind, an exception nobody handled).
 
 etcd is secured as docs/cluster.md sets it up (TLS, client certificates, etcd's authentication
 with a role limited to the cluster's keys: :func:`sowdb.testing.etcd.start_etcd`), unless
-``--plain-etcd``. With ``--secured`` the nodes serve TLS and ask for tokens: the replicas
-follow over TLS with the cluster's token (``SOWDB_CLUSTER_TOKEN``), and the soak's own calls
-carry it.
+``--plain-etcd``. With ``--secured`` the nodes serve TLS and ask for tokens, and have node
+certificates (issue 40): the replicas follow over mutual TLS on the peer port, with no token;
+the soak's own calls carry the token.
 
 Usage: ``.venv/bin/python tools/soak/failover_soak.py --cycles 20 [--ack async] [--secured] [--plain-etcd]``.
 """
@@ -57,7 +57,7 @@ NODES = ("n1", "n2", "n3")
 BATCH = 10
 """Ids per publish."""
 TOKEN = "soak-replication-token"
-"""With ``--secured``: the admin token the soak calls with and the replicas follow with."""
+"""With ``--secured``: the admin token the soak calls with."""
 RESTART_TRIES = 3
 """Starts of a killed node before it follows: the first may stop to cut a forked journal (HA-4)."""
 
@@ -255,7 +255,7 @@ def running_cluster(
     work: Path, ack: str, ttl: int, nodes: Sequence[str] = NODES, *, secured: bool = False, plain_etcd: bool = False
 ) -> Iterator[Cluster]:
     """etcd and ``nodes`` (the first one primary, every other following it), stopped after;
-    ``secured``: TLS and tokens, the replicas following over TLS with the cluster's token;
+    ``secured``: TLS and tokens, the replicas following over mutual TLS with node certificates;
     ``plain_etcd``: etcd over ``http://`` without authentication (else TLS and auth)."""
     etcd = start_etcd(work, secured=not plain_etcd)
     cluster = Cluster(work, etcd, ack=ack, ttl=ttl)
@@ -336,7 +336,9 @@ def run(
     for n, c in enumerate(rows, 1):
         print(f"{n:>5}  {c.node:>6}  {c.failover_s:>10.2f}  {c.lost:>6}  {c.unexpected:>10}")
     times = [c.failover_s for c in rows]
-    how = ("TLS and tokens" if secured else "plaintext") + (", etcd plain" if plain_etcd else ", etcd TLS + auth")
+    how = ("TLS, tokens and node certificates" if secured else "plaintext") + (
+        ", etcd plain" if plain_etcd else ", etcd TLS + auth"
+    )
     print(f"failover: median {statistics.median(times):.2f} s, max {max(times):.2f} s (lease_ttl {ttl} s, {how})")
     print(f"acknowledged {len(ledger.acknowledged)}, attempted {len(ledger.attempted)}, read {len(read)}")
     print(f"lost {len(lost)}, unexpected {len(unexpected)}, last bookmark {last}")
@@ -365,7 +367,9 @@ def main() -> int:
     parser.add_argument("--ack", choices=("sync", "async"), default="sync")
     parser.add_argument("--lease-ttl", type=int, default=2, help="[cluster] lease_ttl in seconds (at least 2)")
     parser.add_argument("--work-dir", help="where etcd's and the nodes' data go (default: a temporary directory)")
-    parser.add_argument("--secured", action="store_true", help="TLS and tokens; the replicas follow over TLS")
+    parser.add_argument(
+        "--secured", action="store_true", help="TLS, tokens and node certificates; the replicas follow over mTLS"
+    )
     parser.add_argument("--plain-etcd", action="store_true", help="etcd over http:// without authentication")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

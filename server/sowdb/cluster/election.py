@@ -117,6 +117,8 @@ class Election:
         self.keeper = LeaseKeeper(cluster, self)
         self.rounds = 0  # rounds completed (successfully or not): progress a test can wait on
         self.leader: Leader | None = None
+        self.view = ClusterView()
+        """The last snapshot of the cluster (its members: whom a primary may count for ``sync``)."""
 
     @property
     def epoch(self) -> int:
@@ -268,7 +270,7 @@ class Election:
             self._published = None
         applied = self._applied()
         await self.dcs.publish_applied(applied, self._lease)
-        view = await self.dcs.snapshot()
+        view = self.view = await self.dcs.snapshot()
         view.applied[self.cluster.node] = applied
         eligible = self._eligible(view)
         if eligible != self._published:

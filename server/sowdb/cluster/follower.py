@@ -15,6 +15,13 @@ to cut the fork at its next start (:mod:`sowdb.cluster.fork`). When the primary 
 OUT_OF_RANGE (the replica is behind the retained journal), it copies a checkpoint
 (:mod:`sowdb.cluster.catchup`) and stops to install it. After a cut, once caught up, it checks
 the lost-writes file against the primary's journal.
+
+Nothing is followed on etcd's word alone (issue 40): the follower follows the primary its
+leader key names, only after that primary proves it is that node (its certificate, with node
+certificates: :func:`~sowdb.cluster.peers.verify_primary`), and applies a frame only if its
+epoch is the leader key's ``create_revision``. A frame of any other epoch is refused and
+counted (``sowdb_cluster_refused_total{reason="epoch"}``), never applied: a server that sends
+a forged epoch (10⁹) cannot leave it in the replicas' journals.
 """
 
 from __future__ import annotations
@@ -28,9 +35,10 @@ from typing import Any
 import grpc
 
 from sowdb.cluster.catchup import copy_checkpoint
+from sowdb.cluster.dcs import Leader
 from sowdb.cluster.fork import LOST_WRITES, check_lost_writes, lost_writes_unchecked, mark_fork
 from sowdb.cluster.node import Node
-from sowdb.cluster.peers import Metadata, peer_channel, peer_metadata, reason_of
+from sowdb.cluster.peers import Metadata, peer_channel, peer_metadata, peer_target, reason_of, verify_primary
 from sowdb.engine.replication import EpochStart, JournalEntry
 from sowdb.storage.epochs import fork_point
 from sowdb_api.v1 import replication_pb2 as pb
@@ -39,10 +47,16 @@ from sowdb_api.v1 import replication_pb2_grpc as pb_grpc
 log = logging.getLogger("sowdb.cluster")
 
 
-async def follow(node: Node, target: str) -> None:
-    """A replica's stream from the primary at ``target``, applying each frame, until it fails
-    (the supervisor starts another)."""
+async def follow(node: Node, leader: Leader) -> None:
+    """A replica's stream from the primary ``leader`` (as its leader key names it), applying
+    each frame, until it fails (the supervisor starts another)."""
     engine = node.engine
+    target = peer_target(leader, node.cluster)
+    if node.cluster.node_certs and (refusal := await verify_primary(leader, node.cluster)) is not None:
+        node.refuse(*refusal)
+        node.not_following(f"refused: {refusal[1]}")
+        await asyncio.sleep(node.cluster.loop_wait_s)
+        return
     reports: asyncio.Queue[pb.FollowRequest] = asyncio.Queue()
     last = engine.entry(engine.last_seq)
     await reports.put(
@@ -55,9 +69,9 @@ async def follow(node: Node, target: str) -> None:
         )
     )
 
-    metadata = peer_metadata()
+    metadata = peer_metadata(node.cluster)
     try:
-        channel = peer_channel(target, node.cluster, engine.config.security)
+        channel = peer_channel(leader, node.cluster, engine.config.security)
     except OSError as exc:
         node.not_following(f"cannot dial {target}: {exc}")
         await asyncio.sleep(node.cluster.loop_wait_s)
@@ -73,6 +87,11 @@ async def follow(node: Node, target: str) -> None:
         unchecked = lost_writes_unchecked(engine.config.server.data_dir)  # cut at the fork: check
         try:
             async for frame in call:
+                if frame.epoch != leader.epoch:  # not the primary etcd elected: nothing of it applied
+                    node.refuse("epoch", f"{target} sends epoch {frame.epoch}, but its leader key's is {leader.epoch}")
+                    node.not_following(f"{target}: refused: epoch {frame.epoch} is not the leader key's")
+                    await asyncio.sleep(node.cluster.loop_wait_s)
+                    return
                 node.streaming(target)
                 if node.election.is_leader:
                     return  # promoted meanwhile: this node writes its own journal now

@@ -24,6 +24,14 @@ is not seen.
 
 The cut happens at a start rather than in the running server because memory, views and
 subscriptions would all have to be unwound; a start rebuilds them from the store anyway.
+
+**A poisoned epoch** (issue 40): a node that once followed a primary etcd never elected (a
+forged leader key, before nodes checked certificates and epochs) holds entries of an epoch etcd
+never granted, and refuses the real primary as older than that epoch. ``sowd cut-epoch --epoch
+E`` (:func:`cut_epoch`, on the stopped node) cuts the journal back to just before epoch E's
+first entry, the same way: every entry from there on goes to the lost-writes file (checked
+against the primary's journal once the node has caught up, as after a fork), the records of
+E and of the epochs after it leave the history, and the node follows the primary again.
 """
 
 from __future__ import annotations
@@ -144,3 +152,33 @@ def check_lost_writes(
         LOST_WRITES,
     )
     return checked, lost
+
+
+class EpochNotFound(ValueError):
+    """The node's epoch history has no record of the epoch to cut (nothing was cut)."""
+
+
+def cut_epoch(config: Config, epoch: int, from_bookmark: int = 0) -> tuple[int, int]:
+    """Cut a stopped node's journal back to just before epoch ``epoch``'s first entry (or
+    before bookmark ``from_bookmark``, for a history that no longer records the epoch): the
+    entries cut go to the lost-writes file, as at a fork. Returns (the last bookmark kept, how
+    many entries were cut).
+
+    Raises:
+        EpochNotFound: no such epoch in the history (and no ``from_bookmark``).
+        OSError: the store cannot be opened (a server runs on it).
+    """
+    store = Store(config.server.data_dir)
+    try:
+        history = epoch_history(store)
+        if not from_bookmark:
+            found = next((r for r in history if r.epoch == epoch), None)
+            if found is None:
+                known = ", ".join(f"{r.epoch} from bookmark {r.first} ({r.node})" for r in history) or "none"
+                raise EpochNotFound(f"epoch {epoch} wrote nothing in this journal (its epochs: {known})")
+            from_bookmark = found.first
+        mark_fork(config.server.data_dir, from_bookmark - 1)
+        cut = cut_at_fork(store, config)
+    finally:
+        store.close()
+    return from_bookmark - 1, cut

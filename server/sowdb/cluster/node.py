@@ -30,11 +30,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import deque
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
 from sowdb.cluster.commit import CommitPoint
-from sowdb.cluster.dcs import ClusterView
+from sowdb.cluster.dcs import ClusterView, Leader
 from sowdb.cluster.election import Election, ElectionEvent, NotLeader, SwitchoverFailed
 from sowdb.cluster.syncset import SyncSet
 from sowdb.config.cluster import ClusterConfig
@@ -61,18 +62,34 @@ class Follower:
     progressed: float = field(default_factory=time.monotonic)
     """When (monotonic) it last reported applying more: a replica that still applies, however
     far behind a loaded machine leaves it, is not stalled; one that stopped for ``lease_ttl`` is."""
+    sent: int = 0
+    """The last bookmark this primary sent it (or that it held when it came): what it reports
+    having applied is bounded by this."""
+    member: bool = False
+    """etcd held its member record since it connected: it may count for ``sync``."""
 
 
 class Node:
     """The cluster side of one server: start with :meth:`start` once the engine is open."""
 
-    def __init__(self, cluster: ClusterConfig, engine: ReplicationPort, port: int, clock: FollowingClock) -> None:
+    def __init__(
+        self, cluster: ClusterConfig, engine: ReplicationPort, port: int, clock: FollowingClock, peer_port: int = 0
+    ) -> None:
         """``clock`` is the engine's: this node's own clock while it leads, the journal's time
         (the primary's, as shipped) otherwise, so that the engine's upkeep follows the journal
-        (HA-2). It follows from here until the node leads."""
+        (HA-2). It follows from here until the node leads. ``peer_port``: where it serves the
+        other nodes (with node certificates), advertised on the host of ``advertise``."""
         host, _, bound = cluster.advertise.rpartition(":")
         if bound == "0":  # `--advertise HOST:0`: the port the server bound (tests bind port 0)
             cluster = replace(cluster, advertise=f"{host}:{port}")
+        if peer_port:
+            cluster = replace(cluster, peer=f"{host}:{peer_port}")
+        else:
+            log.warning(
+                "cluster %s: no node certificates ([cluster] cert, key, ca): the nodes do not prove who they are, "
+                "and whoever can write to etcd can make them follow a primary of its own; see docs/security.md",
+                cluster.name,
+            )
         self.cluster, self.engine, self.clock = cluster, engine, clock
         clock.follow(engine.last_ts)
         # the conflated topics' refreshes (C-2) as (serial, bookmark, topic, time), for followers
@@ -90,6 +107,8 @@ class Node:
         self.following = False  # on a replica: a Follow stream from the primary delivers frames now
         self.follow_error = ""  # on a replica: why it last failed to follow (kept until it follows)
         self.restart = asyncio.Event()  # set when this node must restart (its journal forked)
+        self.refused: Counter[str] = Counter()  # peers refused, by reason (sowdb_cluster_refused_total)
+        self.closers: list[Callable[[], Awaitable[None]]] = []  # run at stop, after the tasks (the peer port)
         self.sync = SyncSet(self)
         self.commit = CommitPoint(self)
         self._tasks: list[asyncio.Task[None]] = []
@@ -122,6 +141,14 @@ class Node:
         for task in stuck:
             log.error("cluster %s: task %s did not end when cancelled", self.cluster.name, task.get_name())
         await self.election.close()
+        for close in self.closers:
+            await close()
+
+    def refuse(self, reason: str, why: str) -> None:
+        """A peer failed a check (its certificate, its name, its epoch): counted by ``reason``,
+        logged, and nothing it sent applied."""
+        self.refused[reason] += 1
+        log.warning("cluster %s: node %s refuses a peer (%s): %s", self.cluster.name, self.cluster.node, reason, why)
 
     # --- writes -------------------------------------------------------------------------------
 
@@ -251,21 +278,20 @@ class Node:
         """On a replica, keep a follower task streaming from the current primary."""
         from sowdb.cluster.follower import follow
 
-        following = ""
+        following: Leader | None = None
         while True:
             leader = self.election.leader
-            target = leader.advertise if leader is not None and not self.election.is_leader else ""
-            if leader is not None and leader.node == self.cluster.node:
-                target = ""
-            if target != following or (self._following is not None and self._following.done()):
+            if self.election.is_leader or (leader is not None and leader.node == self.cluster.node):
+                leader = None
+            if leader != following or (self._following is not None and self._following.done()):
                 if self._following is not None:
                     self._following.cancel()
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await self._following
                     self._following = None
-                following = target
-                if target:
-                    self._following = asyncio.create_task(follow(self, target), name="sowdb-follow")
+                following = leader
+                if leader is not None:
+                    self._following = asyncio.create_task(follow(self, leader), name="sowdb-follow")
             await asyncio.sleep(self.cluster.loop_wait_s / 4)
 
     def streaming(self, target: str) -> None:

@@ -15,6 +15,11 @@ bookmark (its timestamp): a replica whose journal forked (a former primary with 
 never reached its successor) is refused with :class:`~sowdb.errors.JournalForked` (ErrorInfo
 reason ``JOURNAL_FORKED``, what the replica acts on), instead of being fed entries that do not
 continue its journal. The gRPC side is :mod:`sowdb.api.replication`.
+
+Who follows (issue 40): with node certificates, the follower's hello must name a node its
+certificate names (else it is refused, and the refusal counted); and what it reports having
+applied is bounded by what this primary has sent it (or what it held when it came, checked
+against this journal), so that a follower cannot make ``sync`` acknowledge on its word.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from collections.abc import AsyncIterator
 
 from sowdb.cluster.node import Follower, Node
 from sowdb.engine.replication import JournalEntry
-from sowdb.errors import FailedPrecondition, JournalForked
+from sowdb.errors import FailedPrecondition, JournalForked, PermissionDenied
 from sowdb_api.v1 import replication_pb2 as pb
 
 POLL_S = 0.05
@@ -36,14 +41,25 @@ TICK_S = 1.0
 FRAME_ENTRIES = 2000
 
 
-async def ship(node: Node, requests: AsyncIterator[pb.FollowRequest]) -> AsyncIterator[pb.FollowResponse]:
+async def ship(
+    node: Node, requests: AsyncIterator[pb.FollowRequest], names: frozenset[str] | None = None
+) -> AsyncIterator[pb.FollowResponse]:
     """The frames of one Follow stream, until this node steps down (FailedPrecondition), the
     follower goes, or the follower is behind the retained journal (OutOfRange: it copies a
-    checkpoint). ``requests``: the follower's hello, then its reports."""
+    checkpoint). ``requests``: the follower's hello, then its reports; ``names``: the node
+    names the follower's certificate carries (None: no node certificates, nothing to check).
+
+    Raises:
+        PermissionDenied: the follower claims a node name its certificate does not carry.
+    """
     engine, commit = node.engine, node.commit
     hello = await anext(aiter(requests), None)
     if hello is None:
         return
+    if names is not None and hello.node not in names:
+        why = f"a follower calls itself {hello.node!r} with a certificate for {sorted(names)}"
+        node.refuse("name", why)
+        raise PermissionDenied(f"{why}: refused")
     epoch = node.election.epoch
     if not epoch:
         raise FailedPrecondition(f"node {node.cluster.node} is not the primary")
@@ -55,7 +71,7 @@ async def ship(node: Node, requests: AsyncIterator[pb.FollowRequest]) -> AsyncIt
     if hello.probe:  # a forked replica looking for the fork point: the journals agree here
         yield pb.FollowResponse(epoch=epoch, last_bookmark=engine.last_seq, epochs=_epochs(node))
         return
-    follower = Follower(hello.node, hello.advertise, position)
+    follower = Follower(hello.node, hello.advertise, position, sent=position)
     await node.report(follower)
     reports = asyncio.create_task(_reports(node, requests, follower))
     try:
@@ -78,6 +94,7 @@ async def ship(node: Node, requests: AsyncIterator[pb.FollowRequest]) -> AsyncIt
                     if upto > position:
                         async for entries in engine.read_journal(position, upto, batch_size=FRAME_ENTRIES):
                             committed = commit.shown()
+                            follower.sent = entries[-1].seq  # what it may report having applied
                             yield _frame(node, epoch, entries, last, now, committed)
                         position = upto
                     if refresh is not None:
@@ -122,9 +139,11 @@ def forked(node: Node, bookmark: int, timestamp_us: int) -> str:
 
 
 async def _reports(node: Node, requests: AsyncIterator[pb.FollowRequest], follower: Follower) -> None:
+    """A follower's reports: its applied bookmark, never beyond what it was sent."""
     async for req in requests:
-        if req.applied_bookmark > follower.applied:
-            follower.applied, follower.progressed = req.applied_bookmark, time.monotonic()
+        applied = min(req.applied_bookmark, follower.sent)
+        if applied > follower.applied:
+            follower.applied, follower.progressed = applied, time.monotonic()
         await node.report(follower)
 
 

@@ -13,6 +13,9 @@ writes is down: the cluster waits instead of losing them.
 
 The set changes so that at every instant each node etcd names holds every acknowledged write:
 
+- **Only members.** A follower counts only if etcd holds its member record (``members/NODE``,
+  under its lease: it takes part in the election) — a stream that calls itself ``n9`` does
+  not — and only for what the primary sent it (:mod:`sowdb.cluster.shipping`).
 - **Adding first.** A replica joins only once it holds the highest bookmark acknowledged so far
   (:attr:`SyncSet.acked`), and from that instant acknowledgements wait for it too (in memory,
   before the etcd write: stricter, never looser); then etcd gets the union of old and new.
@@ -61,6 +64,7 @@ class SyncSet:
         self._since = 0.0  # monotonic: when this node took the key at self._led
         self._left: dict[str, float] = {}  # follower → when its stream ended
         self.seen: SyncRecord | None = None  # the record as this node last read it
+        self._strangers: set[str] = set()  # followers without a member record, logged once each
 
     # --- acknowledgement -------------------------------------------------------------------------
 
@@ -118,6 +122,8 @@ class SyncSet:
                 self._led, self._since = epoch, time.monotonic()
                 self.acked = node.engine.last_seq  # held here; some of it was acknowledged before
                 self.epoch, self.members, self.adding, self.unsure = 0, (), (), set()
+            if epoch:
+                await self._check_members()
             if not epoch:
                 self._led, self.epoch, self.members, self.adding, self.unsure = 0, 0, (), (), set()
             elif (target := self._target(epoch)) is not None and (not self.written(epoch) or target != self.members):
@@ -155,7 +161,11 @@ class SyncSet:
         current = self.members if self.written(epoch) else ()
         want = [m for m in current if m != me and healthy(m)]
         ready = sorted(
-            (f for f in followers.values() if f.node not in want and not f.stalled_at and f.applied >= self.acked),
+            (
+                f
+                for f in followers.values()
+                if f.node not in want and not f.stalled_at and f.applied >= self.acked and f.member
+            ),
             key=lambda f: (-f.applied, f.node),
         )
         for f in ready:
@@ -173,6 +183,26 @@ class SyncSet:
         target = tuple(sorted(want))
         self.adding = tuple(sorted(set(target) - set(current)))
         return target
+
+    async def _check_members(self) -> None:
+        """Mark the followers etcd holds a member record of (the last round's snapshot, else one
+        read of the key per follower that connected since): a follower without one is a
+        stream, not a node of the cluster, and never counts for ``sync``."""
+        election = self.node.election
+        for f in list(self.node.followers.values()):
+            if f.member:
+                continue
+            try:
+                f.member = f.node in election.view.eligible or await election.dcs.is_member(f.node)
+            except EtcdUnavailable:
+                continue
+            if not f.member and f.node not in self._strangers:
+                self._strangers.add(f.node)
+                log.warning(
+                    "cluster %s: follower %s has no member record in etcd: it does not count for sync",
+                    self.node.cluster.name,
+                    f.node,
+                )
 
     async def _write(self, epoch: int, target: tuple[str, ...]) -> None:
         """Write ``target`` at ``epoch``: the union of old and new first when it adds (adding

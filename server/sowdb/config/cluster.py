@@ -43,11 +43,29 @@ class ClusterConfig:
     sync_replicas: int = 1
     lease_ttl_s: float = 5.0
     ca: str = ""
-    """The CA that signed the nodes' TLS certificates, which a replica trusts when it dials
-    its primary (empty: the node's own ``[security] tls_cert``, a self-signed certificate that
-    the nodes share)."""
+    """The CA that signed the nodes' certificates, which a replica trusts when it dials its
+    primary (empty: the node's own ``[security] tls_cert``, a self-signed certificate that the
+    nodes share)."""
     etcd_access: EtcdAccess = field(default_factory=EtcdAccess)
     """The credentials shown to etcd (:mod:`sowdb.config.etcd`; none: plain ``http://``)."""
+    cert: str = ""
+    """This node's certificate (with ``key``): its identity to the other nodes. It names the
+    node by a DNS subjectAltName equal to its node name; with it, the nodes replicate over
+    mutual TLS on the peer port, and no token crosses the wire (empty: as before, over the
+    client port with ``SOWDB_CLUSTER_TOKEN``; a warning at start-up). ``{node}`` in the path
+    stands for the node's name, so that the nodes can share one config."""
+    key: str = ""
+    peer_listen: str = ""
+    """Where the peer port listens, HOST:PORT (with ``cert``; empty: the ``[server] listen``
+    host, on any free port: the port is advertised in etcd)."""
+    peer: str = ""
+    """The peer port's address as the other nodes dial it (set at start: the advertised host
+    and the bound port; empty without ``cert``)."""
+
+    @property
+    def node_certs(self) -> bool:
+        """The nodes prove who they are with certificates (``cert`` and ``key`` set)."""
+        return bool(self.cert)
 
     @property
     def loop_wait_s(self) -> float:
@@ -83,7 +101,7 @@ def read_cluster(raw: dict[str, Any], fail: Fail, base: Path | None = None) -> C
     entry = "[cluster]"
     if not isinstance(t, dict):
         raise fail(entry, "expected a table")
-    allowed = {"name", "node", "advertise", "etcd", "ack", "sync_replicas", "lease_ttl", "ca", *ETCD_KEYS}
+    allowed = {"name", "node", "advertise", "etcd", "ack", "sync_replicas", "lease_ttl", "ca", *ETCD_KEYS, *_NODE_TLS}
     unknown = sorted(set(t) - allowed)
     if unknown:
         raise fail(entry, f"unknown setting {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
@@ -117,10 +135,41 @@ def read_cluster(raw: dict[str, Any], fail: Fail, base: Path | None = None) -> C
         if not path.is_file():
             raise fail(entry, f"ca: {path} does not exist (the CA that signed the nodes' certificates)")
         ca = str(path)
-    cluster = ClusterConfig(name, node, advertise, etcd, ack, sync_replicas, ttl, ca, access)
+    cert, key, peer_listen = _node_tls(t, entry, fail, base, ca)
+    cluster = ClusterConfig(name, node, advertise, etcd, ack, sync_replicas, ttl, ca, access, cert, key, peer_listen)
     if cluster.loop_wait_s + 2 * cluster.retry_timeout_s > ttl + 1e-9:  # holds by construction; kept honest
         raise fail(entry, "lease_ttl: loop_wait + 2 * retry_timeout must not exceed it")
     return cluster
+
+
+_NODE_TLS = ("cert", "key", "peer_listen")
+
+
+def _node_tls(t: dict[str, Any], entry: str, fail: Fail, base: Path | None, ca: str) -> tuple[str, str, str]:
+    """``cert``, ``key`` (paths made absolute; checked once ``{node}`` in them is known) and
+    ``peer_listen``: a node certificate needs its key and the CA that signed the others'."""
+    found: list[str] = []
+    for name in ("cert", "key"):
+        value = t.get(name, "")
+        if not isinstance(value, str):
+            raise fail(entry, f"{name}: the path of a PEM file, got {value!r}")
+        if value:
+            path = ((base or Path.cwd()) / value).resolve()
+            if "{node}" not in value and not path.is_file():
+                raise fail(entry, f"{name}: {path} does not exist (this node's certificate and its key)")
+            value = str(path)
+        found.append(value)
+    cert, key = found
+    if bool(cert) != bool(key):
+        raise fail(entry, "cert and key go together (this node's certificate and its private key)")
+    if cert and not ca:
+        raise fail(entry, "cert: needs ca, the CA that signed the nodes' certificates (whom a node trusts)")
+    peer_listen = t.get("peer_listen", "")
+    if not isinstance(peer_listen, str) or (peer_listen and not _is_address(peer_listen)):
+        raise fail(entry, f"peer_listen: {peer_listen!r} is not HOST:PORT (where the nodes' peer port listens)")
+    if peer_listen and not cert:
+        raise fail(entry, "peer_listen: the peer port serves node certificates: give cert and key")
+    return cert, key, peer_listen
 
 
 def with_cluster_overrides(config: Config, *, node: str | None, advertise: str | None, serving: bool = True) -> Config:
@@ -151,6 +200,12 @@ def with_cluster_overrides(config: Config, *, node: str | None, advertise: str |
     for key in ("node", "advertise"):
         if serving and not getattr(cluster, key):
             raise ConfigError(f"{config.source}: [cluster]: {key}: required (in the file or as --{key})")
+    if serving and cluster.cert:  # the node's own certificate, once its name is known
+        cert, key = (path.replace("{node}", cluster.node) for path in (cluster.cert, cluster.key))
+        for name, path in (("cert", cert), ("key", key)):
+            if not Path(path).is_file():
+                raise ConfigError(f"{config.source}: [cluster]: {name}: {path} does not exist (node {cluster.node})")
+        cluster = replace(cluster, cert=cert, key=key)
     return replace(config, cluster=cluster)
 
 

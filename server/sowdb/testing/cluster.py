@@ -62,12 +62,17 @@ def node_config(directory: Path, etcd: EtcdServer, ack: str = "sync", ttl: int =
     return path
 
 
-def secure_config(config: Path, certs: Certs, token: str, *, ca: str = "ca.pem") -> None:
+def secure_config(config: Path, certs: Certs, token: str, *, ca: str = "ca.pem", node_certs: bool = False) -> None:
     """Add TLS (a server certificate the test CA signed), a users file with one admin user of
-    ``token`` beside ``config``, and ``certs[ca]`` as ``[cluster] ca`` to a node's config."""
+    ``token`` beside ``config``, and ``certs[ca]`` as ``[cluster] ca`` to a node's config;
+    with ``node_certs``, each node's own certificate (``certs.node(NAME)``, made by
+    :meth:`Cluster.start`) as ``[cluster] cert`` and ``key``."""
     users = config.parent / "users.toml"
     users.write_text(f'[[user]]\nname = "repl"\ntoken_sha256 = "{hash_token(token)}"\nroles = ["ops"]\n')
-    text = re.sub(r'(?m)^(lease_ttl = "\d+s")$', rf'\1\nca = "{certs[ca]}"', config.read_text(), count=1)
+    lines = f'ca = "{certs[ca]}"'
+    if node_certs:
+        lines += f'\ncert = "{certs.dir}/{{node}}.pem"\nkey = "{certs.dir}/{{node}}.key"'
+    text = re.sub(r'(?m)^(lease_ttl = "\d+s")$', lambda m: f"{m[1]}\n{lines}", config.read_text(), count=1)
     config.write_text(
         text
         + f"""
@@ -95,30 +100,38 @@ class Cluster:
     def __init__(self, directory: Path, etcd: EtcdServer, ack: str = "sync", ttl: int = TTL, server: str = "") -> None:
         self.tmp_path = directory
         self.ttl = ttl
+        self.etcd = etcd
         self.config = node_config(directory, etcd, ack, ttl, server)
         self.channel: Callable[[str], grpc.Channel] = grpc.insecure_channel
         """How a node is dialled (TLS once :meth:`secure` ran)."""
         self.metadata: tuple[tuple[str, str], ...] = ()
         """What raw calls carry (the token once :meth:`secure` ran)."""
         self.env: dict[str, str] | None = None  # the nodes' environment (None: this process's)
+        self.certs: Certs | None = None  # the PKI of the nodes' certificates (None: they have none)
         self.nodes: dict[str, testing.Sowd] = {}
         self.started: list[tuple[str, testing.Sowd]] = []
         """Every start of a node, in order (a restart replaces it in :attr:`nodes`, not here)."""
         CREATED.append(self)
 
-    def secure(self, certs: Certs, token: str, *, ca: str = "ca.pem") -> None:
+    def secure(self, certs: Certs, token: str, *, ca: str = "ca.pem", node_certs: bool = True) -> None:
         """Secure the nodes not started yet: TLS with the certificate ``certs`` made, an admin
-        user of ``token`` that the nodes also follow with (``SOWDB_CLUSTER_TOKEN``), and
-        ``certs[ca]`` as ``[cluster] ca``; raw calls go over TLS with the token."""
-        secure_config(self.config, certs, token, ca=ca)
+        user of ``token``, and ``certs[ca]`` as ``[cluster] ca``; raw calls go over TLS with the
+        token. With ``node_certs`` each node has its own certificate (``certs.node(NAME)``) and
+        the nodes replicate over mutual TLS with no token; without, as before issue 40, they
+        follow with the token (``SOWDB_CLUSTER_TOKEN``)."""
+        secure_config(self.config, certs, token, ca=ca, node_certs=node_certs)
         credentials = grpc.ssl_channel_credentials(Path(certs["ca.pem"]).read_bytes())
         self.channel = lambda target: grpc.secure_channel(target, credentials)
         self.metadata = (("authorization", f"Bearer {token}"),)
-        self.env = {**os.environ, "SOWDB_CLUSTER_TOKEN": token}
+        self.certs = certs if node_certs else None
+        if not node_certs:
+            self.env = {**os.environ, "SOWDB_CLUSTER_TOKEN": token}
 
     def start(self, name: str, *flags: str, config: Path | None = None) -> testing.Sowd:
         """Start node ``name`` (again, after a stop: on its data), advertising where it serves
         unless ``flags`` say otherwise (``--listen``, ``--advertise``, ``--http-listen``, ...)."""
+        if self.certs is not None:
+            self.certs.node(name)
         sowd = testing.start(
             self.tmp_path / name,
             "--node",

@@ -8,7 +8,8 @@ from pathlib import Path
 
 class Certs:
     """A throw-away PKI made with ``openssl``: a CA, a server certificate for ``localhost`` and
-    127.0.0.1, a client certificate it signed, and a ``rogue`` client certificate it did not."""
+    127.0.0.1, a client certificate it signed, and a ``rogue`` client certificate it did not;
+    node certificates (:meth:`node`) on demand."""
 
     def __init__(self, directory: Path) -> None:
         self.dir = directory
@@ -34,6 +35,22 @@ class Certs:
             "-out", f"{name}.pem", "-days", "2",
         )  # fmt: skip
         return self[f"{name}.pem"], self[f"{name}.key"]
+
+    def node(self, name: str, *, ca: str = "ca") -> tuple[str, str]:
+        """A node certificate for node ``name`` (its DNS subjectAltName, and its CN), signed by
+        ``ca`` (``ca``, the cluster's; or ``rogue``, a stranger's): (``NAME.pem``, ``NAME.key``)
+        paths, made once."""
+        pem, key = self.dir / f"{name}.pem", self.dir / f"{name}.key"
+        if not pem.exists():
+            ext = self.dir / f"{name}.ext"
+            ext.write_text(f"subjectAltName=DNS:{name}\nextendedKeyUsage=serverAuth,clientAuth\n")
+            ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+            self._openssl("req", *ec, "-keyout", key.name, "-out", f"{name}.csr", "-subj", f"/CN={name}")
+            self._openssl(
+                "x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key", "-CAcreateserial",
+                "-out", pem.name, "-days", "2", "-extfile", ext.name,
+            )  # fmt: skip
+        return str(pem), str(key)
 
     def _openssl(self, *args: str) -> None:
         subprocess.run(["openssl", *args], cwd=self.dir, check=True, capture_output=True, timeout=60)

@@ -3,10 +3,10 @@ snapshot of them per cycle.
 
 etcd holds, under ``/sowdb/NAME/``:
 
-- ``leader``: ``{node, advertise}`` under the primary's lease, created only if absent; its
-  ``create_revision`` is the **epoch**;
-- ``members/NODE``: ``{node, advertise, eligible}`` under the node's lease (what a switchover
-  waits on);
+- ``leader``: ``{node, advertise, peer}`` under the primary's lease, created only if absent;
+  its ``create_revision`` is the **epoch**; ``peer`` is its peer port (with node certificates);
+- ``members/NODE``: ``{node, advertise, peer, eligible}`` under the node's lease (what a
+  switchover waits on; a follower that is not a member never counts for ``sync``);
 - ``applied/NODE``: the node's applied bookmark, under its lease (what eligibility compares);
 - ``sync``: ``{epoch, leader, nodes}``, the sync set (HA-3), no lease, written only while the
   writer's leader key is the one of that epoch;
@@ -49,6 +49,8 @@ class Leader:
     node: str
     advertise: str
     epoch: int
+    peer: str = ""
+    """Its peer port (node certificates), empty when it serves replication on ``advertise``."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ class ClusterView:
     leader_lease: int = 0
     """The lease the leader key lives under (this node's own: a key it created)."""
     eligible: dict[str, bool] = field(default_factory=dict)
-    """Each live member's eligibility, as its member record says."""
+    """Each live member's eligibility, as its member record says (its keys: the members)."""
     applied: dict[str, int] = field(default_factory=dict)
     """Each live node's applied bookmark."""
     sync: SyncRecord | None = None
@@ -118,7 +120,9 @@ class Dcs:
             name = key[len(self.prefix) :].decode()
             if key == self.leader_key:
                 record = json.loads(kv.value)
-                leader, lease = Leader(str(record["node"]), str(record["advertise"]), kv.create_revision), kv.lease
+                peer = str(record.get("peer", ""))
+                leader = Leader(str(record["node"]), str(record["advertise"]), kv.create_revision, peer)
+                lease = kv.lease
             elif key == self.sync_key:
                 sync, sync_revision = SyncRecord.decode(kv.value), kv.mod_revision
             elif key == self.switchover_key:
@@ -132,6 +136,10 @@ class Dcs:
     async def leader(self) -> KeyValue | None:
         """The leader key alone (a switchover waiting for the target to take it; the keeper)."""
         return await self.etcd.get(self.leader_key)
+
+    async def is_member(self, node: str) -> bool:
+        """Whether etcd holds a member record of ``node`` (under its lease: it takes part)."""
+        return await self.etcd.get(self.member_key(node)) is not None
 
     async def member_eligible(self, node: str) -> bool:
         found = await self.etcd.get(self.member_key(node))
@@ -153,6 +161,8 @@ class Dcs:
 
     async def publish_member(self, eligible: bool, lease: int) -> None:
         record = {"node": self.cluster.node, "advertise": self.cluster.advertise, "eligible": eligible}
+        if self.cluster.peer:
+            record["peer"] = self.cluster.peer
         await self.etcd.put(self.member_key(self.cluster.node), json.dumps(record).encode(), lease)
 
     # --- the leader key ---------------------------------------------------------------------
@@ -160,7 +170,8 @@ class Dcs:
     async def take_leader(self, lease: int, sync_revision: int) -> tuple[bool, KeyValue | None]:
         """Create the leader key under ``lease`` if absent and the sync set is still the one
         eligibility was judged by (:meth:`Etcd.create`)."""
-        record = json.dumps({"node": self.cluster.node, "advertise": self.cluster.advertise}).encode()
+        me = {"node": self.cluster.node, "advertise": self.cluster.advertise}
+        record = json.dumps({**me, "peer": self.cluster.peer} if self.cluster.peer else me).encode()
         return await self.etcd.create(self.leader_key, record, lease, (self.sync_key, sync_revision))
 
     async def release_leader(self, epoch: int) -> bool:
