@@ -19,13 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from sowdb.config import TopicConfig
 from sowdb.engine.access import Access
 from sowdb.engine.records import StoredRecord, document
 from sowdb.engine.state import SowTopic
 from sowdb.expr.rewrite import Context, Rewrite, compile_rewrite
+from sowdb.jsonbytes import dumps
 
 
 @dataclass(frozen=True)
@@ -69,7 +68,7 @@ def preprocess(rewrite: Rewrite, topic_name: str, docs: list[dict[str, Any]], ra
     """EN-1 on a request's decoded messages, in place in ``docs`` and ``raws`` (a message no
     item changes keeps its bytes)."""
     ctx = Context(topic_name)
-    apply, dumps = rewrite.apply, orjson.dumps
+    apply = rewrite.apply
     for i, doc in enumerate(docs):
         out = apply(doc, ctx)
         if out is not None:
@@ -105,7 +104,7 @@ def enrich(
         rec = records.get(key)
         return None if rec is None else document(rec)
 
-    apply, dumps = rewrite.apply, orjson.dumps
+    apply = rewrite.apply
     ctx = Context(topic.name, None, None, now, None, stored)
     if not rewrite.reads_previous:
         for i, key in enumerate(sow_keys):
