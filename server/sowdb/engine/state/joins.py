@@ -171,14 +171,19 @@ class JoinedView(View):
         rows = self.rows.get(c.sow_key)
         if rows is None or len(rows) != 1:
             return False
+        gkey, row, ctx = rows[0]
+        slot = self.anchor_slot
+        # the row holds the old version's document: decoding it again from its bytes (no longer
+        # among the recent ones, most of the time) cost more than the rest of the update
+        old_data = row[slot] if ctx is old else old.data
+        new_data = new.data
         values: list[tuple[Index, Any]] = []
         for e, index in keyed:  # the edges from the anchor topic
-            value = e.parent_value(new.data)
-            if value != e.parent_value(old.data):
+            value = e.parent_value(new_data)
+            if value != e.parent_value(old_data):
                 return False
             values.append((index, value))
-        gkey, row, ctx = rows[0]
-        joined = {**row, self.anchor_slot: new.data}
+        joined = {**row, slot: new_data}
         if self.filter is not None and not self.filter.matches(joined, new):
             return False
         if self._group_reads_anchor and self._joined_group(joined, new) != gkey:
