@@ -104,23 +104,21 @@ def enrich(
         rec = records.get(key)
         return None if rec is None else document(rec)
 
-    apply = rewrite.apply
+    update = rewrite.update
     ctx = Context(topic.name, None, None, now, None, stored)
     if not rewrite.reads_previous:
         for i, key in enumerate(sow_keys):
-            out = apply(docs[i], ctx.at(key, first + i, None), in_place=True)
-            if out is not None:
-                docs[i] = out
-                raws[i] = dumps(out)
+            doc = docs[i]
+            if update(doc, ctx.at(key, first + i, None)):
+                raws[i] = dumps(doc)
         return
     latest: dict[str, dict[str, Any]] = {}  # versions made by this request, for a key it names twice
     for i, key in enumerate(sow_keys):
         made = latest.get(key)
-        out = apply(docs[i], ctx.at(key, first + i, made, key if made is None else None), in_place=True)
-        if out is not None:
-            docs[i] = out
-            raws[i] = dumps(out)
-        latest[key] = docs[i]
+        doc = docs[i]
+        if update(doc, ctx.at(key, first + i, made, key if made is None else None)):
+            raws[i] = dumps(doc)
+        latest[key] = doc
 
 
 def check_rows(
