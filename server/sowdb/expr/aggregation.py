@@ -81,6 +81,35 @@ class Group:
                 acc.add(y)
         self.last, self.last_ctx = new, new_ctx
 
+    def add_contribution(self, values: list[Any], data: dict[str, Any], ctx: Any = None) -> None:
+        """:meth:`add` of a member whose :meth:`Aggregation.contribution` is ``values``."""
+        self.members += 1
+        for acc, x in zip(self.accumulators, values, strict=True):
+            if x is not None:
+                acc.add(x)
+        self.last, self.last_ctx = data, ctx
+
+    def remove_contribution(self, values: list[Any]) -> None:
+        """Retract exactly what :meth:`add_contribution` of ``values`` added."""
+        self.members -= 1
+        for acc, x in zip(self.accumulators, values, strict=True):
+            if x is not None:
+                acc.remove(x)
+
+    def replace_contribution(self, old: list[Any], new: list[Any], data: dict[str, Any], ctx: Any) -> None:
+        """:meth:`replace` of a member whose contribution was ``old`` by one whose contribution
+        is ``new``: the old member is not evaluated again (a joined view keeps what each of its
+        rows added, so an update evaluates the aggregates' arguments once, not twice)."""
+        for acc, x, y in zip(self.accumulators, old, new, strict=True):
+            if x is not None:
+                if y is not None:
+                    acc.replace(x, y)
+                else:
+                    acc.remove(x)
+            elif y is not None:
+                acc.add(y)
+        self.last, self.last_ctx = data, ctx
+
     def result(self) -> dict[str, Any]:
         values = self.aggregation._aggregate_values.values = [a.value() for a in self.accumulators]
         out: dict[str, Any] = {}
@@ -193,6 +222,15 @@ class Aggregation:
         for group, rec in zip(groups, news, strict=True):
             group.last, group.last_ctx = rec.data, rec
         return True
+
+    def contribution(self, data: dict[str, Any], ctx: Any = None) -> list[Any]:
+        """What ``data`` adds to each aggregate of its group: its argument's value per slot,
+        None where it counts for nothing (a NULL), for :meth:`Group.add_contribution`."""
+        out: list[Any] = []
+        for slot in self.slots:
+            x = slot.arg(data, ctx)
+            out.append(x if x is not None and (type(x) is int or type(x) is float or not is_null(x)) else None)
+        return out
 
     def group_key(self, data: dict[str, Any], ctx: Any = None) -> tuple[Any, ...]:
         fns = self._group_fns
