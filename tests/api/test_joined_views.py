@@ -8,6 +8,7 @@ import ast
 import asyncio
 import base64
 import json
+import re
 import tomllib
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -22,7 +23,7 @@ from sowdb_client import FailedPreconditionError, PublishError
 from tests.console.wire import frames, post, read_frames
 from tests.doc_pages import blocks
 from tests.process.test_docs_pages import run_python
-from tests.support import Running, running, take
+from tests.support import Running, running, sow, take
 
 SOW = "/sowdb.v1.SowService/Sow"
 LIST_TOPICS = "/sowdb.v1.SowService/ListTopics"
@@ -187,3 +188,18 @@ async def test_the_consoles_gateway_serves_a_joined_view(tmp_path: Path) -> None
         status, _, listed = await asyncio.to_thread(post, r.console_url, LIST_TOPICS, b"{}", "application/json", "")
         (view,) = [t for t in json.loads(listed)["topics"] if t["name"] == "by_customer"]
         assert (status, view["underlying"], view["recordCount"]) == (200, "orders", "1")
+
+
+async def test_sow_stats_shows_a_joined_view(joined: Running) -> None:
+    """``sow stats`` (the CLI, a process) on a joined view: a view's figures, which a change on
+    the other side of the join moves too, in JSON and in the table ``-topic`` prints."""
+    await joined.client.publish("instruments", [{"symbol": "IBM", "price": 11}])  # reprices Ann's row
+    figures = await asyncio.to_thread(
+        sow, "-server", joined.target, "stats", "-topic", "by_customer", "-format", "json"
+    )
+    assert figures.returncode == 0, figures.stderr
+    (view,) = json.loads(figures.stdout)["topics"]
+    assert (view["name"], view["kind"], view["records"], view["publishes"]) == ("by_customer", "view", 2, 3)
+    table = await asyncio.to_thread(sow, "-server", joined.target, "stats", "-topic", "by_customer")
+    assert table.returncode == 0, table.stderr
+    assert re.search(r"│ by_customer │ view │ +2 │ .* │ +3 │", table.stdout), table.stdout

@@ -5,12 +5,17 @@ the token box (SPEC §11). Each test leaves a screenshot under ``test-artifacts/
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 from playwright.async_api import Page, expect
 
+from sowdb.config import ServerConfig, config_from_dict
 from sowdb_client import SowdbError
+from tests.api.test_joined_views import TOPICS as JOINED
 from tests.console.conftest import TOKEN, WAIT_MS, screenshot
-from tests.support import Running
+from tests.support import Running, running
 
 
 async def test_the_grid_follows_a_page_as_the_world_changes(console: Running, page: Page) -> None:
@@ -91,3 +96,43 @@ async def test_the_token_box_is_how_the_console_honours_security(secured: Runnin
     await expect(page.locator("#topics tbody tr")).to_have_count(1)  # A-3: only what it may read
     await page.goto(secured.console_url + "#grid?topic=secrets")
     await expect(page.locator("#grid-error")).to_contain_text("PERMISSION_DENIED", timeout=WAIT_MS)
+
+
+async def test_the_console_shows_a_joined_view_live(tmp_path: Path, page: Page) -> None:
+    """V-2 in the browser: a joined view is listed among the topics with its figures, and its
+    grid follows a change on either side of the join (a price, then a customer leaving the
+    inner join) as it follows any topic."""
+    config = config_from_dict(JOINED, source="<test>")
+    server = ServerConfig(listen="127.0.0.1:0", http_listen="127.0.0.1:0", data_dir=str(tmp_path), heartbeat_s=0.2)
+    async with running(replace(config, server=server)) as r:
+        c = r.client
+        await c.publish(
+            "customers", [{"id": 1, "name": "Ann", "tier": "gold"}, {"id": 2, "name": "Bob", "tier": "gold"}]
+        )
+        await c.publish("instruments", [{"symbol": "IBM", "price": 10}, {"symbol": "MSFT", "price": 20}])
+        await c.publish(
+            "orders",
+            [
+                {"id": 1, "customer_id": 1, "symbol": "IBM", "qty": 3},
+                {"id": 2, "customer_id": 2, "symbol": "MSFT", "qty": 1},
+            ],
+        )
+        await page.goto(r.console_url)
+        listed = page.locator("#topics tr[data-topic='by_customer']")
+        await expect(listed.locator("td[data-field='records']")).to_have_text("2", timeout=WAIT_MS)
+        await expect(listed.locator("td[data-field='key']")).to_have_text("(group values)")
+        await screenshot(page, "topics-joined-view")
+
+        await page.goto(r.console_url + "#grid")
+        await page.fill("#topic", "by_customer")
+        await page.fill("#order-by", "/customer")
+        await page.click("#subscribe")
+        names = page.locator("#grid tbody tr td[data-field='name']")
+        notionals = page.locator("#grid tbody tr td[data-field='notional']")
+        await expect(names).to_have_text(["Ann", "Bob"], timeout=WAIT_MS)
+        await expect(notionals).to_have_text(["30", "20"])
+        await c.publish("instruments", [{"symbol": "IBM", "price": 11}])  # the other side of the join
+        await expect(notionals).to_have_text(["33", "20"], timeout=WAIT_MS)
+        await c.sow_delete("customers", filter="/id = 1")  # Ann's orders leave the inner join
+        await expect(names).to_have_text(["Bob"], timeout=WAIT_MS)
+        await screenshot(page, "grid-joined-view")

@@ -149,3 +149,33 @@ def test_grouping_by_several_fields_and_null_groups() -> None:
     agg = parse_aggregation(["/a", "/b"], ["/a", "/b", "COUNT(/x) AS /n"])
     out = agg.run([({"a": 1, "b": "x", "x": 1}, None), ({"a": 1, "b": "x", "x": 2}, None), ({"x": 3}, None)])
     assert out == [{"a": 1, "b": "x", "n": 2}, {"n": 1}]
+
+
+NULL_OR_VALUES = st.one_of(st.none(), st.integers(-3, 3), st.floats(-3, 3, allow_nan=False), st.text(max_size=1))
+
+
+@given(st.lists(st.tuples(st.sampled_from(["add", "remove", "replace"]), st.integers(0, 5), NULL_OR_VALUES)))
+def test_a_groups_contributions_do_what_its_members_do(ops: list[tuple[str, int, Any]]) -> None:
+    """Group.add/remove/replace_contribution (a joined view keeps each row's contribution) leave
+    a group as add/remove/replace of the members themselves do, NULLs and MIN/MAX included."""
+    agg = parse_aggregation(
+        "/g", ["SUM(/v) AS /s", "COUNT(/v) AS /n", "MIN(/v) AS /lo", "MAX(/v) AS /hi", "COUNT_DISTINCT(/v) AS /k"]
+    )
+    by_member, by_contribution = agg.new_group(), agg.new_group()
+    held: dict[int, dict[str, Any]] = {}
+    for op, member, value in ops:
+        row = {"g": 1, "v": value}
+        if op == "add" and member not in held:
+            by_member.add(row)
+            by_contribution.add_contribution(agg.contribution(row), row)
+            held[member] = row
+        elif op == "remove" and member in held:
+            old = held.pop(member)
+            by_member.remove(old)
+            by_contribution.remove_contribution(agg.contribution(old))
+        elif op == "replace" and member in held:
+            old, held[member] = held[member], row
+            by_member.replace(old, None, row, None)
+            by_contribution.replace_contribution(agg.contribution(old), agg.contribution(row), row, None)
+        assert by_contribution.members == by_member.members
+        assert repr(by_contribution.result()) == repr(by_member.result())

@@ -71,3 +71,18 @@ def test_the_compiled_form_agrees_with_the_reference_evaluator(message: dict[str
         node = parse(f"{text}", previous=True)
         reference = evaluate(node, message, ctx(previous))
         assert repr(compiled) == repr(reference), text
+
+
+@given(records, st.one_of(st.none(), records))
+def test_the_writers_update_in_place_is_apply(message: dict[str, Any], previous: Any) -> None:
+    """``update`` (the writer's EN-2 step) changes the message as ``apply`` rewrites it, and says
+    whether it did; a nested output's objects are copied, never changed where they are shared."""
+    r = compile_rewrite(
+        ["IF(/a < 0, /a OF PREVIOUS, /a) AS /a", "/b * 2 AS /b", "/a AS /n/x", "/b OF PREVIOUS AS /c"], previous=True
+    )
+    shared = {"y": 1}
+    doc = {**message, "n": shared}
+    expected = r.apply(dict(doc), ctx(previous))
+    assert r.update(doc, ctx(previous)) == (expected is not None)
+    assert doc == (expected if expected is not None else {**message, "n": shared})
+    assert shared == {"y": 1}

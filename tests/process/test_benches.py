@@ -29,7 +29,10 @@ NODE_DIR = ROOT / "clients" / "node"
 RUNS = {
     "bench_server.py": (["--orders", "2000", "--rounds", "1"], ["query-range", "query-eq", "server RSS"]),
     "bench_history.py": (["--orders", "2000", "--rounds", "1"], ["query then", "recovery", "start-up"]),
-    "bench_views.py": (["--orders", "2000", "--updates", "1000"], ["page upkeep", "view upkeep", "view end to end"]),
+    "bench_views.py": (
+        ["--orders", "2000", "--updates", "1000"],
+        ["page upkeep", "view upkeep", "join upkeep", "view end to end"],
+    ),
     "bench_latency.py": (
         ["--rounds", "1", "--seconds", "1.5", "--parts", "latency,lookup", "--subscribers", "1"],
         ["publish -> receive", "point lookup", "floor-stream", "floor-stream3", "targets (issue 29)"],

@@ -1,185 +1,23 @@
-"""Aggregated queries: ``grouping`` + ``projection`` (Q-8), and the accumulators views reuse.
+"""Aggregated queries: ``grouping`` + ``projection`` (Q-8), and the groups views reuse.
 
-Each group keeps one accumulator per aggregate call of the projection. Accumulators support
-``remove`` as well as ``add`` so that a view can retract a record's old contribution when it is
-updated or deleted; MIN and MAX keep a sorted multiset so they stay right under deletes.
-Non-aggregated, non-grouped items take the last processed record's value.
+Each group keeps one accumulator per aggregate call of the projection
+(:mod:`sowdb.expr.accumulators`), which takes a record's contribution in and out, so that a view
+can retract a record's old contribution when it is updated or deleted. Non-aggregated,
+non-grouped items take the last processed record's value.
 """
 
 from __future__ import annotations
 
-import math
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sortedcontainers import SortedDict
-
 from sowdb.errors import ExpressionError
 from sowdb.expr import nodes as n
+from sowdb.expr.accumulators import new_accumulator
 from sowdb.expr.compiler import _AggregateValues, _Compiler
-from sowdb.expr.numeric import NAN, fit, to_number
 from sowdb.expr.parser import parse_list
-from sowdb.expr.values import hashable, is_null, order_key
-
-
-class Accumulator:
-    """One aggregate over one group: values come and go; :meth:`value` is the current result."""
-
-    def add(self, x: Any) -> None:
-        raise NotImplementedError
-
-    def remove(self, x: Any) -> None:
-        raise NotImplementedError
-
-    def value(self) -> Any:
-        raise NotImplementedError
-
-    def replace(self, old: Any, new: Any) -> None:
-        """A member's value changed from ``old`` to ``new`` (an update within the group)."""
-        self.remove(old)
-        self.add(new)
-
-
-class _Count(Accumulator):
-    def __init__(self) -> None:
-        self.n = 0
-
-    def add(self, x: Any) -> None:
-        self.n += 1
-
-    def remove(self, x: Any) -> None:
-        self.n -= 1
-
-    def replace(self, old: Any, new: Any) -> None:
-        pass  # still one value
-
-    def value(self) -> Any:
-        return self.n
-
-
-class _Moments(Accumulator):
-    """Count, sum and sum of squares of the numeric values: SUM, AVG, STDDEV_*.
-
-    NaNs are counted apart so that removing the only NaN makes the sum finite again.
-    """
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self.n = 0
-        self.nans = 0
-        self.total: int | float = 0
-        self.squares: float = 0.0
-
-    def _num(self, x: Any) -> int | float | None:
-        return to_number(x)
-
-    def add(self, x: Any) -> None:
-        v = self._num(x)
-        if v is None:
-            return
-        self.n += 1
-        if v != v:
-            self.nans += 1
-        else:
-            self.total += v
-            self.squares += float(v) * float(v)
-
-    def remove(self, x: Any) -> None:
-        v = self._num(x)
-        if v is None:
-            return
-        self.n -= 1
-        if v != v:
-            self.nans -= 1
-        else:
-            self.total -= v
-            self.squares -= float(v) * float(v)
-
-    def replace(self, old: Any, new: Any) -> None:
-        if type(old) is int and type(new) is int:  # the usual update, in one step
-            self.total += new - old
-            self.squares += float(new) * float(new) - float(old) * float(old)
-        else:
-            self.remove(old)
-            self.add(new)
-
-    def value(self) -> Any:
-        if self.n == 0:
-            return None
-        if self.nans:
-            return NAN
-        if self.kind == "SUM":
-            return fit(self.total) if type(self.total) is int else self.total
-        mean = self.total / self.n
-        if self.kind == "AVG":
-            return mean
-        denominator = self.n if self.kind == "STDDEV_POP" else self.n - 1
-        if denominator <= 0:
-            return None
-        variance = max((self.squares - self.n * mean * mean) / denominator, 0.0)
-        return math.sqrt(variance)
-
-
-class _Extreme(Accumulator):
-    """MIN / MAX over a sorted multiset, ordered like order_by."""
-
-    def __init__(self, largest: bool) -> None:
-        self.largest = largest
-        self.values: SortedDict = SortedDict()
-
-    def add(self, x: Any) -> None:
-        k = order_key(x)
-        entry = self.values.get(k)
-        if entry is None:
-            self.values[k] = [x, 1]
-        else:
-            entry[0] = x
-            entry[1] += 1
-
-    def remove(self, x: Any) -> None:
-        k = order_key(x)
-        entry = self.values.get(k)
-        if entry is not None:
-            entry[1] -= 1
-            if entry[1] <= 0:
-                del self.values[k]
-
-    def value(self) -> Any:
-        if not self.values:
-            return None
-        return self.values.peekitem(-1 if self.largest else 0)[1][0]
-
-
-class _Distinct(Accumulator):
-    def __init__(self) -> None:
-        self.seen: Counter[Any] = Counter()
-
-    def add(self, x: Any) -> None:
-        self.seen[order_key(x)] += 1
-
-    def remove(self, x: Any) -> None:
-        k = order_key(x)
-        self.seen[k] -= 1
-        if self.seen[k] <= 0:
-            del self.seen[k]
-
-    def value(self) -> Any:
-        return len(self.seen)
-
-
-def new_accumulator(name: str) -> Accumulator:
-    if name == "COUNT":
-        return _Count()
-    if name in ("SUM", "AVG", "STDDEV_POP", "STDDEV_SAMP"):
-        return _Moments(name)
-    if name in ("MIN", "MAX"):
-        return _Extreme(name == "MAX")
-    if name == "COUNT_DISTINCT":
-        return _Distinct()
-    raise ValueError(name)
-
+from sowdb.expr.values import hashable, is_null
 
 _IN_PLACE = frozenset({"COUNT", "SUM", "AVG", "STDDEV_POP", "STDDEV_SAMP"})
 _INT_ONLY = {int}
@@ -242,6 +80,35 @@ class Group:
             elif counted_y:
                 acc.add(y)
         self.last, self.last_ctx = new, new_ctx
+
+    def add_contribution(self, values: list[Any], data: dict[str, Any], ctx: Any = None) -> None:
+        """:meth:`add` of a member whose :meth:`Aggregation.contribution` is ``values``."""
+        self.members += 1
+        for acc, x in zip(self.accumulators, values, strict=True):
+            if x is not None:
+                acc.add(x)
+        self.last, self.last_ctx = data, ctx
+
+    def remove_contribution(self, values: list[Any]) -> None:
+        """Retract exactly what :meth:`add_contribution` of ``values`` added."""
+        self.members -= 1
+        for acc, x in zip(self.accumulators, values, strict=True):
+            if x is not None:
+                acc.remove(x)
+
+    def replace_contribution(self, old: list[Any], new: list[Any], data: dict[str, Any], ctx: Any) -> None:
+        """:meth:`replace` of a member whose contribution was ``old`` by one whose contribution
+        is ``new``: the old member is not evaluated again (a joined view keeps what each of its
+        rows added, so an update evaluates the aggregates' arguments once, not twice)."""
+        for acc, x, y in zip(self.accumulators, old, new, strict=True):
+            if x is not None:
+                if y is not None:
+                    acc.replace(x, y)
+                else:
+                    acc.remove(x)
+            elif y is not None:
+                acc.add(y)
+        self.last, self.last_ctx = data, ctx
 
     def result(self) -> dict[str, Any]:
         values = self.aggregation._aggregate_values.values = [a.value() for a in self.accumulators]
@@ -355,6 +222,15 @@ class Aggregation:
         for group, rec in zip(groups, news, strict=True):
             group.last, group.last_ctx = rec.data, rec
         return True
+
+    def contribution(self, data: dict[str, Any], ctx: Any = None) -> list[Any]:
+        """What ``data`` adds to each aggregate of its group: its argument's value per slot,
+        None where it counts for nothing (a NULL), for :meth:`Group.add_contribution`."""
+        out: list[Any] = []
+        for slot in self.slots:
+            x = slot.arg(data, ctx)
+            out.append(x if x is not None and (type(x) is int or type(x) is float or not is_null(x)) else None)
+        return out
 
     def group_key(self, data: dict[str, Any], ctx: Any = None) -> tuple[Any, ...]:
         fns = self._group_fns

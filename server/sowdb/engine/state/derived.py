@@ -25,6 +25,7 @@ from sowdb.engine.records import StoredRecord
 from sowdb.engine.state.sow_topic import SowTopic
 from sowdb.expr import Aggregation, CompiledFilter, compile_filter, parse_aggregation
 from sowdb.expr.aggregation import Group
+from sowdb.jsonbytes import dumps
 
 
 class Derived:
@@ -187,7 +188,7 @@ class View(Derived):
                     out.append(Change(shown, key, c.bookmark, c.timestamp_us, gone, None, OOF_DELETED))
                 continue
             data = group.result()
-            rec = StoredRecord(shown, key, data, orjson.dumps(data), c.bookmark, c.timestamp_us)
+            rec = StoredRecord(shown, key, data, dumps(data), c.bookmark, c.timestamp_us)  # kept: its own size
             out.append(Change(shown, key, c.bookmark, c.timestamp_us, topic.put(rec), rec))
         return out
 

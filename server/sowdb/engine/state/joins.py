@@ -36,7 +36,7 @@ from sowdb.expr import Aggregation, CompiledFilter, parse_aggregation
 from sowdb.expr.joins import JoinEdge, join_plan
 
 Index = dict[Any, dict[str, StoredRecord]]  # join value -> the records holding it, by SowKey
-Row = tuple[str, dict[str, Any], StoredRecord]  # (group SowKey, joined row, the anchor's record)
+Row = tuple[str, dict[str, Any], StoredRecord, list[Any]]  # (group SowKey, joined row, anchor, contribution)
 
 
 class JoinedView(View):
@@ -171,20 +171,26 @@ class JoinedView(View):
         rows = self.rows.get(c.sow_key)
         if rows is None or len(rows) != 1:
             return False
+        gkey, row, ctx, added = rows[0]
+        slot = self.anchor_slot
+        # the row holds the old version's document: decoding it again from its bytes (no longer
+        # among the recent ones, most of the time) cost more than the rest of the update
+        old_data = row[slot] if ctx is old else old.data
+        new_data = new.data
         values: list[tuple[Index, Any]] = []
         for e, index in keyed:  # the edges from the anchor topic
-            value = e.parent_value(new.data)
-            if value != e.parent_value(old.data):
+            value = e.parent_value(new_data)
+            if value != e.parent_value(old_data):
                 return False
             values.append((index, value))
-        gkey, row, ctx = rows[0]
-        joined = {**row, self.anchor_slot: new.data}
+        joined = {**row, slot: new_data}
         if self.filter is not None and not self.filter.matches(joined, new):
             return False
         if self._group_reads_anchor and self._joined_group(joined, new) != gkey:
             return False
-        self.groups[gkey].replace(row, ctx, joined, new)
-        rows[0] = (gkey, joined, new)
+        contribution = self.aggregation.contribution(joined, new)
+        self.groups[gkey].replace_contribution(added, contribution, joined, new)
+        rows[0] = (gkey, joined, new, contribution)
         self.anchors[c.sow_key] = new
         for index, value in values:
             if value is not None:
@@ -239,22 +245,23 @@ class JoinedView(View):
         anchor = self.anchors.get(key)
         after: list[Row] = []
         if anchor is not None:
-            group_key = self._joined_group
-            after = [(group_key(row, anchor), row, anchor) for row in self._joined(anchor)]
+            group_key, contribution = self._joined_group, self.aggregation.contribution
+            after = [(group_key(row, anchor), row, anchor, contribution(row, anchor)) for row in self._joined(anchor)]
         groups = self.groups
         if len(before) == 1 and len(after) == 1 and before[0][0] == after[0][0]:  # the usual update
-            gkey, old, old_ctx = before[0]
-            groups[gkey].replace(old, old_ctx, after[0][1], anchor)
+            gkey, _, _, added = before[0]
+            _, row, _, adding = after[0]
+            groups[gkey].replace_contribution(added, adding, row, anchor)
             touched[gkey] = c
         else:
-            for gkey, row, ctx in before:
-                groups[gkey].remove(row, ctx)
+            for gkey, _, _, added in before:
+                groups[gkey].remove_contribution(added)  # exactly what its row added
                 touched[gkey] = c
-            for gkey, row, ctx in after:
+            for gkey, row, ctx, adding in after:
                 group = groups.get(gkey)
                 if group is None:
                     group = groups[gkey] = self.aggregation.new_group()
-                group.add(row, ctx)
+                group.add_contribution(adding, row, ctx)
                 touched[gkey] = c
         if after:
             self.rows[key] = after

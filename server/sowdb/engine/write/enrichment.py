@@ -19,13 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from sowdb.config import TopicConfig
 from sowdb.engine.access import Access
 from sowdb.engine.records import StoredRecord, document
 from sowdb.engine.state import SowTopic
 from sowdb.expr.rewrite import Context, Rewrite, compile_rewrite
+from sowdb.jsonbytes import dumps
 
 
 @dataclass(frozen=True)
@@ -69,7 +68,7 @@ def preprocess(rewrite: Rewrite, topic_name: str, docs: list[dict[str, Any]], ra
     """EN-1 on a request's decoded messages, in place in ``docs`` and ``raws`` (a message no
     item changes keeps its bytes)."""
     ctx = Context(topic_name)
-    apply, dumps = rewrite.apply, orjson.dumps
+    apply = rewrite.apply
     for i, doc in enumerate(docs):
         out = apply(doc, ctx)
         if out is not None:
@@ -105,23 +104,21 @@ def enrich(
         rec = records.get(key)
         return None if rec is None else document(rec)
 
-    apply, dumps = rewrite.apply, orjson.dumps
+    update = rewrite.update
     ctx = Context(topic.name, None, None, now, None, stored)
     if not rewrite.reads_previous:
         for i, key in enumerate(sow_keys):
-            out = apply(docs[i], ctx.at(key, first + i, None), in_place=True)
-            if out is not None:
-                docs[i] = out
-                raws[i] = dumps(out)
+            doc = docs[i]
+            if update(doc, ctx.at(key, first + i, None)):
+                raws[i] = dumps(doc)
         return
     latest: dict[str, dict[str, Any]] = {}  # versions made by this request, for a key it names twice
     for i, key in enumerate(sow_keys):
         made = latest.get(key)
-        out = apply(docs[i], ctx.at(key, first + i, made, key if made is None else None), in_place=True)
-        if out is not None:
-            docs[i] = out
-            raws[i] = dumps(out)
-        latest[key] = docs[i]
+        doc = docs[i]
+        if update(doc, ctx.at(key, first + i, made, key if made is None else None)):
+            raws[i] = dumps(doc)
+        latest[key] = doc
 
 
 def check_rows(

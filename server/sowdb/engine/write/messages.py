@@ -16,6 +16,7 @@ from sowdb.engine.state import SowTopic
 from sowdb.engine.write.enrichment import preprocess, preprocess_one
 from sowdb.errors import InvalidArgument, PublishError, SowdbError
 from sowdb.expr.rewrite import Rewrite
+from sowdb.jsonbytes import dumps
 
 
 class MessageLike(Protocol):
@@ -152,7 +153,7 @@ def merge_deltas(topic: SowTopic, sow_keys: list[str], raws: list[bytes] | None,
         if old is not None:
             docs[i] = merge_delta(old, docs[i])
             if raws is not None:
-                raws[i] = orjson.dumps(docs[i])
+                raws[i] = dumps(docs[i])  # kept by the record: bytes of its own size
         latest[key] = docs[i]
 
 
