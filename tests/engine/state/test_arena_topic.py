@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from sowdb.config import HistoryConfig, TopicConfig
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.state import ArenaTopic, SowTopic, version_at
+from sowdb.engine.state import ArenaTopic, SowTopic, arena_topic, version_at
 from sowdb.expr import compile_filter
 
 KEYS = ["1", "2", "42", "ключ", "k" * 300, "x"]
@@ -158,3 +159,18 @@ def test_columns_of_an_arena_topic_skip_ended_versions() -> None:
         assert sorted(r.sow_key for r in found) == ["b"]
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_the_arenas_go_to_the_data_directory_when_the_ram_file_system_is_small(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A container's ``/dev/shm`` is 64 MB by default: an arena outgrowing it would crash the
+    server on a write, so below ``MIN_SHM_FREE`` free the arenas go under the data directory."""
+    monkeypatch.setattr(arena_topic, "MIN_SHM_FREE", 1 << 62)
+    root = arena_topic.new_arena_root(tmp_path / "data" / "arena")
+    assert root.parent == tmp_path / "data" / "arena"
+    topic = ArenaTopic(TopicConfig(name="t", key=("/id",)), root / "0000")
+    raw = orjson.dumps({"id": "a"})
+    topic.put(StoredRecord("t", "a", orjson.loads(raw), raw, 1, 0))
+    assert topic.records["a"].raw == raw
+    topic.close()

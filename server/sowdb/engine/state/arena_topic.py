@@ -14,6 +14,7 @@ their sources' bookmarks, which do not ascend per topic as an arena's must.
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import shutil
 import tempfile
@@ -31,16 +32,31 @@ from sowdb.engine.state.slot_index import SlotIndex
 from sowdb.engine.state.sow_topic import SowTopic
 from sowdb.expr import Conjunct
 
+log = logging.getLogger("sowdb.engine")
 
-def new_arena_root() -> Path:
-    """A new directory for a server's arenas: on the RAM file system where there is one (the
-    arena is memory; RocksDB is the records' durable copy), else the system's temporary one.
+MIN_SHM_FREE = 1 << 30
+"""The RAM file system must have this much free for the arenas to go there (a container's
+default ``/dev/shm`` is 64 MB: an arena outgrowing it would crash the process on a write)."""
+
+
+def new_arena_root(fallback: Path | None = None) -> Path:
+    """A new directory for a server's arenas: on the RAM file system when it has
+    :data:`MIN_SHM_FREE` free (the arena is memory; RocksDB is the records' durable copy), else
+    under ``fallback`` (the data directory's ``arena/``: mapped files the kernel writes back),
+    else the system's temporary directory.
 
     Its name carries this process's id: the directories of processes that are gone (killed
     before they could remove theirs) are removed here, and this one at exit if not before.
     """
     shm = Path("/dev/shm")
-    base = shm if shm.is_dir() else Path(tempfile.gettempdir())
+    if shm.is_dir() and shutil.disk_usage(shm).free >= MIN_SHM_FREE:
+        base = shm
+    elif fallback is not None:
+        base = fallback
+        base.mkdir(parents=True, exist_ok=True)
+        log.warning("%s has less than %d MiB free: the arenas go to %s", shm, MIN_SHM_FREE >> 20, base)
+    else:
+        base = Path(tempfile.gettempdir())
     for stale in base.glob("sowdb-arena-*-*"):
         pid = stale.name.split("-")[2]
         if pid.isdigit() and not _alive(int(pid)):

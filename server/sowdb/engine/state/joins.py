@@ -175,7 +175,9 @@ class JoinedView(View):
         slot = self.anchor_slot
         # the row holds the old version's document: decoding it again from its bytes (no longer
         # among the recent ones, most of the time) cost more than the rest of the update
-        old_data = row[slot] if ctx is old else old.data
+        # (the same version: in an arena, records are made from slots, so another object)
+        same = ctx is old or (ctx.bookmark == old.bookmark and ctx.sow_key == old.sow_key)
+        old_data = row[slot] if same else old.data
         new_data = new.data
         values: list[tuple[Index, Any]] = []
         for e, index in keyed:  # the edges from the anchor topic

@@ -52,7 +52,8 @@ class Topics:
         self.arena_root: Path | None = None
         self.sow: dict[str, SowTopic]
         if config.server.record_store == "arena":
-            root = self.arena_root = arena_root if arena_root is not None else new_arena_root()
+            fallback = Path(config.server.data_dir) / "arena"
+            root = self.arena_root = arena_root if arena_root is not None else new_arena_root(fallback)
             self.sow = {t.name: ArenaTopic(t, root / f"{i:04d}") for i, t in enumerate(config.topics)}
         else:
             self.sow = {t.name: SowTopic(t) for t in config.topics}
