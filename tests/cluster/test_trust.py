@@ -28,7 +28,6 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from sowdb.cluster.dcs import Etcd
 from sowdb.testing.pki import Certs
 from sowdb_api.v1 import replication_pb2 as pb
 from sowdb_api.v1 import replication_pb2_grpc as pb_grpc
@@ -90,7 +89,7 @@ def forged_leader(etcd: EtcdServer, record: dict[str, str], seconds: float) -> I
     revoked, the key goes with it, and the nodes elect a primary again."""
 
     async def put() -> int:
-        client = Etcd([etcd.url], 5.0)
+        client = etcd.client(5.0)  # with the cluster's etcd credentials: the attacker has etcd access
         try:
             lease, _ = await client.grant(30)
             await client.put(b"/sowdb/t/leader", json.dumps(record).encode(), lease)
@@ -99,7 +98,7 @@ def forged_leader(etcd: EtcdServer, record: dict[str, str], seconds: float) -> I
             await client.close()
 
     async def revoke(lease: int) -> None:
-        client = Etcd([etcd.url], 5.0)
+        client = etcd.client(5.0)  # with the cluster's etcd credentials: the attacker has etcd access
         try:
             await client.revoke(lease)
         finally:
