@@ -14,7 +14,7 @@ import numpy as np
 
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.state.arena_records import ArenaRecords
-from sowdb.engine.state.columns import BUILD_STEP, WIDE, Column, Columns, Mask
+from sowdb.engine.state.columns import BUILD_STEP, WIDE, Columns
 from sowdb.expr import Comparison
 
 
@@ -79,12 +79,7 @@ class ArenaColumns(Columns):
         """The current slots the ready columns let through for ``terms`` (ANDed), or None when
         no term has a ready column or they let through more than :data:`WIDE` of ``count``."""
         n = self._store.arena.high
-        mask: Mask | None = None
-        for term in terms:
-            col = self.by_path.get(term.path)
-            if col is not None and col.ready:
-                m = col.mask(term, n)
-                mask = m if mask is None else mask & m
+        mask = self.mask(terms, n)
         if mask is None:
             return None
         at = np.flatnonzero(mask & self._store.live_mask(n))
@@ -97,4 +92,4 @@ class ArenaColumns(Columns):
         return None if at is None else self._store.pinned(at)  # type: ignore[return-value]
 
 
-__all__ = ["ArenaColumns", "Column"]
+__all__ = ["ArenaColumns"]

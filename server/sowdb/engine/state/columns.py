@@ -298,19 +298,24 @@ class Columns:
         for col in self.by_path.values():
             col.kind[slot] = NULL
 
-    def candidates(self, terms: Sequence[Comparison], count: int) -> list[StoredRecord] | None:
-        """The records the ready columns let through for ``terms`` (ANDed), or None when no
-        term has a ready column or they let through more than :data:`WIDE` of ``count``."""
-        slots = self.slots
-        if slots is None:
-            return None
-        n = len(slots)
+    def mask(self, terms: Sequence[Comparison], n: int) -> Mask | None:
+        """The first ``n`` slots the ready columns let through for ``terms`` (ANDed), or None
+        when no term has a ready column."""
         mask: Mask | None = None
         for term in terms:
             col = self.by_path.get(term.path)
             if col is not None and col.ready:
                 m = col.mask(term, n)
                 mask = m if mask is None else mask & m
+        return mask
+
+    def candidates(self, terms: Sequence[Comparison], count: int) -> list[StoredRecord] | None:
+        """The records the ready columns let through for ``terms`` (ANDed), or None when no
+        term has a ready column or they let through more than :data:`WIDE` of ``count``."""
+        slots = self.slots
+        if slots is None:
+            return None
+        mask = self.mask(terms, len(slots))
         if mask is None:
             return None
         at = np.flatnonzero(mask)
