@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import floor  # a sibling script, not a package
 from alternating import Figures, alternate, print_medians
 from bench_server import _orders, _start
-from bench_subscriptions import _SPAWN, fanout, paced_messages, slow_consumer
+from bench_subscriptions import _SPAWN, OWN_CONNECTION, fanout, paced_messages, slow_consumer
 
 NODE_DIR = Path(__file__).resolve().parents[2] / "clients" / "node"
 SUBSCRIBE = "/sowdb.v1.SowService/Subscribe"
@@ -106,14 +106,16 @@ async def latency(target: str, floor_shape: bool, n: int, rate: float, seconds: 
     lat: list[tuple[int, float]] = []
     cut, frames = [0], [0]
     stamps = _stamps(floor_shape)
-    per_channel = 1 if n <= 100 else 10
     spread = max(1, n // MEASURED)  # the measured subscribers, spread over the line
-    channels = [grpc.aio.insecure_channel(target, options=CLIENT_OPTIONS) for _ in range(-(-n // per_channel))]
+    # one TCP connection per subscriber, as separate clients have (channels with the same target
+    # and options otherwise share one connection through gRPC's global subchannel pool)
+    options = [*CLIENT_OPTIONS, *OWN_CONNECTION]
+    channels = [grpc.aio.insecure_channel(target, options=options) for _ in range(n)]
     request = b"" if floor_shape else pb.SubscribeRequest(topic="orders").SerializeToString()
     readies = [asyncio.Event() for _ in range(n)]
 
     async def reader(i: int) -> None:
-        call = channels[i // per_channel].unary_stream(floor.RELAY_SUBSCRIBE if floor_shape else SUBSCRIBE)(request)
+        call = channels[i].unary_stream(floor.RELAY_SUBSCRIBE if floor_shape else SUBSCRIBE)(request)
         try:
             await call.read()
             readies[i].set()
@@ -281,7 +283,7 @@ def main() -> None:
 
         def spread(mode: str) -> Figures:
             with server(mode, args.baseline) as (_, target):
-                out = {"fanout/s": asyncio.run(fanout(target, 200_000))}
+                out = {"fanout/s": fanout(target, 200_000)}
             with server(mode, args.baseline) as (pid, target):
                 out["publish/s (10 subs)"] = asyncio.run(slow_consumer(target, pid, False))[0]
             return out

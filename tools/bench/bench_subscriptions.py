@@ -5,11 +5,20 @@
   publish -> receive, p50 / p99, from a monotonic timestamp the publisher puts in each message;
 - fan-out: 100 subscribers with different filters each matching ~10 % of the orders, one
   publisher as fast as it can (100 per request): record deliveries per second, and the publish
-  rate held;
+  rate held; the subscribers are raw HTTP/2 streams that only count (``h2drain.py``), so the
+  server's deliveries are measured rather than a client's Python;
+- symbols: the publish rate with 10 subscriptions on ``/symbol`` values that occur, and with
+  those 10 plus 990 on values that never do, alternating rounds: what subscriptions that cannot
+  match cost a publish (the hub files them by their equality term);
 - snapshot: sow_and_subscribe of a 20,000-record topic until group_end.
 
+Every subscriber opens a connection of its own (``grpc.use_local_subchannel_pool``), as
+separate clients do: channels of one process with the same target otherwise share one TCP
+connection.
+
 Usage: ``python tools/bench/bench_subscriptions.py [--orders 200000] [--rounds 5] [--seconds 10]
-[--snapshot 20000]`` (``make bench-subscriptions``; the test of the benchmarks runs it tiny).
+[--snapshot 20000] [--parts slow,latency,fanout,symbols,snapshot]`` (``make bench-subscriptions``;
+the test of the benchmarks runs it tiny).
 """
 
 from __future__ import annotations
@@ -32,11 +41,17 @@ from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import AsyncClient, Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_server import _orders, _rss_mb, _start  # a sibling script, not a package
+from bench_server import _cpu_seconds, _orders, _rss_mb, _start  # a sibling script, not a package
+from h2drain import drain_in_child
 
 # A forked child would inherit this process's live gRPC channels, which gRPC does not support.
 _SPAWN = multiprocessing.get_context("spawn")
 SLOW_ROUNDS = 5
+OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
+"""A subscriber's channel option: a TCP connection of its own, as a separate client has."""
+SUBSCRIBE = "/sowdb.v1.SowService/Subscribe"
+MARKER = b'"orderId":'
+"""What every order's JSON holds once: the raw subscribers count deliveries by it."""
 
 
 def paced_messages(rate: float, seconds: float) -> Iterator[bytes]:
@@ -67,8 +82,8 @@ def _count_records(data: bytes) -> int:
 
 
 async def _subscriber(target: str, topic: str, flt: str, sink: Any, ready: asyncio.Event, stop: asyncio.Event) -> None:
-    async with grpc.aio.insecure_channel(target) as channel:
-        call = channel.unary_stream("/sowdb.v1.SowService/Subscribe", response_deserializer=lambda b: b)(
+    async with grpc.aio.insecure_channel(target, options=OWN_CONNECTION) as channel:
+        call = channel.unary_stream(SUBSCRIBE, response_deserializer=lambda b: b)(
             pb.SubscribeRequest(topic=topic, filter=flt).SerializeToString()
         )
         await call.read()  # subscribed
@@ -113,39 +128,82 @@ def _fanout_filter(i: int) -> str:
     return f"/qty % 10 = {i % 10} AND /venue <> 'V{i}x'"
 
 
-async def fanout(target: str, n: int) -> float:
-    """Record deliveries a second to 100 subscribers (printed as well)."""
+class RawSubscribers:
+    """Raw HTTP/2 subscribers (one connection each) in a child process that only counts the
+    records they receive (``h2drain.py``): cheap clients, so the server is what is measured."""
+
+    def __init__(self, target: str, filters: list[str], seconds: float = 300.0) -> None:
+        requests = [pb.SubscribeRequest(topic="orders", filter=f).SerializeToString() for f in filters]
+        self.counts: Any = _SPAWN.Array("q", len(filters), lock=False)
+        ready = _SPAWN.Event()
+        self.proc = _SPAWN.Process(
+            target=drain_in_child, args=(target, SUBSCRIBE, requests, MARKER, seconds, self.counts, ready)
+        )
+        self.proc.start()
+        if not ready.wait(120):
+            self.close()
+            raise SystemExit("the raw subscribers did not connect within 120 s")
+
+    @property
+    def received(self) -> int:
+        return sum(self.counts)
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.join(30)
+
+
+def fanout(target: str, n: int) -> float:
+    """Record deliveries a second to 100 raw subscribers (printed as well)."""
     orders = _orders(n)
-    count = [0]
-
-    def sink(data: bytes) -> None:
-        count[0] += _count_records(data)
-
-    stop = asyncio.Event()
-    readies = [asyncio.Event() for _ in range(100)]
-    tasks = [
-        asyncio.create_task(_subscriber(target, "orders", _fanout_filter(i), sink, r, stop))
-        for i, r in enumerate(readies)
-    ]
-    await asyncio.gather(*(r.wait() for r in readies))
-    expected = n * 10  # every order matches the 10 subscribers of its /qty % 10
-    queue: Any = _SPAWN.Queue()
-    start = time.perf_counter()
-    proc = _SPAWN.Process(target=_publish_fast, args=(target, orders, queue))
-    proc.start()
-    while count[0] < expected and time.perf_counter() - start < 120:
-        await asyncio.sleep(0.05)
-    took = time.perf_counter() - start
-    publish_rate = queue.get(timeout=60)
-    proc.join()
-    stop.set()
-    for t in tasks:
-        t.cancel()
+    subscribers = RawSubscribers(target, [_fanout_filter(i) for i in range(100)])
+    try:
+        expected = n * 10  # every order matches the 10 subscribers of its /qty % 10
+        queue: Any = _SPAWN.Queue()
+        start = time.perf_counter()
+        proc = _SPAWN.Process(target=_publish_fast, args=(target, orders, queue))
+        proc.start()
+        while subscribers.received < expected and time.perf_counter() - start < 120:
+            time.sleep(0.02)
+        took = time.perf_counter() - start
+        got = subscribers.received
+        publish_rate = queue.get(timeout=60)
+        proc.join()
+    finally:
+        subscribers.close()
     print(
-        f"fan-out      100 subscribers x ~10 %: {count[0] / took:,.0f} record deliveries/s "
-        f"({count[0]:,} in {took:.2f} s); publish rate held {publish_rate:,.0f} msg/s"
+        f"fan-out      100 subscribers x ~10 % (raw HTTP/2, a connection each): {got / took:,.0f} record "
+        f"deliveries/s ({got:,} of {expected:,} in {took:.2f} s); publish rate held {publish_rate:,.0f} msg/s"
     )
-    return count[0] / took
+    if got < expected:
+        raise SystemExit(f"fan-out: {expected - got:,} deliveries never arrived")
+    return got / took
+
+
+def symbols(target: str, pid: int, n: int, absent: int) -> tuple[float, float]:
+    """The publish rate (msg/s) and the server's CPU per message (µs) with 10 subscriptions on
+    ``/symbol`` values the orders have and ``absent`` more on values they never have; the 10 get
+    every order of theirs."""
+    orders = _orders(n)
+    present = [f"/symbol = 'SYM{i}'" for i in range(10)]
+    subscribers = RawSubscribers(target, present + [f"/symbol = 'NONE{i}'" for i in range(absent)])
+    try:
+        queue: Any = _SPAWN.Queue()
+        proc = _SPAWN.Process(target=_publish_fast, args=(target, orders, queue))
+        cpu = _cpu_seconds(pid)
+        proc.start()
+        rate = float(queue.get(timeout=300))
+        cpu = _cpu_seconds(pid) - cpu
+        proc.join()
+        expected = sum(1 for o in orders if json.loads(o)["symbol"] in {f"SYM{i}" for i in range(10)})
+        deadline = time.monotonic() + 60
+        while subscribers.received < expected and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if subscribers.received != expected:
+            raise SystemExit(f"symbols: {subscribers.received:,} deliveries, {expected:,} expected")
+    finally:
+        subscribers.close()
+    return rate, cpu / n * 1e6
 
 
 async def snapshot(target: str, records: int = 20_000) -> None:
@@ -184,8 +242,8 @@ async def slow_consumer(target: str, pid: int, stalled: bool, n: int = 200_000) 
     await asyncio.gather(*(r.wait() for r in readies))
     channel = None
     if stalled:
-        channel = grpc.aio.insecure_channel(target, options=[("grpc.http2.bdp_probe", 0)])
-        call = channel.unary_stream("/sowdb.v1.SowService/Subscribe", response_deserializer=lambda b: b)(
+        channel = grpc.aio.insecure_channel(target, options=[("grpc.http2.bdp_probe", 0), *OWN_CONNECTION])
+        call = channel.unary_stream(SUBSCRIBE, response_deserializer=lambda b: b)(
             pb.SubscribeRequest(topic="orders").SerializeToString()
         )
         await call.read()
@@ -205,37 +263,43 @@ async def slow_consumer(target: str, pid: int, stalled: bool, n: int = 200_000) 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--orders", type=int, default=200_000, help="published by slow consumer and fan-out")
-    parser.add_argument("--rounds", type=int, default=SLOW_ROUNDS, help="alternating slow-consumer rounds")
+    parser.add_argument("--rounds", type=int, default=SLOW_ROUNDS, help="alternating rounds (slow consumer, symbols)")
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the latency measurement")
     parser.add_argument("--snapshot", type=int, default=20_000, help="records of the snapshot's topic")
+    parser.add_argument("--absent", type=int, default=990, help="symbols: subscriptions on values never published")
+    parser.add_argument("--parts", default="slow,latency,fanout,symbols,snapshot", help="comma-separated")
     args = parser.parse_args()
-    # Run to run, the publish rate on this shared machine moves by more than the effect being
-    # measured, so the two configurations alternate for SLOW_ROUNDS rounds and medians compare.
-    runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
-    for _ in range(args.rounds):
-        for stalled in (False, True):
-            with tempfile.TemporaryDirectory(prefix="sowdb-bench-") as data_dir:
-                proc, target = _start(data_dir)
-                try:
-                    runs[stalled].append(asyncio.run(slow_consumer(target, proc.pid, stalled, args.orders)))
-                finally:
-                    proc.terminate()
-                    proc.wait(timeout=30)
-    base = statistics.median(r for r, _ in runs[False])
-    slow = statistics.median(r for r, _ in runs[True])
-    rss0, rss1 = max(m for _, m in runs[False]), max(m for _, m in runs[True])
-    print(
-        f"slow consumer publish {args.orders:,} with 10 subscribers: {base:,.0f} msg/s; plus one stalled "
-        f"subscriber: {slow:,.0f} msg/s ({(slow / base - 1) * 100:+.1f} %, medians of {args.rounds} alternating "
-        "rounds); "
-        f"server RSS {rss0:.0f} MB vs {rss1:.0f} MB"
-    )
+    parts = set(args.parts.split(","))
+    if "slow" in parts:
+        slow_consumers(args.orders, args.rounds)
+    if "symbols" in parts:
+        # the 1,000-subscription case against the 10-subscription one, alternating on fresh servers
+        rates: dict[int, list[tuple[float, float]]] = {0: [], args.absent: []}
+        for _ in range(args.rounds):
+            for absent in rates:
+                with tempfile.TemporaryDirectory(prefix="sowdb-bench-") as data_dir:
+                    proc, target = _start(data_dir)
+                    try:
+                        rates[absent].append(symbols(target, proc.pid, args.orders, absent))
+                    finally:
+                        proc.terminate()
+                        proc.wait(timeout=30)
+        few, many = (statistics.median(r for r, _ in rates[a]) for a in rates)
+        few_cpu, many_cpu = (statistics.median(c for _, c in rates[a]) for a in rates)
+        print(
+            f"symbols      publish {args.orders:,} with 10 subscriptions on /symbol: {few:,.0f} msg/s, "
+            f"{few_cpu:.1f} server CPU-µs/msg; with {10 + args.absent:,} (the others on values never "
+            f"published): {many:,.0f} msg/s, {many_cpu:.1f} CPU-µs/msg (rate {many / few:.2f}x, CPU "
+            f"{many_cpu / few_cpu:.2f}x; medians of {args.rounds} alternating rounds)"
+        )
     for name in ("latency", "fanout", "snapshot"):
+        if name not in parts:
+            continue
         with tempfile.TemporaryDirectory(prefix="sowdb-bench-") as data_dir:
             proc, target = _start(data_dir)
             try:
                 if name == "fanout":
-                    asyncio.run(fanout(target, args.orders))
+                    fanout(target, args.orders)
                 elif name == "latency":
                     asyncio.run(latency(target, args.seconds))
                 else:
@@ -243,6 +307,31 @@ def main() -> None:
             finally:
                 proc.terminate()
                 proc.wait(timeout=30)
+
+
+def slow_consumers(orders: int, rounds: int) -> None:
+    """Publish with 10 reading subscribers, without and with a stalled one, alternating."""
+    # Run to run, the publish rate on this shared machine moves by more than the effect being
+    # measured, so the two configurations alternate for ``rounds`` rounds and medians compare.
+    runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+    for _ in range(rounds):
+        for stalled in (False, True):
+            with tempfile.TemporaryDirectory(prefix="sowdb-bench-") as data_dir:
+                proc, target = _start(data_dir)
+                try:
+                    runs[stalled].append(asyncio.run(slow_consumer(target, proc.pid, stalled, orders)))
+                finally:
+                    proc.terminate()
+                    proc.wait(timeout=30)
+    base = statistics.median(r for r, _ in runs[False])
+    slow = statistics.median(r for r, _ in runs[True])
+    rss0, rss1 = max(m for _, m in runs[False]), max(m for _, m in runs[True])
+    print(
+        f"slow consumer publish {orders:,} with 10 subscribers: {base:,.0f} msg/s; plus one stalled "
+        f"subscriber: {slow:,.0f} msg/s ({(slow / base - 1) * 100:+.1f} %, medians of {rounds} alternating "
+        "rounds); "
+        f"server RSS {rss0:.0f} MB vs {rss1:.0f} MB"
+    )
 
 
 if __name__ == "__main__":
