@@ -26,7 +26,7 @@ LAYERS: dict[str, set[str]] = {  # subpackage -> the subpackages it may import
     "live": {"arena", "state", "journal", "read"},
     "write": {"arena", "state", "journal", "read", "live"},
 }
-FACADE = {"__init__", "engine", "upkeep", "stats", "replication"}  # root modules that compose the subpackages
+FACADE = {"__init__", "engine", "upkeep", "stats", "replication", "feed"}  # root modules that compose the subpackages
 
 
 def _imports(path: Path) -> list[tuple[str, list[str]]]:

@@ -34,12 +34,23 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 
 from sowdb.auth import hash_token
-from sowdb.config import Config, ConfigError, config_toml, demo_config, load_config, with_cluster_overrides
+from sowdb.config import (
+    Config,
+    ConfigError,
+    config_toml,
+    demo_config,
+    load_config,
+    parse_listen,
+    with_cluster_overrides,
+    with_overrides,
+)
 from sowdb.engine import LOAD, Engine
 from sowdb.logs import LOG_FORMATS, configure_logging
 from sowdb.operations import AdminCaller, checkpoint, cut_epoch, switchover, verify
-from sowdb.server import run, with_overrides
+from sowdb.server import run
 from sowdb.storage import Store, repair, store_memory
+from sowdb.workers.reader import run_reader
+from sowdb.workers.supervisor import supervise
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
@@ -80,6 +91,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", help="TOML config file (default: the built-in demo config)")
     parser.add_argument("--listen", help="HOST:PORT to listen on (overrides [server] listen)")
     parser.add_argument("--data-dir", help="RocksDB data directory (overrides [server] data_dir)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="processes serving the port (overrides [server] workers): 1 = this one; N > 1 = a writer and N-1 "
+        "readers that serve live subscriptions",
+    )
+    parser.add_argument("--worker-role", choices=["writer", "reader"], help=argparse.SUPPRESS)
+    parser.add_argument("--worker-socket", help=argparse.SUPPRESS)
     parser.add_argument(
         "--http-listen",
         metavar="HOST:PORT",
@@ -127,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             data_dir=args.data_dir,
             http_listen=args.http_listen,
             metrics_listen=args.metrics_listen,
+            workers=args.workers,
         )
         serving = args.command == "serve"
         config = with_cluster_overrides(config, node=args.node, advertise=args.advertise, serving=serving)
@@ -145,13 +166,33 @@ def main(argv: list[str] | None = None) -> int:
         return cut_epoch(config, args.epoch, args.from_bookmark)
     if args.command in ("rebuild", "verify", "repair"):
         return {"rebuild": _rebuild, "verify": verify, "repair": _repair}[args.command](config)
+    if args.worker_role == "reader":
+        with asyncio.Runner(loop_factory=_timed_loop) as runner:
+            return runner.run(run_reader(config, parse_listen(config.server.listen)[1], args.worker_socket))
+    if args.worker_role is None and config.server.workers > 1:
+        return supervise(config, _without_workers(sys.argv[1:] if argv is None else argv))
     try:
         with asyncio.Runner(loop_factory=_timed_loop) as runner:
-            runner.run(run(config))
+            runner.run(run(config, worker_socket=args.worker_socket or ""))
     except OSError as exc:  # a port in use, a data directory locked by another sowd, ...
         print(f"sowd: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _without_workers(argv: list[str]) -> list[str]:
+    """The command line a group's processes start with: the supervisor's, less ``--workers``
+    (each is told its role; a config's ``workers`` is ignored in a process with a role)."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--workers":
+            skip = True
+        elif not arg.startswith("--workers="):
+            out.append(arg)
+    return out
 
 
 def _timed_loop() -> asyncio.AbstractEventLoop:

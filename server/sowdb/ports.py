@@ -55,8 +55,11 @@ def credentials(security: SecurityConfig | None) -> grpc.ServerCredentials | Non
     return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=ca is not None)
 
 
-def bind(server: grpc.aio.Server, listen: str, credentials: grpc.ServerCredentials | None = None) -> int:
-    """Bind ``listen`` (HOST:PORT) for the server; returns the port.
+def bind(
+    server: grpc.aio.Server, listen: str, credentials: grpc.ServerCredentials | None = None, *, shared: bool = False
+) -> int:
+    """Bind ``listen`` (HOST:PORT) for the server; returns the port. ``shared``: a process of
+    ``sowd --workers`` binds a port its supervisor holds (``SO_REUSEPORT``; not probed).
 
     A port in use is first looked for with a plain socket, as gRPC binds (``SO_REUSEADDR``, so
     a previous server's connections in TIME_WAIT do not count): gRPC's own failure is a log line
@@ -66,7 +69,7 @@ def bind(server: grpc.aio.Server, listen: str, credentials: grpc.ServerCredentia
         OSError: the address cannot be bound, in one line.
     """
     host, _, port_text = listen.rpartition(":")
-    if port_text.isdigit() and int(port_text) != 0:
+    if port_text.isdigit() and int(port_text) != 0 and not shared:
         try:
             addresses = socket.getaddrinfo(host.strip("[]") or None, int(port_text), type=socket.SOCK_STREAM)
         except socket.gaierror as exc:

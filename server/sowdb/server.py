@@ -7,9 +7,8 @@ import gc
 import logging
 import os
 import signal
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -28,8 +27,8 @@ from sowdb.api.service import (
 from sowdb.api.servicer import SowServicer
 from sowdb.api.starting import Health, StartupGate
 from sowdb.auth import Authenticator, view_sources
-from sowdb.config import Config, ConfigError, load_config, parse_listen
-from sowdb.engine import Clock, Engine, FollowingClock, system_clock
+from sowdb.config import Config, ConfigError, load_config
+from sowdb.engine import Clock, Engine, Feed, FollowingClock, system_clock
 from sowdb.engine.starting import HOLD_ENV, StartProgress
 from sowdb.engine.stats import StatsSnapshot
 from sowdb.engine.upkeep import run_upkeep
@@ -37,6 +36,7 @@ from sowdb.logs import REDACT
 from sowdb.metrics import ClusterFigures, MetricsServer, serve_metrics
 from sowdb.ports import bind, connection_limits, credentials
 from sowdb.storage import Store, store_memory
+from sowdb.workers.feed_rpc import serve_feed
 from sowdb_api.v1 import admin_pb2, data_pb2
 
 if TYPE_CHECKING:  # imported when a console is configured: HTTP, Connect and their protobuf runtime
@@ -57,8 +57,10 @@ class SowServer:
     Usage: ``port = await server.start()``, then ``await server.stop()``.
     """
 
-    def __init__(self, config: Config, *, clock: Clock = system_clock) -> None:
+    def __init__(self, config: Config, *, clock: Clock = system_clock, worker_socket: str = "") -> None:
         self.config = config
+        self.worker_socket = worker_socket  # the writer of ``sowd --workers``: its readers' Unix socket
+        self.feed: Feed | None = None  # the writer's feed to its readers, once loaded
         self.clock = clock
         self.engine: Engine | None = None
         self.port = 0
@@ -103,6 +105,7 @@ class SowServer:
         """
         cfg = self.config.server
         limit = cfg.max_message_bytes
+        worker_socket = self.worker_socket
         self._starting()  # fresh: a server stopped and started again begins its start-up anew
         # before the port opens: a client's first call may come while the state loads
         logging.getLogger("grpc._cython.cygrpc").addFilter(_CLIENT_GONE)
@@ -111,7 +114,7 @@ class SowServer:
             options=[
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", limit),
-                ("grpc.so_reuseport", 0),
+                ("grpc.so_reuseport", 1 if worker_socket else 0),  # a group shares its supervisor's port
                 # clients ping idle connections (HA-5: a blackholed server is noticed in seconds);
                 # gRPC's defaults would answer a ping more often than every 5 min with GOAWAY
                 ("grpc.keepalive_permit_without_calls", 1),
@@ -125,7 +128,9 @@ class SowServer:
 
             console = ConsoleServer(self.config, self.auth, self.progress)
         try:
-            self.port = bind(server, cfg.listen, credentials(self.config.security))
+            self.port = bind(server, cfg.listen, credentials(self.config.security), shared=bool(worker_socket))
+            if worker_socket:
+                serve_feed(server, worker_socket, lambda: self.feed)
             if console is not None:
                 console.bind()
                 server.add_insecure_port(console.grpc_target)
@@ -181,6 +186,8 @@ class SowServer:
             await self.stop(0)
             raise
         tune_gc()
+        if self.worker_socket:
+            self.feed = self.engine.feed()
         add_service(SowServicer(self.engine, self.auth), self._gate)
         admin = AdminServicer(self.engine, self.auth)
         add_service(admin, self._gate, ADMIN_SERVICE, admin_pb2)
@@ -254,6 +261,8 @@ class SowServer:
         PERMISSION_DENIED; returns how many ended."""
         self.auth.load(config.security)  # the views stay those the server started with
         ended = self.engine.reauthorize(self.auth.rights) if self.engine is not None else 0
+        if self.feed is not None:
+            self.feed.rights()  # the readers reload at this point of the order
         users = len(config.security.users) if config.security else 0
         log.info("reloaded users and roles from %s: %d users; %d subscriptions ended", config.source, users, ended)
         return ended
@@ -321,9 +330,10 @@ def tune_gc() -> None:
 _CLIENT_GONE = _ClientGoneFilter()
 
 
-async def run(config: Config) -> None:
-    """Run until SIGTERM or SIGINT, then shut down gracefully."""
-    server = SowServer(config)
+async def run(config: Config, worker_socket: str = "") -> None:
+    """Run until SIGTERM or SIGINT, then shut down gracefully (``worker_socket``: as the writer
+    of a ``sowd --workers`` group, :mod:`sowdb.workers`)."""
+    server = SowServer(config, worker_socket=worker_socket)
     port = await server.listen()
     host = config.server.listen.rsplit(":", 1)[0]
     # Calls are answered from here on (UNAVAILABLE, with the progress, until the state is loaded).
@@ -366,31 +376,3 @@ def _reload_from(server: SowServer, source: str) -> None:
         log.error("SIGHUP: the config cannot be reloaded, the rights stay as they were: %s", exc)
         return
     server.reload(config)
-
-
-def with_overrides(
-    config: Config,
-    *,
-    listen: str | None,
-    data_dir: str | None,
-    http_listen: str | None = None,
-    metrics_listen: str | None = None,
-) -> Config:
-    """The config with the command-line flags applied, their addresses checked as a config
-    file's are.
-
-    Raises:
-        ConfigError: a flag's address is not HOST:PORT with a port of 0..65535.
-    """
-    addresses = {"listen": listen, "http_listen": http_listen, "metrics_listen": metrics_listen}
-    changes: dict[str, Any] = {}
-    for key, value in addresses.items():
-        if value:
-            try:
-                parse_listen(value)
-            except ValueError as exc:
-                raise ConfigError(f"--{key.replace('_', '-')}: {exc}") from None
-            changes[key] = value
-    if data_dir:
-        changes["data_dir"] = data_dir
-    return replace(config, server=replace(config.server, **changes))

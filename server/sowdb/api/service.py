@@ -66,6 +66,14 @@ class Registrar(Protocol):
     def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler], /) -> None: ...
 
 
+def streaming_handler(behaviour: Any, request_cls: Any) -> grpc.RpcMethodHandler[Any, Any]:
+    """One server-streaming method handled as :func:`add_service` handles them (its responses
+    may be encoded bytes; an undecodable request reaches the handler as :class:`Undecodable`)."""
+    return grpc.unary_stream_rpc_method_handler(
+        behaviour, request_deserializer=_deserializer(request_cls), response_serializer=_serialize
+    )
+
+
 def add_service(servicer: Any, server: Registrar, service: Any = SERVICE, messages: Any = sow_pb2) -> None:
     """Register every method of ``service``, each handled by the servicer's method of its name
     (``messages``: the generated module that holds its request types)."""

@@ -24,6 +24,7 @@ from sowdb.config.model import (
 from sowdb.config.printing import config_toml
 from sowdb.config.reader import config_from_dict, demo_config, load_config
 from sowdb.config.security import RoleConfig, SecurityConfig, UserConfig
+from sowdb.config.server_table import with_overrides
 
 __all__ = [
     "ClusterConfig",
@@ -47,4 +48,5 @@ __all__ = [
     "parse_duration",
     "parse_listen",
     "with_cluster_overrides",
+    "with_overrides",
 ]

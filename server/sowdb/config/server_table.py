@@ -3,6 +3,7 @@ record store, each checked with a message that names the entry and the problem."
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from sowdb.config import model as m
@@ -39,6 +40,7 @@ def read_server(r: _Reader, t: Any) -> m.ServerConfig:
             "memtable_bytes",
             "block_cache_bytes",
             "record_store",
+            "workers",
         },
     )
     listen = r._address(t, entry, "listen", m.DEFAULT_LISTEN)
@@ -82,7 +84,11 @@ def read_server(r: _Reader, t: Any) -> m.ServerConfig:
     record_store = r._get(t, entry, "record_store", str, m.DEFAULT_RECORD_STORE)
     if record_store not in m.RECORD_STORES:
         raise r.fail(entry, f"record_store: {' or '.join(map(repr, m.RECORD_STORES))}, got {record_store!r}")
+    workers = r._get(t, entry, "workers", int, 1)
+    if not 1 <= workers <= 256:
+        raise r.fail(entry, f"workers: 1 (one process) to 256, got {workers}")
     return m.ServerConfig(
+        workers=workers,
         record_store=record_store,
         memtable_bytes=memtable,
         block_cache_bytes=block_cache,
@@ -102,3 +108,38 @@ def read_server(r: _Reader, t: Any) -> m.ServerConfig:
         fsync=r._get(t, entry, "fsync", bool, False),
         **sizes,
     )
+
+
+def with_overrides(
+    config: m.Config,
+    *,
+    listen: str | None,
+    data_dir: str | None,
+    http_listen: str | None = None,
+    metrics_listen: str | None = None,
+    workers: int | None = None,
+) -> m.Config:
+    """The config with the command-line flags applied, their addresses checked as a config
+    file's are.
+
+    Raises:
+        m.ConfigError: a flag's address is not HOST:PORT with a port of 0..65535.
+    """
+    addresses = {"listen": listen, "http_listen": http_listen, "metrics_listen": metrics_listen}
+    changes: dict[str, Any] = {}
+    for key, value in addresses.items():
+        if value:
+            try:
+                m.parse_listen(value)
+            except ValueError as exc:
+                raise m.ConfigError(f"--{key.replace('_', '-')}: {exc}") from None
+            changes[key] = value
+    if data_dir:
+        changes["data_dir"] = data_dir
+    if workers is not None:
+        if not 1 <= workers <= 256:
+            raise m.ConfigError(f"--workers: 1 (one process) to 256, got {workers}")
+        if config.cluster is not None and workers > 1:
+            raise m.ConfigError("--workers: a cluster node runs one process (workers = 1) for now")
+        changes["workers"] = workers
+    return replace(config, server=replace(config.server, **changes))

@@ -18,6 +18,7 @@ from sowdb.engine.events import (
     StreamEvent,
     Subscribed,
 )
+from sowdb.engine.feed import Feed, ReaderLive
 from sowdb.engine.journal import Entry
 from sowdb.engine.live import LOAD, LoopLoad, Replacement, SowAndSubscribeArgs, SubscriptionOptions, SubscriptionStream
 from sowdb.engine.read import QueryOptions
@@ -32,6 +33,7 @@ __all__ = [
     "Deliveries",
     "Engine",
     "Entry",
+    "Feed",
     "FollowingClock",
     "GroupBegin",
     "GroupEnd",
@@ -40,6 +42,7 @@ __all__ = [
     "LoopLoad",
     "QueryEvent",
     "QueryOptions",
+    "ReaderLive",
     "RecordBatch",
     "Replacement",
     "SowAndSubscribeArgs",

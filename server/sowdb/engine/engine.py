@@ -34,6 +34,7 @@ from sowdb.engine.access import EVERYONE, Access
 from sowdb.engine.clock import Clock, system_clock
 from sowdb.engine.counters import Counters
 from sowdb.engine.events import QueryEvent
+from sowdb.engine.feed import Feed
 from sowdb.engine.journal import Journal, JournalReads, RecoveryReport, StoreDamaged, load_state, rebuild, recover
 from sowdb.engine.live import (
     PageSets,
@@ -247,6 +248,13 @@ class Engine:
             heartbeat_s=self.config.server.heartbeat_s,
             frame_bytes=self.config.server.frame_bytes,
         )
+
+    def feed(self) -> Feed:
+        """The ordered feed to reader processes (``sowd --workers``, issue 41), fed from now on
+        with every batch the delivery gate releases, as the subscribers are."""
+        feed = Feed(lambda: self.hub.gate.start_point(self.writer.last_seq))
+        self.hub.behind_gate.append(feed.changes)
+        return feed
 
     def replace_subscription(self, sub_id: str, change: Replacement, *, owner: str, user: str = "") -> int:
         """R-1; returns the bookmark at which the replacement took effect (the subscription keeps

@@ -18,16 +18,23 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from types import TracebackType
+from typing import Protocol
 
 from sowdb.engine.changes import QueuedEvent
 from sowdb.engine.events import Completed, Deliveries, Heartbeat, QueryEvent, RecordBatch, StreamEvent, Subscribed
 from sowdb.engine.journal import Journal, Position
 from sowdb.engine.live.hub import SubscriptionHub
 from sowdb.engine.live.loop_load import LOAD
-from sowdb.engine.live.placement import Placement
 from sowdb.engine.live.subscription import Subscription
 from sowdb.engine.read import RECORD_OVERHEAD
 from sowdb.engine.records import StoredRecord
+
+
+class Unsubscriber(Protocol):
+    """Who removes a subscription that ends: the engine's :class:`Placement`, or a reader
+    process's own registry (:mod:`sowdb.workers`)."""
+
+    def unsubscribe(self, sub: Subscription) -> None: ...
 
 
 class SubscriptionStream:
@@ -39,8 +46,8 @@ class SubscriptionStream:
         sub: Subscription,
         query: AsyncIterator[QueryEvent] | None,
         *,
-        placement: Placement,
-        journal: Journal,
+        placement: Unsubscriber,
+        journal: Journal | None,
         writer: Position,
         hub: SubscriptionHub,
         heartbeat_s: float,
@@ -82,6 +89,7 @@ class SubscriptionStream:
                 yield event
         sub.accept(delivered)
         if sub.replay_from is not None:
+            assert self._journal is not None, "a replayed subscription is placed where the journal is"
             async for changes in self._journal.replay(sub.replay_from, sub.wants, track_old=sub.options.delta):
                 sub.evaluate(changes)
                 for deliveries in self._deliveries(sub.drain()):

@@ -362,6 +362,10 @@ class Subscription:
         if len(self.queue) > self.max_records or self.queued_bytes > self.max_bytes:
             self._fail(f"{len(self.queue)} events / {self.queued_bytes} bytes queued")
 
+    def end(self, failure: SowdbError) -> None:
+        """End the subscription with ``failure`` (a reader process whose feed ended)."""
+        self._end(failure)
+
     def revoke(self, why: str) -> None:
         """End the subscription because its caller lost the right to it (A-4)."""
         self._end(PermissionDenied(why))

@@ -1,0 +1,55 @@
+"""The writer's ordered feed, carried to its readers over the group's Unix socket.
+
+The writer serves its usual services on a Unix socket in a directory only its user can enter
+(the readers forward calls there) and, on that socket alone, :data:`FEED_METHOD`: a stream of
+:class:`sowdb.engine.Feed` entries, the first one the position it starts at. Asked on the
+public port, the feed is refused: it carries every record, and its callers are the group's own
+processes, which the socket's directory proves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+
+from sowdb.engine import Feed
+from sowdb.errors import ResourceExhausted
+
+FEED_METHOD = "/sowdb.internal.Workers/Feed"
+
+
+class FeedService(grpc.GenericRpcHandler):
+    """:data:`FEED_METHOD` for the writer's readers; ``feed`` gives the engine's feed once the
+    state is loaded (None before)."""
+
+    def __init__(self, feed: Callable[[], Feed | None]) -> None:
+        self.feed = feed
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler[Any, Any] | None:
+        if handler_call_details.method != FEED_METHOD:
+            return None
+        return grpc.unary_stream_rpc_method_handler(self._follow)
+
+    async def _follow(self, request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[bytes]:
+        if not context.peer().startswith("unix:"):
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, "the feed is served to the group's readers only")
+        feed = self.feed()
+        if feed is None:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the writer is loading its state")
+        assert feed is not None
+        queue = feed.attach()
+        try:
+            async for entry in queue.stream():
+                yield entry
+        except ResourceExhausted as exc:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        finally:
+            feed.detach(queue)
+
+
+def serve_feed(server: grpc.aio.Server, socket_path: str, feed: Callable[[], Feed | None]) -> None:
+    """Listen on the group's Unix socket too, and serve the feed there."""
+    server.add_insecure_port(f"unix:{socket_path}")
+    server.add_generic_rpc_handlers((FeedService(feed),))

@@ -1,0 +1,77 @@
+"""A reader's calls that the writer serves: relayed over the group's Unix socket, bytes as they are.
+
+Every method that a reader does not serve itself is relayed whole (its requests, its responses,
+its status and rich error details, the caller's metadata with its token), so a caller cannot
+tell which process answered. gRPC frames a unary call as a stream of one message each way, so
+one stream-to-stream relay serves every kind of method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+_NOT_RELAYED = ("user-agent", "grpc-")
+"""Metadata the relaying channel sets for itself."""
+
+
+def relayed_metadata(context: Context) -> list[tuple[str, Any]]:
+    """The caller's metadata (its token, its ``sowdb-*`` keys) as the relayed call carries it."""
+    return [(k, v) for k, v in context.invocation_metadata() or () if not k.startswith((":", *_NOT_RELAYED))]
+
+
+async def relay(
+    channel: grpc.aio.Channel, method: str, requests: Any, context: Context, *, streamed: bool = True
+) -> AsyncIterator[bytes]:
+    """The writer's responses to ``requests`` (an async iterator of request bytes, or one
+    request's bytes when not ``streamed``); its refusal ends this call with the same status.
+
+    Raises:
+        grpc.aio.AbortError: the writer refused the call (this call was aborted with its status).
+    """
+    if not streamed:
+        one = requests
+
+        async def single() -> AsyncIterator[bytes]:
+            yield one
+
+        requests = single()
+    call: grpc.aio.StreamStreamCall[Any, Any] = channel.stream_stream(method)(
+        requests, metadata=relayed_metadata(context), timeout=context.time_remaining()
+    )
+    try:
+        async for response in call:
+            yield response
+    except grpc.aio.AioRpcError as exc:
+        code = exc.code()
+        if code == grpc.StatusCode.CANCELLED and context.cancelled():
+            return  # the caller went
+        await context.abort(code, exc.details() or "", exc.trailing_metadata() or ())
+    finally:
+        call.cancel()
+
+
+class Relay(grpc.GenericRpcHandler):
+    """Every method not in ``local``, relayed to the writer on ``channel``."""
+
+    def __init__(self, channel: grpc.aio.Channel, local: dict[str, grpc.RpcMethodHandler[Any, Any]]) -> None:
+        self.channel = channel
+        self.local = local
+        self._relays: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler[Any, Any] | None:
+        method = handler_call_details.method
+        handler = self.local.get(method) or self._relays.get(method)
+        if handler is None:
+            channel = self.channel
+
+            async def relay_call(requests: AsyncIterator[bytes], context: Context) -> AsyncIterator[bytes]:
+                async for response in relay(channel, method, requests, context):  # an async generator:
+                    yield response  # gRPC runs any other function returning an iterator on a thread
+
+            handler = self._relays[method] = grpc.stream_stream_rpc_method_handler(relay_call)
+        return handler
