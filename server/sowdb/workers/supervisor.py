@@ -185,7 +185,10 @@ def _watch(group: dict[str, _Child], base: list[str], stopping: threading.Event)
             return writer.proc.returncode or 0
         for role, child in list(group.items()):
             if role != "writer" and child.proc.poll() is not None:
-                print(f"sowd: {role} ended (exit status {child.proc.returncode}); starting it again", flush=True)
+                status = child.proc.returncode
+                print(
+                    f"sowd: {role} (pid {child.proc.pid}) ended (exit status {status}); starting it again", flush=True
+                )
                 group[role] = _Child(role, [*base, "--worker-role", "reader"])
     return 0
 

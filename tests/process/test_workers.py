@@ -1,0 +1,267 @@
+"""``sowd --workers N`` (issue 41) as an operator runs it: real processes on one port.
+
+Each subscriber opens a connection of its own (``grpc.use_local_subchannel_pool``), as separate
+clients do, so the kernel spreads them over the writer and the readers; which process holds a
+connection is read from ``/proc``. The invariants: every process delivers a subscription the
+same sequence, in bookmark order, with no gap and no duplicate; a reader killed with ``kill -9``
+is started again and its clients resume (by bookmark) with no gap; a writer killed ends the
+readers' streams UNAVAILABLE and the group starts again; a revocation reaches every reader.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from sowdb.auth import hash_token
+from sowdb.testing import Sowd, start
+from sowdb_api.v1 import sow_pb2 as pb
+from sowdb_client import Client
+
+CONFIG = """
+[[topic]]
+name = "orders"
+key = ["/id"]
+"""
+
+SECURED = """
+[[topic]]
+name = "orders"
+key = ["/id"]
+
+[security]
+users_file = "users.toml"
+
+[[role]]
+name = "trader"
+read = [".*"]
+write = ["orders"]
+admin = true
+
+[[role]]
+name = "viewer"
+read = [{viewer_reads}]
+"""
+TRADER, VIEWER = "trader-token-1", "viewer-token-2"
+SUBSCRIBE = "/sowdb.v1.SowService/Subscribe"
+OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
+
+
+def _pids(sowd: Sowd) -> tuple[int, list[int]]:
+    """(writer, readers) from the group's banner."""
+    found = re.search(r"writer (\d+), readers ([\d, ]+);", sowd.banner)
+    assert found, sowd.banner
+    return int(found[1]), [int(p) for p in found[2].split(", ")]
+
+
+def _holder(port: int, local_port: int, pids: list[int]) -> int | None:
+    """The process among ``pids`` that holds the server end of the client connection from
+    ``local_port`` to ``port`` (from ``/proc``: its socket's inode among the process's files)."""
+    inodes = {inode: pid for pid in pids for inode in _inodes(pid)}
+    for line in _tcp():
+        parts = line.split()
+        local, remote, inode = parts[1], parts[2], int(parts[9])
+        if int(local.split(":")[1], 16) == port and int(remote.split(":")[1], 16) == local_port and inode in inodes:
+            return inodes[inode]
+    return None
+
+
+def _tcp() -> list[str]:
+    """The connections of /proc/net/tcp and tcp6 (gRPC may dial IPv4 from an IPv6 socket)."""
+    return [line for name in ("tcp", "tcp6") for line in Path(f"/proc/net/{name}").read_text().splitlines()[1:]]
+
+
+def _inodes(pid: int | str) -> set[int]:
+    out: set[int] = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except FileNotFoundError:
+        return out
+    for fd in fds:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            out.add(int(link[8:-1]))
+    return out
+
+
+def _connections(port: int) -> set[int]:
+    """The local ports of this process's connections to ``port``."""
+    mine = _inodes("self")
+    out = set()
+    for line in _tcp():
+        parts = line.split()
+        if int(parts[2].split(":")[1], 16) == port and int(parts[9]) in mine:
+            out.add(int(parts[1].split(":")[1], 16))
+    return out
+
+
+class Subscriber:
+    """A raw Subscribe on a connection of its own, read on a thread; ``holder``: the process."""
+
+    def __init__(self, sowd: Sowd, flt: str = "", bookmark: str = "", token: str = "") -> None:
+        port = int(sowd.target.rsplit(":", 1)[1])
+        mine = _connections(port)
+        self.channel = grpc.insecure_channel(sowd.target, options=OWN_CONNECTION)
+        request = pb.SubscribeRequest(topic="orders", filter=flt, bookmark=bookmark)
+        metadata = (("authorization", f"Bearer {token}"),) if token else None
+        self.call = self.channel.unary_stream(SUBSCRIBE, response_deserializer=pb.SubscribeResponse.FromString)(
+            request.SerializeToString(), metadata=metadata
+        )
+        self.bookmarks: list[int] = []
+        self.error: grpc.RpcError | None = None
+        self.subscribed = threading.Event()
+        self.changed = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+        assert self.subscribed.wait(30), "no subscribed event"
+        writer, readers = _pids(sowd)
+        new = _connections(port) - mine  # this subscriber's connection: the one that came
+        assert len(new) == 1, new
+        self.holder = _holder(port, new.pop(), [writer, *readers])
+
+    def _read(self) -> None:
+        try:
+            for response in self.call:
+                if response.HasField("subscribed"):
+                    self.subscribed.set()
+                with self.changed:
+                    self.bookmarks.extend(r.bookmark for r in response.publish.records)
+                    self.changed.notify_all()
+        except grpc.RpcError as exc:
+            with self.changed:
+                self.error = exc
+                self.changed.notify_all()
+        self.subscribed.set()
+
+    def wait_for(self, n: int, timeout: float = 60) -> list[int]:
+        with self.changed:
+            self.changed.wait_for(lambda: len(self.bookmarks) >= n or self.error is not None, timeout)
+            return list(self.bookmarks)
+
+    def wait_error(self, timeout: float = 60) -> grpc.RpcError:
+        with self.changed:
+            self.changed.wait_for(lambda: self.error is not None, timeout)
+        assert self.error is not None, "the stream did not end"
+        return self.error
+
+    def close(self) -> None:
+        self.call.cancel()
+        self.channel.close()
+
+
+def _spread(sowd: Sowd, n: int, flt: str = "", token: str = "") -> list[Subscriber]:
+    """``n`` subscribers, more until the writer and every reader hold at least one."""
+    writer, readers = _pids(sowd)
+    subs = [Subscriber(sowd, flt, token=token) for _ in range(n)]
+    while not {s.holder for s in subs} >= {writer, *readers} and len(subs) < 64:
+        subs.append(Subscriber(sowd, flt, token=token))
+    assert {s.holder for s in subs} >= {writer, *readers}, "the kernel never spread the connections"
+    return subs
+
+
+@pytest.fixture
+def group(tmp_path: Path) -> Iterator[Sowd]:
+    config = tmp_path / "sowd.toml"
+    config.write_text(CONFIG)
+    sowd = start(tmp_path / "data", "--workers", "3", config=config)
+    try:
+        yield sowd
+    finally:
+        sowd.stop()
+
+
+def test_every_process_delivers_a_subscription_the_same_sequence(group: Sowd) -> None:
+    subs = _spread(group, 8, "/qty > 5")
+    orders = [{"id": i, "qty": i % 10} for i in range(3000)]
+
+    def publish() -> None:
+        with Client(group.target) as c:
+            for i in range(0, len(orders), 50):
+                c.publish("orders", orders[i : i + 50])
+
+    publisher = threading.Thread(target=publish)
+    publisher.start()
+    publisher.join(120)
+    with Client(group.target) as c:
+        expected = sorted(r.bookmark for r in c.sow("orders", filter="/qty > 5"))
+    assert len(expected) == 1200
+    for sub in subs:
+        got = sub.wait_for(len(expected))
+        assert sub.error is None, sub.error
+        assert got == expected, f"process {sub.holder}: {len(got)} of {len(expected)}, in order: {got == sorted(got)}"
+        sub.close()
+
+
+def test_a_reader_killed_is_started_again_and_its_clients_resume_by_bookmark(group: Sowd) -> None:
+    _, readers = _pids(group)
+    subs = _spread(group, 6)
+    on_reader = next(s for s in subs if s.holder in readers)
+    with Client(group.target) as c:
+        c.publish("orders", [{"id": i} for i in range(500)])
+    before = on_reader.wait_for(500)
+    assert len(before) == 500
+    os.kill(on_reader.holder or 0, signal.SIGKILL)
+    assert on_reader.wait_error().code() == grpc.StatusCode.UNAVAILABLE
+    restarted = group.wait_line(f"(pid {on_reader.holder}) ended")
+    assert restarted, group.output
+    with Client(group.target) as c:
+        c.publish("orders", [{"id": i} for i in range(500, 1000)])
+        journal = sorted(r.bookmark for r in c.sow("orders"))
+    resumed = Subscriber(group, bookmark=str(before[-1]))  # replayed from the last one received
+    after = resumed.wait_for(500)
+    assert before + after == journal  # no gap, no duplicate
+    for s in [*subs, resumed]:
+        s.close()
+
+
+def test_a_writer_killed_ends_the_readers_streams_and_the_group_starts_again(group: Sowd) -> None:
+    writer, readers = _pids(group)
+    subs = _spread(group, 6)
+    with Client(group.target) as c:
+        c.publish("orders", [{"id": i} for i in range(100)])
+    os.kill(writer, signal.SIGKILL)
+    for sub in subs:
+        if sub.holder in readers:
+            assert sub.wait_error().code() == grpc.StatusCode.UNAVAILABLE
+        sub.close()
+    deadline = time.monotonic() + 60
+    while sum("sowd listening on" in line for line in group.lines) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert sum("sowd listening on" in line for line in group.lines) == 2, group.output
+    with Client(group.target) as c:  # the same port, the same data
+        c.publish("orders", [{"id": 100}])
+        assert sum(1 for _ in c.sow("orders")) == 101
+
+
+def test_a_revocation_reaches_the_subscriptions_of_every_reader(tmp_path: Path) -> None:
+    config = tmp_path / "sowd.toml"
+    config.write_text(SECURED.replace("{viewer_reads}", '"orders"'))
+    (tmp_path / "users.toml").write_text(
+        f'[[user]]\nname = "tess"\ntoken_sha256 = "{hash_token(TRADER)}"\nroles = ["trader"]\n\n'
+        f'[[user]]\nname = "vic"\ntoken_sha256 = "{hash_token(VIEWER)}"\nroles = ["viewer"]\n'
+    )
+    with start(tmp_path / "data", "--workers", "3", config=config) as sowd:
+        subs = _spread(sowd, 6, token=VIEWER)
+        config.write_text(SECURED.replace("{viewer_reads}", '"^prices"'))  # the viewer loses orders
+        sowd.proc.send_signal(signal.SIGHUP)
+        for sub in subs:
+            assert sub.wait_error().code() == grpc.StatusCode.PERMISSION_DENIED, sub.holder
+            sub.close()
+
+
+def test_a_port_in_use_is_refused_before_anything_starts(group: Sowd, tmp_path: Path) -> None:
+    from sowdb.testing import run
+
+    done = run("--data-dir", str(tmp_path / "other"), "--listen", group.target, "--workers", "2")
+    assert done.returncode == 1
+    assert "already in use" in done.stderr
