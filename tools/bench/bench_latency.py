@@ -6,7 +6,8 @@ Every figure is measured in one run for each mode, in alternating rounds on fres
 
 - ``floor``: the bare grpcio servers of ``floor.py`` (a relay, a one-record stream, a unary call);
 - ``sowdb``: ``sowd`` of this checkout; ``base``: ``sowd`` of another checkout's ``server/``
-  (``--baseline DIR``, e.g. the previous commit exported with ``git archive``), for A/B runs.
+  (``--baseline DIR``, e.g. the previous commit exported with ``git archive``), for A/B runs;
+  ``workers-N``: ``sowd --workers N`` of this checkout (``--workers N``).
 
 Parts (``--parts``, comma-separated):
 
@@ -71,8 +72,9 @@ def server(mode: str, baseline: str | None) -> Iterator[tuple[int, str]]:
             yield proc.pid, target
         return
     env = {"PYTHONPATH": str(Path(baseline or "") / "server")} if mode == "base" else None
+    flags = ("--workers", mode.split("-")[1]) if mode.startswith("workers-") else ()
     with tempfile.TemporaryDirectory(prefix="sowdb-bench-") as data_dir:
-        proc, target = _start(data_dir, env=env)
+        proc, target = _start(data_dir, *flags, env=env)
         try:
             yield proc.pid, target
         finally:
@@ -254,6 +256,8 @@ def main() -> None:
     parser.add_argument("--baseline", help="a checkout whose server/ is the 'base' mode")
     parser.add_argument("--parts", default="latency,lookup,fanout")
     parser.add_argument("--subscribers", default=",".join(str(n) for n, _ in CONFIGS), help="configs to run")
+    parser.add_argument("--rate", type=float, help="msg/s of every latency config (default: each its own)")
+    parser.add_argument("--workers", type=int, help="also sowd --workers N (mode workers-N), alternating")
     parser.add_argument(
         "--no-bdp",
         action="store_true",
@@ -263,12 +267,15 @@ def main() -> None:
     if args.no_bdp:
         CLIENT_OPTIONS.append(("grpc.http2.bdp_probe", 0))
     sowdbs = ["sowdb", "base"] if args.baseline else ["sowdb"]
+    if args.workers:
+        sowdbs.append(f"workers-{args.workers}")
     parts = args.parts.split(",")
     if "latency" in parts:
         by_n: dict[int, dict[str, Figures]] = {}
         for n, rate in CONFIGS:
             if str(n) not in args.subscribers.split(","):
                 continue
+            rate = args.rate or rate
 
             def measure(mode: str, n: int = n, rate: float = rate) -> Figures:
                 with server(mode, args.baseline) as (_, target):

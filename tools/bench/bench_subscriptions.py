@@ -268,6 +268,9 @@ def main() -> None:
     parser.add_argument("--snapshot", type=int, default=20_000, help="records of the snapshot's topic")
     parser.add_argument("--absent", type=int, default=990, help="symbols: subscriptions on values never published")
     parser.add_argument("--parts", default="slow,latency,fanout,symbols,snapshot", help="comma-separated")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="fan-out: also sowd --workers N, alternating with one process"
+    )
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     if "slow" in parts:
@@ -292,6 +295,23 @@ def main() -> None:
             f"published): {many:,.0f} msg/s, {many_cpu:.1f} CPU-µs/msg (rate {many / few:.2f}x, CPU "
             f"{many_cpu / few_cpu:.2f}x; medians of {args.rounds} alternating rounds)"
         )
+    if "fanout" in parts and args.workers > 1:
+        fanouts: dict[int, list[float]] = {1: [], args.workers: []}
+        for _ in range(args.rounds):
+            for workers in fanouts:
+                with tempfile.TemporaryDirectory(prefix="sowdb-bench-") as data_dir:
+                    proc, target = _start(data_dir, "--workers", str(workers))
+                    try:
+                        fanouts[workers].append(fanout(target, args.orders))
+                    finally:
+                        proc.terminate()
+                        proc.wait(timeout=30)
+        one, many = (statistics.median(fanouts[w]) for w in fanouts)
+        print(
+            f"fan-out      workers 1: {one:,.0f} deliveries/s; workers {args.workers}: {many:,.0f} deliveries/s "
+            f"({many / one:.2f}x, medians of {args.rounds} alternating rounds)"
+        )
+        parts.discard("fanout")
     for name in ("latency", "fanout", "snapshot"):
         if name not in parts:
             continue
