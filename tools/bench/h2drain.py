@@ -2,12 +2,13 @@
 
 A ``grpc.aio`` subscriber costs its process ~20-40 µs of Python per frame, as much as the
 server's side of it: 100 of them in one benchmark process measure the client, not the server.
-These subscribers use ``h2`` for the handshake only (each its own TCP connection, so that the
+These subscribers speak HTTP/2 through ``h2`` (each its own TCP connection, so that the
 kernel's ``SO_REUSEPORT`` hash spreads them over a server's processes), open the flow-control
-windows to 2 GiB, send one gRPC request and then read the socket raw, counting the records by a
-marker every record's JSON carries (``bytes.count`` is a C loop; the marker's tail is kept
-across reads). That costs a few system calls per 64 KiB, so the server's deliveries are what is
-measured. The counting is checked against the expected deliveries by the callers.
+windows to 2 GiB, send one gRPC request and then count the records by a marker every record's
+JSON carries (``bytes.count`` over each DATA frame's payload, a C loop; the marker's tail is
+kept across frames). ``h2`` takes the frames apart and answers the server's PINGs and SETTINGS,
+a few Python calls per 16 KiB frame, so the server's deliveries are what is measured. The
+callers check the count against the deliveries expected.
 
 Run in a child process (:func:`drain_in_child`) so the counting never shares a GIL with the
 benchmark's own gRPC clients.
@@ -29,7 +30,9 @@ import h2.settings
 WINDOW = 2**31 - 1
 
 
-def open_stream(target: str, path: str, request: bytes, metadata: Sequence[tuple[str, str]] = ()) -> socket.socket:
+def open_stream(
+    target: str, path: str, request: bytes, metadata: Sequence[tuple[str, str]] = ()
+) -> tuple[socket.socket, h2.connection.H2Connection]:
     """One server-streaming call of ``path`` with the serialized ``request`` on a connection of
     its own; returns the socket once the response headers came (the call is placed), non-blocking.
 
@@ -69,15 +72,17 @@ def open_stream(target: str, path: str, request: bytes, metadata: Sequence[tuple
         if out := conn.data_to_send():
             sock.sendall(out)
     sock.setblocking(False)
-    return sock
+    return sock, conn
 
 
-def drain(socks: list[socket.socket], marker: bytes, until: float, counts: Any) -> None:
+def drain(
+    streams: list[tuple[socket.socket, h2.connection.H2Connection]], marker: bytes, until: float, counts: Any
+) -> None:
     """Read every socket until ``until`` (monotonic), adding the markers seen on socket ``i`` to
     ``counts[i]`` as they arrive (``counts``: a shared array, read by the parent meanwhile)."""
     sel = selectors.DefaultSelector()
-    tails = [b""] * len(socks)
-    for i, s in enumerate(socks):
+    tails = [b""] * len(streams)
+    for i, (s, _) in enumerate(streams):
         sel.register(s, selectors.EVENT_READ, i)
     keep = len(marker) - 1
     while (left := until - time.monotonic()) > 0:
@@ -90,11 +95,20 @@ def drain(socks: list[socket.socket], marker: bytes, until: float, counts: Any) 
             if not data:
                 sel.unregister(key.fileobj)
                 continue
-            chunk = tails[i] + data
-            counts[i] += chunk.count(marker)
-            tails[i] = chunk[-keep:] if keep else b""  # shorter than a marker: never counted twice
+            sock, conn = streams[i]
+            # h2 takes the frames apart (a DATA frame's header may fall inside a marker) and
+            # answers the server's PINGs and SETTINGS
+            for event in conn.receive_data(data):
+                if isinstance(event, h2.events.DataReceived):
+                    chunk = tails[i] + event.data
+                    counts[i] += chunk.count(marker)
+                    tails[i] = chunk[-keep:] if keep else b""  # shorter than a marker: never counted twice
+            if out := conn.data_to_send():
+                sock.setblocking(True)
+                sock.sendall(out)
+                sock.setblocking(False)
     sel.close()
-    for s in socks:
+    for s, _ in streams:
         s.close()
 
 
@@ -102,6 +116,6 @@ def drain_in_child(
     target: str, path: str, requests: list[bytes], marker: bytes, seconds: float, counts: Any, ready: Any
 ) -> None:
     """A child process's body: place one stream per request, set ``ready``, drain for ``seconds``."""
-    socks = [open_stream(target, path, r) for r in requests]
+    streams = [open_stream(target, path, r) for r in requests]
     ready.set()
-    drain(socks, marker, time.monotonic() + seconds, counts)
+    drain(streams, marker, time.monotonic() + seconds, counts)
