@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         "--workers",
         type=int,
         metavar="N",
-        help="processes serving the port (overrides [server] workers): 1 = this one; N > 1 = a writer and N-1 "
+        help="processes serving the port (overrides [server] workers): 1 = this one; N > 1 = a writer and N - 1 "
         "readers that serve live subscriptions",
     )
     parser.add_argument("--worker-role", choices=["writer", "reader"], help=argparse.SUPPRESS)

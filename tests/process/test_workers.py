@@ -115,9 +115,11 @@ class Subscriber:
         self.channel = grpc.insecure_channel(sowd.target, options=OWN_CONNECTION)
         request = pb.SubscribeRequest(topic="orders", filter=flt, bookmark=bookmark)
         metadata = (("authorization", f"Bearer {token}"),) if token else None
-        self.call = self.channel.unary_stream(SUBSCRIBE, response_deserializer=pb.SubscribeResponse.FromString)(
-            request.SerializeToString(), metadata=metadata
-        )
+        self.call = self.channel.unary_stream(
+            SUBSCRIBE,
+            request_serializer=pb.SubscribeRequest.SerializeToString,
+            response_deserializer=pb.SubscribeResponse.FromString,
+        )(request, metadata=metadata)
         self.bookmarks: list[int] = []
         self.error: grpc.RpcError | None = None
         self.subscribed = threading.Event()

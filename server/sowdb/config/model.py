@@ -136,7 +136,7 @@ class ServerConfig:
     # record, ~3.9x its JSON) or "arena" (JSON and metadata in shared memory, ~2x; publish slower)
     record_store: str = field(default_factory=lambda: DEFAULT_RECORD_STORE)
     # processes serving the port (issue 41, SPEC §14): 1 = this process alone; N > 1 = one writer
-    # and N-1 readers that serve live subscriptions from the writer's ordered feed
+    # and N - 1 readers that serve live subscriptions from the writer's ordered feed
     workers: int = 1
 
     @property

@@ -1,7 +1,7 @@
 """The writer's ordered feed to its reader processes, and a reader's live registry fed by it
 (SPEC §14, issue 41: a server per core).
 
-``sowd --workers N`` runs one writer and N-1 readers on one port. The writer applies every write
+``sowd --workers N`` runs one writer and N - 1 readers on one port. The writer applies every write
 as a single process does; each batch its gate releases (what its own subscribers are offered) is
 encoded once, as one feed entry, and queued for every reader in the writer's total order, as
 are the events that change what a reader may deliver (a rights reload). A reader applies the
@@ -32,7 +32,14 @@ from sowdb.engine.access import EVERYONE, Access, check_quota
 from sowdb.engine.changes import Change
 from sowdb.engine.counters import Counters
 from sowdb.engine.filters import request_filter
-from sowdb.engine.live import Replacement, Subscription, SubscriptionHub, SubscriptionOptions, SubscriptionStream
+from sowdb.engine.live import (
+    Replacement,
+    Subscription,
+    SubscriptionHub,
+    SubscriptionOptions,
+    SubscriptionStream,
+    is_private,
+)
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.state import check_topic_name, compile_topic_pattern
 from sowdb.errors import InvalidArgument, ResourceExhausted, SowdbError, Unavailable
@@ -126,7 +133,7 @@ class Feed:
         self.readers.discard(queue)
 
     def changes(self, topic: str, changes: Sequence[Change]) -> None:
-        if self.readers and not topic.startswith("\x00"):  # a private view is its subscriber's alone
+        if self.readers and not is_private(topic):  # a private view is its writer-side subscriber's alone
             entry = encode_changes(topic, changes)
             for queue in self.readers:
                 queue.put(entry)

@@ -1,4 +1,4 @@
-"""``sowd --workers N``: the supervisor of one writer and N-1 readers on one port.
+"""``sowd --workers N``: the supervisor of one writer and N - 1 readers on one port.
 
 The supervisor takes the port first (a port in use is refused before anything starts) and holds
 it, bound with ``SO_REUSEPORT`` and not listening, while its processes bind it too; the kernel

@@ -13,7 +13,7 @@ from sowdb.engine.live.loop_load import LOAD, LoopLoad
 from sowdb.engine.live.options import Replacement, SowAndSubscribeArgs, SubscribeArgs, SubscriptionOptions
 from sowdb.engine.live.pages import PageSets
 from sowdb.engine.live.placement import Placement
-from sowdb.engine.live.private import restricted_join_name
+from sowdb.engine.live.private import is_private, restricted_join_name
 from sowdb.engine.live.streams import SubscriptionStream
 from sowdb.engine.live.subscription import Subscription
 
@@ -30,5 +30,6 @@ __all__ = [
     "SubscriptionOptions",
     "SubscriptionStream",
     "committed_results",
+    "is_private",
     "restricted_join_name",
 ]
