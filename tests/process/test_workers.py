@@ -20,6 +20,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from grpc_status import rpc_status
 
 from sowdb.auth import hash_token
 from sowdb.testing import Sowd, start
@@ -267,3 +268,54 @@ def test_a_port_in_use_is_refused_before_anything_starts(group: Sowd, tmp_path: 
     done = run("--data-dir", str(tmp_path / "other"), "--listen", group.target, "--workers", "2")
     assert done.returncode == 1
     assert "already in use" in done.stderr
+
+
+def _on_a_reader(sowd: Sowd) -> grpc.Channel:
+    """A channel whose connection a reader holds (connections opened until one lands there)."""
+    port = int(sowd.target.rsplit(":", 1)[1])
+    writer, readers = _pids(sowd)
+    for _ in range(64):
+        mine = _connections(port)
+        channel = grpc.insecure_channel(sowd.target, options=OWN_CONNECTION)
+        grpc.channel_ready_future(channel).result(timeout=30)
+        new = _connections(port) - mine
+        if new and _holder(port, new.pop(), [writer, *readers]) in readers:
+            return channel
+        channel.close()
+    raise AssertionError("no connection landed on a reader")
+
+
+def test_a_reader_answers_as_the_writer_does(group: Sowd) -> None:
+    """What a reader relays ends as the writer ends it (status, message, rich details), and what
+    it serves itself is refused as the writer refuses it."""
+    with Client(group.target) as c:
+        c.publish("orders", [{"id": i, "qty": i} for i in range(10)])
+    channel = _on_a_reader(group)
+    sow = channel.unary_stream(
+        "/sowdb.v1.SowService/Sow",
+        request_serializer=pb.SowRequest.SerializeToString,
+        response_deserializer=pb.SowResponse.FromString,
+    )
+    found = [r for resp in sow(pb.SowRequest(topic="orders", filter="/qty > 6")) for r in resp.records.records]
+    assert sorted(r.sow_key for r in found) == ["7", "8", "9"]
+    subscribe = channel.unary_stream(
+        SUBSCRIBE,
+        request_serializer=pb.SubscribeRequest.SerializeToString,
+        response_deserializer=pb.SubscribeResponse.FromString,
+    )
+
+    def relayed() -> object:
+        return list(sow(pb.SowRequest(topic="orders", filter="/qty = ")))
+
+    def served() -> object:
+        return list(subscribe(pb.SubscribeRequest(topic="orders", filter="/qty = ")))
+
+    for call in (relayed, served):  # a query the writer answers; a subscription the reader places itself
+        with pytest.raises(grpc.RpcError) as refused:
+            call()
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "expected an operand" in (refused.value.details() or "")
+        status = rpc_status.from_call(refused.value)  # type: ignore[arg-type]  # the error is the call
+        assert status is not None
+        assert status.details, "the rich error details were lost"
+    channel.close()

@@ -50,7 +50,7 @@ async def relay(
         code = exc.code()
         if code == grpc.StatusCode.CANCELLED and context.cancelled():
             return  # the caller went
-        await context.abort(code, exc.details() or "", exc.trailing_metadata() or ())
+        await context.abort(code, exc.details() or "", tuple(exc.trailing_metadata() or ()))
     finally:
         call.cancel()
 
