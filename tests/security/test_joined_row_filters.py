@@ -176,6 +176,25 @@ async def test_a_topic_derived_from_a_joined_view_is_computed_from_the_readers_r
         assert await rows(everything, "^of_by_trade$") == whole
 
 
+async def test_a_pattern_subscription_reads_no_joined_view_under_row_filters(start_secured: StartSecured) -> None:
+    """A regex sow_and_subscribe, like a regex query, does not reach a joined view its caller
+    reads under row filters: its query part must not send the shared view's rows (every
+    client's), nor its live part their changes."""
+    s = await start(start_secured)
+    async with s.client("eu") as eu, s.client("everything") as everything, s.client("admin") as admin:
+        stream = eu.sow_and_subscribe("^by_trade", oof=True)
+        assert [e.kind for e in await take(stream, 3)] == ["subscribed", "group_begin", "group_end"]
+        whole = everything.sow_and_subscribe("^by_trade$", oof=True)
+        assert sorted(r.json()["trade"] for r in (await take(whole, 4))[2].records) == [1, 2, 3, 4]
+        await admin.publish("trades", [{"id": 6, "client": 1, "qty": 1}])
+        assert [r.json()["trade"] for r in (await take(whole, 1))[0].records] == [6]
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.5):
+                await take(stream, 1)
+        stream.cancel()
+        whole.cancel()
+
+
 async def test_live_changes_on_either_side_follow_the_readers_rows(start_secured: StartSecured) -> None:
     """sow_and_subscribe with oof: a trade of a hidden client never comes; a client moving out
     of the reader's filter takes its joined rows away with an oof, and back brings them; an
