@@ -247,21 +247,24 @@ async def test_live_changes_on_either_side_follow_each_readers_rows(start_secure
             stream.cancel()
 
 
-async def test_a_delta_subscriber_gets_what_changed_of_its_own_groups(start_secured: StartSecured) -> None:
+async def test_delta_and_aggregated_subscribers_get_their_own_groups(start_secured: StartSecured) -> None:
     """D-2 on the copy: eu's gold group changes its qty only (its count stays), us's is not
-    touched by an eu order at all."""
+    touched by an eu order at all; Q-8 live over a derived topic counts the reader's rows."""
     s = await start(start_secured)
     async with s.client("admin") as admin, s.client("eu") as eu, s.client("us") as us:
         eu_delta = eu.sow_and_subscribe("by_tier", delta=True)
         us_delta = us.sow_and_subscribe("by_tier", delta=True)
+        total = eu.sow_and_subscribe("by_region", grouping=["/region"], projection=["SUM(/qty) AS /qty"])
         await take(eu_delta, 4)
         await take(us_delta, 4)
+        assert [r.json() for r in (await take(total, 4))[2].records] == [{"qty": 9}]  # eu's 5 + 1 + 3
         await admin.publish("trades", [{"id": 1, "customer": 1, "qty": 9}])
         await admin.publish("trades", [{"id": 2, "customer": 2, "qty": 8}])
         assert [r.json() for r in (await take(eu_delta, 1))[0].records] == [{"qty": 12}]
         assert [r.json() for r in (await take(us_delta, 1))[0].records] == [{"qty": 8}]  # not eu's change
-        eu_delta.cancel()
-        us_delta.cancel()
+        assert [r.json() for r in (await take(total, 1))[0].records] == [{"qty": 13}]  # at the next refresh
+        for stream in (eu_delta, us_delta, total):
+            stream.cancel()
 
 
 async def test_rights_on_derived_topics(start_secured: StartSecured) -> None:
