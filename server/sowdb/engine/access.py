@@ -107,9 +107,9 @@ class Access:
         hold those topics' fields, so a right on the view alone must not open them. A topic
         derived from a joined view (a view of it, a conflated copy of it, and chains of these)
         is read with read on it and on the topic it follows, down to the joined view and so
-        to every topic that one joins. A caller under row filters on those topics reads either
-        through a copy of its own, computed from the rows it may see (:meth:`join_filters`),
-        so no name of the view is needed."""
+        to every topic that one joins. A caller under row filters on those topics reads any of
+        them through a copy of its own, computed from the rows it may see (:meth:`join_filters`),
+        so no role needs to name it."""
         if not any(_grants(r.read, topic) for r in self.roles):
             return False
         sources = self.views.get(topic)
