@@ -28,14 +28,25 @@ def hash_token(token: str) -> str:
 def view_sources(config: Config) -> dict[str, tuple[str, ...]]:
     """Each aggregated view of ``config``, and each conflated copy of one, by name: the topics
     its groups are computed from, one or, for a joined view (V-2), each it joins (what
-    :meth:`Access.can_read` checks a view's readers on). A conflated copy of a joined view is
-    computed from the view (its one source): readers under row filters on the joined topics
-    read the view through a copy of their own, which a conflated topic does not have."""
+    :meth:`Access.can_read` checks a view's readers on). A topic derived from a joined view (a
+    view of it, a conflated copy of it, and chains of these) maps to the one topic it follows:
+    its readers need read on that one, and those under row filters on the joined topics read
+    the whole chain through copies of their own (:meth:`Access.join_filters`)."""
     sources = {v.name: v.sources for v in config.views}
+    conflated = {c.name: c.underlying for c in config.conflated_topics}
+
+    def joined(name: str, depth: int = 0) -> bool:  # derived from a joined view, or one itself
+        found = sources.get(name)
+        if found is not None and len(found) > 1:
+            return True
+        under = found[0] if found is not None else conflated.get(name)
+        return under is not None and depth <= len(conflated) + len(sources) and joined(under, depth + 1)
+
     for c in config.conflated_topics:
-        if c.underlying in sources:  # a copy of a joined view follows the view (it has no restricted copy)
-            joined = len(sources[c.underlying]) > 1
-            sources[c.name] = (c.underlying,) if joined else sources[c.underlying]
+        if joined(c.underlying):  # it follows a joined view, or a topic derived from one
+            sources[c.name] = (c.underlying,)
+        elif c.underlying in sources:  # a copy of a plain view counts as the view
+            sources[c.name] = sources[c.underlying]
     return sources
 
 

@@ -57,7 +57,9 @@ def bulk_read(access: Access, topic: str, what: str) -> CompiledFilter | None:
         return None
     access.require_read(topic)
     if access.join_filters(topic) is not None:  # its rows are a join of filtered sides, not a filter
-        raise PermissionDenied(f"read {what} of joined view {topic!r} with a query or subscription (row filters apply)")
+        raise PermissionDenied(  # a joined view, or a topic derived from one
+            f"read {what} of {topic!r} (a joined view's rows) with a query or subscription (row filters apply)"
+        )
     return access.entitlement(topic)
 
 

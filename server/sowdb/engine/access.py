@@ -58,7 +58,8 @@ class Access:
     everything: bool = False  # security off: every right, every row
     views: Mapping[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
     """Each aggregated view of the config (and each conflated copy of one), by name: the topics
-    its groups are computed from, several for a joined view (see :meth:`can_read`)."""
+    its groups are computed from, several for a joined view, the one it follows for a topic
+    derived from a joined view (see :meth:`can_read`, :meth:`joined_root`)."""
     _readable: dict[str, bool] = field(default_factory=dict, repr=False)
     _entitlement: dict[str, CompiledFilter | None] = field(default_factory=dict, repr=False)
 
@@ -91,8 +92,8 @@ class Access:
 
     def by_pattern(self, topic: str) -> bool:
         """Whether a topic pattern (a regex topic) reaches ``topic`` for this caller: one it may
-        read, but no joined view it reads under row filters (those it reads by name, through a
-        view of its own: :meth:`join_filters`)."""
+        read, but no joined view (nor a topic derived from one) it reads under row filters
+        (those it reads by name, through a copy of its own: :meth:`join_filters`)."""
         return self.can_read(topic) and self.join_filters(topic) is None
 
     def _may_read(self, topic: str) -> bool:
@@ -103,12 +104,12 @@ class Access:
         match the view is not enough.
 
         A joined view (V-2) is read with read on every topic it joins, and only so: its rows
-        hold those topics' fields, so a right on the view alone must not open them. A caller
-        under row filters on those topics reads it through a view of its own, the join of the
-        rows it may see (:meth:`join_filters`), so no name of the view is needed. A topic
-        derived from a joined view (a conflated copy, a view of it) holds the join's fields
-        too, so it needs read on the joined view; it has no copy of its own per reader, so the
-        rule of plain views holds for it, a filter on a joined topic counting as one on it."""
+        hold those topics' fields, so a right on the view alone must not open them. A topic
+        derived from a joined view (a view of it, a conflated copy of it, and chains of these)
+        is read with read on it and on the topic it follows, down to the joined view and so
+        to every topic that one joins. A caller under row filters on those topics reads any of
+        them through a copy of its own, computed from the rows it may see (:meth:`join_filters`),
+        so no role needs to name it."""
         if not any(_grants(r.read, topic) for r in self.roles):
             return False
         sources = self.views.get(topic)
@@ -116,11 +117,23 @@ class Access:
             return True
         if len(sources) > 1:  # joined: the row filters of its topics apply to the join's sides
             return all(self.can_read(s) for s in sources)
-        if any(len(self.views.get(s, ())) > 1 and not self.can_read(s) for s in sources):
-            return False
+        if self.joined_root(topic) is not None:  # derived from a joined view: copied per reader too
+            return self.can_read(sources[0])
         if all(self.sees_all(s) for s in sources):
             return True
         return any(topic in r.read for r in self.roles)
+
+    def joined_root(self, topic: str) -> str | None:
+        """The joined view (V-2) ``topic`` is, or is derived from through views and conflated
+        topics (each following one topic); None for any other topic."""
+        for _ in range(len(self.views) + 1):  # the config's derived topics form no cycle
+            sources = self.views.get(topic)
+            if sources is None:
+                return None
+            if len(sources) > 1:
+                return topic
+            topic = sources[0]
+        return None
 
     def can_write(self, topic: str) -> bool:
         return self.everything or any(_grants(r.write, topic) for r in self.roles)
@@ -167,14 +180,15 @@ class Access:
         return None if None in limits else max(x for x in limits if x is not None)
 
     def join_filters(self, topic: str) -> tuple[CompiledFilter | None, ...] | None:
-        """For a joined view (V-2) of whose topics this caller reads some under a row filter:
-        that filter per joined topic, in the view's order (None: every row of that one). The
-        caller reads the join of those rows only, a view kept for that entitlement
-        (:mod:`sowdb.engine.state.restricted_joins`). None: not such a view, or no filter."""
-        sources = None if self.everything else self.views.get(topic)
-        if sources is None or len(sources) < 2:
+        """For a joined view (V-2) of whose topics this caller reads some under a row filter, or
+        a topic derived from such a view: that filter per joined topic, in the view's order
+        (None: every row of that one). The caller reads the join of those rows only, and what
+        is derived from it, copies kept for that entitlement
+        (:mod:`sowdb.engine.state.restricted_joins`). None: not such a topic, or no filter."""
+        root = None if self.everything else self.joined_root(topic)
+        if root is None:
             return None
-        filters = tuple(self.entitlement(s) for s in sources)
+        filters = tuple(self.entitlement(s) for s in self.views[root])
         return None if all(f is None for f in filters) else filters
 
     def sees_all(self, topic: str) -> bool:
@@ -184,14 +198,14 @@ class Access:
 
     def entitlement(self, topic: str) -> CompiledFilter | None:
         """The rows of ``topic`` this caller may see (A-2): None for every row. A joined view's
-        rows are filtered on its sides instead (:meth:`join_filters`), never as a whole: its row
-        holds no field a role's filter of one topic would read."""
+        rows, and those of a topic derived from one, are filtered on the joined topics instead
+        (:meth:`join_filters`), never as a whole: such a row holds no field a role's filter of
+        one topic would read."""
         if self.everything:
             return None
         if topic in self._entitlement:
             return self._entitlement[topic]
-        sources = self.views.get(topic)
-        if sources is not None and len(sources) > 1:
+        if self.joined_root(topic) is not None:
             return remember(self._entitlement, topic, None)
         filters = [r.filter.strip() for r in self.roles if _grants(r.read, topic)]
         if not filters or "" in filters:
@@ -202,7 +216,7 @@ class Access:
         """The entitlement as filter text ("" for every row), to compare two sets of rights."""
         flt = self.entitlement(topic)
         joined = self.join_filters(topic)
-        if joined is not None:  # a joined view: the filters of its sides
+        if joined is not None:  # a joined view, or a topic derived from one: the filters of its sides
             return "\x00".join("" if f is None else f.text for f in joined)
         return "" if flt is None else flt.text
 

@@ -121,8 +121,8 @@ class Placement:
             return self._aggregated_subscription(opts, query.aggregation, options, sub_id, owner, access)
         if opts.skip_n is not None:
             return self._paged_subscription(opts, query, options, sub_id, owner, access)
-        if is_regex_topic(opts.topic):
-            topics = self.topics.resolve(opts.topic, access.can_read)
+        if is_regex_topic(opts.topic):  # not a topic read through a restricted copy (V-2, A-2): as live
+            topics = self.topics.resolve(opts.topic, access.by_pattern)
         else:
             check_topic_name(opts.topic)
             access.require_read(opts.topic)

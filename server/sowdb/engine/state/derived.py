@@ -204,6 +204,8 @@ class ConflatedTopic(Derived):
         self.interval_us = int(interval_s * 1_000_000)
         self.pending: dict[str, Change] = {}
         self.next_flush_us = 0
+        self.shown = name  # the topic its records carry (a restricted copy: this one's own)
+        self.copies: list[ConflatedTopic] = []  # its restricted copies, refreshed at its instants
 
     @classmethod
     def from_config(cls, c: ConflatedTopicConfig) -> ConflatedTopic:
@@ -228,17 +230,17 @@ class ConflatedTopic(Derived):
             return []
         pending, self.pending = self.pending, {}
         out: list[Change] = []
-        topic = self.topic
+        topic, shown = self.topic, self.shown
         for key, c in pending.items():
             if self._matches(c.new):
                 assert c.new is not None
                 src = c.new
-                rec = StoredRecord(self.name, key, src.data, src.raw, src.bookmark, src.timestamp_us, src.expiry_us)
-                out.append(Change(self.name, key, src.bookmark, src.timestamp_us, topic.put(rec), rec))
+                rec = StoredRecord(shown, key, src.data, src.raw, src.bookmark, src.timestamp_us, src.expiry_us)
+                out.append(Change(shown, key, src.bookmark, src.timestamp_us, topic.put(rec), rec))
             else:
                 gone = topic.remove(key)
                 if gone is not None:
-                    out.append(Change(self.name, key, c.bookmark, c.timestamp_us, gone, None, c.reason))
+                    out.append(Change(shown, key, c.bookmark, c.timestamp_us, gone, None, c.reason))
         out.sort(key=lambda ch: ch.bookmark)
         return out
 

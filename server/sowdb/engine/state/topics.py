@@ -105,7 +105,8 @@ class Topics:
         return sum(t.store.compact() for t in self.sow.values() if isinstance(t, ArenaTopic))
 
     def conflated(self) -> list[ConflatedTopic]:
-        return [d for d in self.derived.values() if isinstance(d, ConflatedTopic)]
+        """The configured conflated topics (their restricted copies refresh with them)."""
+        return [d for d in self.derived.values() if isinstance(d, ConflatedTopic) and d.name in self._configured]
 
     def build_columns(self) -> bool:
         """A step of building the columns queries wanted (:mod:`sowdb.engine.state.columns`), one

@@ -24,16 +24,27 @@ Refreshed = Callable[[str, int, int], None]
 
 def refresh(writer: Writer, at_us: int | None = None, topic: str = "") -> int:
     """Refresh every conflated topic whose interval has passed by the writer's clock; or, with
-    ``at_us`` (a replica), ``topic`` at that instant, as its primary did. Each refresh that
-    published something goes to ``writer.refreshed``; returns the changes published."""
+    ``at_us`` (a replica), ``topic`` at that instant, as its primary did. A topic's restricted
+    copies (readers under row filters, :mod:`sowdb.engine.state.restricted_joins`) refresh
+    right after it, at its instants. Each refresh that published something goes to
+    ``writer.refreshed``; returns the changes published."""
     now = writer.clock() if at_us is None else at_us
     count = 0
     for d in writer.topics.conflated():
-        out = d.flush(now, force=at_us is not None) if topic in ("", d.name) else []
+        if topic not in ("", d.name) or (at_us is None and now < d.next_flush_us):
+            continue
+        out = d.flush(now, force=True)
         if out:
-            count += len(out)
             writer.counters.topic(d.name).followed(out)
             writer.fan_out(d.name, out, now)
+        published = len(out)
+        for copy in d.copies:
+            copied = copy.flush(now, force=True)
+            if copied:
+                writer.fan_out(copy.name, copied, now)
+                published += len(copied)
+        if published:
+            count += published
             if writer.refreshed is not None:
                 writer.refreshed(d.name, writer.last_seq, now)
     return count
