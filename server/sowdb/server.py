@@ -130,7 +130,7 @@ class SowServer:
         try:
             self.port = bind(server, cfg.listen, credentials(self.config.security), shared=bool(worker_socket))
             if worker_socket:
-                serve_feed(server, worker_socket, lambda: self.feed)
+                serve_feed(server, worker_socket, lambda: self.feed, self.auth.rights)
             if console is not None:
                 console.bind()
                 server.add_insecure_port(console.grpc_target)

@@ -270,8 +270,9 @@ def test_a_port_in_use_is_refused_before_anything_starts(group: Sowd, tmp_path: 
     assert "already in use" in done.stderr
 
 
-def _on_a_reader(sowd: Sowd) -> grpc.Channel:
-    """A channel whose connection a reader holds (connections opened until one lands there)."""
+def _on_a_reader(sowd: Sowd, reader: bool = True) -> grpc.Channel:
+    """A channel whose connection a reader holds (the writer: ``reader`` False), connections
+    opened until one lands there."""
     port = int(sowd.target.rsplit(":", 1)[1])
     writer, readers = _pids(sowd)
     for _ in range(64):
@@ -279,10 +280,10 @@ def _on_a_reader(sowd: Sowd) -> grpc.Channel:
         channel = grpc.insecure_channel(sowd.target, options=OWN_CONNECTION)
         grpc.channel_ready_future(channel).result(timeout=30)
         new = _connections(port) - mine
-        if new and _holder(port, new.pop(), [writer, *readers]) in readers:
+        if new and (_holder(port, new.pop(), [writer, *readers]) in readers) == reader:
             return channel
         channel.close()
-    raise AssertionError("no connection landed on a reader")
+    raise AssertionError("no connection landed where it was wanted")
 
 
 def test_a_reader_answers_as_the_writer_does(group: Sowd) -> None:
@@ -319,3 +320,46 @@ def test_a_reader_answers_as_the_writer_does(group: Sowd) -> None:
         assert status is not None
         assert status.details, "the rich error details were lost"
     channel.close()
+
+
+def test_a_users_max_subscriptions_counts_every_process(tmp_path: Path) -> None:
+    """The quota holds across the group: the readers count their subscriptions at the writer."""
+    config = tmp_path / "sowd.toml"
+    config.write_text(SECURED.replace("{viewer_reads}", '"orders"') + "max_subscriptions = 3\n")
+    (tmp_path / "users.toml").write_text(
+        f'[[user]]\nname = "vic"\ntoken_sha256 = "{hash_token(VIEWER)}"\nroles = ["viewer"]\n'
+    )
+    metadata = (("authorization", f"Bearer {VIEWER}"),)
+    with start(tmp_path / "data", "--workers", "3", config=config) as sowd:
+        calls = []
+
+        def subscribe(on_reader: bool) -> Iterator[pb.SubscribeResponse]:
+            channel = _on_a_reader(sowd, on_reader)
+            call = channel.unary_stream(
+                SUBSCRIBE,
+                request_serializer=pb.SubscribeRequest.SerializeToString,
+                response_deserializer=pb.SubscribeResponse.FromString,
+            )(pb.SubscribeRequest(topic="orders"), metadata=metadata)
+            calls.append((channel, call))
+            return call
+
+        held = [subscribe(True), subscribe(True), subscribe(False)]
+        for call in held:
+            assert next(call).HasField("subscribed")
+        for on_reader in (False, True):  # the quota is full, wherever the next one lands
+            with pytest.raises(grpc.RpcError) as refused:
+                next(subscribe(on_reader))
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, refused.value.details()
+            assert "max_subscriptions" in (refused.value.details() or "")
+        calls[0][1].cancel()  # a reader's subscription ends: its place is free again
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                assert next(subscribe(False)).HasField("subscribed")
+                break
+            except grpc.RpcError:
+                assert time.monotonic() < deadline, "the reader's subscription still counted"
+                time.sleep(0.2)
+        for channel, call in calls:
+            call.cancel()
+            channel.close()

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import marshal
-from collections import deque
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import replace
+from itertools import count
 from typing import Any
 
 from sowdb.config import ServerConfig, TopicConfig, is_regex_topic
@@ -78,9 +79,11 @@ def decode_changes(topic: str, rows: list[Any]) -> list[Change]:
 
 
 class FeedQueue:
-    """One reader's entries waiting to be sent, in order; cut off past :data:`FEED_LIMIT`."""
+    """One reader's entries waiting to be sent, in order; cut off past :data:`FEED_LIMIT`.
+    ``reader``: the number the writer knows the reader by (its claims, :meth:`Feed.claim`)."""
 
-    def __init__(self, first: bytes) -> None:
+    def __init__(self, reader: int, first: bytes) -> None:
+        self.reader = reader
         self.entries: deque[bytes] = deque([first])
         self.ready = asyncio.Event()
         self.ready.set()
@@ -118,19 +121,45 @@ class Feed:
     so a reader gets exactly what the writer's subscribers are offered, in the same order.
     """
 
-    def __init__(self, position: Callable[[], int]) -> None:
+    def __init__(self, position: Callable[[], int], held_by: Callable[[str], int]) -> None:
         self.position = position  # the last bookmark the writer's subscribers may see
+        self.held_by = held_by  # a user's live subscriptions in the group (the writer's and the claims)
         self.readers: set[FeedQueue] = set()
+        self.claims: dict[int, Counter[str]] = {}  # per reader: its users' live subscriptions
+        self._numbers = count(1)
 
     def attach(self) -> FeedQueue:
         """A new reader's queue, starting at the writer's position now (what it has not been
         sent is in the state the reader's clients query through the writer)."""
-        queue = FeedQueue(marshal.dumps((POSITION, self.position())))
+        reader = next(self._numbers)
+        queue = FeedQueue(reader, marshal.dumps((POSITION, self.position(), reader)))
         self.readers.add(queue)
+        self.claims[reader] = Counter()
         return queue
 
     def detach(self, queue: FeedQueue) -> None:
+        """The reader is gone: so are its subscriptions, and what they counted."""
         self.readers.discard(queue)
+        self.claims.pop(queue.reader, None)
+
+    def held(self, user: str) -> int:
+        """``user``'s live subscriptions in the readers."""
+        return sum(c[user] for c in self.claims.values())
+
+    def claim(self, reader: int, access: Access, adding: int) -> None:
+        """A reader places (``adding`` 1) or ends (-1) a subscription of ``access``'s user, which
+        counts against the user's ``max_subscriptions`` across the group.
+
+        Raises:
+            ResourceExhausted: the user holds its quota already (the reader refuses the call).
+            InvalidArgument: no such reader (it was cut off).
+        """
+        claims = self.claims.get(reader)
+        if claims is None:
+            raise InvalidArgument(f"reader {reader} is not attached to the feed")
+        if adding > 0:
+            check_quota(access, "max_subscriptions", self.held_by(access.user))
+        claims[access.user] = max(0, claims[access.user] + adding)
 
     def changes(self, topic: str, changes: Sequence[Change]) -> None:
         if self.readers and not is_private(topic):  # a private view is its writer-side subscriber's alone
@@ -158,6 +187,7 @@ class ReaderLive:
         self.config = config
         self.hub = SubscriptionHub()
         self.position = 0  # the last bookmark applied from the feed
+        self.reader = 0  # the number its writer knows it by
         self.started = False  # the feed's first entry (its position) came
         self.on_rights = on_rights
         self.counters = Counters(set())
@@ -182,7 +212,7 @@ class ReaderLive:
                 if self.hub.subs:
                     self.hub.fan_out(item[1], changes)
         elif kind == POSITION:
-            self.position, self.started = item[1], True
+            self.position, self.reader, self.started = item[1], item[2], True
         elif kind == RIGHTS:
             self.on_rights()
 
@@ -208,7 +238,7 @@ class ReaderLive:
             raise Unavailable("this reader has not joined its writer's feed yet; try again")
         if len(self.hub.subs) >= MAX_SUBSCRIPTIONS:
             raise ResourceExhausted(f"the server holds {MAX_SUBSCRIPTIONS} subscriptions, its limit", field="topic")
-        check_quota(access, "max_subscriptions", sum(s.access.user == access.user for s in self.hub.subs.values()))
+        check_quota(access, "max_subscriptions", self.hub.held_by(access.user))  # the group's: claim()
         options = options or SubscriptionOptions()
         options.check()
         check_topic_name(topic)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import marshal
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -33,9 +34,9 @@ from sowdb.auth import Authenticator, view_sources
 from sowdb.config import Config, ConfigError, is_regex_topic, load_config
 from sowdb.engine import ReaderLive
 from sowdb.engine.access import Access
-from sowdb.errors import Unavailable
+from sowdb.errors import ResourceExhausted, Unavailable
 from sowdb.ports import bind, connection_limits, credentials
-from sowdb.workers.feed_rpc import FEED_METHOD
+from sowdb.workers.feed_rpc import CLAIM_METHOD, FEED_METHOD
 from sowdb.workers.forward import Relay, relay
 from sowdb_api.v1 import sow_pb2 as pb
 
@@ -56,6 +57,7 @@ class ReaderServicer:
         self.engine = live
         self.auth = auth
         self.channel = channel
+        self._releases: set[asyncio.Future[bool]] = set()
 
     @error_boundary
     async def Subscribe(self, request: pb.SubscribeRequest, context: Context, access: Access) -> AsyncIterator[Any]:
@@ -64,18 +66,45 @@ class ReaderServicer:
                 yield relayed
             return
         options = convert.subscription_options(request.options, deleted_events=True)
-        stream = self.engine.subscribe(
-            request.topic,
-            filter=request.filter,
-            options=options,
-            sub_id=request.sub_id,
-            owner=context.peer(),
-            access=access,
-        )
-        async with stream, aclosing(stream.events()) as events:
-            async for event in events:
-                for response in stream_frames(event):
-                    yield response
+        claimed = await self._claim(access, 1)
+        try:
+            stream = self.engine.subscribe(
+                request.topic,
+                filter=request.filter,
+                options=options,
+                sub_id=request.sub_id,
+                owner=context.peer(),
+                access=access,
+            )
+            async with stream, aclosing(stream.events()) as events:
+                async for event in events:
+                    for response in stream_frames(event):
+                        yield response
+        finally:
+            if claimed:  # not awaited: the call may be ending by cancellation
+                release = asyncio.ensure_future(self._claim(access, -1))
+                self._releases.add(release)
+                release.add_done_callback(self._releases.discard)
+
+    async def _claim(self, access: Access, adding: int) -> bool:
+        """Count a subscription of ``access``'s user at the writer, which holds the group's
+        count against its ``max_subscriptions``; False when the user has no such quota.
+
+        Raises:
+            ResourceExhausted: the user holds its quota across the group already.
+        """
+        if access.quota("max_subscriptions") is None:
+            return False
+        claim: Any = self.channel.unary_unary(CLAIM_METHOD)
+        try:
+            await claim(marshal.dumps((self.engine.reader, access.user, adding)))
+        except grpc.aio.AioRpcError as exc:
+            if adding < 0:
+                return True  # the writer forgets a reader's claims when it goes
+            if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                raise ResourceExhausted(exc.details() or "max_subscriptions", field="topic") from None
+            raise Unavailable(f"the writer did not count the subscription: {exc.details()}") from None
+        return True
 
     @error_boundary
     async def ReplaceSubscription(

@@ -91,6 +91,7 @@ class SubscriptionHub:
         self.private: dict[str, View] = {}  # sub_id -> the private view of an aggregated subscription
         self.shown: Callable[[str], str] = str  # a restricted joined view's name -> its view's (V-2)
         self.dropped_slow = 0  # subscriptions cut off as slow consumers (SL-1)
+        self.elsewhere: Callable[[str], int] = lambda user: 0  # a user's subscriptions in other processes
         self._scan: dict[str, Subscription] = {}  # offered every change
         self._indexed: dict[str, tuple[str, tuple[Any, ...]]] = {}  # sub_id -> (group key, literal key)
         self._groups: dict[str, _EqualityGroup] = {}
@@ -299,6 +300,11 @@ class SubscriptionHub:
             for sub in literal.subs.values():  # offer() never changes the hub
                 if since.get(sub.id, -1) < held:
                     sub.offer(topic, subset, placed=True)
+
+    def held_by(self, user: str) -> int:
+        """The live subscriptions ``user`` holds, here and in the group's other processes (its
+        ``max_subscriptions`` counts them all)."""
+        return sum(s.access.user == user for s in self.subs.values()) + self.elsewhere(user)
 
     def stats(self) -> HubStats:
         return HubStats(

@@ -372,7 +372,7 @@ class Placement:
                 f"the server holds {MAX_SUBSCRIPTIONS} subscriptions, its limit; end some, or try again later",
                 field="topic",
             )
-        check_quota(access, "max_subscriptions", sum(s.access.user == access.user for s in self.hub.subs.values()))
+        check_quota(access, "max_subscriptions", self.hub.held_by(access.user))
         options.check()
         if check_name:
             check_topic_name(topic)
