@@ -13,7 +13,8 @@ against keys crafted to collide (neither is any hash without a secret); see the 
 
 Entries: a slot id (the newest version of its key, live or not: a pinned read walks back from
 it), :data:`EMPTY`, or :data:`GONE` where a compaction removed a key (probes go past it; a
-rehash clears them). A batch probes all its keys at once, one numpy step per probe distance.
+rehash clears them). A batch probes all its keys at once: one numpy step settles most, the rest
+walk on one at a time.
 """
 
 from __future__ import annotations
@@ -70,26 +71,50 @@ class KeyTable:
         keys: list[bytes],
         khash: NDArray[np.uint32],
         same_many: Callable[[NDArray[np.int64], list[bytes]], NDArray[np.bool_]],
+        same: Callable[[int, bytes], bool],
+        khash_one: memoryview,
     ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """For distinct ``keys``: (entry position, slot), or for a key not in the table
         (first empty position on its path, -1). ``same_many`` tells which slots whose hash
-        matched hold the key (:meth:`ArenaView.same_many`)."""
-        table, mask = self.table, self.mask
-        pos = hashes.astype(np.int64) & mask
-        heads = np.full(len(keys), -1, np.int64)
-        todo = np.arange(len(keys))
-        while todo.size:
-            p = pos[todo]
-            s = table[p].astype(np.int64)
-            hit = s >= 0
-            hit[hit] = khash[s[hit]] == hashes[todo[hit]]
+        matched hold the key (:meth:`ArenaView.same_many`), ``same`` whether one does;
+        ``khash_one``: the slots' hashes as a memoryview.
+
+        The first step is one vector step for every key: it settles most of them (a batch's
+        numpy calls cost ~1 µs each whatever their size, so a step per probe distance cost a
+        publish of 100 keys ~10 steps, the longest probe). The keys it leaves, those whose
+        home entry holds another key, walk on one at a time (:meth:`walk`).
+        """
+        pos = hashes.astype(np.int64) & self.mask
+        s = self.table[pos].astype(np.int64)
+        # s < 0 (EMPTY, GONE) reads khash[-1] or [-2]: any value, dropped by the first test
+        hit = (s >= 0) & (khash[s] == hashes)
+        heads = np.where(hit, s, -1)
+        if hit.any():
             at = np.flatnonzero(hit)
-            if at.size:
-                hit[at] = same_many(s[at], [keys[k] for k in todo[at].tolist()])
-            heads[todo[hit]] = s[hit]
-            todo = todo[~(hit | (s == EMPTY))]
-            pos[todo] = (pos[todo] + 1) & mask
+            ok = same_many(s[at], [keys[k] for k in at.tolist()])
+            if not ok.all():  # a hash shared by two keys
+                hit[at[~ok]] = False
+                heads[at[~ok]] = -1
+        rest = np.flatnonzero(~hit & (s != EMPTY))
+        if rest.size:
+            walk, hs = self.walk, hashes.tolist()
+            for i in rest.tolist():
+                pos[i], heads[i] = walk((int(pos[i]) + 1) & self.mask, hs[i], keys[i], khash_one, same)
         return pos, heads
+
+    def walk(
+        self, j: int, h: int, key: bytes, khash: memoryview, same: Callable[[int, bytes], bool]
+    ) -> tuple[int, int]:
+        """:meth:`probe` for one key from entry ``j`` on: (entry position, slot), or (first empty
+        position, -1)."""
+        cells, mask = self.cells, self.mask
+        while True:
+            s: int = cells[j]
+            if s == EMPTY:
+                return j, -1
+            if s >= 0 and khash[s] == h and same(s, key):
+                return j, s
+            j = (j + 1) & mask
 
     def place(self, pos: NDArray[np.int64], slots: NDArray[np.int64]) -> None:
         """Enter keys not in the table, each at its first empty position (:meth:`probe`); keys
