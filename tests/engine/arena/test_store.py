@@ -149,9 +149,12 @@ def test_the_key_hash_is_stable() -> None:
     assert key_hash("ключ".encode()) == key_hash("ключ".encode())
 
 
-def test_keys_that_share_a_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("small", [0, 128], ids=["vector", "key by key"])
+def test_keys_that_share_a_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small: int) -> None:
     """Eight hashes for every key: most keys find another key's entry first and walk on, and a
-    batch's vector step finds slots whose hash matches and whose key does not."""
+    probe finds slots whose hash matches and whose key does not; in vector steps and key by key
+    (a batch of at most ``SMALL`` distinct keys)."""
+    from sowdb.engine.arena import keys as keytable
     from sowdb.engine.arena import store, view
 
     def few(key: bytes) -> int:
@@ -159,6 +162,8 @@ def test_keys_that_share_a_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(store, "key_hash", few)
     monkeypatch.setattr(view, "key_hash", few)
+    monkeypatch.setattr(keytable, "key_hash", few)
+    monkeypatch.setattr(store, "SMALL", small)
     a = TopicArena(tmp_path / "t", table_capacity=1)
     model: dict[bytes, int] = {}  # key -> the tag of its live version
     bookmark = 1

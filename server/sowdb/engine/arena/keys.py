@@ -29,6 +29,14 @@ from numpy.typing import NDArray
 from sowdb.engine.arena.segments import map_file
 
 EMPTY, GONE = -1, -2
+SMALL = 128
+"""A batch of at most this many distinct keys probes them one by one in Python
+(:meth:`KeyTable.probe_each`): a publish's ~100 keys cost less so than in numpy's ~40 calls,
+each ~1 µs at best and several times that between the rest of a publish's work, which
+leaves numpy's code out of the CPU's caches."""
+WALK = 8
+"""A probe's vector steps stop when this many keys or fewer are left: each of them walks on
+alone (:meth:`KeyTable.walk`), for less than another step costs."""
 
 key_hash = zlib.crc32
 """The stable hash of a key's bytes."""
@@ -79,28 +87,58 @@ class KeyTable:
         matched hold the key (:meth:`ArenaView.same_many`), ``same`` whether one does;
         ``khash_one``: the slots' hashes as a memoryview.
 
-        The first step is one vector step for every key: it settles most of them (a batch's
-        numpy calls cost ~1 µs each whatever their size, so a step per probe distance cost a
-        publish of 100 keys ~10 steps, the longest probe). The keys it leaves, those whose
-        home entry holds another key, walk on one at a time (:meth:`walk`).
+        Vector steps, one entry further for every key left each, settle most keys in the first
+        step or two; once :data:`WALK` or fewer are left, each walks on alone (:meth:`walk`):
+        a step's ~15 numpy calls cost ~1 µs each whatever their size, and the longest probe
+        of a publish of 100 keys is ~10 entries.
         """
-        pos = hashes.astype(np.int64) & self.mask
-        s = self.table[pos].astype(np.int64)
-        # s < 0 (EMPTY, GONE) reads khash[-1] or [-2]: any value, dropped by the first test
-        hit = (s >= 0) & (khash[s] == hashes)
-        heads = np.where(hit, s, -1)
-        if hit.any():
-            at = np.flatnonzero(hit)
-            ok = same_many(s[at], [keys[k] for k in at.tolist()])
-            if not ok.all():  # a hash shared by two keys
-                hit[at[~ok]] = False
-                heads[at[~ok]] = -1
-        rest = np.flatnonzero(~hit & (s != EMPTY))
-        if rest.size:
+        table, mask = self.table, self.mask
+        pos = hashes.astype(np.int64) & mask
+        heads = np.full(len(keys), -1, np.int64)
+        todo = None  # the keys not settled yet (None: all)
+        while True:
+            p = pos if todo is None else pos[todo]
+            s = table[p].astype(np.int64)
+            h = hashes if todo is None else hashes[todo]
+            # s < 0 (EMPTY, GONE) reads khash[-1] or [-2]: any value, dropped by the first test
+            hit = (s >= 0) & (khash[s] == h)
+            if hit.any():
+                at = np.flatnonzero(hit)
+                which = at if todo is None else todo[at]
+                ok = same_many(s[at], [keys[k] for k in which.tolist()])
+                if not ok.all():  # a hash shared by two keys
+                    hit[at[~ok]] = False
+                    which = which[ok]
+                heads[which] = s[hit]
+            left = np.flatnonzero(~hit & (s != EMPTY))
+            todo = left if todo is None else todo[left]
+            pos[todo] = (pos[todo] + 1) & mask
+            if todo.size <= WALK:
+                break
+        if todo.size:
             walk, hs = self.walk, hashes.tolist()
-            for i in rest.tolist():
-                pos[i], heads[i] = walk((int(pos[i]) + 1) & self.mask, hs[i], keys[i], khash_one, same)
+            for i in todo.tolist():
+                pos[i], heads[i] = walk(int(pos[i]), hs[i], keys[i], khash_one, same)
         return pos, heads
+
+    def probe_each(
+        self, keys: list[bytes], khash: memoryview, same: Callable[[int, bytes], bool]
+    ) -> tuple[list[int], list[int], list[int]]:
+        """:meth:`probe` key by key: (hashes, entry positions, slots or -1)."""
+        cells, mask = self.cells, self.mask
+        hashes, pos, heads = [], [], []
+        for key in keys:
+            h = key_hash(key)
+            j = h & mask
+            while True:
+                s: int = cells[j]
+                if s == EMPTY or (s >= 0 and khash[s] == h and same(s, key)):
+                    break  # EMPTY is -1: no slot
+                j = (j + 1) & mask
+            hashes.append(h)
+            pos.append(j)
+            heads.append(s)
+        return hashes, pos, heads
 
     def walk(
         self, j: int, h: int, key: bytes, khash: memoryview, same: Callable[[int, bytes], bool]

@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sowdb.engine.arena.header import Header, State
-from sowdb.engine.arena.keys import KeyTable, key_hash
+from sowdb.engine.arena.keys import SMALL, KeyTable, key_hash
 from sowdb.engine.arena.segments import Segments
 from sowdb.engine.arena.slots import LIVE, MAX_KEY_BYTES, MAX_SLOTS, Slots
 from sowdb.engine.arena.view import ArenaView, Pin, StalePin
@@ -187,11 +187,21 @@ class TopicArena(ArenaView):
             return 0
         if self.table.crowded(len(distinct)):
             self._rehash(len(distinct))
-        hashes = np.fromiter(map(key_hash, distinct), np.uint32, len(distinct))
-        pos, heads = self._probe(hashes, distinct)
-        live = self._live(heads)
+        if len(distinct) <= SMALL:
+            one = self.slots.one
+            hs, ps, hd = self.table.probe_each(distinct, one.khash, self.same)
+            died = one.died
+            alive = [s >= 0 and died[s] == LIVE for s in hd]
+            hashes, pos, heads = np.array(hs, np.uint32), np.array(ps, np.int64), np.array(hd, np.int64)
+            live = np.array(alive, bool)
+            new = len(distinct) - sum(alive)
+        else:
+            hashes = np.fromiter(map(key_hash, distinct), np.uint32, len(distinct))
+            pos, heads = self._probe(hashes, distinct)
+            live = self._live(heads)
+            new = len(distinct) - int(np.count_nonzero(live))
         self._looked = _Looked(distinct, self.table, hashes, pos, heads, live)
-        return len(distinct) - int(np.count_nonzero(live))
+        return new
 
     def delete(self, key: bytes, bookmark: int, *, commit: bool = True) -> int:
         """End ``key``'s live version at ``bookmark``; its slot, or -1 if it had none."""
