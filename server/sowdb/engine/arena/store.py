@@ -10,6 +10,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+from sowdb.engine.arena import small
 from sowdb.engine.arena.header import Header, State
 from sowdb.engine.arena.keys import SMALL, KeyTable, key_hash
 from sowdb.engine.arena.segments import Segments
@@ -60,8 +61,8 @@ class TopicArena(ArenaView):
         self.last = self.committed = self.floor = self.gen = 0
         self.live_count = self.live_bytes = self.high = 0
         self.free: NDArray[np.int64] = np.empty(0, np.int64)
-        self.written: NDArray[np.int64] = self.free  # the slots the last put_batch wrote, in its order
-        self._looked: _Looked | None = None
+        self.written: list[int] = []  # the slots the last put_batch wrote, in its order
+        self._looked: _Looked | small.Each | None = None
         self.retired: list[Path] = []
         self.commit()
 
@@ -116,8 +117,26 @@ class TopicArena(ArenaView):
             return []
         if (longest := max(map(len, keys))) > MAX_KEY_BYTES:
             raise ValueError(f"a key of {longest} bytes is over the limit of {MAX_KEY_BYTES}")
-        marks = self._bookmarks(bookmarks, n, ordered=not loading)
         looked, self._looked = self._looked, None
+        if (
+            n <= SMALL
+            and isinstance(bookmarks, int)
+            and isinstance(timestamps_us, int)
+            and isinstance(expiries_us, int)
+        ):
+            if bookmarks <= self.last and not loading:
+                raise ValueError(f"bookmarks must ascend from above {self.last}")
+            done = small.put(self, keys, docs, bookmarks, timestamps_us, expiries_us, _each(looked))
+            if done is not None:
+                if commit:
+                    self.commit()
+                return done
+        if isinstance(looked, small.Each):  # a small probe for a batch that takes this path
+            e = looked
+            looked = _Looked(
+                e.keys, e.table, np.array(e.hashes, np.uint32), np.array(e.pos), np.array(e.heads), np.array(e.live)
+            )
+        marks = self._bookmarks(bookmarks, n, ordered=not loading)
         previous = which = last_of = None
         if looked is not None and looked.table is self.table and looked.keys == keys:
             hashes, pos, heads, live = looked.hashes, looked.pos, looked.heads, looked.live  # by new_keys
@@ -126,7 +145,7 @@ class TopicArena(ArenaView):
             if len(distinct) < n:
                 which, last_of, previous = _repeats(keys, distinct)
             if self.table.crowded(len(distinct)):
-                self._rehash(len(distinct))
+                self.rehash(len(distinct))
             hashes = np.fromiter(map(key_hash, keys), np.uint32, n)
             if looked is not None and looked.table is self.table and looked.keys == distinct:
                 pos, heads, live = looked.pos, looked.heads, looked.live
@@ -134,7 +153,7 @@ class TopicArena(ArenaView):
                 pos, heads = self._probe(hashes if last_of is None else hashes[last_of], distinct)
                 live = self._live(heads)
         slots, at = self._allocate(n)
-        self.written = slots
+        self.written = slots.tolist()
         s = self.slots
         # the new versions, fully written before anything points at them; died last, after born
         places, lengths, total = self.json.append(docs)
@@ -186,22 +205,15 @@ class TopicArena(ArenaView):
         if not distinct:
             return 0
         if self.table.crowded(len(distinct)):
-            self._rehash(len(distinct))
+            self.rehash(len(distinct))
         if len(distinct) <= SMALL:
-            one = self.slots.one
-            hs, ps, hd = self.table.probe_each(distinct, one.khash, self.same)
-            died = one.died
-            alive = [s >= 0 and died[s] == LIVE for s in hd]
-            hashes, pos, heads = np.array(hs, np.uint32), np.array(ps, np.int64), np.array(hd, np.int64)
-            live = np.array(alive, bool)
-            new = len(distinct) - sum(alive)
-        else:
-            hashes = np.fromiter(map(key_hash, distinct), np.uint32, len(distinct))
-            pos, heads = self._probe(hashes, distinct)
-            live = self._live(heads)
-            new = len(distinct) - int(np.count_nonzero(live))
+            each = self._looked = small.probe(self, distinct)
+            return len(distinct) - sum(each.live)
+        hashes = np.fromiter(map(key_hash, distinct), np.uint32, len(distinct))
+        pos, heads = self._probe(hashes, distinct)
+        live = self._live(heads)
         self._looked = _Looked(distinct, self.table, hashes, pos, heads, live)
-        return new
+        return len(distinct) - int(np.count_nonzero(live))
 
     def delete(self, key: bytes, bookmark: int, *, commit: bool = True) -> int:
         """End ``key``'s live version at ``bookmark``; its slot, or -1 if it had none."""
@@ -325,7 +337,19 @@ class TopicArena(ArenaView):
             return slots, slots
         return fresh, slice(self.high - more, self.high)
 
-    def _rehash(self, more: int) -> None:
+    def run(self, n: int) -> int:
+        """The first of ``n`` consecutive slot ids, now given out (freed ones first, then new
+        ones), or -1 where the freed ones first in line are not consecutive (nothing is given)."""
+        free = self.free
+        if len(free):
+            if len(free) < n or int(free[n - 1]) - int(free[0]) != n - 1:
+                return -1
+            self.free = free[n:]
+            return int(free[0])
+        slots, _ = self._allocate(n)
+        return int(slots[0])
+
+    def rehash(self, more: int) -> None:
         """Replace the key table by a larger one (or a clean one, after compactions)."""
         self.retired.append(self.table.path)
         self.table = self.table.rebuilt(more, self.slots.khash)
@@ -341,6 +365,10 @@ class _Looked(NamedTuple):
     pos: NDArray[np.int64]
     heads: NDArray[np.int64]
     live: NDArray[np.bool_]
+
+
+def _each(looked: _Looked | small.Each | None) -> small.Each | None:
+    return looked if isinstance(looked, small.Each) else None
 
 
 def _repeats(keys: list[bytes], distinct: list[bytes]) -> tuple[NDArray[np.int64], ...]:

@@ -222,7 +222,7 @@ class ArenaRecords:
 
     def _number(self, recs: Sequence[StoredRecord]) -> None:
         """Tell each new version its slot."""
-        for rec, slot in zip(recs, self.arena.written.tolist(), strict=True):
+        for rec, slot in zip(recs, self.arena.written, strict=True):
             rec.slot = slot
 
     def new_keys(self, sow_keys: list[str]) -> int:
