@@ -149,21 +149,20 @@ def test_the_key_hash_is_stable() -> None:
     assert key_hash("ключ".encode()) == key_hash("ключ".encode())
 
 
-@pytest.mark.parametrize("small", [0, 128], ids=["vector", "key by key"])
-def test_keys_that_share_a_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small: int) -> None:
+@pytest.mark.parametrize("most", [0, 128], ids=["vector", "key by key"])
+def test_keys_that_share_a_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, most: int) -> None:
     """Eight hashes for every key: most keys find another key's entry first and walk on, and a
     probe finds slots whose hash matches and whose key does not; in vector steps and key by key
     (a batch of at most ``SMALL`` distinct keys)."""
-    from sowdb.engine.arena import keys as keytable
-    from sowdb.engine.arena import store, view
+    from sowdb.engine.arena import small, store, view
 
     def few(key: bytes) -> int:
         return key_hash(key) & 7
 
     monkeypatch.setattr(store, "key_hash", few)
     monkeypatch.setattr(view, "key_hash", few)
-    monkeypatch.setattr(keytable, "key_hash", few)
-    monkeypatch.setattr(store, "SMALL", small)
+    monkeypatch.setattr(small, "key_hash", few)
+    monkeypatch.setattr(small, "SMALL", most)
     a = TopicArena(tmp_path / "t", table_capacity=1)
     model: dict[bytes, int] = {}  # key -> the tag of its live version
     bookmark = 1

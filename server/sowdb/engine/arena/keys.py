@@ -29,11 +29,6 @@ from numpy.typing import NDArray
 from sowdb.engine.arena.segments import map_file
 
 EMPTY, GONE = -1, -2
-SMALL = 128
-"""A batch of at most this many distinct keys probes them one by one in Python
-(:meth:`KeyTable.probe_each`): a publish's ~100 keys cost less so than in numpy's ~40 calls,
-each ~1 µs at best and several times that between the rest of a publish's work, which
-leaves numpy's code out of the CPU's caches."""
 WALK = 8
 """A probe's vector steps stop when this many keys or fewer are left: each of them walks on
 alone (:meth:`KeyTable.walk`), for less than another step costs."""
@@ -120,25 +115,6 @@ class KeyTable:
             for i in todo.tolist():
                 pos[i], heads[i] = walk(int(pos[i]), hs[i], keys[i], khash_one, same)
         return pos, heads
-
-    def probe_each(
-        self, keys: list[bytes], khash: memoryview, same: Callable[[int, bytes], bool]
-    ) -> tuple[list[int], list[int], list[int]]:
-        """:meth:`probe` key by key: (hashes, entry positions, slots or -1)."""
-        cells, mask = self.cells, self.mask
-        hashes, pos, heads = [], [], []
-        for key in keys:
-            h = key_hash(key)
-            j = h & mask
-            while True:
-                s: int = cells[j]
-                if s == EMPTY or (s >= 0 and khash[s] == h and same(s, key)):
-                    break  # EMPTY is -1: no slot
-                j = (j + 1) & mask
-            hashes.append(h)
-            pos.append(j)
-            heads.append(s)
-        return hashes, pos, heads
 
     def walk(
         self, j: int, h: int, key: bytes, khash: memoryview, same: Callable[[int, bytes], bool]

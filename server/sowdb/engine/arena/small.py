@@ -15,11 +15,16 @@ from __future__ import annotations
 from array import array
 from typing import TYPE_CHECKING, NamedTuple
 
-from sowdb.engine.arena.keys import EMPTY, KeyTable
+from sowdb.engine.arena.keys import EMPTY, KeyTable, key_hash
+from sowdb.engine.arena.segments import POSITION, SHIFT
 from sowdb.engine.arena.slots import LIVE
 
 if TYPE_CHECKING:
     from sowdb.engine.arena.store import TopicArena
+
+
+SMALL = 128
+"""Batches of at most this many distinct keys take this path."""
 
 
 class Each(NamedTuple):
@@ -35,11 +40,31 @@ class Each(NamedTuple):
 
 
 def probe(arena: TopicArena, distinct: list[bytes]) -> Each:
-    """Probe ``distinct`` keys one by one (:meth:`KeyTable.probe_each`)."""
-    one = arena.slots.one
-    hashes, pos, heads = arena.table.probe_each(distinct, one.khash, arena.same)
-    died = one.died
-    return Each(distinct, arena.table, hashes, pos, heads, [s >= 0 and died[s] == LIVE for s in heads])
+    """Probe ``distinct`` keys one by one: :meth:`KeyTable.probe
+    <sowdb.engine.arena.keys.KeyTable.probe>`, with :meth:`ArenaView.same
+    <sowdb.engine.arena.view.ArenaView.same>` inline (the writer maps every segment)."""
+    table, one, maps = arena.table, arena.slots.one, arena.keys.maps
+    cells, mask = table.cells, table.mask
+    khash, klen, koff, died = one.khash, one.klen, one.koff, one.died
+    hashes, pos, heads, live = [], [], [], []
+    for key in distinct:
+        h = key_hash(key)
+        j, n = h & mask, len(key)
+        while True:
+            s: int = cells[j]
+            if s == EMPTY:
+                break  # EMPTY is -1: no slot
+            if s >= 0 and khash[s] == h and klen[s] == n:
+                at = koff[s]
+                start = at & POSITION
+                if maps[at >> SHIFT][start : start + n] == key:
+                    break
+            j = (j + 1) & mask
+        hashes.append(h)
+        pos.append(j)
+        heads.append(s)
+        live.append(s >= 0 and died[s] == LIVE)
+    return Each(distinct, table, hashes, pos, heads, live)
 
 
 def put(

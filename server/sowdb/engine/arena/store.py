@@ -12,7 +12,7 @@ from numpy.typing import NDArray
 
 from sowdb.engine.arena import small
 from sowdb.engine.arena.header import Header, State
-from sowdb.engine.arena.keys import SMALL, KeyTable, key_hash
+from sowdb.engine.arena.keys import KeyTable, key_hash
 from sowdb.engine.arena.segments import Segments
 from sowdb.engine.arena.slots import LIVE, MAX_KEY_BYTES, MAX_SLOTS, Slots
 from sowdb.engine.arena.view import ArenaView, Pin, StalePin
@@ -119,7 +119,7 @@ class TopicArena(ArenaView):
             raise ValueError(f"a key of {longest} bytes is over the limit of {MAX_KEY_BYTES}")
         looked, self._looked = self._looked, None
         if (
-            n <= SMALL
+            n <= small.SMALL
             and isinstance(bookmarks, int)
             and isinstance(timestamps_us, int)
             and isinstance(expiries_us, int)
@@ -206,7 +206,7 @@ class TopicArena(ArenaView):
             return 0
         if self.table.crowded(len(distinct)):
             self.rehash(len(distinct))
-        if len(distinct) <= SMALL:
+        if len(distinct) <= small.SMALL:
             each = self._looked = small.probe(self, distinct)
             return len(distinct) - sum(each.live)
         hashes = np.fromiter(map(key_hash, distinct), np.uint32, len(distinct))
@@ -346,8 +346,11 @@ class TopicArena(ArenaView):
                 return -1
             self.free = free[n:]
             return int(free[0])
-        slots, _ = self._allocate(n)
-        return int(slots[0])
+        first = self.high
+        if first + n > self.slots.capacity:
+            return int(self._allocate(n)[0][0])  # grows the file
+        self.high += n
+        return first
 
     def rehash(self, more: int) -> None:
         """Replace the key table by a larger one (or a clean one, after compactions)."""
