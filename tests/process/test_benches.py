@@ -27,7 +27,10 @@ BENCH = ROOT / "tools" / "bench"
 NODE_DIR = ROOT / "clients" / "node"
 
 RUNS = {
-    "bench_server.py": (["--orders", "2000", "--rounds", "1"], ["query-range", "query-eq", "server RSS"]),
+    "bench_server.py": (
+        ["--orders", "2000", "--rounds", "1", "--store", "arena"],
+        ["update", "query-range", "query-eq", "server RSS"],
+    ),
     "bench_history.py": (["--orders", "2000", "--rounds", "1"], ["query then", "recovery", "start-up"]),
     "bench_views.py": (
         ["--orders", "2000", "--updates", "1000"],
