@@ -27,7 +27,10 @@ BENCH = ROOT / "tools" / "bench"
 NODE_DIR = ROOT / "clients" / "node"
 
 RUNS = {
-    "bench_server.py": (["--orders", "2000", "--rounds", "1"], ["query-range", "query-eq", "server RSS"]),
+    "bench_server.py": (
+        ["--orders", "2000", "--rounds", "1", "--store", "arena"],
+        ["update", "query-range", "query-eq", "server RSS"],
+    ),
     "bench_history.py": (["--orders", "2000", "--rounds", "1"], ["query then", "recovery", "start-up"]),
     "bench_views.py": (
         ["--orders", "2000", "--updates", "1000"],
@@ -38,6 +41,7 @@ RUNS = {
         ["publish -> receive", "point lookup", "floor-stream", "floor-stream3", "targets (issue 29)"],
     ),
     "bench_arena.py": (["--records", "2000"], ["RSS growth", "chunked", "point read"]),
+    "bench_store_publish.py": (["--orders", "2000", "--rounds", "1"], ["insert", "update again", "median"]),
     "bench_expr.py": (["--messages", "2000", "--rounds", "1", "--compiles", "20"], ["eval", "compile"]),
     "bench_memory.py": (["--records", "2000"], ["after loading", "after the peer queries", "after a restart"]),
     "bench_replication.py": (["--quick"], ["sync/alone", "failover", "lag", "spread/primary"]),

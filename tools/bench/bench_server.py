@@ -59,14 +59,17 @@ durability = "transient"
 """
 
 
-def _start(data_dir: str, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
+def _start(
+    data_dir: str, *args: str, env: dict[str, str] | None = None, store: str = "objects"
+) -> tuple[subprocess.Popen[str], str]:
     """Start ``sowd`` through the one launcher (:mod:`sowdb.testing`) on ``data_dir`` (extra
     ``args`` such as ``--config F``; without one, the benchmarks' own config, written under
-    ``data_dir``: their figures were measured on it; ``env``: variables added to this process's
-    environment); (process, target). Its output is drained (and kept) by the launcher."""
+    ``data_dir``: their figures were measured on it, with ``store`` as ``[server] record_store``;
+    ``env``: variables added to this process's environment); (process, target). Its output is
+    drained (and kept) by the launcher."""
     if "--config" not in args:
         config = Path(data_dir) / "sowd.toml"
-        config.write_text(BENCH_CONFIG_TOML)
+        config.write_text(f'[server]\nrecord_store = "{store}"\n' + BENCH_CONFIG_TOML)
         args = ("--config", str(config), *args)
         data_dir = str(Path(data_dir) / "data")
     try:
@@ -112,10 +115,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--orders", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--store", choices=("objects", "arena"), default="objects", help="[server] record_store")
     args = parser.parse_args()
     orders = _orders(args.orders)
     with tempfile.TemporaryDirectory(prefix="sowdb-bench-") as data_dir:
-        proc, target = _start(data_dir)
+        proc, target = _start(data_dir, store=args.store)
         try:
             with Client(target) as c:
                 rss_empty = _rss_mb(proc.pid)
@@ -127,6 +131,13 @@ def main() -> None:
                     f"publish      {len(orders):,} orders, 100/request: {len(orders) / took:,.0f} msg/s ({took:.2f} s)"
                 )
                 rss_loaded = _rss_mb(proc.pid)
+                updates = [o.replace(b'"qty":', b'"qty":1', 1) for o in orders]  # each replaces its record
+                start = time.perf_counter()
+                assert c.publish("orders", updates, batch_size=100).count == len(orders)
+                took = time.perf_counter() - start
+                print(
+                    f"update       {len(orders):,} orders, 100/request: {len(orders) / took:,.0f} msg/s ({took:.2f} s)"
+                )
                 waited = _settle(proc.pid)
                 print(f"(waited {waited:.0f} s for RocksDB to finish compacting after the load)")
                 c.sow("orders", filter="/orderId = 1", batch_size=1)  # warm the connection

@@ -61,13 +61,28 @@ class ArenaMachine(RuleBasedStateMachine):
         gap=st.integers(1, 3),
         spread=st.booleans(),
         commit=st.booleans(),
+        whole=st.booleans(),
+        counted=st.booleans(),
     )
-    def publish(self, batch: list[tuple[bytes, dict[str, Any], int]], gap: int, spread: bool, commit: bool) -> None:
+    def publish(
+        self,
+        batch: list[tuple[bytes, dict[str, Any], int]],
+        gap: int,
+        spread: bool,
+        commit: bool,
+        whole: bool,
+        counted: bool,
+    ) -> None:
+        """``whole``: as the writer gives a publish, the first bookmark and one expiry (where they
+        are so: the small path takes it); ``counted``: after ``new_keys``, as the writer does."""
         first = self.model.last + gap
         marks = [first + 2 * i for i in range(len(batch))] if spread else list(range(first, first + len(batch)))
         docs = [orjson.dumps(v) for _, v, _ in batch]
         exps = [self.now + ttl if ttl else 0 for _, _, ttl in batch]
-        self._put([k for k, _, _ in batch], docs, marks, exps, commit)
+        ks = [k for k, _, _ in batch]
+        if counted:
+            assert self.arena.new_keys(ks) == sum(self.model.live(k) is None for k in dict.fromkeys(ks))
+        self._put(ks, docs, marks, exps, commit, whole=whole)
 
     @rule(key=keys, delta=values)
     def delta_publish(self, key: bytes, delta: dict[str, Any]) -> None:
@@ -78,9 +93,21 @@ class ArenaMachine(RuleBasedStateMachine):
         assert live is None or base == orjson.loads(live.doc)
         self._put([key], [orjson.dumps(merge_delta(base, delta))], [self.model.last + 1], [0], True)
 
-    def _put(self, ks: list[bytes], docs: list[bytes], marks: list[int], exps: list[int], commit: bool) -> None:
+    def _put(
+        self,
+        ks: list[bytes],
+        docs: list[bytes],
+        marks: list[int],
+        exps: list[int],
+        commit: bool,
+        *,
+        whole: bool = False,
+    ) -> None:
         self.now += 1
-        ended = self.arena.put_batch(ks, docs, marks, self.now, exps, commit=commit)
+        one = whole and marks == list(range(marks[0], marks[0] + len(marks))) and len(set(exps)) == 1
+        ended = self.arena.put_batch(
+            ks, docs, marks[0] if one else marks, self.now, exps[0] if one else exps, commit=commit
+        )
         for key, doc, mark, exp, slot in zip(ks, docs, marks, exps, ended, strict=True):
             old = self.model.put(key, doc, mark, self.now, exp)
             assert (slot >= 0) == (old is not None)

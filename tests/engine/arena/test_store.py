@@ -147,3 +147,44 @@ def test_a_fresh_load_scans_one_slice_a_chunk(tmp_path: Path) -> None:
 def test_the_key_hash_is_stable() -> None:
     assert key_hash(b"42") == 0x3224B088
     assert key_hash("ключ".encode()) == key_hash("ключ".encode())
+
+
+@pytest.mark.parametrize("most", [0, 128], ids=["vector", "key by key"])
+def test_keys_that_share_a_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, most: int) -> None:
+    """Eight hashes for every key: most keys find another key's entry first and walk on, and a
+    probe finds slots whose hash matches and whose key does not; in vector steps and key by key
+    (a batch of at most ``SMALL`` distinct keys)."""
+    from sowdb.engine.arena import small, store, view
+
+    def few(key: bytes) -> int:
+        return key_hash(key) & 7
+
+    monkeypatch.setattr(store, "key_hash", few)
+    monkeypatch.setattr(view, "key_hash", few)
+    monkeypatch.setattr(small, "key_hash", few)
+    monkeypatch.setattr(small, "SMALL", most)
+    a = TopicArena(tmp_path / "t", table_capacity=1)
+    model: dict[bytes, int] = {}  # key -> the tag of its live version
+    bookmark = 1
+    for tag, (first, n) in enumerate([(0, 40), (20, 40), (0, 80), (70, 5), (5, 30)]):
+        keys, docs = _docs(n, tag, first)
+        if tag % 2:
+            keys, docs = keys + keys[:3], docs + docs[:3]  # repeats in one batch
+        assert a.new_keys(keys) == len(set(keys) - set(model))
+        ended = a.put_batch(keys, docs, bookmark, tag)
+        assert [e >= 0 for e in ended[: len(set(keys))]] == [k in model for k in keys[: len(set(keys))]]
+        model.update(dict.fromkeys(keys, tag))
+        bookmark += len(keys)
+        gone = f"{first + 1}".encode()
+        a.delete(gone, bookmark)
+        model.pop(gone, None)
+        bookmark += 1
+    r = ArenaReader(tmp_path / "t")
+    for i in range(100):
+        key = str(i).encode()
+        got = [orjson.loads(v.raw(s))["tag"] if (s := v.get(key)) >= 0 else None for v in (a, r)]
+        assert got == [model.get(key)] * 2, key
+    assert a.live_count == len(model)
+    assert list(a.get_many([str(i).encode() for i in range(100)]) >= 0) == [
+        str(i).encode() in model for i in range(100)
+    ]

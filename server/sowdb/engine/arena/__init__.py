@@ -15,7 +15,9 @@ The design:
   with ``born <= B < died``, so taking a pin is O(1) and a historical read walks ``prev``.
 - **Key table** (:mod:`.keys`): open addressing over a stable hash (CRC-32: no per-process
   salt, so another process finds keys too), keys checked against their stored bytes; a
-  publish probes it for the whole batch in numpy steps.
+  large batch probes it in numpy steps, a publish's (up to 128 keys) key by key.
+- **Small batches** (:mod:`.small`): a publish's batch written without a numpy call (slots
+  through memoryviews, keys cell by cell): numpy's cost per call, not per key, set the pace.
 - **Compaction** (:mod:`.compaction`): frees the slots no pin at or after the oldest pinned
   bookmark sees, and copies the live bytes of mostly-garbage segments to a new one. Slot ids
   never change while visible; only offsets move, so pins survive untouched. Freed ids are

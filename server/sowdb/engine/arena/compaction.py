@@ -45,10 +45,10 @@ def compact(arena: TopicArena, oldest_pinned: int, garbage: float) -> int:
         for number in victims:
             moved = in_use[numbers == number]
             if len(moved):
-                places[moved] = segments.append(_items(segments, places[moved], lengths[moved].astype(np.int64)))
+                places[moved] = segments.append(_items(segments, places[moved], lengths[moved].astype(np.int64)))[0]
             segments.drop(number)
     if arena.table.gone > arena.table.keys:
-        arena._rehash(0)
+        arena.rehash(0)
     arena.floor = floor
     arena.gen += 1  # even: settled
     arena.commit()  # and the dropped files go

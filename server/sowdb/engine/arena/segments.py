@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from itertools import accumulate
 from pathlib import Path
 
 import numpy as np
@@ -90,8 +91,9 @@ class Segments:
         return self.segment(place >> SHIFT)[pos : pos + length]
 
     def gather(self, places: NDArray[np.int64], lengths: NDArray[np.int64]) -> bytes:
-        """The items at ``places`` (ascending) joined by the separator: each run of items that lie
-        one after another in a segment is one slice, so a freshly loaded topic is one slice a chunk."""
+        """The items at ``places`` joined by the separator: each run of items that lie one after
+        another in a segment is one slice, so a freshly loaded topic is one slice a chunk (in
+        any order: ascending places make fewer runs)."""
         n = len(places)
         if n == 0:
             return b""
@@ -112,15 +114,48 @@ class Segments:
 
     # ---------------------------------------------------------------------------------- writing
 
-    def append(self, items: list[bytes]) -> NDArray[np.int64]:
-        """Write ``items``, each followed by the separator; their places."""
+    def append(self, items: list[bytes]) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
+        """Write ``items``, each followed by the separator: their places, their lengths and the
+        sum of those (a publish's batch usually fits the segment: one copy, four numpy steps)."""
         sep, k = self.sep, len(self.sep)
         lengths = np.fromiter(map(len, items), np.int64, len(items))
+        blob = sep.join(items) + sep
+        total = len(blob) - k * len(items)
+        number = self.current
+        start = self.used.get(number, 0)
+        if number and len(blob) <= self.sizes[number] - start:
+            self.maps[number][start : start + len(blob)] = blob
+            self.used[number] += len(blob)
+            self.live[number] += len(blob)
+            steps = lengths + k
+            return np.cumsum(steps) - steps + ((number << SHIFT) + start), lengths, total
+        return self._append(memoryview(blob), lengths), lengths, total
+
+    def append_each(self, items: list[bytes]) -> tuple[list[int], list[int], int]:
+        """:meth:`append`, its answers as lists, without a numpy call where the items fit the
+        segment (:mod:`~sowdb.engine.arena.small`)."""
+        sep, k = self.sep, len(self.sep)
+        blob = sep.join(items) + sep
+        number = self.current
+        start = self.used.get(number, 0)
+        if not number or len(blob) > self.sizes[number] - start:
+            at, sizes, total = self.append(items)
+            return at.tolist(), sizes.tolist(), total
+        self.maps[number][start : start + len(blob)] = blob
+        self.used[number] += len(blob)
+        self.live[number] += len(blob)
+        lengths = list(map(len, items))
+        places = list(accumulate(map(k.__add__, lengths) if k else lengths, initial=(number << SHIFT) + start))
+        places.pop()  # where the next batch goes
+        return places, lengths, len(blob) - k * len(items)
+
+    def _append(self, blob: memoryview, lengths: NDArray[np.int64]) -> NDArray[np.int64]:
+        """:meth:`append` across segments."""
+        k, n = len(self.sep), len(lengths)
         ends = np.cumsum(lengths + k)  # of each item's separator, from the first item's start
-        blob = memoryview(sep.join(items) + sep)
-        places = np.empty(len(items), np.int64)
+        places = np.empty(n, np.int64)
         done = 0  # items written
-        while done < len(items):
+        while done < n:
             base = int(ends[done - 1]) if done else 0
             room = self.sizes.get(self.current, 0) - self.used.get(self.current, 0)
             fit = int(np.searchsorted(ends, base + room, side="right"))

@@ -5,10 +5,12 @@ from __future__ import annotations
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
+from sowdb.engine.arena import small
 from sowdb.engine.arena.header import Header, State
 from sowdb.engine.arena.keys import KeyTable, key_hash
 from sowdb.engine.arena.segments import Segments
@@ -59,8 +61,8 @@ class TopicArena(ArenaView):
         self.last = self.committed = self.floor = self.gen = 0
         self.live_count = self.live_bytes = self.high = 0
         self.free: NDArray[np.int64] = np.empty(0, np.int64)
-        self.written: NDArray[np.int64] = self.free  # the slots the last put_batch wrote, in its order
-        self._looked: tuple[list[bytes], KeyTable, NDArray[np.int64], NDArray[np.int64]] | None = None
+        self.written: list[int] = []  # the slots the last put_batch wrote, in its order
+        self._looked: _Looked | small.Each | None = None
         self.retired: list[Path] = []
         self.commit()
 
@@ -113,52 +115,86 @@ class TopicArena(ArenaView):
             raise ValueError(f"{n} keys for {len(docs)} documents")
         if not n:
             return []
-        marks = self._bookmarks(bookmarks, n, ordered=not loading)
-        klens = np.fromiter(map(len, keys), np.int64, n)
-        if int(klens.max()) > MAX_KEY_BYTES:
-            raise ValueError(f"a key of {int(klens.max())} bytes is over the limit of {MAX_KEY_BYTES}")
-        distinct = list(dict.fromkeys(keys))
-        if len(distinct) == n:
-            which = last_of = np.arange(n)
-            previous = None
-        else:
-            which, last_of, previous = _repeats(keys, distinct)
-        if self.table.crowded(len(distinct)):
-            self._rehash(len(distinct))
-        hashes = np.fromiter(map(key_hash, keys), np.uint32, n)
+        if (longest := max(map(len, keys))) > MAX_KEY_BYTES:
+            raise ValueError(f"a key of {longest} bytes is over the limit of {MAX_KEY_BYTES}")
         looked, self._looked = self._looked, None
-        if looked is not None and looked[1] is self.table and looked[0] == distinct:
-            pos, heads = looked[2], looked[3]  # probed by new_keys, the table unchanged since
+        if (
+            n <= small.SMALL
+            and isinstance(bookmarks, int)
+            and isinstance(timestamps_us, int)
+            and isinstance(expiries_us, int)
+        ):
+            if bookmarks <= self.last and not loading:
+                raise ValueError(f"bookmarks must ascend from above {self.last}")
+            done = small.put(self, keys, docs, bookmarks, timestamps_us, expiries_us, _each(looked))
+            if done is not None:
+                if commit:
+                    self.commit()
+                return done
+        if isinstance(looked, small.Each):  # a small probe for a batch that takes this path
+            e = looked
+            looked = _Looked(
+                e.keys, e.table, np.array(e.hashes, np.uint32), np.array(e.pos), np.array(e.heads), np.array(e.live)
+            )
+        marks = self._bookmarks(bookmarks, n, ordered=not loading)
+        previous = which = last_of = None
+        if looked is not None and looked.table is self.table and looked.keys == keys:
+            hashes, pos, heads, live = looked.hashes, looked.pos, looked.heads, looked.live  # by new_keys
         else:
-            pos, heads = self.table.probe(hashes[last_of], distinct, self.slots.khash, self.same_many)
-        slots = self.written = self._allocate(n)
+            distinct = list(dict.fromkeys(keys))
+            if len(distinct) < n:
+                which, last_of, previous = _repeats(keys, distinct)
+            if self.table.crowded(len(distinct)):
+                self.rehash(len(distinct))
+            hashes = np.fromiter(map(key_hash, keys), np.uint32, n)
+            if looked is not None and looked.table is self.table and looked.keys == distinct:
+                pos, heads, live = looked.pos, looked.heads, looked.live
+            else:
+                pos, heads = self._probe(hashes if last_of is None else hashes[last_of], distinct)
+                live = self._live(heads)
+        slots, at = self._allocate(n)
+        self.written = slots.tolist()
         s = self.slots
-        lengths = np.fromiter(map(len, docs), np.int64, n)
         # the new versions, fully written before anything points at them; died last, after born
-        s.off[slots] = self.json.append(docs)
-        s.koff[slots] = self.keys.append(keys)
-        s.length[slots], s.klen[slots], s.khash[slots] = lengths, klens, hashes
-        s.ts[slots] = timestamps_us
-        s.exp[slots] = expiries_us
-        prevs = heads[which]
-        if previous is not None:  # a repeated key's version follows the batch's previous one
-            prevs = np.where(previous >= 0, slots[np.maximum(previous, 0)], prevs)
-        s.prev[slots] = prevs
-        s.born[slots] = marks
-        s.died[slots] = LIVE
-        has = prevs >= 0
-        ending = has.copy()
-        ending[has] = s.died[prevs[has]] == LIVE
-        ended = prevs[ending]
-        s.died[ended] = marks[ending]
-        self.live_count += n - len(ended)
-        self.live_bytes += int(lengths.sum()) - int(s.length[ended].sum())
+        places, lengths, total = self.json.append(docs)
+        s.off[at] = places
+        s.koff[at], s.klen[at], _ = self.keys.append(keys)
+        s.length[at] = lengths
+        s.khash[at] = hashes
+        s.ts[at] = timestamps_us
+        s.exp[at] = expiries_us
+        entered = slots  # the slot each distinct key's entry gets: its last message's
+        if which is None or last_of is None or previous is None:
+            prevs, ending = heads, live
+        else:  # a repeated key's version follows (and ends) the batch's previous one
+            later = previous >= 0
+            prevs = np.where(later, slots[np.maximum(previous, 0)], heads[which])
+            ending = later | live[which]
+            entered = slots[last_of]
+        s.prev[at] = prevs
+        s.born[at] = marks
+        s.died[at] = LIVE
+        ends = int(np.count_nonzero(ending))
+        if ends:
+            ended = prevs if ends == n else prevs[ending]
+            s.died[ended] = marks if ends == n else marks[ending]
+            total -= int(s.length[ended].sum())
+        self.live_count += n - ends
+        self.live_bytes += total
         known = heads >= 0
-        self.table.table[pos[known]] = slots[last_of[known]]
-        self.table.place(pos[~known], slots[last_of[~known]])
-        self.last = max(self.last, int(marks.max()))
+        found = int(np.count_nonzero(known))
+        if found == len(heads):
+            self.table.table[pos] = entered
+        elif not found:
+            self.table.place(pos, entered)
+        else:
+            self.table.table[pos[known]] = entered[known]
+            self.table.place(pos[~known], entered[~known])
+        self.last = max(self.last, bookmarks + n - 1 if isinstance(bookmarks, int) else int(marks.max()))
         if commit:
             self.commit()
+        if ends == n:
+            return prevs.tolist()  # type: ignore[no-any-return]
         return np.where(ending, prevs, -1).tolist()  # type: ignore[no-any-return]
 
     def new_keys(self, keys: list[bytes]) -> int:
@@ -169,18 +205,20 @@ class TopicArena(ArenaView):
         if not distinct:
             return 0
         if self.table.crowded(len(distinct)):
-            self._rehash(len(distinct))
+            self.rehash(len(distinct))
+        if len(distinct) <= small.SMALL:
+            each = self._looked = small.probe(self, distinct)
+            return len(distinct) - sum(each.live)
         hashes = np.fromiter(map(key_hash, distinct), np.uint32, len(distinct))
-        pos, heads = self.table.probe(hashes, distinct, self.slots.khash, self.same_many)
-        self._looked = (distinct, self.table, pos, heads)
-        has = heads >= 0
-        live = np.zeros(len(distinct), bool)
-        live[has] = self.slots.died[heads[has]] == LIVE
-        return int(len(distinct) - live.sum())
+        pos, heads = self._probe(hashes, distinct)
+        live = self._live(heads)
+        self._looked = _Looked(distinct, self.table, hashes, pos, heads, live)
+        return len(distinct) - int(np.count_nonzero(live))
 
     def delete(self, key: bytes, bookmark: int, *, commit: bool = True) -> int:
         """End ``key``'s live version at ``bookmark``; its slot, or -1 if it had none."""
         self._bookmarks(bookmark, 1)
+        self._looked = None
         slot = self.get(key)
         if slot >= 0:
             self._end(np.array([slot]), np.array([bookmark]))
@@ -202,6 +240,7 @@ class TopicArena(ArenaView):
         journals expirations); their slots."""
         slots = self.due(now_us)
         if len(slots):
+            self._looked = None
             marks = self._bookmarks(bookmark, len(slots))
             self._end(slots, marks)
             self.last = int(marks[-1])
@@ -249,9 +288,20 @@ class TopicArena(ArenaView):
             )
         )
 
+    def _probe(self, hashes: NDArray[np.uint32], distinct: list[bytes]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        s = self.slots
+        return self.table.probe(hashes, distinct, s.khash, self.same_many, self.same, s.one.khash)
+
+    def _live(self, heads: NDArray[np.int64]) -> NDArray[np.bool_]:
+        """Whether each of ``heads`` (slots, or -1) is live; ``died[-1]`` is read and dropped."""
+        live: NDArray[np.bool_] = (heads >= 0) & (self.slots.died[heads] == LIVE)
+        return live
+
     def _bookmarks(self, bookmarks: Times, n: int, *, ordered: bool = True) -> NDArray[np.int64]:
         if isinstance(bookmarks, int):
-            marks = np.arange(bookmarks, bookmarks + n, dtype=np.int64)
+            if ordered and bookmarks <= self.last:
+                raise ValueError(f"bookmarks must ascend from above {self.last}")
+            return np.arange(bookmarks, bookmarks + n, dtype=np.int64)
         else:
             marks = np.asarray(bookmarks, np.int64)
             if marks.shape != (n,):
@@ -265,12 +315,14 @@ class TopicArena(ArenaView):
         self.live_count -= len(slots)
         self.live_bytes -= int(self.slots.length[slots].sum())
 
-    def _allocate(self, n: int) -> NDArray[np.int64]:
-        """``n`` slot ids: freed ones first (lowest first), then new ones (growing the file)."""
+    def _allocate(self, n: int) -> tuple[NDArray[np.int64], NDArray[np.int64] | slice]:
+        """``n`` slot ids: freed ones first (lowest first), then new ones (growing the file); and
+        the same as a slice where they are consecutive (numpy writes a slice faster)."""
         reused, self.free = self.free[:n], self.free[n:]
         more = n - len(reused)
         if not more:
-            return reused
+            first = int(reused[0])
+            return reused, slice(first, first + n) if int(reused[-1]) - first == n - 1 else reused
         if self.high + more > MAX_SLOTS:
             raise OverflowError(f"an arena holds at most {MAX_SLOTS} slots")
         if self.high + more > self.slots.capacity:
@@ -280,13 +332,46 @@ class TopicArena(ArenaView):
             self._publish()
         fresh = np.arange(self.high, self.high + more, dtype=np.int64)
         self.high += more
-        return np.concatenate((reused, fresh)) if len(reused) else fresh
+        if len(reused):
+            slots = np.concatenate((reused, fresh))
+            return slots, slots
+        return fresh, slice(self.high - more, self.high)
 
-    def _rehash(self, more: int) -> None:
+    def run(self, n: int) -> int:
+        """The first of ``n`` consecutive slot ids, now given out (freed ones first, then new
+        ones), or -1 where the freed ones first in line are not consecutive (nothing is given)."""
+        free = self.free
+        if len(free):
+            if len(free) < n or int(free[n - 1]) - int(free[0]) != n - 1:
+                return -1
+            self.free = free[n:]
+            return int(free[0])
+        first = self.high
+        if first + n > self.slots.capacity:
+            return int(self._allocate(n)[0][0])  # grows the file
+        self.high += n
+        return first
+
+    def rehash(self, more: int) -> None:
         """Replace the key table by a larger one (or a clean one, after compactions)."""
         self.retired.append(self.table.path)
         self.table = self.table.rebuilt(more, self.slots.khash)
         self._publish()
+
+
+class _Looked(NamedTuple):
+    """A probe :meth:`TopicArena.new_keys` made, for the :meth:`~TopicArena.put_batch` after it."""
+
+    keys: list[bytes]  # distinct
+    table: KeyTable  # the table probed (a rehash makes the probe void)
+    hashes: NDArray[np.uint32]
+    pos: NDArray[np.int64]
+    heads: NDArray[np.int64]
+    live: NDArray[np.bool_]
+
+
+def _each(looked: _Looked | small.Each | None) -> small.Each | None:
+    return looked if isinstance(looked, small.Each) else None
 
 
 def _repeats(keys: list[bytes], distinct: list[bytes]) -> tuple[NDArray[np.int64], ...]:

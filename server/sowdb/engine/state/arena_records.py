@@ -49,6 +49,7 @@ class ArenaRecords:
         self._pins: dict[int, int] = {}  # bookmark -> snapshots holding it
         self._made: dict[int, StoredRecord] = {}  # the records made last, by slot (_remember)
         self._order: deque[int] = deque()
+        self._looked: tuple[list[str], list[bytes]] | None = None  # new_keys' keys, encoded
 
     # ------------------------------------------------------------------ the dict's questions
 
@@ -187,16 +188,18 @@ class ArenaRecords:
             return []
         first, last = recs[0], recs[-1]
         n = len(recs)
+        # one publish's batch: consecutive bookmarks (they ascend), one time and expiry, in as
+        # many stamps as 256-bookmark windows it spans
+        stamps = {r.stamp for r in recs}
         stamp = first.stamp
-        if last.stamp is stamp and last.bookmark - first.bookmark == n - 1:  # one publish's batch
-            bookmarks: int | list[int] = first.bookmark
-            same = all(r.stamp is stamp for r in recs)
-        else:
-            bookmarks, same = [r.bookmark for r in recs], False
+        same = len(stamps) == 1 or len({(t.timestamp_us, t.expiry_us) for t in stamps}) == 1
+        consecutive = last.bookmark - first.bookmark == n - 1
+        sow_keys = [r.sow_key for r in recs]
+        looked, self._looked = self._looked, None
         ended = self.arena.put_batch(
-            [r.sow_key.encode() for r in recs],
+            looked[1] if looked is not None and looked[0] == sow_keys else [k.encode() for k in sow_keys],
             [r.raw for r in recs],
-            bookmarks,
+            first.bookmark if consecutive else [r.bookmark for r in recs],
             stamp.timestamp_us if same else [r.timestamp_us for r in recs],
             stamp.expiry_us if same else [r.expiry_us for r in recs],
         )
@@ -219,8 +222,15 @@ class ArenaRecords:
 
     def _number(self, recs: Sequence[StoredRecord]) -> None:
         """Tell each new version its slot."""
-        for rec, slot in zip(recs, self.arena.written.tolist(), strict=True):
+        for rec, slot in zip(recs, self.arena.written, strict=True):
             rec.slot = slot
+
+    def new_keys(self, sow_keys: list[str]) -> int:
+        """How many distinct ``sow_keys`` hold no record now (:meth:`TopicArena.new_keys`); their
+        bytes are kept for the :meth:`put_many` of the same keys next."""
+        encoded = [k.encode() for k in sow_keys]
+        self._looked = (sow_keys, encoded)
+        return self.arena.new_keys(encoded)
 
     def remove(self, sow_key: str, bookmark: int) -> int:
         """End the key's current version at ``bookmark``; its slot, or -1."""

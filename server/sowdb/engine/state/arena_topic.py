@@ -124,7 +124,7 @@ class ArenaTopic(SowTopic):
 
     def new_keys(self, sow_keys: list[str]) -> int:
         """How many distinct keys of ``sow_keys`` hold no record now (one vector probe)."""
-        return self.store.arena.new_keys([k.encode() for k in sow_keys])
+        return self.store.new_keys(sow_keys)
 
     def indexed(self, conjuncts: Sequence[Conjunct]) -> Sequence[StoredRecord] | None:
         best: NDArray[np.int64] | None = None

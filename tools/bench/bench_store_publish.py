@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Publish into the record arena beside the object store, in one process (issue 39).
+
+Two engines, one per ``[server] record_store`` (``objects``, ``arena``), each on its own data
+directory with the benchmarks' ``orders`` topic (keyed by ``/orderId``, indexed by ``/symbol``),
+publish the same orders batch by batch, alternating which goes first, and each call's CPU time
+is counted to its store (``time.process_time``): on a shared machine the ratio holds where the
+absolute rates do not, as both stores run in the same minutes. Phases: the orders inserted, then
+updated twice (each message replacing its record). Reports each store's messages per
+CPU-second and arena/objects, per round, and the medians.
+
+Usage: ``python tools/bench/bench_store_publish.py [--orders 100000] [--batch 100] [--rounds 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_server import _orders  # a sibling script, not a package
+
+from sowdb.config import config_from_dict
+from sowdb.engine import Engine, InMessage
+from sowdb.storage import Store
+
+TOPICS = {"topic": [{"name": "orders", "key": ["/orderId"], "indexes": ["/symbol"]}]}
+STORES = ("objects", "arena")
+
+
+def _round(orders: list[bytes], batch: int) -> dict[str, float]:
+    """One round on fresh engines: ``phase`` -> arena/objects of messages per CPU-second."""
+    phases = {
+        "insert": orders,
+        "update": [orjson.dumps({**orjson.loads(o), "qty": 7}) for o in orders],
+        "update again": [orjson.dumps({**orjson.loads(o), "qty": 8}) for o in orders],
+    }
+    ratios: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
+        engines = {}
+        for store, data_dir in zip(STORES, (one, two), strict=True):
+            config = config_from_dict(
+                {**TOPICS, "server": {"data_dir": data_dir, "record_store": store}}, source="<bench>"
+            )
+            engines[store] = Engine.open(config, Store(data_dir))
+        try:
+            for phase, docs in phases.items():
+                cpu = dict.fromkeys(STORES, 0.0)
+                gc.collect()
+                for i, start in enumerate(range(0, len(docs), batch)):
+                    for store in STORES if i % 2 else STORES[::-1]:
+                        messages = [InMessage(doc) for doc in docs[start : start + batch]]
+                        began = time.process_time()
+                        engines[store].publish("orders", messages)
+                        cpu[store] += time.process_time() - began
+                rates = {store: len(docs) / max(cpu[store], 1e-9) for store in STORES}
+                ratios[phase] = rates["arena"] / rates["objects"]
+                print(
+                    f"  {phase:12} objects {rates['objects']:9,.0f} msg/cpu-s   arena {rates['arena']:9,.0f} msg/cpu-s"
+                    f"   arena/objects {ratios[phase]:.3f}",
+                    flush=True,
+                )
+        finally:
+            for engine in engines.values():
+                engine.close()
+    return ratios
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--orders", type=int, default=100_000)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    orders = _orders(args.orders)
+    rounds = []
+    for n in range(args.rounds):
+        print(f"round {n + 1}: {args.orders:,} orders, {args.batch} a publish")
+        rounds.append(_round(orders, args.batch))
+    for phase in rounds[0]:
+        values = [r[phase] for r in rounds]
+        print(f"median {phase:12} arena/objects {statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})")
+
+
+if __name__ == "__main__":
+    main()
