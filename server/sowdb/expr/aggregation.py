@@ -201,9 +201,16 @@ class Aggregation:
         """When every item is an aggregate call or a top-level field, put at a top-level field:
         per item (output field, aggregate slot, source field or None for the aggregate)."""
 
-    def replace_many(self, groups: Sequence[Group], olds: Sequence[Any], news: Sequence[Any]) -> bool:
-        """Members that change from ``olds[i].data`` to ``news[i].data`` and stay in ``groups[i]``
-        (a view's usual batch), applied an aggregate at a time over the whole batch.
+    def replace_many(
+        self,
+        groups: Sequence[Group],
+        olds: Sequence[dict[str, Any]],
+        news: Sequence[dict[str, Any]],
+        contexts: Sequence[Any],
+    ) -> bool:
+        """Members that change from the document ``olds[i]`` to ``news[i]`` (whose context, the
+        record, is ``contexts[i]``) and stay in ``groups[i]`` (a view's usual batch), applied
+        an aggregate at a time over the whole batch.
 
         Only for COUNT and the moments (SUM, AVG, STDDEV_*) of top-level fields, and only when
         every value read is an integer: each value then counts before and after, and sums stay
@@ -217,8 +224,9 @@ class Aggregation:
         columns: list[tuple[list[Any], list[Any]]] = []
         for slot in self.slots:
             field = slot.field
-            xs = [o.data.get(field) for o in olds]
-            ys = [r.data.get(field) for r in news]
+            assert field is not None  # in_place: every argument is a top-level field
+            xs = [o.get(field) for o in olds]
+            ys = [r.get(field) for r in news]
             if set(map(type, xs)) != _INT_ONLY or set(map(type, ys)) != _INT_ONLY:
                 return False
             columns.append((xs, ys))
@@ -228,8 +236,8 @@ class Aggregation:
             for acc, x, y in zip([g.accumulators[i] for g in groups], xs, ys, strict=True):
                 if x != y:
                     acc.replace(x, y)  # both integers: the moments' one-step update
-        for group, rec in zip(groups, news, strict=True):
-            group.last, group.last_ctx = rec.data, rec
+        for group, data, rec in zip(groups, news, contexts, strict=True):
+            group.last, group.last_ctx = data, rec
         return True
 
     def contribution(self, data: dict[str, Any], ctx: Any = None) -> list[Any]:

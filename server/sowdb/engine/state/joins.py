@@ -73,8 +73,10 @@ class JoinedView(View):
             self.indexes.setdefault((e.parent, e.parent_steps), {})
             self.indexes.setdefault((e.child, e.child_steps), {})
         self.sides: dict[str, CompiledFilter] = {}  # a restricted copy's row filter per topic
-        self.anchors: dict[str, StoredRecord] = {}  # the records of the first topic, by SowKey
-        self.rows: dict[str, list[Row]] = {}  # each anchor's contributions to the groups
+        # the records of the first topic by SowKey, each with its joined rows: [record, *rows]
+        # (one entry for both, so that an update of an order finds them in one lookup); the
+        # record is None between a delete and the rebuild that removes the entry
+        self.anchors: dict[str, list[Any]] = {}
         self._anchor_values = [e.parent_value for e in self.edges if e.parent == underlying]
         self._evaluate = aggregation.evaluator()
 
@@ -132,10 +134,11 @@ class JoinedView(View):
                 ):
                     continue
                 touched[c.sow_key] = c
-                if new is None:
-                    self.anchors.pop(c.sow_key, None)
-                else:
-                    self.anchors[c.sow_key] = new
+                entry = self.anchors.get(c.sow_key)
+                if entry is not None:
+                    entry[0] = new  # its rows stay until the rebuild retracts them
+                elif new is not None:
+                    self.anchors[c.sow_key] = [new]
             else:
                 for rec in (old, new):
                     if rec is not None:
@@ -183,12 +186,11 @@ class JoinedView(View):
             How many changes, from the first, were such updates (and applied); the first other
             one and those after it were not looked at.
         """
-        rows_of = self.rows.get
+        entry_of = self.anchors.get
         slot = self.anchor_slot
         flt = self.filter
         reads_anchor = self._group_reads_anchor
         evaluate = self._evaluate
-        anchors = self.anchors
         getters = self._anchor_values
         indexes = [index for _, index in keyed]  # the edges from the anchor topic, in the same order
         single = len(getters) == 1  # the usual join: one edge from the anchor topic
@@ -201,10 +203,10 @@ class JoinedView(View):
             old, new = c.old, c.new
             if old is None or new is None:
                 break
-            rows = rows_of(c.sow_key)
-            if rows is None or len(rows) != 1:
+            entry = entry_of(c.sow_key)
+            if entry is None or len(entry) != 2:
                 break
-            row = rows[0]
+            row = entry[1]
             gkey, others, added, values = row
             new_data = new.kept
             if new_data is None:
@@ -231,7 +233,7 @@ class JoinedView(View):
                 taken.append(added)
                 ins[gkey].append(adding)
             row[2] = adding
-            anchors[c.sow_key] = new
+            entry[0] = new
             if index0 is not None:
                 if value is not None:
                     index0[value][c.sow_key] = new
@@ -246,7 +248,7 @@ class JoinedView(View):
             last = groups[gkey]
             new = last.new
             assert new is not None
-            others = rows_of(last.sow_key)[0][1]  # type: ignore[index]
+            others = entry_of(last.sow_key)[1][1]  # type: ignore[index]
             all_groups[gkey].replace_contributions(taken, ins[gkey], {**others, slot: new.data}, new)
         return done
 
@@ -293,8 +295,11 @@ class JoinedView(View):
 
     def _rebuild(self, key: str, c: Change, touched: dict[str, Change]) -> None:
         """Retract an anchor's rows from their groups and add its rows as they are now."""
-        before = self.rows.pop(key, None) or []
-        anchor = self.anchors.get(key)
+        entry = self.anchors.get(key)
+        if entry is None:
+            return
+        anchor: StoredRecord | None = entry[0]
+        before: list[Row] = entry[1:]
         after: list[Row] = []
         joined: list[dict[str, Any]] = []
         if anchor is not None:
@@ -321,8 +326,10 @@ class JoinedView(View):
                     group = groups[gkey] = self.aggregation.new_group()
                 group.add_contribution(adding, row, anchor)
                 touched[gkey] = c
-        if after:
-            self.rows[key] = after
+        if anchor is None:
+            del self.anchors[key]
+        else:
+            self.anchors[key] = [anchor, *after]
 
     def _joined_group(self, row: dict[str, Any], anchor: StoredRecord) -> str:
         key = self.aggregation.group_key(row, anchor)
