@@ -35,7 +35,10 @@ from sowdb.engine.state.sow_topic import SowTopic
 from sowdb.expr import Aggregation, CompiledFilter, parse_aggregation
 from sowdb.expr.joins import JoinEdge, join_plan
 
-Index = dict[Any, dict[str, StoredRecord]]  # join value -> the records holding it, by SowKey
+Index = dict[Any, dict[str, Any]]
+"""Join value -> the records holding it, by SowKey; an index of the anchor topic holds True for
+its records (only their SowKeys are read: the walk up the join tree ends there), so that an
+order updated in place leaves it as it is."""
 Row = list[Any]
 """One joined row of an anchor: [its group's SowKey, the documents of the row's other topics (by
 slot; the anchor's own is not kept: see :meth:`JoinedView._update_in_place`), what it added to
@@ -119,7 +122,7 @@ class JoinedView(View):
         is_anchor = topic == self.topics[0]
         groups: dict[str, Change] = {}  # group SowKey -> the last change that touched it
         if is_anchor:  # the usual batch: updates of orders in place, in one loop (stops at the first other)
-            done = self._update_in_place(changes, keyed, groups)
+            done = self._update_in_place(changes, groups)
             if done == len(changes):
                 return self._publish_groups(groups)
             changes = changes[done:]
@@ -130,7 +133,7 @@ class JoinedView(View):
                     old is not None
                     and new is not None
                     and c.sow_key not in touched
-                    and self._update_in_place((c,), keyed, groups)
+                    and self._update_in_place((c,), groups)
                 ):
                     continue
                 touched[c.sow_key] = c
@@ -154,7 +157,7 @@ class JoinedView(View):
                 if new is not None:
                     value = get(new.data)
                     if value is not None:
-                        index.setdefault(value, {})[c.sow_key] = new
+                        index.setdefault(value, {})[c.sow_key] = True if is_anchor else new
         for anchor, c in touched.items():
             self._rebuild(anchor, c, groups)
         return self._publish_groups(groups)
@@ -168,9 +171,7 @@ class JoinedView(View):
         copy.sides = {t: f for t, f in zip(self.topics, filters, strict=True) if f is not None}
         return copy
 
-    def _update_in_place(
-        self, changes: Sequence[Change], keyed: list[tuple[JoinEdge, Index]], groups: dict[str, Change]
-    ) -> int:
+    def _update_in_place(self, changes: Sequence[Change], groups: dict[str, Change]) -> int:
         """The usual changes, updates of anchors that keep their join values, their one joined
         row and that row's group, from the first of ``changes`` on: the row's contribution is
         replaced, without rebuilding the row. This is the joined view's upkeep per order update
@@ -192,9 +193,7 @@ class JoinedView(View):
         reads_anchor = self._group_reads_anchor
         evaluate = self._evaluate
         getters = self._anchor_values
-        indexes = [index for _, index in keyed]  # the edges from the anchor topic, in the same order
-        single = len(getters) == 1  # the usual join: one edge from the anchor topic
-        get0, index0 = (getters[0], indexes[0]) if single else (None, None)
+        get0 = getters[0] if len(getters) == 1 else None  # the usual join: one edge from the anchor topic
         outs: dict[str, list[list[Any]]] = {}  # per group, the contributions taken out, in order
         ins: dict[str, list[list[Any]]] = {}  # ... and those put in
         joined: dict[str, Any] = {}  # the joined row being evaluated, one dict for the run
@@ -233,14 +232,7 @@ class JoinedView(View):
                 taken.append(added)
                 ins[gkey].append(adding)
             row[2] = adding
-            entry[0] = new
-            if index0 is not None:
-                if value is not None:
-                    index0[value][c.sow_key] = new
-            else:
-                for value, index in zip(values, indexes, strict=True):
-                    if value is not None:
-                        index[value][c.sow_key] = new
+            entry[0] = new  # its indexes hold True, not the version: nothing to change there
             groups[gkey] = c
             done += 1
         all_groups = self.groups
@@ -256,18 +248,19 @@ class JoinedView(View):
         """The anchors whose joined rows hold (or would hold) ``rec`` of ``topic``: walk up the
         join tree, each step the parents whose join field equals the child's."""
         level: list[StoredRecord] = [rec]
+        found: list[str] = []
         while topic in self.up:
             e = self.up[topic]
             index = self.indexes[(e.parent, e.parent_steps)]
-            parents: dict[str, StoredRecord] = {}
+            parents: dict[str, Any] = {}
             for r in level:
                 held = index.get(e.child_value(r.data))
                 if held:
                     parents.update(held)
-            level, topic = list(parents.values()), e.parent
-            if not level:
+            if not parents:
                 return []
-        return [r.sow_key for r in level]
+            found, level, topic = list(parents), list(parents.values()), e.parent  # the anchor's index: True
+        return found
 
     def _joined(self, anchor: StoredRecord) -> list[dict[str, Any]]:
         """The joined rows of one anchor, each edge in turn (parents before children)."""
