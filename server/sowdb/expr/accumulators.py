@@ -35,6 +35,20 @@ class Accumulator:
         self.remove(old)
         self.add(new)
 
+    def replace_all(self, olds: list[Any], news: list[Any]) -> None:
+        """Members' values changed from ``olds[i]`` to ``news[i]``, in this order, None standing
+        for no value (a NULL counts for nothing): a batch of updates within one group in one
+        call (a joined view's upkeep, issue 42), with the result of :meth:`replace`,
+        :meth:`remove` or :meth:`add` of each pair in turn."""
+        for x, y in zip(olds, news, strict=True):
+            if x is not None:
+                if y is not None:
+                    self.replace(x, y)
+                else:
+                    self.remove(x)
+            elif y is not None:
+                self.add(y)
+
 
 class _Count(Accumulator):
     def __init__(self) -> None:
@@ -48,6 +62,9 @@ class _Count(Accumulator):
 
     def replace(self, old: Any, new: Any) -> None:
         pass  # still one value
+
+    def replace_all(self, olds: list[Any], news: list[Any]) -> None:
+        self.n += olds.count(None) - news.count(None)  # the values that came less those that went
 
     def value(self) -> Any:
         return self.n
@@ -98,6 +115,22 @@ class _Moments(Accumulator):
         else:
             self.remove(old)
             self.add(new)
+
+    def replace_all(self, olds: list[Any], news: list[Any]) -> None:
+        if None in olds or None in news:
+            super().replace_all(olds, news)
+            return
+        total, squares = self.total, self.squares
+        for x, y in zip(olds, news, strict=True):  # :meth:`replace` inlined, the same steps in the same order
+            if type(x) is int and type(y) is int:
+                total += y - x
+                squares += float(y) * float(y) - float(x) * float(x)
+            else:
+                self.total, self.squares = total, squares
+                self.remove(x)
+                self.add(y)
+                total, squares = self.total, self.squares
+        self.total, self.squares = total, squares
 
     def value(self) -> Any:
         if self.n == 0:

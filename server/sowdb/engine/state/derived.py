@@ -21,7 +21,7 @@ import orjson
 
 from sowdb.config import ConflatedTopicConfig, TopicConfig, ViewConfig
 from sowdb.engine.changes import OOF_DELETED, Change
-from sowdb.engine.records import StoredRecord
+from sowdb.engine.records import StoredRecord, document
 from sowdb.engine.state.sow_topic import SowTopic
 from sowdb.expr import Aggregation, CompiledFilter, compile_filter, parse_aggregation
 from sowdb.expr.aggregation import Group
@@ -129,15 +129,19 @@ class View(Derived):
         news: list[Any] = [c.new for c in changes]
         if None in olds or None in news:
             return None
-        values = [o.data.get(field) for o in olds]
-        if set(map(type, values)) != _STR_ONLY or values != [r.data.get(field) for r in news]:
+        # the replaced versions are read once, here: decoded without joining the recent ones,
+        # where each would push out a version that is still read (issue 42)
+        old_docs: list[Any] = list(map(document, olds))
+        new_docs: list[Any] = [r.data for r in news]
+        values = [d.get(field) for d in old_docs]
+        if set(map(type, values)) != _STR_ONLY or values != [d.get(field) for d in new_docs]:
             return None
         get = self._key_text.get
         keys: list[Any] = [get((v,)) for v in values]
         groups = self.groups
         if None in keys or not all(map(groups.__contains__, keys)):
             return None
-        if not self.aggregation.replace_many([groups[k] for k in keys], olds, news):
+        if not self.aggregation.replace_many([groups[k] for k in keys], old_docs, new_docs, news):
             return None
         return dict(zip(keys, changes, strict=True))
 
