@@ -66,10 +66,11 @@ class Registrar(Protocol):
     def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler], /) -> None: ...
 
 
-def streaming_handler(behaviour: Any, request_cls: Any) -> grpc.RpcMethodHandler[Any, Any]:
-    """One server-streaming method handled as :func:`add_service` handles them (its responses
-    may be encoded bytes; an undecodable request reaches the handler as :class:`Undecodable`)."""
-    return grpc.unary_stream_rpc_method_handler(
+def method_handler(behaviour: Any, request_cls: Any, *, streaming: bool) -> grpc.RpcMethodHandler[Any, Any]:
+    """One method (server-streaming or unary) handled as :func:`add_service` handles them (its
+    responses may be encoded bytes; an undecodable request reaches the handler as
+    :class:`Undecodable`, which it refuses INVALID_ARGUMENT)."""
+    return _KINDS[(False, streaming)](
         behaviour, request_deserializer=_deserializer(request_cls), response_serializer=_serialize
     )
 

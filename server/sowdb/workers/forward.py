@@ -56,22 +56,25 @@ async def relay(
 
 
 class Relay(grpc.GenericRpcHandler):
-    """Every method not in ``local``, relayed to the writer on ``channel``."""
+    """Every method not in ``local``, relayed to the writer on ``channel``.
+
+    A relay's handler is made per call, not kept by method: a caller may name any path, and a
+    table of them would grow with every name a client made up.
+    """
 
     def __init__(self, channel: grpc.aio.Channel, local: dict[str, grpc.RpcMethodHandler[Any, Any]]) -> None:
         self.channel = channel
         self.local = local
-        self._relays: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler[Any, Any] | None:
         method = handler_call_details.method
-        handler = self.local.get(method) or self._relays.get(method)
-        if handler is None:
-            channel = self.channel
+        handler = self.local.get(method)
+        if handler is not None:
+            return handler
+        channel = self.channel
 
-            async def relay_call(requests: AsyncIterator[bytes], context: Context) -> AsyncIterator[bytes]:
-                async for response in relay(channel, method, requests, context):  # an async generator:
-                    yield response  # gRPC runs any other function returning an iterator on a thread
+        async def relay_call(requests: AsyncIterator[bytes], context: Context) -> AsyncIterator[bytes]:
+            async for response in relay(channel, method, requests, context):  # an async generator:
+                yield response  # gRPC runs any other function returning an iterator on a thread
 
-            handler = self._relays[method] = grpc.stream_stream_rpc_method_handler(relay_call)
-        return handler
+        return grpc.stream_stream_rpc_method_handler(relay_call)

@@ -27,7 +27,7 @@ from typing import Any
 import grpc
 
 from sowdb.api import convert
-from sowdb.api.service import streaming_handler
+from sowdb.api.service import method_handler
 from sowdb.api.servicer import Context, error_boundary
 from sowdb.api.wire import stream_frames
 from sowdb.auth import Authenticator, view_sources
@@ -164,12 +164,8 @@ async def run_reader(config: Config, port: int, socket_path: str) -> int:
     )
     servicer = ReaderServicer(live, auth, channel)
     local = {
-        SUBSCRIBE: streaming_handler(servicer.Subscribe, pb.SubscribeRequest),
-        REPLACE: grpc.unary_unary_rpc_method_handler(
-            servicer.ReplaceSubscription,
-            request_deserializer=pb.ReplaceSubscriptionRequest.FromString,
-            response_serializer=lambda r: r if isinstance(r, bytes) else r.SerializeToString(),
-        ),
+        SUBSCRIBE: method_handler(servicer.Subscribe, pb.SubscribeRequest, streaming=True),
+        REPLACE: method_handler(servicer.ReplaceSubscription, pb.ReplaceSubscriptionRequest, streaming=False),
     }
     server.add_generic_rpc_handlers((Relay(channel, local),))
     host = cfg.listen.rsplit(":", 1)[0]
