@@ -23,7 +23,7 @@ import pytest
 from grpc_status import rpc_status
 
 from sowdb.auth import hash_token
-from sowdb.testing import Sowd, start
+from sowdb.testing import Sowd, run, start
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import Client
 
@@ -263,11 +263,17 @@ def test_a_revocation_reaches_the_subscriptions_of_every_reader(tmp_path: Path) 
 
 
 def test_a_port_in_use_is_refused_before_anything_starts(group: Sowd, tmp_path: Path) -> None:
-    from sowdb.testing import run
-
     done = run("--data-dir", str(tmp_path / "other"), "--listen", group.target, "--workers", "2")
     assert done.returncode == 1
     assert "already in use" in done.stderr
+
+
+def test_a_writer_that_cannot_start_ends_the_group_with_its_status(group: Sowd, tmp_path: Path) -> None:
+    """A data directory another sowd holds: the writer refuses it, and so does the group."""
+    done = run("--data-dir", str(tmp_path / "data"), "--listen", "127.0.0.1:0", "--workers", "2")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "the writer ended before it served" in done.stderr
+    assert "sowd reader" not in done.stdout  # no reader was started
 
 
 def _on_a_reader(sowd: Sowd, reader: bool = True) -> grpc.Channel:

@@ -52,7 +52,8 @@ class _Child:
 
     def __init__(self, role: str, command: Sequence[str]) -> None:
         self.role = role
-        self.ready = threading.Event()
+        self.ready = threading.Event()  # its banner came, or it ended
+        self.serving = False  # its banner came
         self.proc = subprocess.Popen(
             command,
             stdout=subprocess.PIPE,
@@ -68,6 +69,7 @@ class _Child:
         banner = READY[self.role.split("-")[0]]
         for line in self.proc.stdout:
             if banner in line:
+                self.serving = True
                 self.ready.set()
                 line = line.replace("listening on ", "serving ")  # the group's banner is the supervisor's
             sys.stdout.write(f"[{self.role} {self.proc.pid}] {line}")
@@ -139,7 +141,9 @@ def supervise(config: Config, argv: Sequence[str]) -> int:
     status = 0
     try:
         while not stopping.is_set():
-            if not _start_group(group, base, config.server.workers, stopping):
+            failed = _start_group(group, base, config.server.workers, stopping)
+            if failed is not None:
+                status = failed
                 break
             readers = ", ".join(str(c.proc.pid) for r, c in group.items() if r != "writer")
             print(
@@ -156,23 +160,26 @@ def supervise(config: Config, argv: Sequence[str]) -> int:
     return status
 
 
-def _start_group(group: dict[str, _Child], base: list[str], workers: int, stopping: threading.Event) -> bool:
-    """Start the writer, then the readers once it serves; False when the writer ended instead."""
+def _start_group(group: dict[str, _Child], base: list[str], workers: int, stopping: threading.Event) -> int | None:
+    """Start the writer, then the readers once it serves; None once all serve, else the exit
+    status the supervisor ends with (the writer's, when it ended instead of serving: a port or
+    a data directory it could not take, a bad store; 0 when asked to stop meanwhile)."""
     writer = group["writer"] = _Child("writer", [*base, "--worker-role", "writer"])
     while not writer.ready.wait(POLL_S):
         if stopping.is_set():
-            return False
-    if writer.proc.poll() is not None:
-        log.error("the writer ended before it served (exit status %s)", writer.proc.returncode)
+            return 0
+    if not writer.serving:
+        status = writer.proc.wait()
+        print(f"sowd: the writer ended before it served (exit status {status})", file=sys.stderr, flush=True)
         stopping.set()
-        return False
+        return status or 1
     for i in range(1, workers):
         group[f"reader-{i}"] = _Child(f"reader-{i}", [*base, "--worker-role", "reader"])
     for child in list(group.values()):
         while not child.ready.wait(POLL_S):
             if stopping.is_set():
-                return False
-    return True
+                return 0
+    return None
 
 
 def _watch(group: dict[str, _Child], base: list[str], stopping: threading.Event) -> int:
