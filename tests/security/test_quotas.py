@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 from sowdb.config.security import QUOTAS
-from sowdb.engine.live import placement
+from sowdb.engine.live import admission
 from sowdb.engine.read import execution
 from sowdb_api.v1 import data_pb2 as dpb
 from sowdb_api.v1 import data_pb2_grpc
@@ -42,7 +42,7 @@ async def test_the_server_bounds_subscriptions_of_all_users_together(
     secured: Secured, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The admin has no quota: the server-wide bound still stops it, and the next user."""
-    monkeypatch.setattr(placement, "MAX_SUBSCRIPTIONS", 3)
+    monkeypatch.setattr(admission, "MAX_SUBSCRIPTIONS", 3)
     async with secured.client("admin") as admin, secured.client("reader") as reader:
         streams = [admin.subscribe("orders") for _ in range(3)]
         for stream in streams:

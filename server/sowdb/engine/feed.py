@@ -40,9 +40,10 @@ from sowdb.engine.live import (
     SubscriptionOptions,
     SubscriptionStream,
     is_private,
+    new_subscription,
 )
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.state import check_topic_name, compile_topic_pattern
+from sowdb.engine.state import key_fields_of
 from sowdb.errors import InvalidArgument, ResourceExhausted, SowdbError, Unavailable
 
 FEED_LIMIT = 65_536
@@ -50,8 +51,6 @@ FEED_LIMIT = 65_536
 
 CHANGES, RIGHTS, POSITION = 0, 1, 2
 """The kinds of entry: a released batch of one topic; a rights reload; where the feed starts."""
-
-MAX_SUBSCRIPTIONS = 65_536  # as the writer's Placement: all users' live subscriptions together
 
 _Version = tuple[bytes, str, int, int, int] | None  # raw, sow_key, bookmark, timestamp_us, expiry_us
 
@@ -193,7 +192,7 @@ class ReaderLive:
         self.counters = Counters(set())
         self.rpc_counters = self.counters.rpc  # the protocol layer counts its calls here
         topic_list = list(topics)
-        self.key_fields = {t.name: tuple(p.lstrip("/") for p in t.key if p.count("/") == 1) for t in topic_list}
+        self.key_fields = key_fields_of(topic_list)
         self.sow_topics = [t.name for t in topic_list]
 
     @property
@@ -231,35 +230,17 @@ class ReaderLive:
         Raises:
             Unavailable: the feed has not started.
             InvalidArgument: a bad topic, filter, options or sub_id.
-            ResourceExhausted: the caller's ``max_subscriptions`` (counted in this process).
+            ResourceExhausted: the caller's ``max_subscriptions``, or the server's bound.
             PermissionDenied: a topic name the caller may not read.
         """
         if not self.started:
             raise Unavailable("this reader has not joined its writer's feed yet; try again")
-        if len(self.hub.subs) >= MAX_SUBSCRIPTIONS:
-            raise ResourceExhausted(f"the server holds {MAX_SUBSCRIPTIONS} subscriptions, its limit", field="topic")
-        check_quota(access, "max_subscriptions", self.hub.held_by(access.user))  # the group's: claim()
         options = options or SubscriptionOptions()
-        options.check()
-        check_topic_name(topic)
-        if is_regex_topic(topic):
-            compile_topic_pattern(topic)
-        else:
+        sub = new_subscription(
+            self.hub, self.config, self.key_fields, topic, filter, options, sub_id, owner, access=access
+        )  # its quota is the group's: the reader claims it at the writer first
+        if not is_regex_topic(topic):
             access.require_read(topic)
-        compiled = request_filter(filter)
-        if sub_id and (len(sub_id) > 256 or not sub_id.isprintable()):
-            raise InvalidArgument("sub_id must be at most 256 printable characters", field="sub_id")
-        sub = Subscription(
-            topic,
-            compiled,
-            options,
-            sub_id=sub_id,
-            owner=owner,
-            key_fields=self.key_fields,
-            access=access,
-            max_records=self.config.subscriber_queue_records,
-            max_bytes=self.config.subscriber_queue_bytes,
-        )
         self.hub.add(sub, since=self.position)
         return SubscriptionStream(
             sub,

@@ -7,6 +7,7 @@ engine events; ``gate`` holds deliveries and queries' results on a ``sync`` prim
 replicas hold them (SPEC §13). It depends on ``state``, ``journal`` and ``read``.
 """
 
+from sowdb.engine.live.admission import new_subscription
 from sowdb.engine.live.gate import committed_results
 from sowdb.engine.live.hub import SubscriptionHub
 from sowdb.engine.live.loop_load import LOAD, LoopLoad
@@ -31,5 +32,6 @@ __all__ = [
     "SubscriptionStream",
     "committed_results",
     "is_private",
+    "new_subscription",
     "restricted_join_name",
 ]

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import replace
+from typing import Any
 
 from sowdb.config import ServerConfig, is_regex_topic
-from sowdb.engine.access import EVERYONE, Access, ViewerAccess, check_quota, restricted
+from sowdb.engine.access import EVERYONE, Access, ViewerAccess, restricted
 from sowdb.engine.bookmarks import AsOf, Point, historical, parse_bookmark
 from sowdb.engine.clock import Clock
 from sowdb.engine.events import QueryEvent
 from sowdb.engine.filters import request_filter
 from sowdb.engine.journal import Journal, Position
+from sowdb.engine.live.admission import new_subscription
 from sowdb.engine.live.hub import SubscriptionHub
 from sowdb.engine.live.options import (
     DEFAULT_OPTIONS,
@@ -30,11 +32,9 @@ from sowdb.engine.live.private import private_view_name
 from sowdb.engine.live.subscription import Subscription, subscription_key
 from sowdb.engine.read import PreparedQuery, QueryOptions, pin, plan_candidates
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.state import RestrictedJoins, SowTopic, Topics, View, check_topic_name, compile_topic_pattern
-from sowdb.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted
-from sowdb.expr import Aggregation, CompiledFilter, Select
-
-MAX_SUBSCRIPTIONS = 65_536  # all users' live subscriptions together (issue 37, finding 3); an admin has no quota
+from sowdb.engine.state import RestrictedJoins, SowTopic, Topics, View, check_topic_name
+from sowdb.errors import FailedPrecondition, InvalidArgument, NotFound
+from sowdb.expr import Aggregation, CompiledFilter
 
 
 class Placement:
@@ -347,52 +347,11 @@ class Placement:
         )
 
     def _new_subscription(
-        self,
-        topic: str,
-        filter: str,
-        options: SubscriptionOptions,
-        sub_id: str,
-        owner: str,
-        *,
-        track: bool = False,
-        check_name: bool = True,
-        cls: type[Subscription] = Subscription,
-        select: Select | None = None,
-        sow_keys: Sequence[str] = (),
-        access: Access = EVERYONE,
+        self, topic: str, filter: str, options: SubscriptionOptions, sub_id: str, owner: str, **kwargs: Any
     ) -> Subscription:
-        """A new subscription, not yet placed, counted against its user's ``max_subscriptions``.
-
-        Raises:
-            InvalidArgument: a bad topic, filter or sub_id.
-            ResourceExhausted: the caller holds its ``max_subscriptions`` already (issue 26).
-        """
-        if len(self.hub.subs) >= MAX_SUBSCRIPTIONS:  # beside each user's quota: all users together
-            raise ResourceExhausted(
-                f"the server holds {MAX_SUBSCRIPTIONS} subscriptions, its limit; end some, or try again later",
-                field="topic",
-            )
-        check_quota(access, "max_subscriptions", self.hub.held_by(access.user))
-        options.check()
-        if check_name:
-            check_topic_name(topic)
-        if is_regex_topic(topic):
-            compile_topic_pattern(topic)
-        compiled = request_filter(filter)
-        if sub_id and (len(sub_id) > 256 or not sub_id.isprintable()):
-            raise InvalidArgument("sub_id must be at most 256 printable characters", field="sub_id")
-        sub = cls(
-            topic,
-            compiled,
-            options,
-            sub_id=sub_id,
-            owner=owner,
-            key_fields=self.topics.key_fields,
-            track=track,
-            select=select,
-            sow_keys=frozenset(sow_keys) if sow_keys else None,
-            access=access,
-            max_records=self.config.subscriber_queue_records,
-            max_bytes=self.config.subscriber_queue_bytes,
+        """A new subscription, not yet placed, with this server's hub, limits and key fields
+        (:func:`~sowdb.engine.live.admission.new_subscription`: ``track``, ``check_name``,
+        ``cls``, ``select``, ``sow_keys``, ``access``)."""
+        return new_subscription(
+            self.hub, self.config, self.topics.key_fields, topic, filter, options, sub_id, owner, **kwargs
         )
-        return sub

@@ -17,7 +17,7 @@ from sowdb.engine.state.history import Tombstone, version_at
 from sowdb.engine.state.indexes import index_terms
 from sowdb.engine.state.restricted_joins import RestrictedJoins
 from sowdb.engine.state.sow_topic import SowTopic
-from sowdb.engine.state.topics import Topics, TopicSummary, check_topic_name, compile_topic_pattern
+from sowdb.engine.state.topics import Topics, TopicSummary, check_topic_name, compile_topic_pattern, key_fields_of
 
 __all__ = [
     "ArenaRecords",
@@ -34,6 +34,7 @@ __all__ = [
     "check_topic_name",
     "compile_topic_pattern",
     "index_terms",
+    "key_fields_of",
     "version_at",
     "worth_columns",
 ]

@@ -9,11 +9,11 @@ keeps the graph (``downstream``) that the writer's fan-out walks.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sowdb.config import Config, ViewConfig, is_regex_topic
+from sowdb.config import Config, TopicConfig, ViewConfig, is_regex_topic
 from sowdb.engine.state.arena_topic import ArenaTopic, new_arena_root
 from sowdb.engine.state.derived import ConflatedTopic, Derived, View, derived_order
 from sowdb.engine.state.joins import JoinedView
@@ -62,8 +62,7 @@ class Topics:
         self._configured = {v.name: "view" for v in config.views} | {
             c.name: "conflated" for c in config.conflated_topics
         }
-        # top-level key field names per topic, which delta subscriptions always send (D-2)
-        self.key_fields = {t.name: tuple(p.lstrip("/") for p in t.key if p.count("/") == 1) for t in config.topics}
+        self.key_fields = key_fields_of(config.topics)
 
     def load_derived(self, now_us: int) -> None:
         """Create the configured views and conflated topics from their underlying topics' state."""
@@ -226,3 +225,8 @@ def compile_topic_pattern(pattern: str) -> Pattern:
         raise InvalidArgument(
             f"topic {pattern[:100]!r} is not a valid regular expression: {exc}", field="topic"
         ) from None
+
+
+def key_fields_of(topics: Iterable[TopicConfig]) -> dict[str, tuple[str, ...]]:
+    """The top-level key field names per topic, which delta subscriptions always send (D-2)."""
+    return {t.name: tuple(p.lstrip("/") for p in t.key if p.count("/") == 1) for t in topics}
