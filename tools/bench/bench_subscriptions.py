@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import statistics
@@ -280,13 +281,8 @@ def main() -> None:
         rates: dict[int, list[tuple[float, float]]] = {0: [], args.absent: []}
         for _ in range(args.rounds):
             for absent in rates:
-                with tempfile.TemporaryDirectory(prefix="sowdb-bench-") as data_dir:
-                    proc, target = _start(data_dir)
-                    try:
-                        rates[absent].append(symbols(target, proc.pid, args.orders, absent))
-                    finally:
-                        proc.terminate()
-                        proc.wait(timeout=30)
+                with _fresh() as (pid, target):
+                    rates[absent].append(symbols(target, pid, args.orders, absent))
         few, many = (statistics.median(r for r, _ in rates[a]) for a in rates)
         few_cpu, many_cpu = (statistics.median(c for _, c in rates[a]) for a in rates)
         print(
@@ -299,13 +295,8 @@ def main() -> None:
         fanouts: dict[int, list[float]] = {1: [], args.workers: []}
         for _ in range(args.rounds):
             for workers in fanouts:
-                with tempfile.TemporaryDirectory(prefix="sowdb-bench-") as data_dir:
-                    proc, target = _start(data_dir, "--workers", str(workers))
-                    try:
-                        fanouts[workers].append(fanout(target, args.orders))
-                    finally:
-                        proc.terminate()
-                        proc.wait(timeout=30)
+                with _fresh("--workers", str(workers)) as (_, target):
+                    fanouts[workers].append(fanout(target, args.orders))
         one, many = (statistics.median(fanouts[w]) for w in fanouts)
         print(
             f"fan-out      workers 1: {one:,.0f} deliveries/s; workers {args.workers}: {many:,.0f} deliveries/s "
@@ -315,18 +306,25 @@ def main() -> None:
     for name in ("latency", "fanout", "snapshot"):
         if name not in parts:
             continue
-        with tempfile.TemporaryDirectory(prefix="sowdb-bench-") as data_dir:
-            proc, target = _start(data_dir)
-            try:
-                if name == "fanout":
-                    fanout(target, args.orders)
-                elif name == "latency":
-                    asyncio.run(latency(target, args.seconds))
-                else:
-                    asyncio.run(snapshot(target, args.snapshot))
-            finally:
-                proc.terminate()
-                proc.wait(timeout=30)
+        with _fresh() as (_, target):
+            if name == "fanout":
+                fanout(target, args.orders)
+            elif name == "latency":
+                asyncio.run(latency(target, args.seconds))
+            else:
+                asyncio.run(snapshot(target, args.snapshot))
+
+
+@contextlib.contextmanager
+def _fresh(*args: str) -> Iterator[tuple[int, str]]:
+    """A fresh ``sowd ARGS`` on a throw-away data directory: (its process id, its target)."""
+    with tempfile.TemporaryDirectory(prefix="sowdb-bench-") as data_dir:
+        proc, target = _start(data_dir, *args)
+        try:
+            yield proc.pid, target
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
 
 
 def slow_consumers(orders: int, rounds: int) -> None:
@@ -336,13 +334,8 @@ def slow_consumers(orders: int, rounds: int) -> None:
     runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
     for _ in range(rounds):
         for stalled in (False, True):
-            with tempfile.TemporaryDirectory(prefix="sowdb-bench-") as data_dir:
-                proc, target = _start(data_dir)
-                try:
-                    runs[stalled].append(asyncio.run(slow_consumer(target, proc.pid, stalled, orders)))
-                finally:
-                    proc.terminate()
-                    proc.wait(timeout=30)
+            with _fresh() as (pid, target):
+                runs[stalled].append(asyncio.run(slow_consumer(target, pid, stalled, orders)))
     base = statistics.median(r for r, _ in runs[False])
     slow = statistics.median(r for r, _ in runs[True])
     rss0, rss1 = max(m for _, m in runs[False]), max(m for _, m in runs[True])
