@@ -18,10 +18,11 @@ from sowdb.engine.events import (
     StreamEvent,
     Subscribed,
 )
-from sowdb.engine.feed import Feed, ReaderLive
+from sowdb.engine.feed import Feed
 from sowdb.engine.journal import Entry
 from sowdb.engine.live import LOAD, LoopLoad, Replacement, SowAndSubscribeArgs, SubscriptionOptions, SubscriptionStream
 from sowdb.engine.read import QueryOptions
+from sowdb.engine.reader import ReaderLive
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.state import TopicSummary
 from sowdb.engine.write import InMessage, StageBuilder

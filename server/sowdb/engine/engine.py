@@ -252,9 +252,10 @@ class Engine:
     def feed(self) -> Feed:
         """The ordered feed to reader processes (``sowd --workers``, issue 41), fed from now on
         with every batch the delivery gate releases, as the subscribers are."""
-        feed = Feed(lambda: self.hub.gate.start_point(self.writer.last_seq), self.hub.held_by)
+        feed = Feed(lambda: self.hub.gate.start_point(self.writer.last_seq), self.hub.held_by, self.topics)
         self.hub.behind_gate.append(feed.changes)
         self.hub.elsewhere = feed.held  # the readers' subscriptions count against a user's quota
+        self.hub.followed_elsewhere = feed.__bool__  # changes are built while a reader follows
         return feed
 
     def replace_subscription(self, sub_id: str, change: Replacement, *, owner: str, user: str = "") -> int:

@@ -23,34 +23,34 @@ from __future__ import annotations
 import asyncio
 import marshal
 from collections import Counter, deque
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from dataclasses import replace
+from collections.abc import AsyncIterator, Callable, Sequence
 from itertools import count
-from typing import Any
+from typing import Any, Protocol
 
-from sowdb.config import ServerConfig, TopicConfig, is_regex_topic
-from sowdb.engine.access import EVERYONE, Access, check_quota
+from sowdb.engine.access import Access, check_quota
+from sowdb.engine.arena import PIN_SLOTS
 from sowdb.engine.changes import Change
-from sowdb.engine.counters import Counters
-from sowdb.engine.filters import request_filter
 from sowdb.engine.live import (
-    Replacement,
-    Subscription,
-    SubscriptionHub,
-    SubscriptionOptions,
-    SubscriptionStream,
     is_private,
-    new_subscription,
 )
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.state import key_fields_of
-from sowdb.errors import InvalidArgument, ResourceExhausted, SowdbError, Unavailable
+from sowdb.errors import InvalidArgument, ResourceExhausted
 
 FEED_LIMIT = 65_536
 """Entries a reader may have waiting before the writer cuts it off (it is started again)."""
 
 CHANGES, RIGHTS, POSITION = 0, 1, 2
-"""The kinds of entry: a released batch of one topic; a rights reload; where the feed starts."""
+"""The kinds of entry: a released batch of one topic; a rights reload; where the feed starts
+(with the reader's number, its slot in the arenas' shared pins and the arenas' directories)."""
+
+
+class Arenas(Protocol):
+    """The writer's topics, as the feed tells readers about their record arenas."""
+
+    def arenas(self) -> dict[str, str]: ...
+
+    def release_pins(self, reader: int) -> None: ...
+
 
 _Version = tuple[bytes, str, int, int, int] | None  # raw, sow_key, bookmark, timestamp_us, expiry_us
 
@@ -87,6 +87,7 @@ class FeedQueue:
         self.ready = asyncio.Event()
         self.ready.set()
         self.cut = False
+        self.pin_slot = -1  # its slot in the arenas' shared pins (:mod:`sowdb.engine.arena.pins`)
 
     def put(self, entry: bytes) -> None:
         if self.cut:
@@ -120,18 +121,27 @@ class Feed:
     so a reader gets exactly what the writer's subscribers are offered, in the same order.
     """
 
-    def __init__(self, position: Callable[[], int], held_by: Callable[[str], int]) -> None:
+    def __init__(self, position: Callable[[], int], held_by: Callable[[str], int], arenas: Arenas) -> None:
         self.position = position  # the last bookmark the writer's subscribers may see
         self.held_by = held_by  # a user's live subscriptions in the group (the writer's and the claims)
+        self.arenas = arenas  # the topics' record arenas, which readers map to answer queries
         self.readers: set[FeedQueue] = set()
         self.claims: dict[int, Counter[str]] = {}  # per reader: its users' live subscriptions
         self._numbers = count(1)
+
+    def __bool__(self) -> bool:
+        """Whether a reader follows the feed (the writer then builds every batch's changes)."""
+        return bool(self.readers)
 
     def attach(self) -> FeedQueue:
         """A new reader's queue, starting at the writer's position now (what it has not been
         sent is in the state the reader's clients query through the writer)."""
         reader = next(self._numbers)
-        queue = FeedQueue(reader, marshal.dumps((POSITION, self.position(), reader)))
+        taken = {q.pin_slot for q in self.readers}
+        pin_slot = next((i for i in range(PIN_SLOTS) if i not in taken), -1)  # -1: it reads no arena
+        arenas = self.arenas.arenas() if pin_slot >= 0 else {}
+        queue = FeedQueue(reader, marshal.dumps((POSITION, self.position(), reader, pin_slot, arenas)))
+        queue.pin_slot = pin_slot
         self.readers.add(queue)
         self.claims[reader] = Counter()
         return queue
@@ -140,6 +150,8 @@ class Feed:
         """The reader is gone: so are its subscriptions, and what they counted."""
         self.readers.discard(queue)
         self.claims.pop(queue.reader, None)
+        if queue.pin_slot >= 0:
+            self.arenas.release_pins(queue.pin_slot)
 
     def held(self, user: str) -> int:
         """``user``'s live subscriptions in the readers."""
@@ -171,123 +183,3 @@ class Feed:
         entry = marshal.dumps((RIGHTS,))
         for queue in self.readers:
             queue.put(entry)
-
-
-class ReaderLive:
-    """A reader process's live subscriptions, fed by the writer's :class:`Feed`.
-
-    It places plain subscriptions (a topic or pattern, a filter, options) as the writer's
-    ``Placement.subscribe`` does without a bookmark, at its feed position, and offers them every
-    change of the feed through its own hub. ``on_rights`` is called at a rights entry (the
-    process reloads its users and calls :meth:`reauthorize`).
-    """
-
-    def __init__(self, config: ServerConfig, topics: Iterable[TopicConfig], on_rights: Callable[[], None]) -> None:
-        self.config = config
-        self.hub = SubscriptionHub()
-        self.position = 0  # the last bookmark applied from the feed
-        self.reader = 0  # the number its writer knows it by
-        self.started = False  # the feed's first entry (its position) came
-        self.on_rights = on_rights
-        self.counters = Counters(set())
-        self.rpc_counters = self.counters.rpc  # the protocol layer counts its calls here
-        topic_list = list(topics)
-        self.key_fields = key_fields_of(topic_list)
-        self.sow_topics = [t.name for t in topic_list]
-
-    @property
-    def last_seq(self) -> int:
-        """The point subscriptions are placed at (a :class:`~sowdb.engine.journal.Position`)."""
-        return self.position
-
-    def apply(self, entry: bytes) -> None:
-        """One feed entry, in order."""
-        item = marshal.loads(entry)
-        kind = item[0]
-        if kind == CHANGES:
-            changes = decode_changes(item[1], item[2])
-            if changes:
-                self.position = max(self.position, max(c.bookmark for c in changes))
-                if self.hub.subs:
-                    self.hub.fan_out(item[1], changes)
-        elif kind == POSITION:
-            self.position, self.reader, self.started = item[1], item[2], True
-        elif kind == RIGHTS:
-            self.on_rights()
-
-    def subscribe(
-        self,
-        topic: str,
-        *,
-        filter: str = "",
-        options: SubscriptionOptions | None = None,
-        sub_id: str = "",
-        owner: str = "",
-        access: Access = EVERYONE,
-    ) -> SubscriptionStream:
-        """A subscription without a query or bookmark, placed now (at the feed's position).
-
-        Raises:
-            Unavailable: the feed has not started.
-            InvalidArgument: a bad topic, filter, options or sub_id.
-            ResourceExhausted: the caller's ``max_subscriptions``, or the server's bound.
-            PermissionDenied: a topic name the caller may not read.
-        """
-        if not self.started:
-            raise Unavailable("this reader has not joined its writer's feed yet; try again")
-        options = options or SubscriptionOptions()
-        sub = new_subscription(
-            self.hub, self.config, self.key_fields, topic, filter, options, sub_id, owner, access=access
-        )  # its quota is the group's: the reader claims it at the writer first
-        if not is_regex_topic(topic):
-            access.require_read(topic)
-        self.hub.add(sub, since=self.position)
-        return SubscriptionStream(
-            sub,
-            None,
-            placement=self,
-            journal=None,
-            writer=self,
-            hub=self.hub,
-            heartbeat_s=self.config.heartbeat_s,
-            frame_bytes=self.config.frame_bytes,
-        )
-
-    def unsubscribe(self, sub: Subscription) -> None:
-        self.hub.remove(sub)
-
-    def replace_subscription(self, sub_id: str, change: Replacement, *, owner: str, user: str = "") -> int | None:
-        """R-1 for a subscription of this reader (its caller's connection is to this process);
-        None when there is none here (the writer's, then). A reader's subscriptions hold no
-        records (no oof, no delta, no query: those are the writer's), so a new filter needs no
-        state, only the changes from now on.
-
-        Raises:
-            InvalidArgument: a page, or oof (the server does not know what its subscriber holds).
-        """
-        sub = next((s for s in self.hub.subs.values() if s.name == sub_id and s.access.user == user), None)
-        if sub is None or sub.owner != owner:
-            return None
-        if change.top_n is not None or change.skip_n is not None or change.order_by.strip():
-            raise InvalidArgument("only a paginated subscription takes top_n, skip_n and order_by", field="top_n")
-        options = change.options
-        options.check()
-        if options.oof or options.delta:
-            raise InvalidArgument(
-                "oof and delta cannot be turned on for this subscription: it was placed without them, so the server "
-                "does not know which records its subscriber holds; subscribe again with them",
-                field="options.oof" if options.oof else "options.delta",
-            )
-        compiled = request_filter(change.filter)
-        sub.replace(compiled, replace(options, deleted_events=sub.options.deleted_events), {})
-        self.hub.refilter(sub)
-        return self.position
-
-    def end_all(self, failure: SowdbError) -> None:
-        """The feed ended: every subscription ends with ``failure`` (its clients resubscribe)."""
-        for sub in list(self.hub.subs.values()):
-            sub.end(failure)
-
-    def reauthorize(self, rights: Callable[[str], Access | None]) -> int:
-        """A-4 in this process: end the subscriptions whose callers lost the right to them."""
-        return self.hub.reauthorize(rights, self.sow_topics)

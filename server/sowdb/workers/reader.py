@@ -4,10 +4,13 @@ A reader joins its writer's feed (:mod:`sowdb.workers.feed_rpc`) before it liste
 the group's port beside the writer and the other readers. It places and delivers plain
 subscriptions itself (``Subscribe`` with a topic or pattern, a filter and options), at its feed
 position, with its own queues and slow-consumer cut-off: that is where a process spends its
-time when many subscribers each have their own connection. Every other call is relayed to the
-writer (:mod:`sowdb.workers.forward`), and so are the subscriptions that need the writer's state
-or journal: with a bookmark (a replay), with ``oof`` or ``delta`` (the records a subscriber
-holds), and a joined view read under row filters (its restricted copy).
+time when many subscribers each have their own connection. It answers a SOW query of a topic
+whose records are in an arena (``record_store = "arena"``) from the arena, mapped read-only
+(``ReaderLive.sow``). Every other call is relayed to the writer (:mod:`sowdb.workers.forward`),
+and so are the queries and subscriptions that need the writer's state or journal: a query of a
+topic of objects, a pattern or a past point, a subscription with a bookmark (a replay), with
+``oof`` or ``delta`` (the records a subscriber holds), and a joined view read under row filters
+(its restricted copy).
 
 When the feed ends (the writer died or cut this reader off), the reader ends its
 subscriptions UNAVAILABLE and exits; the supervisor starts what is needed again.
@@ -28,11 +31,11 @@ import grpc
 
 from sowdb.api import convert
 from sowdb.api.service import method_handler
-from sowdb.api.servicer import Context, error_boundary
-from sowdb.api.wire import stream_frames
+from sowdb.api.servicer import READ_FROM_KEY, Context, error_boundary
+from sowdb.api.wire import query_frame, stream_frames
 from sowdb.auth import Authenticator, view_sources
 from sowdb.config import Config, ConfigError, is_regex_topic, load_config
-from sowdb.engine import ReaderLive
+from sowdb.engine import ReaderLive, SubscriptionStream
 from sowdb.engine.access import Access
 from sowdb.errors import ResourceExhausted, Unavailable
 from sowdb.ports import bind, connection_limits, credentials
@@ -42,7 +45,9 @@ from sowdb_api.v1 import sow_pb2 as pb
 
 log = logging.getLogger("sowdb.workers.reader")
 
+SOW = "/sowdb.v1.SowService/Sow"
 SUBSCRIBE = "/sowdb.v1.SowService/Subscribe"
+SOW_AND_SUBSCRIBE = "/sowdb.v1.SowService/SowAndSubscribe"
 REPLACE = "/sowdb.v1.SowService/ReplaceSubscription"
 GRACE_S = 1.0
 
@@ -76,15 +81,43 @@ class ReaderServicer:
                 owner=context.peer(),
                 access=access,
             )
-            async with stream, aclosing(stream.events()) as events:
-                async for event in events:
-                    for response in stream_frames(event):
-                        yield response
+            async for response in _frames(stream):
+                yield response
         finally:
-            if claimed:  # not awaited: the call may be ending by cancellation
-                release = asyncio.ensure_future(self._claim(access, -1))
-                self._releases.add(release)
-                release.add_done_callback(self._releases.discard)
+            self._unclaim(claimed, access)
+
+    @error_boundary
+    async def SowAndSubscribe(
+        self, request: pb.SowAndSubscribeRequest, context: Context, access: Access
+    ) -> AsyncIterator[Any]:
+        opts = convert.query_options(request.query)
+        here = not _primary_asked(context) and self.engine.may_serve(opts)
+        stream = None
+        claimed = await self._claim(access, 1) if here else False
+        try:
+            if here:
+                await self.engine.caught_up(opts.topic)  # the caller's own acknowledged writes
+                options = convert.subscription_options(request.options)
+                stream = self.engine.sow_and_subscribe(
+                    opts, options=options, sub_id=request.sub_id, owner=context.peer(), access=access
+                )
+            if stream is None:
+                self._unclaim(claimed, access)
+                claimed = False
+                raw = request.SerializeToString()
+                async for relayed in relay(self.channel, SOW_AND_SUBSCRIBE, raw, context, streamed=False):
+                    yield relayed
+                return
+            async for response in _frames(stream):
+                yield response
+        finally:
+            self._unclaim(claimed, access)
+
+    def _unclaim(self, claimed: bool, access: Access) -> None:
+        if claimed:  # not awaited: the call may be ending by cancellation
+            release = asyncio.ensure_future(self._claim(access, -1))
+            self._releases.add(release)
+            release.add_done_callback(self._releases.discard)
 
     async def _claim(self, access: Access, adding: int) -> bool:
         """Count a subscription of ``access``'s user at the writer, which holds the group's
@@ -107,6 +140,17 @@ class ReaderServicer:
         return True
 
     @error_boundary
+    async def Sow(self, request: pb.SowRequest, context: Context, access: Access) -> AsyncIterator[Any]:
+        events = None if _primary_asked(context) else self.engine.sow(convert.query_options(request), access)
+        if events is None:
+            async for relayed in relay(self.channel, SOW, request.SerializeToString(), context, streamed=False):
+                yield relayed
+            return
+        async with aclosing(events):
+            async for event in events:
+                yield query_frame(event)
+
+    @error_boundary
     async def ReplaceSubscription(
         self, request: pb.ReplaceSubscriptionRequest, context: Context, access: Access
     ) -> Any:
@@ -126,6 +170,20 @@ class ReaderServicer:
         if request.bookmark.strip() or options.oof or options.delta:
             return False  # the writer's journal, or the records its subscriber holds
         return is_regex_topic(request.topic) or access.join_filters(request.topic) is None
+
+
+async def _frames(stream: SubscriptionStream) -> AsyncIterator[Any]:
+    """A subscription's events as responses; the subscription never outlives the call."""
+    async with stream, aclosing(stream.events()) as events:
+        async for event in events:
+            for response in stream_frames(event):
+                yield response
+
+
+def _primary_asked(context: Context) -> bool:
+    """Whether the caller asked for the primary's answer (a cluster's ``read-from``): the
+    writer's, then."""
+    return any(key == READ_FROM_KEY for key, _ in context.invocation_metadata() or ())
 
 
 async def run_reader(config: Config, port: int, socket_path: str) -> int:
@@ -164,7 +222,9 @@ async def run_reader(config: Config, port: int, socket_path: str) -> int:
     )
     servicer = ReaderServicer(live, auth, channel)
     local = {
+        SOW: method_handler(servicer.Sow, pb.SowRequest, streaming=True),
         SUBSCRIBE: method_handler(servicer.Subscribe, pb.SubscribeRequest, streaming=True),
+        SOW_AND_SUBSCRIBE: method_handler(servicer.SowAndSubscribe, pb.SowAndSubscribeRequest, streaming=True),
         REPLACE: method_handler(servicer.ReplaceSubscription, pb.ReplaceSubscriptionRequest, streaming=False),
     }
     server.add_generic_rpc_handlers((Relay(channel, local),))

@@ -129,3 +129,37 @@ def test_a_reader_follows_files_replaced_after_it_mapped_them(tmp_path: Path) ->
     assert r.raw(r.get(b"499")) == docs[499]
     assert r.state.slots_file == a.slots.number
     assert r.live_count == 501
+
+
+def test_a_held_read_survives_compactions_and_updates_in_the_writer(tmp_path: Path) -> None:
+    a = TopicArena(tmp_path / "t", segment_bytes=256, max_segment_bytes=1024, slot_capacity=16)
+    keys, docs = _orders(0, 200, 1)
+    a.put_batch(keys, docs, 1, 0)
+    r = ArenaReader(tmp_path / "t")
+    at = r.committed
+    assert r.hold(3, at)  # reader process 3 reads at ``at``: the writer's compactions spare it
+    slots = r.visible(at)
+    for price, bookmark in ((2, 201), (3, 401)):  # every record replaced twice, then compacted
+        keys, new = _orders(0, 200, price)
+        a.put_batch(keys, new, bookmark, 0)
+        a.compact(a.last, garbage=0.0)
+    assert a.floor == at  # held back by the reader's pin, not the writer's last bookmark
+    got = {r.key(int(s)): orjson.loads(rec.raw) for s, rec in zip(slots, r.records(slots), strict=True)}
+    assert got == {k: orjson.loads(d) for k, d in zip(*_orders(0, 200, 1), strict=True)}  # moved, not freed
+    assert r.hold(3, 0)
+    a.compact(a.last, garbage=0.0)
+    assert a.floor == a.last  # let go: the next compaction frees them
+
+
+def test_a_hold_below_a_compactions_floor_is_refused(tmp_path: Path) -> None:
+    a = TopicArena(tmp_path / "t", segment_bytes=256, max_segment_bytes=1024, slot_capacity=16)
+    keys, docs = _orders(0, 100, 1)
+    a.put_batch(keys, docs, 1, 0)
+    r = ArenaReader(tmp_path / "t")
+    old = r.committed
+    keys, docs = _orders(0, 100, 2)
+    a.put_batch(keys, docs, 101, 0)
+    a.compact(a.last, garbage=0.0)  # no pin at ``old``: its versions are gone
+    assert not r.hold(0, old)  # the reader reads elsewhere (its process relays the query)
+    assert a.pins.values[0] == 0
+    assert r.hold(0, r.committed)

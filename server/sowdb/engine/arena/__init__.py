@@ -24,7 +24,9 @@ The design:
   reused by later versions, which are born after every pin.
 - **Readers** (:mod:`.reader`): another process maps the files read-only and reads as of the
   committed bookmark in the header (:mod:`.header`), written last under a seqlock, so it never
-  sees a half-written slot; compactions and replaced files are flagged there too.
+  sees a half-written slot; compactions and replaced files are flagged there too. A reader
+  process that holds a read pins its bookmark in the arena's shared pins (:mod:`.pins`), which
+  the writer's compactions read, so what it reads is moved, never freed.
 - **Scans** (:mod:`.view`) decode 4,096 records per ``orjson.loads`` of ``[`` + slices + ``]``.
 
 Limits, and what this relies on: one writer per directory; at most 2^31 - 1 slots in use;
@@ -36,9 +38,23 @@ secret in the header would cost ~0.8 µs a key). Nothing here imports the rest o
 """
 
 from sowdb.engine.arena.keys import key_hash
-from sowdb.engine.arena.reader import ArenaBusy, ArenaReader
+from sowdb.engine.arena.pins import SLOTS as PIN_SLOTS
+from sowdb.engine.arena.reader import ArenaBusy, ArenaReader, AtPoint, HeldRecords
 from sowdb.engine.arena.slots import LIVE
 from sowdb.engine.arena.store import TopicArena
 from sowdb.engine.arena.view import CHUNK, ArenaView, Pin, StalePin
 
-__all__ = ["CHUNK", "LIVE", "ArenaBusy", "ArenaReader", "ArenaView", "Pin", "StalePin", "TopicArena", "key_hash"]
+__all__ = [
+    "CHUNK",
+    "LIVE",
+    "PIN_SLOTS",
+    "ArenaBusy",
+    "ArenaReader",
+    "ArenaView",
+    "AtPoint",
+    "HeldRecords",
+    "Pin",
+    "StalePin",
+    "TopicArena",
+    "key_hash",
+]

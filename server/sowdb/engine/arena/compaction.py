@@ -28,10 +28,11 @@ if TYPE_CHECKING:
 
 def compact(arena: TopicArena, oldest_pinned: int, garbage: float) -> int:
     """:meth:`TopicArena.compact`."""
-    floor = max(arena.floor, min(oldest_pinned, arena.last))
     arena.commit()
-    arena.gen += 1  # odd: readers wait
+    arena.gen += 1  # odd: readers wait, and a reader pinning from now on checks the floor after
     arena._publish()
+    held = arena.pins.oldest()  # after the odd generation is out (the fence in oldest())
+    floor = max(arena.floor, min(oldest_pinned, arena.last, arena.last if held is None else held))
     freed = _free(arena, floor)
     s, high = arena.slots, arena.high
     for segments, places, lengths in ((arena.json, s.off, s.length), (arena.keys, s.koff, s.klen)):

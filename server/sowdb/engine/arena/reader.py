@@ -12,12 +12,17 @@ and a compaction (the generation moves; a point read starts over, a scan raises
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, overload
+
+import numpy as np
+from numpy.typing import NDArray
 
 from sowdb.engine.arena.header import Header, State
 from sowdb.engine.arena.keys import KeyTable
+from sowdb.engine.arena.pins import SharedPins
 from sowdb.engine.arena.segments import Segments
 from sowdb.engine.arena.slots import Slots
 from sowdb.engine.arena.view import ArenaView, Pin, StalePin
@@ -44,6 +49,7 @@ class ArenaReader(ArenaView):
         self.json = Segments(self.directory, "json", sep=b",")
         self.keys = Segments(self.directory, "key")
         self.state = State(0, -1, 0, 0, 0, 0, 0, 0, 0)
+        self._pins: SharedPins | None = None
         self._sync()
 
     @property
@@ -94,6 +100,62 @@ class ArenaReader(ArenaView):
     def record(self, slot: int) -> StoredRecord:
         return self._read(lambda st: ArenaView.record(self, slot))
 
+    # ---------------------------------------------------------------------- held reads (pins)
+
+    def hold(self, slot: int, bookmark: int) -> bool:
+        """Pin ``bookmark`` for reader process ``slot`` in the arena's shared pins, so that the
+        writer's compactions spare what a read at it sees; False when it is too old already
+        (below the floor of a compaction that ran before the pin was seen: read elsewhere).
+        ``bookmark`` 0 lets go. Call it again with an older bookmark to pin that too."""
+        if self._pins is None:
+            self._pins = SharedPins(self.directory, create=False)
+        self._pins.hold(slot, bookmark)  # then the fence: the header read next sees a compaction
+        if bookmark == 0:
+            return True
+        st = self._sync()  # waits out a compaction that started before the pin was seen
+        if st.floor <= bookmark:
+            return True
+        self._pins.hold(slot, 0)
+        return False
+
+    def visible(self, bookmark: int) -> NDArray[np.int64]:
+        """The slots a read at ``bookmark`` sees (held: :meth:`hold`), ascending."""
+
+        def scan(st: State) -> NDArray[np.int64]:
+            s = self.slots
+            died = s.died[: st.high].copy()  # died before born: a slot being reused shows as unborn
+            return np.flatnonzero((s.born[: st.high] <= bookmark) & (died > bookmark)).astype(np.int64)
+
+        return self._read(scan)
+
+    def records(self, slots: NDArray[np.int64]) -> list[StoredRecord]:
+        """The versions in ``slots`` (visible at a held bookmark), made now, in that order; their
+        places read again when a compaction moved them meanwhile."""
+
+        def make(st: State) -> list[StoredRecord]:
+            s, topic = self.slots, self.topic
+            read, kread = self.json.read, self.keys.read
+            return [
+                StoredRecord(topic, kread(koff, kn).decode(), None, read(off, n), born, ts, exp)
+                for off, n, koff, kn, born, ts, exp in zip(
+                    s.off[slots].tolist(),
+                    s.length[slots].tolist(),
+                    s.koff[slots].tolist(),
+                    s.klen[slots].tolist(),
+                    s.born[slots].tolist(),
+                    s.ts[slots].tolist(),
+                    s.exp[slots].tolist(),
+                    strict=True,
+                )
+            ]
+
+        return self._read(make)
+
+    def live_at(self, keys: Sequence[bytes], bookmark: int) -> list[int]:
+        """The slot of each key visible at ``bookmark`` (held), skipping keys without one."""
+        found = (self.get(k, bookmark) for k in keys)
+        return [s for s in found if s >= 0]
+
     # ---------------------------------------------------------------------------------- inside
 
     def _sync(self) -> State:
@@ -130,3 +192,45 @@ class ArenaReader(ArenaView):
             if (now.gen, now.slots_file, now.table_file) == (st.gen, st.slots_file, st.table_file):
                 return out
         raise ArenaBusy(f"the arena in {self.directory} kept changing")
+
+
+class HeldRecords(Sequence[StoredRecord]):
+    """The records a reader's query reads: slots of an arena visible at one bookmark, made a
+    slice at a time as the scan reaches them; holding it keeps the bookmark pinned."""
+
+    def __init__(self, arena: ArenaReader, slots: NDArray[np.int64], release: Callable[[], None]) -> None:
+        self.arena, self.slots = arena, slots
+        weakref.finalize(self, release)
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+    @overload
+    def __getitem__(self, i: int) -> StoredRecord: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[StoredRecord]: ...
+
+    def __getitem__(self, i: int | slice) -> StoredRecord | list[StoredRecord]:
+        if isinstance(i, slice):
+            return self.arena.records(self.slots[i])
+        return self.arena.records(self.slots[i : i + 1])[0]
+
+    def __iter__(self) -> Iterator[StoredRecord]:
+        for start in range(0, len(self.slots), 1024):
+            yield from self.arena.records(self.slots[start : start + 1024])
+
+
+class AtPoint:
+    """A topic's records at one bookmark as R-1's re-scoping reads them (``values``, ``get``)."""
+
+    def __init__(self, records: HeldRecords, at: int) -> None:
+        self.records, self.at = records, at
+
+    def values(self) -> Iterable[StoredRecord]:
+        return self.records
+
+    def get(self, sow_key: str) -> StoredRecord | None:
+        arena = self.records.arena
+        slot = arena.get(sow_key.encode(), self.at)
+        return None if slot < 0 else arena.records(np.asarray([slot], np.int64))[0]

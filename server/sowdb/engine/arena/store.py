@@ -13,6 +13,7 @@ from numpy.typing import NDArray
 from sowdb.engine.arena import small
 from sowdb.engine.arena.header import Header, State
 from sowdb.engine.arena.keys import KeyTable, key_hash
+from sowdb.engine.arena.pins import SharedPins
 from sowdb.engine.arena.segments import Segments
 from sowdb.engine.arena.slots import LIVE, MAX_KEY_BYTES, MAX_SLOTS, Slots
 from sowdb.engine.arena.view import ArenaView, Pin, StalePin
@@ -53,6 +54,7 @@ class TopicArena(ArenaView):
         directory.mkdir(parents=True)
         self.directory, self.topic = directory, topic
         self.header = Header(directory / "header", create=True)
+        self.pins = SharedPins(directory, create=True)  # reader processes' pins, read by compact()
         self.slots = Slots(directory, 1, max(16, slot_capacity), create=True)
         mask = (1 << max(4, (table_capacity - 1).bit_length())) - 1
         self.table = KeyTable(directory, 1, mask, create=True)

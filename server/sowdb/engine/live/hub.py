@@ -92,6 +92,7 @@ class SubscriptionHub:
         self.shown: Callable[[str], str] = str  # a restricted joined view's name -> its view's (V-2)
         self.dropped_slow = 0  # subscriptions cut off as slow consumers (SL-1)
         self.elsewhere: Callable[[str], int] = lambda user: 0  # a user's subscriptions in other processes
+        self.followed_elsewhere: Callable[[], bool] = lambda: False  # other processes want every change
         self._scan: dict[str, Subscription] = {}  # offered every change
         self._indexed: dict[str, tuple[str, tuple[Any, ...]]] = {}  # sub_id -> (group key, literal key)
         self._groups: dict[str, _EqualityGroup] = {}

@@ -103,6 +103,16 @@ class Topics:
         """The upkeep's compaction of the arenas that hold enough dead versions; slots freed."""
         return sum(t.store.compact() for t in self.sow.values() if isinstance(t, ArenaTopic))
 
+    def arenas(self) -> dict[str, str]:
+        """The directory of each topic's arena, for reader processes to map (issue 41)."""
+        return {n: str(t.store.arena.directory) for n, t in self.sow.items() if isinstance(t, ArenaTopic)}
+
+    def release_pins(self, reader: int) -> None:
+        """Reader process ``reader`` (its slot in the arenas' shared pins) is gone: so are its pins."""
+        for t in self.sow.values():
+            if isinstance(t, ArenaTopic):
+                t.store.arena.pins.values[reader] = 0
+
     def conflated(self) -> list[ConflatedTopic]:
         """The configured conflated topics (their restricted copies refresh with them)."""
         return [d for d in self.derived.values() if isinstance(d, ConflatedTopic) and d.name in self._configured]

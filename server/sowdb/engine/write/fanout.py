@@ -28,8 +28,10 @@ class FanOut:
 
     def wanted(self, topic: str) -> bool:
         """Whether anyone follows ``topic``: if not, the writer need not build changes at all
-        (a shut gate keeps them for subscriptions placed before they are released)."""
-        return bool(self.hub) or self.hub.gate.shut or topic in self.topics.downstream
+        (a shut gate keeps them for subscriptions placed before they are released; reader
+        processes, ``sowd --workers``, follow every topic)."""
+        hub = self.hub
+        return bool(hub) or hub.gate.shut or topic in self.topics.downstream or hub.followed_elsewhere()
 
     def __call__(self, topic: str, changes: Sequence[Change], now_us: int) -> None:
         self.hub.fan_out(topic, changes)  # the subscriptions and the live pages, behind the gate
