@@ -15,16 +15,19 @@ import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import orjson
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sowdb.auth import hash_token
 from sowdb.testing import Sowd, start
+from sowdb.testing.holders import OWN_CONNECTION, connections, group_pids, holder
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import Client
-from tests.process.test_workers import OWN_CONNECTION, Subscriber, _connections, _holder, _pids
+from tests.process.test_workers import Subscriber
 
 ARENA = """
 [server]
@@ -45,17 +48,17 @@ class Querier:
 
     def __init__(self, sowd: Sowd, token: str = "") -> None:
         port = int(sowd.target.rsplit(":", 1)[1])
-        mine = _connections(port)
+        mine = connections(port)
         self.channel = grpc.insecure_channel(sowd.target, options=OWN_CONNECTION)
         grpc.channel_ready_future(self.channel).result(timeout=30)
         self.metadata = (("authorization", f"Bearer {token}"),) if token else None
         self.call = self.channel.unary_stream(
             SOW, request_serializer=pb.SowRequest.SerializeToString, response_deserializer=pb.SowResponse.FromString
         )
-        new = _connections(port) - mine
+        new = connections(port) - mine
         assert len(new) == 1, new
-        writer, readers = _pids(sowd)
-        self.holder = _holder(port, new.pop(), [writer, *readers])
+        writer, readers = group_pids(sowd.banner)
+        self.holder = holder(port, new.pop(), [writer, *readers])
 
     def sow(self, topic: str = "orders", flt: str = "", timeout: float = 30) -> list[dict[str, object]]:
         out: list[dict[str, object]] = []
@@ -134,7 +137,7 @@ class Mirror:
 def _on_readers(sowd: Sowd, n: int = 2, token: str = "") -> tuple[list[Querier], list[Querier]]:
     """(queriers whose connection a reader holds, those the writer holds): at least ``n`` of the
     first kind."""
-    writer, _ = _pids(sowd)
+    writer, _ = group_pids(sowd.banner)
     here: list[Querier] = []
     there: list[Querier] = []
     while len(here) < n and len(here) + len(there) < 64:
@@ -170,7 +173,7 @@ def test_a_reader_answers_queries_from_the_arena_while_the_writer_is_stopped(gro
         c.publish("orders", [{"id": 7, "qty": 70}])
         c.sow_delete("orders", sow_keys=["8"])
         expected = sorted((r.json()["id"], r.json()["qty"]) for r in c.sow("orders", filter="/qty >= 5"))
-    writer, _ = _pids(group)
+    writer, _ = group_pids(group.banner)
     os.kill(writer, signal.SIGSTOP)
     try:
         for q in readers_q:  # answered with the writer stopped: from the arena, not relayed
@@ -251,7 +254,7 @@ filter = "/desk = 'a'"
         with Client(sowd.target, token="t-1") as c:
             c.publish("orders", [{"id": i, "desk": "ab"[i % 2]} for i in range(50)])
         readers_q, writer_q = _on_readers(sowd, 1, token="d-2")
-        writer, _ = _pids(sowd)
+        writer, _ = group_pids(sowd.banner)
         os.kill(writer, signal.SIGSTOP)
         try:
             q = readers_q[0]
@@ -269,7 +272,7 @@ filter = "/desk = 'a'"
 
 
 def test_a_subscription_held_by_a_reader_alone_gets_every_change(group: Sowd) -> None:
-    writer, readers = _pids(group)
+    writer, readers = group_pids(group.banner)
     subs: list[Subscriber] = []
     while not any(s.holder in readers for s in subs) and len(subs) < 32:
         subs.append(Subscriber(group))
@@ -289,7 +292,7 @@ def test_sow_and_subscribe_on_a_reader_mirrors_the_state_with_no_gap_and_no_dupl
     with Client(group.target) as c:
         c.publish("orders", [{"id": i, "qty": i % 10} for i in range(KEYS)])
     readers_q, writer_q = _on_readers(group)
-    writer, _ = _pids(group)
+    writer, _ = group_pids(group.banner)
     os.kill(writer, signal.SIGSTOP)
     try:  # placed and queried with the writer stopped: by the reader, from the arena
         mirrors = [q.mirror("/qty >= 5", f"m{i}") for i, q in enumerate(readers_q)]
@@ -314,5 +317,29 @@ def test_sow_and_subscribe_on_a_reader_mirrors_the_state_with_no_gap_and_no_dupl
             now = {r.sow_key: r.json() for r in c.sow("orders", filter="/qty < 5")}
         assert m.wait_for(now) == now  # the records now in scope came, those out of it left (oof)
         m.close()
+    for q in [*readers_q, *writer_q]:
+        q.close()
+
+
+def test_a_reader_answers_health_checks_while_the_writer_is_held(group: Sowd) -> None:
+    readers_q, writer_q = _on_readers(group)
+    writer, _ = group_pids(group.banner)
+
+    def check(q: Querier, service: str = "") -> health_pb2.HealthCheckResponse:
+        stub: Any = health_pb2_grpc.HealthStub(q.channel)
+        response: health_pb2.HealthCheckResponse = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
+        return response
+
+    assert check(readers_q[0]).status == health_pb2.HealthCheckResponse.SERVING
+    os.kill(writer, signal.SIGSTOP)  # as a long commit holds its event loop
+    try:
+        for q in readers_q:
+            assert check(q).status == health_pb2.HealthCheckResponse.SERVING
+            assert check(q, "sowdb.v1.SowService").status == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        os.kill(writer, signal.SIGCONT)
+    with pytest.raises(grpc.RpcError) as unknown:  # a service it does not watch: the writer's answer
+        check(readers_q[0], "no.such.Service")
+    assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
     for q in [*readers_q, *writer_q]:
         q.close()

@@ -10,7 +10,8 @@ whose records are in an arena (``record_store = "arena"``) from the arena, mappe
 and so are the queries and subscriptions that need the writer's state or journal: a query of a
 topic of objects, a pattern or a past point, a subscription with a bookmark (a replay), with
 ``oof`` or ``delta`` (the records a subscriber holds), and a joined view read under row filters
-(its restricted copy).
+(its restricted copy). Health checks are answered from the writer's health as last seen
+(:mod:`sowdb.workers.health`).
 
 When the feed ends (the writer died or cut this reader off), the reader ends its
 subscriptions UNAVAILABLE and exits; the supervisor starts what is needed again.
@@ -41,6 +42,7 @@ from sowdb.errors import ResourceExhausted, Unavailable
 from sowdb.ports import bind, connection_limits, credentials
 from sowdb.workers.feed_rpc import CLAIM_METHOD, FEED_METHOD
 from sowdb.workers.forward import Relay, relay
+from sowdb.workers.health import CHECK, WriterHealth
 from sowdb_api.v1 import sow_pb2 as pb
 
 log = logging.getLogger("sowdb.workers.reader")
@@ -227,6 +229,8 @@ async def run_reader(config: Config, port: int, socket_path: str) -> int:
         SOW_AND_SUBSCRIBE: method_handler(servicer.SowAndSubscribe, pb.SowAndSubscribeRequest, streaming=True),
         REPLACE: method_handler(servicer.ReplaceSubscription, pb.ReplaceSubscriptionRequest, streaming=False),
     }
+    health = WriterHealth(channel)  # checks answered here while the writer serves (a long commit holds it)
+    local[CHECK] = health.handler()
     server.add_generic_rpc_handlers((Relay(channel, local),))
     host = cfg.listen.rsplit(":", 1)[0]
     bind(server, f"{host}:{port}", credentials(config.security), shared=True)
@@ -247,6 +251,7 @@ async def run_reader(config: Config, port: int, socket_path: str) -> int:
         await asyncio.sleep(0.2)  # the streams send their status
     for task in (follow, stopping):
         task.cancel()
+    health.close()
     await server.stop(0.0 if lost else GRACE_S)
     await channel.close()
     return 1 if lost else 0
