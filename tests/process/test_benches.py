@@ -45,6 +45,10 @@ RUNS = {
     "bench_expr.py": (["--messages", "2000", "--rounds", "1", "--compiles", "20"], ["eval", "compile"]),
     "bench_memory.py": (["--records", "2000"], ["after loading", "after the peer queries", "after a restart"]),
     "bench_replication.py": (["--quick"], ["sync/alone", "failover", "lag", "spread/primary"]),
+    "bench_long_commit.py": (
+        ["--rows", "3000", "--rounds", "1", "--clients", "2"],
+        ["workers 1:", "workers 2:", "ping (", "query ("],
+    ),
     "bench_enrichment.py": (
         ["--orders", "2000", "--rounds", "1"],
         ["insert msg/s", "insert msg/cpu-s", "replace msg/s", "replace msg/cpu-s", "enriched/plain"],
