@@ -105,8 +105,6 @@ class _Reader:
             if cycle:
                 raise self.fail(f'[[{kind}]] #{i} "{e.name}"', f"underlying: a cycle {' -> '.join(cycle)}")
         cluster = read_cluster(raw, self.fail, self.base)
-        if cluster is not None and server.workers > 1:
-            raise self.fail("[server]", "workers: a cluster node runs one process (workers = 1) for now")
         return m.Config(server, topics, conflated, views, self.source, security, cluster)
 
     def _tables(self, raw: dict[str, Any], key: str) -> list[dict[str, Any]]:

@@ -139,7 +139,5 @@ def with_overrides(
     if workers is not None:
         if not 1 <= workers <= 256:
             raise m.ConfigError(f"--workers: 1 (one process) to 256, got {workers}")
-        if config.cluster is not None and workers > 1:
-            raise m.ConfigError("--workers: a cluster node runs one process (workers = 1) for now")
         changes["workers"] = workers
     return replace(config, server=replace(config.server, **changes))
