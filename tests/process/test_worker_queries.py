@@ -69,13 +69,13 @@ class Querier:
     def mirror(self, flt: str, sub_id: str) -> Mirror:
         return Mirror(self.channel, flt, sub_id)
 
-    def replace(self, sub_id: str, flt: str) -> int:
+    def replace(self, sub_id: str, flt: str, *, oof: bool = True) -> int:
         call = self.channel.unary_unary(
             REPLACE,
             request_serializer=pb.ReplaceSubscriptionRequest.SerializeToString,
             response_deserializer=pb.ReplaceSubscriptionResponse.FromString,
         )
-        request = pb.ReplaceSubscriptionRequest(sub_id=sub_id, filter=flt, options=pb.SubscriptionOptions(oof=True))
+        request = pb.ReplaceSubscriptionRequest(sub_id=sub_id, filter=flt, options=pb.SubscriptionOptions(oof=oof))
         return int(call(request, timeout=30).bookmark)
 
     def close(self) -> None:
@@ -341,5 +341,23 @@ def test_a_reader_answers_health_checks_while_the_writer_is_held(group: Sowd) ->
     with pytest.raises(grpc.RpcError) as unknown:  # a service it does not watch: the writer's answer
         check(readers_q[0], "no.such.Service")
     assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+    for q in [*readers_q, *writer_q]:
+        q.close()
+
+
+def test_a_relayed_subscription_is_its_callers_not_its_readers(group: Sowd) -> None:
+    readers_q, writer_q = _on_readers(group, 3)  # two readers: two of three share one
+    a, b = next((x, y) for x in readers_q for y in readers_q if x is not y and x.holder == y.holder)
+    placed = a.channel.unary_stream(
+        "/sowdb.v1.SowService/Subscribe",
+        request_serializer=pb.SubscribeRequest.SerializeToString,
+        response_deserializer=pb.SubscribeResponse.FromString,
+    )(pb.SubscribeRequest(topic="orders", bookmark="0", sub_id="mine"))  # a replay: relayed to the writer
+    assert next(iter(placed)).HasField("subscribed")
+    with pytest.raises(grpc.RpcError) as refused:  # another client of the same reader: not its subscription
+        b.replace("mine", "/qty > 1", oof=False)
+    assert refused.value.code() == grpc.StatusCode.NOT_FOUND
+    assert a.replace("mine", "/qty > 1", oof=False) >= 0  # its own caller's, relayed the same way
+    placed.cancel()
     for q in [*readers_q, *writer_q]:
         q.close()

@@ -66,6 +66,24 @@ the primary, as it refuses a write, so a client whose idea of the primary is sta
 primary back as a replica) is sent on instead of being answered from a replica (HA-5)."""
 
 
+RELAYED_PEER_KEY = "sowdb-peer"
+"""Metadata a reader process of the group (``sowd --workers``) sets on a call it relays: the
+address of the caller it relays for."""
+
+
+def caller_peer(context: Context) -> str:
+    """The caller's address: the connection that owns its subscriptions (R-1) and that refusals
+    are logged and limited by. A call relayed by a reader process comes over the group's Unix
+    socket (a 0700 directory: the group's processes only) and says whose it is; on any other
+    connection that key is not believed."""
+    peer: str = context.peer()
+    if peer.startswith("unix:"):
+        for key, value in context.invocation_metadata() or ():
+            if key == RELAYED_PEER_KEY:
+                return str(value)
+    return peer
+
+
 def _read_where_asked(engine: Engine, context: Context) -> None:
     for key, value in context.invocation_metadata() or ():
         if key == READ_FROM_KEY and value == "primary":
@@ -130,13 +148,13 @@ def _call(servicer: Servicer, method: str, context: Context) -> Call:
     rpc = f"{servicer.service}/{method}"
     counters = servicer.engine.rpc_counters(rpc)
     counters.calls += 1
-    return Call(rpc, context.peer(), counters, limiter=limiter_for(servicer.engine))
+    return Call(rpc, caller_peer(context), counters, limiter=limiter_for(servicer.engine))
 
 
 def _placing(sub_id: str, options: SubscriptionOptions, context: Context, access: Access) -> SowAndSubscribeArgs:
     """What every subscription is placed with: its options, id, owner (the caller's connection,
     R-1) and the caller's rights."""
-    return {"options": options, "sub_id": sub_id, "owner": context.peer(), "access": access}
+    return {"options": options, "sub_id": sub_id, "owner": caller_peer(context), "access": access}
 
 
 class Servicer:
@@ -179,7 +197,7 @@ class SowServicer(Servicer):
         acks: asyncio.Queue[pb.PublishResponse | Exception | None] = asyncio.Queue(PUBLISH_ACKS_AHEAD)
         rpc = f"{self.service}/Publish"
         refusals = Call(  # a request refused
-            rpc, context.peer(), self.engine.rpc_counters(rpc), access.user, limiter=limiter_for(self.engine)
+            rpc, caller_peer(context), self.engine.rpc_counters(rpc), access.user, limiter=limiter_for(self.engine)
         )
         authorization = authorization_of(context)
 
@@ -291,7 +309,8 @@ class SowServicer(Servicer):
         self, request: pb.ReplaceSubscriptionRequest, context: Context, access: Access
     ) -> pb.ReplaceSubscriptionResponse:
         change = convert.replacement(request)
-        bookmark = self.engine.replace_subscription(request.sub_id, change, owner=context.peer(), user=access.user)
+        owner = caller_peer(context)
+        bookmark = self.engine.replace_subscription(request.sub_id, change, owner=owner, user=access.user)
         return pb.ReplaceSubscriptionResponse(bookmark=bookmark)
 
 

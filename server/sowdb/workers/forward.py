@@ -13,6 +13,8 @@ from typing import Any
 
 import grpc
 
+from sowdb.api.servicer import RELAYED_PEER_KEY
+
 Context = grpc.aio.ServicerContext[Any, Any]
 
 _NOT_RELAYED = ("user-agent", "grpc-")
@@ -20,8 +22,15 @@ _NOT_RELAYED = ("user-agent", "grpc-")
 
 
 def relayed_metadata(context: Context) -> list[tuple[str, Any]]:
-    """The caller's metadata (its token, its ``sowdb-*`` keys) as the relayed call carries it."""
-    return [(k, v) for k, v in context.invocation_metadata() or () if not k.startswith((":", *_NOT_RELAYED))]
+    """The caller's metadata (its token, its ``sowdb-*`` keys) as the relayed call carries it,
+    and the caller's address, for the writer to know whose call it is (R-1's owner, refusals);
+    an address the caller claimed is dropped."""
+    mine = [
+        (k, v)
+        for k, v in context.invocation_metadata() or ()
+        if not k.startswith((":", *_NOT_RELAYED)) and k != RELAYED_PEER_KEY
+    ]
+    return [*mine, (RELAYED_PEER_KEY, context.peer())]
 
 
 async def relay(
