@@ -189,9 +189,12 @@ class ReaderLive:
 
     def _arena(self, opts: QueryOptions) -> ArenaReader | None:
         arena = self.arenas.get(opts.topic)
-        if arena is None or not self.started or self.pin_slot < 0 or historical(opts.bookmark):
+        if arena is None or not self.started or self.pin_slot < 0:
             return None
-        return arena
+        try:
+            return None if historical(opts.bookmark) else arena
+        except InvalidArgument:
+            return None  # the writer says what is wrong, with whatever else is
 
     def _records(self, topic: str, sow_keys: Sequence[str], arena: ArenaReader, at: int) -> HeldRecords | None:
         """The records of ``arena`` a query at ``at`` reads (those of ``sow_keys`` only, if
@@ -254,9 +257,7 @@ class ReaderLive:
         if held and min(held) <= at:  # pinned already by an older read
             held[at] += 1
             return True
-        if not arena.hold(self.pin_slot, at):
-            if held:
-                arena.hold(self.pin_slot, min(held))
+        if not arena.hold(self.pin_slot, at):  # the slot keeps what it held
             return False
         held[at] += 1
         return True

@@ -163,3 +163,5 @@ def test_a_hold_below_a_compactions_floor_is_refused(tmp_path: Path) -> None:
     assert not r.hold(0, old)  # the reader reads elsewhere (its process relays the query)
     assert a.pins.values[0] == 0
     assert r.hold(0, r.committed)
+    assert not r.hold(0, old)
+    assert a.pins.values[0] == r.committed  # a refused pin leaves the reads at the slot's pinned

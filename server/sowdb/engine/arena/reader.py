@@ -109,13 +109,14 @@ class ArenaReader(ArenaView):
         ``bookmark`` 0 lets go. Call it again with an older bookmark to pin that too."""
         if self._pins is None:
             self._pins = SharedPins(self.directory, create=False)
+        before = int(self._pins.values[slot])
         self._pins.hold(slot, bookmark)  # then the fence: the header read next sees a compaction
         if bookmark == 0:
             return True
         st = self._sync()  # waits out a compaction that started before the pin was seen
         if st.floor <= bookmark:
             return True
-        self._pins.hold(slot, 0)
+        self._pins.hold(slot, before)  # what the slot held still holds for the reads at it
         return False
 
     def visible(self, bookmark: int) -> NDArray[np.int64]:
