@@ -77,7 +77,6 @@ class ReaderLive:
         self.pin_slot = -1  # this reader's slot in the arenas' shared pins
         self._held: dict[str, Counter[int]] = {}  # per topic: the bookmarks its queries read at
         self._waiting: list[tuple[int, asyncio.Future[None]]] = []  # queries until the feed reaches a point
-        self.queries_served = 0  # answered from the arenas (the others are relayed)
 
     @property
     def last_seq(self) -> int:
@@ -123,7 +122,6 @@ class ReaderLive:
         records = self._records(opts.topic, opts.sow_keys, arena, at)
         if records is None:
             return None
-        self.queries_served += 1
         return self._shown_at(at, self._run(query, records, at, access))
 
     def sow_and_subscribe(
@@ -173,7 +171,6 @@ class ReaderLive:
         sub.hold()  # the changes after ``at`` wait for the query's group_end
         events = self._run(query, records, at, sub.access)
         self.hub.add(sub, since=at)
-        self.queries_served += 1
         return self._stream(sub, events)
 
     def may_serve(self, opts: QueryOptions) -> bool:
