@@ -97,6 +97,8 @@ class Mirror:
         self.held: dict[str, bytes] = {}
         self.point = 0  # the query's bookmark
         self.live: list[int] = []  # the bookmarks of the live records and oofs, as they came
+        self.versions: dict[str, int] = {}  # the bookmark of each key's version received last
+        self.stale: list[tuple[str, int]] = []  # versions received after a newer one of their key
         self.queried = threading.Event()
         self.changed = threading.Condition()
         self.error: grpc.RpcError | None = None
@@ -112,6 +114,9 @@ class Mirror:
                     elif kind in ("records", "publish"):
                         batch = r.records if kind == "records" else r.publish
                         for rec in batch.records:
+                            if rec.bookmark <= self.versions.get(rec.sow_key, 0):
+                                self.stale.append((rec.sow_key, rec.bookmark))  # older than what it holds
+                            self.versions[rec.sow_key] = rec.bookmark
                             self.held[rec.sow_key] = orjson.loads(rec.data)
                             if kind == "publish":
                                 self.live.append(rec.bookmark)
@@ -359,5 +364,41 @@ def test_a_relayed_subscription_is_its_callers_not_its_readers(group: Sowd) -> N
     assert refused.value.code() == grpc.StatusCode.NOT_FOUND
     assert a.replace("mine", "/qty > 1", oof=False) >= 0  # its own caller's, relayed the same way
     placed.cancel()
+    for q in [*readers_q, *writer_q]:
+        q.close()
+
+
+def test_sow_and_subscribe_placed_on_readers_while_publishes_go_on_misses_nothing(group: Sowd) -> None:
+    with Client(group.target) as c:
+        c.publish("orders", [{"id": i, "qty": 0} for i in range(KEYS)])
+    readers_q, writer_q = _on_readers(group, 3)
+    stop = threading.Event()
+
+    def publish() -> None:
+        with Client(group.target) as c:
+            step = 0
+            while not stop.is_set():
+                step += 1
+                c.publish("orders", [{"id": (step * 13 + i) % KEYS, "qty": step} for i in range(7)])
+
+    publisher = threading.Thread(target=publish)
+    publisher.start()
+    try:
+        mirrors = []
+        for i, q in enumerate(readers_q):  # placed one after another, each at its own point
+            mirrors.append(q.mirror("", f"p{i}"))
+            assert mirrors[-1].queried.wait(30)
+    finally:
+        stop.set()
+        publisher.join(60)
+    with Client(group.target) as c:
+        expected = {r.sow_key: r.json() for r in c.sow("orders")}
+    for m in mirrors:
+        assert m.error is None, m.error
+        assert m.wait_for(expected) == expected  # the query at its point and every change after it
+        assert m.live == sorted(set(m.live))
+        assert all(b > m.point for b in m.live)  # nothing the query had, sent again
+        assert m.stale == []  # no key's version older than the one the query gave
+        m.close()
     for q in [*readers_q, *writer_q]:
         q.close()
