@@ -55,11 +55,16 @@ def groups(tmp_path: Path, etcd: EtcdServer) -> Iterator[Cluster]:
         c.stop()
 
 
-def test_a_replicas_readers_serve_what_it_applied_and_relay_writes_to_its_writer(groups: Cluster) -> None:
+def _two_groups(cluster: Cluster) -> tuple[str, str]:
+    """Nodes n1 and n2, each a group of two processes: (the primary, the replica)."""
     for name in ("n1", "n2"):
-        groups.start(name, "--workers", "2")
-    primary = groups.primary()
-    replica = next(n for n in groups.nodes if n != primary)
+        cluster.start(name, "--workers", "2")
+    primary = cluster.primary()
+    return primary, next(n for n in cluster.nodes if n != primary)
+
+
+def test_a_replicas_readers_serve_what_it_applied_and_relay_writes_to_its_writer(groups: Cluster) -> None:
+    primary, replica = _two_groups(groups)
     with Client(groups.nodes[primary].target) as c:
         c.publish("orders", [{"id": i} for i in range(40)])
         expected = sorted(r.bookmark for r in c.sow("orders"))
@@ -74,10 +79,7 @@ def test_a_replicas_readers_serve_what_it_applied_and_relay_writes_to_its_writer
 
 
 def test_the_primarys_writer_killed_fails_over_and_its_group_comes_back_a_replica(groups: Cluster) -> None:
-    for name in ("n1", "n2"):
-        groups.start(name, "--workers", "2")
-    primary = groups.primary()
-    replica = next(n for n in groups.nodes if n != primary)
+    primary, replica = _two_groups(groups)
     with Client(groups.nodes[primary].target) as c:
         c.publish("orders", [{"id": i} for i in range(20)])
     until(lambda: groups.own(replica).applied_bookmark == 20)
@@ -110,10 +112,7 @@ def strict(tmp_path: Path, etcd: EtcdServer) -> Iterator[Cluster]:
 
 def test_a_primarys_readers_show_nothing_its_sync_replica_has_not_acknowledged(strict: Cluster) -> None:
     groups = strict
-    for name in ("n1", "n2"):
-        groups.start(name, "--workers", "2")
-    primary = groups.primary()
-    replica = next(n for n in groups.nodes if n != primary)
+    primary, replica = _two_groups(groups)
     with Client(groups.nodes[primary].target) as c:
         c.publish("orders", [{"id": i} for i in range(10)])
     until(lambda: groups.own(replica).applied_bookmark == 10)

@@ -27,7 +27,9 @@ The design:
   sees a half-written slot; compactions and replaced files are flagged there too. A reader
   process that holds a read pins its bookmark in the arena's shared pins (:mod:`.pins`), which
   the writer's compactions read, so what it reads is moved, never freed.
-- **Scans** (:mod:`.view`) decode 4,096 records per ``orjson.loads`` of ``[`` + slices + ``]``.
+- **Scans** (:mod:`.view`) decode 4,096 records per ``orjson.loads`` of ``[`` + slices + ``]``;
+  a query takes a run of slots as a sequence of records made as it reaches them
+  (:mod:`.slot_records`).
 
 Limits, and what this relies on: one writer per directory; at most 2^31 - 1 slots in use;
 a reader's ordering of the writer's stores is x86-64's (stores seen in order), which the
@@ -40,6 +42,7 @@ secret in the header would cost ~0.8 µs a key). Nothing here imports the rest o
 from sowdb.engine.arena.keys import key_hash
 from sowdb.engine.arena.pins import SLOTS as PIN_SLOTS
 from sowdb.engine.arena.reader import ArenaBusy, ArenaReader, AtPoint, HeldRecords
+from sowdb.engine.arena.slot_records import SlotRecords
 from sowdb.engine.arena.slots import LIVE
 from sowdb.engine.arena.store import TopicArena
 from sowdb.engine.arena.view import CHUNK, ArenaView, Pin, StalePin
@@ -54,6 +57,7 @@ __all__ = [
     "AtPoint",
     "HeldRecords",
     "Pin",
+    "SlotRecords",
     "StalePin",
     "TopicArena",
     "key_hash",

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TypeVar, overload
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -24,6 +24,7 @@ from sowdb.engine.arena.header import Header, State
 from sowdb.engine.arena.keys import KeyTable
 from sowdb.engine.arena.pins import SharedPins
 from sowdb.engine.arena.segments import Segments
+from sowdb.engine.arena.slot_records import SlotRecords
 from sowdb.engine.arena.slots import Slots
 from sowdb.engine.arena.view import ArenaView, Pin, StalePin
 from sowdb.engine.records import StoredRecord
@@ -195,7 +196,7 @@ class ArenaReader(ArenaView):
         raise ArenaBusy(f"the arena in {self.directory} kept changing")
 
 
-class HeldRecords(Sequence[StoredRecord]):
+class HeldRecords(SlotRecords):
     """The records a reader's query reads: slots of an arena visible at one bookmark, made a
     slice at a time as the scan reaches them; holding it keeps the bookmark pinned."""
 
@@ -203,23 +204,8 @@ class HeldRecords(Sequence[StoredRecord]):
         self.arena, self.slots = arena, slots
         weakref.finalize(self, release)
 
-    def __len__(self) -> int:
-        return len(self.slots)
-
-    @overload
-    def __getitem__(self, i: int) -> StoredRecord: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[StoredRecord]: ...
-
-    def __getitem__(self, i: int | slice) -> StoredRecord | list[StoredRecord]:
-        if isinstance(i, slice):
-            return self.arena.records(self.slots[i])
-        return self.arena.records(self.slots[i : i + 1])[0]
-
-    def __iter__(self) -> Iterator[StoredRecord]:
-        for start in range(0, len(self.slots), 1024):
-            yield from self.arena.records(self.slots[start : start + 1024])
+    def make(self, slots: NDArray[np.int64]) -> list[StoredRecord]:
+        return self.arena.records(slots)
 
 
 class AtPoint:

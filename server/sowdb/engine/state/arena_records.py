@@ -19,12 +19,12 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from itertools import repeat
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from sowdb.engine.arena import LIVE, TopicArena
+from sowdb.engine.arena import LIVE, SlotRecords, TopicArena
 from sowdb.engine.records import StoredRecord
 
 GARBAGE = 0.5
@@ -267,7 +267,7 @@ class ArenaRecords:
         self.arena.close(remove=True)
 
 
-class PinnedRecords(Sequence[StoredRecord]):
+class PinnedRecords(SlotRecords):
     """Records at one bookmark, as slots: indexing or slicing makes the records asked for.
 
     Holding it keeps its bookmark pinned (compaction spares what it sees); dropping it unpins.
@@ -278,23 +278,8 @@ class PinnedRecords(Sequence[StoredRecord]):
         owner.pin(bookmark)
         weakref.finalize(self, owner.unpin, bookmark)
 
-    def __len__(self) -> int:
-        return len(self.slots)
+    def make(self, slots: NDArray[np.int64]) -> list[StoredRecord]:
+        return self.owner.records(slots)
 
-    @overload
-    def __getitem__(self, i: int) -> StoredRecord: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[StoredRecord]: ...
-
-    def __getitem__(self, i: int | slice) -> StoredRecord | list[StoredRecord]:
-        if isinstance(i, slice):
-            return self.owner.records(self.slots[i])
-        return self.owner.record(int(self.slots[i]))
-
-    def __iter__(self) -> Iterator[StoredRecord]:
-        for start in range(0, len(self.slots), 1024):
-            yield from self.owner.records(self.slots[start : start + 1024])
-
-    def __bool__(self) -> bool:
-        return len(self.slots) > 0
+    def one(self, slot: int) -> StoredRecord:
+        return self.owner.record(slot)

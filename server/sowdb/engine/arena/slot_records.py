@@ -1,0 +1,54 @@
+"""A run of an arena's slots read as records: the sequence a scan takes, made a slice at a time.
+
+A query scans a ``Sequence[StoredRecord]``; over an arena it holds slot ids only, and the records
+are made when the scan reaches them. The writer's snapshots (``state.arena_records``) and a
+reader process's held reads (:mod:`.reader`) differ in how a record is made (the writer keeps
+the recent ones) and what holding the sequence pins; this is what they share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import overload
+
+import numpy as np
+from numpy.typing import NDArray
+
+from sowdb.engine.records import StoredRecord
+
+RUN = 1024
+"""Records made at a time when the sequence is iterated."""
+
+
+class SlotRecords(Sequence[StoredRecord]):
+    """Records as ``slots``: indexing or slicing makes the records asked for."""
+
+    slots: NDArray[np.int64]
+
+    def make(self, slots: NDArray[np.int64]) -> list[StoredRecord]:
+        """The records of ``slots``, in that order."""
+        raise NotImplementedError
+
+    def one(self, slot: int) -> StoredRecord:
+        return self.make(np.asarray([slot], np.int64))[0]
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+    @overload
+    def __getitem__(self, i: int) -> StoredRecord: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[StoredRecord]: ...
+
+    def __getitem__(self, i: int | slice) -> StoredRecord | list[StoredRecord]:
+        if isinstance(i, slice):
+            return self.make(self.slots[i])
+        return self.one(int(self.slots[i]))
+
+    def __iter__(self) -> Iterator[StoredRecord]:
+        for start in range(0, len(self.slots), RUN):
+            yield from self.make(self.slots[start : start + RUN])
+
+    def __bool__(self) -> bool:
+        return len(self.slots) > 0
