@@ -20,6 +20,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -121,6 +122,24 @@ class ArenaTopic(SowTopic):
         )
         self._after_put(recs, olds)
         return olds
+
+    def put_docs(
+        self, sow_keys: list[str], docs: list[dict[str, Any]], raws: list[bytes], first: int, now: int
+    ) -> None:
+        """A publish nobody needs the versions of, written from its parts: the arena keeps the
+        JSON, the indexes and columns take the decoded documents, and no ``StoredRecord`` is
+        made (a read makes one from the slot when it wants it)."""
+        if self.history is not None:
+            super().put_docs(sow_keys, docs, raws, first, now)
+            return
+        slots = self.store.put_docs(sow_keys, raws, first, now)
+        if self.lookup is not None:
+            self.lookup.observe_keys(sow_keys)
+        for index in self.slot_indexes.values():
+            index.put_docs(slots, docs)
+        if self.columns is not None:
+            assert isinstance(self.columns, ArenaColumns)  # new_columns'
+            self.columns.put_docs(slots, docs)
 
     def new_keys(self, sow_keys: list[str]) -> int:
         """How many distinct keys of ``sow_keys`` hold no record now (one vector probe)."""

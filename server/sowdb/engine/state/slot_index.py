@@ -52,20 +52,21 @@ class SlotIndex:
 
     def put_many(self, recs: Sequence[StoredRecord]) -> None:
         """File each new version (its ``slot`` set) under its value's terms."""
-        if not recs:
+        self.put_docs([rec.slot for rec in recs], [rec.kept or rec.data for rec in recs])
+
+    def put_docs(self, slots: list[int], docs: Sequence[dict[str, Any] | None]) -> None:
+        """File the new versions in ``slots`` under the terms of their ``docs``' values (a
+        publish's decoded documents: no ``StoredRecord`` needed)."""
+        if not slots:
             return
         top, steps, several = self._top, self.steps, self._several
         codes, code_of = self.codes, self._code
-        slots: list[int] = []
         out: list[int] = []
         if several:
-            for rec in recs:
-                several.pop(rec.slot, None)  # a reused slot's former value
-        for rec in recs:
-            data = rec.kept or rec.data
+            for slot in slots:
+                several.pop(slot, None)  # a reused slot's former value
+        for slot, data in zip(slots, docs, strict=True):
             value = (data.get(top) if top is not None else get_path(data, steps)) if data is not None else None
-            slot = rec.slot
-            slots.append(slot)
             if type(value) is str and value and value[0] not in _NUMERIC_START:  # the common case, inline
                 code = codes.get(value)
                 out.append(code if code is not None else code_of(value))
