@@ -74,18 +74,25 @@ def main() -> None:
             rates.append(_run(Path(builds[name]), store, orders, updates))
             shown = "   ".join(f"{p} {rates[-1][p]:9,.0f}" for p in PHASES)
             print(f"round {n + 1}  {name:8} {store:8} msg/server-cpu-s: {shown}", flush=True)
-    med = {run: {p: statistics.median(r[p] for r in got[run]) for p in PHASES} for run in runs}
-    first = next(iter(builds))
     for name, store in runs:
-        shown = "   ".join(f"{p} {med[(name, store)][p]:9,.0f}" for p in PHASES)
+        shown = "   ".join(f"{p} {statistics.median(r[p] for r in got[(name, store)]):9,.0f}" for p in PHASES)
         print(f"median   {name:8} {store:8} msg/server-cpu-s: {shown}")
+    first = next(iter(builds))
     for name in builds:
-        ratios = "   ".join(f"{p} {med[(name, 'arena')][p] / med[(name, 'objects')][p]:.3f}" for p in PHASES)
-        print(f"{name}: arena/objects {ratios}")
+        _ratio(f"{name}: arena/objects", got[(name, "arena")], got[(name, "objects")])
         if name != first:
             for store in STORES:
-                vs = "   ".join(f"{p} {med[(name, store)][p] / med[(first, store)][p]:.3f}" for p in PHASES)
-                print(f"{name}/{first} {store}: {vs}")
+                _ratio(f"{name}/{first} {store}", got[(name, store)], got[(first, store)])
+
+
+def _ratio(label: str, top: list[dict[str, float]], bottom: list[dict[str, float]]) -> None:
+    """The median of the rounds' ratios (each of runs minutes apart; the load drifts between
+    rounds more than within one), and their range."""
+    shown = []
+    for p in PHASES:
+        each = [t[p] / b[p] for t, b in zip(top, bottom, strict=True)]
+        shown.append(f"{p} {statistics.median(each):.3f} ({min(each):.2f}-{max(each):.2f})")
+    print(f"{label}: {'   '.join(shown)}  (median of the rounds' ratios)")
 
 
 if __name__ == "__main__":
