@@ -101,6 +101,28 @@ class ArenaRecords:
             self._remember([rec])
         return rec
 
+    def ended(self, slots: list[int], sow_keys: list[str]) -> list[StoredRecord | None]:
+        """The versions of ``sow_keys`` that a change ended, in ``slots`` (-1: none): made from
+        their slots without reading their keys, and not kept among the recent records (an ended
+        version is read again only through a snapshot that pinned it, which makes it again);
+        one kept already is given as it is, with what it keeps."""
+        made, topic = self._made, self.topic
+        arena = self.arena
+        one, read = arena.slots.one, arena.json.read
+        out: list[StoredRecord | None] = []
+        for slot, key in zip(slots, sow_keys, strict=True):
+            if slot < 0:
+                out.append(None)
+                continue
+            rec = made.get(slot)
+            if rec is None:
+                rec = StoredRecord(
+                    topic, key, None, read(one.off[slot], one.length[slot]), one.born[slot], one.ts[slot], one.exp[slot]
+                )
+                rec.slot = slot
+            out.append(rec)
+        return out
+
     def records(self, slots: NDArray[np.int64] | Sequence[int], docs: list[Any] | None = None) -> list[StoredRecord]:
         """The versions in ``slots``, in that order: those made recently as they were (with the
         encodings and documents they keep), the others made now, their arrays read a few

@@ -97,17 +97,13 @@ class ArenaTopic(SowTopic):
     def stored_bytes(self, value: int) -> None:
         pass  # kept by the arena
 
-    def _olds(self, ended: list[int]) -> list[StoredRecord | None]:
-        record, past = self.store.record, self._past
-        olds: list[StoredRecord | None] = []
-        for slot in ended:
-            if slot < 0:
-                olds.append(None)
-                continue
-            old = record(slot)
-            if self.history is not None:
-                old.prev = past.get(old.sow_key)
-            olds.append(old)
+    def _olds(self, ended: list[int], sow_keys: list[str]) -> list[StoredRecord | None]:
+        olds = self.store.ended(ended, sow_keys)
+        if self.history is not None:
+            past = self._past
+            for old in olds:
+                if old is not None:
+                    old.prev = past.get(old.sow_key)
         return olds
 
     def put(self, rec: StoredRecord) -> StoredRecord | None:
@@ -118,7 +114,9 @@ class ArenaTopic(SowTopic):
         from its slot only when wanted, or when the history links it)."""
         ended = self.store.put_many(recs)
         olds: list[StoredRecord | None] = (
-            self._olds(ended) if want_olds or self.history is not None else [None] * len(recs)
+            self._olds(ended, [r.sow_key for r in recs])
+            if want_olds or self.history is not None
+            else [None] * len(recs)
         )
         self._after_put(recs, olds)
         return olds
@@ -187,7 +185,7 @@ class ArenaTopic(SowTopic):
         slot = self.store.remove(sow_key, bookmark)
         if slot < 0:
             return None
-        old = self._olds([slot])[0]
+        old = self._olds([slot], [sow_key])[0]
         assert old is not None
         if self.history is not None:
             self._past.pop(sow_key, None)
