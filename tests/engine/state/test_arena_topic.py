@@ -62,7 +62,19 @@ class TopicMachine(RuleBasedStateMachine):
         pairs = [self._version(k, s, p) for k, s, p in batch]
         olds_a = self.arena.put_many([a for a, _ in pairs])
         olds_o = self.objects.put_many([o for _, o in pairs])
-        assert [o and (o.raw, o.bookmark) for o in olds_a] == [o and (o.raw, o.bookmark) for o in olds_o]
+        ended = [o and (o.sow_key, o.raw, o.bookmark, o.timestamp_us, o.expiry_us) for o in olds_a]
+        assert ended == [o and (o.sow_key, o.raw, o.bookmark, o.timestamp_us, o.expiry_us) for o in olds_o]
+
+    @rule(batch=st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from(SYMBOLS), st.integers(0, 9)), max_size=6))
+    def publish_unfollowed(self, batch: list[tuple[str, Any, int]]) -> None:
+        """A publish nobody takes the versions of (``put_docs``): the arena makes no record."""
+        self.now += 1_000
+        first = self.bookmark + 1
+        self.bookmark += len(batch)
+        keys = [k for k, _, _ in batch]
+        raws = [orjson.dumps({"id": k, "p": p} | ({} if s is None else {"s": s})) for k, s, p in batch]
+        self.arena.put_docs(keys, [orjson.loads(r) for r in raws], raws, first, self.now)
+        self.objects.put_docs(keys, [orjson.loads(r) for r in raws], raws, first, self.now)
 
     @rule(key=st.sampled_from(KEYS))
     def delete(self, key: str) -> None:

@@ -46,7 +46,11 @@ def probe(arena: TopicArena, distinct: list[bytes]) -> Each:
     table, one, maps = arena.table, arena.slots.one, arena.keys.maps
     cells, mask = table.cells, table.mask
     khash, klen, koff, died = one.khash, one.klen, one.koff, one.died
-    hashes, pos, heads, live = [], [], [], []
+    hashes: list[int] = []
+    pos: list[int] = []
+    heads: list[int] = []
+    live: list[bool] = []
+    add_hash, add_pos, add_head, add_live = hashes.append, pos.append, heads.append, live.append
     for key in distinct:
         h = key_hash(key)
         j, n = h & mask, len(key)
@@ -60,10 +64,10 @@ def probe(arena: TopicArena, distinct: list[bytes]) -> Each:
                 if maps[at >> SHIFT][start : start + n] == key:
                     break
             j = (j + 1) & mask
-        hashes.append(h)
-        pos.append(j)
-        heads.append(s)
-        live.append(s >= 0 and died[s] == LIVE)
+        add_hash(h)
+        add_pos(j)
+        add_head(s)
+        add_live(s >= 0 and died[s] == LIVE)
     return Each(distinct, table, hashes, pos, heads, live)
 
 

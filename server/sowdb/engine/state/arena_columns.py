@@ -9,6 +9,7 @@ version is current. Nothing per record is kept beside the columns' arrays.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -71,6 +72,14 @@ class ArenaColumns(Columns):
         numbers = [r.slot for r in recs]
         for col in self.by_path.values():
             col.set(numbers, col.values(recs))
+
+    def put_docs(self, slots: list[int], docs: list[dict[str, Any]]) -> None:
+        """Write the values of a publish's decoded ``docs`` at their ``slots``."""
+        if not self.by_path or not slots:
+            return
+        self._grow_to(max(slots) + 1)
+        for col in self.by_path.values():
+            col.set(slots, col.values_in(docs))
 
     def remove(self, old: StoredRecord) -> None:
         """Nothing to do: an ended version's slot is no longer current, which candidates check."""

@@ -32,6 +32,7 @@ GARBAGE = 0.5
 RECENT_RECORDS = 65536
 """Records made from the arena that stay made (as many as keep their encodings,
 ``records.RECENT_WIRE``): a repeated query of up to this many records reuses them."""
+_Many = int | list[int]  # one value per message, or an int (bookmarks: the first of consecutive ones)
 MIN_COMPACT_SLOTS = 4096
 """Below this many dead slots a compaction is not worth its pass over the arrays."""
 
@@ -99,6 +100,28 @@ class ArenaRecords:
             rec.slot = slot
             self._remember([rec])
         return rec
+
+    def ended(self, slots: list[int], sow_keys: list[str]) -> list[StoredRecord | None]:
+        """The versions of ``sow_keys`` that a change ended, in ``slots`` (-1: none): made from
+        their slots without reading their keys, and not kept among the recent records (an ended
+        version is read again only through a snapshot that pinned it, which makes it again);
+        one kept already is given as it is, with what it keeps."""
+        made, topic = self._made, self.topic
+        arena = self.arena
+        one, read = arena.slots.one, arena.json.read
+        out: list[StoredRecord | None] = []
+        for slot, key in zip(slots, sow_keys, strict=True):
+            if slot < 0:
+                out.append(None)
+                continue
+            rec = made.get(slot)
+            if rec is None:
+                rec = StoredRecord(
+                    topic, key, None, read(one.off[slot], one.length[slot]), one.born[slot], one.ts[slot], one.exp[slot]
+                )
+                rec.slot = slot
+            out.append(rec)
+        return out
 
     def records(self, slots: NDArray[np.int64] | Sequence[int], docs: list[Any] | None = None) -> list[StoredRecord]:
         """The versions in ``slots``, in that order: those made recently as they were (with the
@@ -194,10 +217,8 @@ class ArenaRecords:
         stamp = first.stamp
         same = len(stamps) == 1 or len({(t.timestamp_us, t.expiry_us) for t in stamps}) == 1
         consecutive = last.bookmark - first.bookmark == n - 1
-        sow_keys = [r.sow_key for r in recs]
-        looked, self._looked = self._looked, None
-        ended = self.arena.put_batch(
-            looked[1] if looked is not None and looked[0] == sow_keys else [k.encode() for k in sow_keys],
+        ended = self._put(
+            [r.sow_key for r in recs],
             [r.raw for r in recs],
             first.bookmark if consecutive else [r.bookmark for r in recs],
             stamp.timestamp_us if same else [r.timestamp_us for r in recs],
@@ -205,6 +226,20 @@ class ArenaRecords:
         )
         self._number(recs)
         return ended
+
+    def put_docs(self, sow_keys: list[str], raws: list[bytes], first: int, timestamp_us: int) -> list[int]:
+        """:meth:`put_many` of a publish nobody needs the versions of (bookmarks ``first``,
+        ``first + 1``, …, one time, no expiry), from its parts: no ``StoredRecord`` is made. The
+        slots written, in order."""
+        if not raws:
+            return []
+        self._put(sow_keys, raws, first, timestamp_us, 0)
+        return self.arena.written
+
+    def _put(self, sow_keys: list[str], raws: list[bytes], marks: _Many, ts: _Many, exp: _Many) -> list[int]:
+        looked, self._looked = self._looked, None
+        keys = looked[1] if looked is not None and looked[0] == sow_keys else [k.encode() for k in sow_keys]
+        return self.arena.put_batch(keys, raws, marks, ts, exp)
 
     def load(self, recs: Sequence[StoredRecord]) -> None:
         """Records read back at start: each key once, bookmarks in any order."""

@@ -20,6 +20,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -96,17 +97,13 @@ class ArenaTopic(SowTopic):
     def stored_bytes(self, value: int) -> None:
         pass  # kept by the arena
 
-    def _olds(self, ended: list[int]) -> list[StoredRecord | None]:
-        record, past = self.store.record, self._past
-        olds: list[StoredRecord | None] = []
-        for slot in ended:
-            if slot < 0:
-                olds.append(None)
-                continue
-            old = record(slot)
-            if self.history is not None:
-                old.prev = past.get(old.sow_key)
-            olds.append(old)
+    def _olds(self, ended: list[int], sow_keys: list[str]) -> list[StoredRecord | None]:
+        olds = self.store.ended(ended, sow_keys)
+        if self.history is not None:
+            past = self._past
+            for old in olds:
+                if old is not None:
+                    old.prev = past.get(old.sow_key)
         return olds
 
     def put(self, rec: StoredRecord) -> StoredRecord | None:
@@ -117,10 +114,30 @@ class ArenaTopic(SowTopic):
         from its slot only when wanted, or when the history links it)."""
         ended = self.store.put_many(recs)
         olds: list[StoredRecord | None] = (
-            self._olds(ended) if want_olds or self.history is not None else [None] * len(recs)
+            self._olds(ended, [r.sow_key for r in recs])
+            if want_olds or self.history is not None
+            else [None] * len(recs)
         )
         self._after_put(recs, olds)
         return olds
+
+    def put_docs(
+        self, sow_keys: list[str], docs: list[dict[str, Any]], raws: list[bytes], first: int, now: int
+    ) -> None:
+        """A publish nobody needs the versions of, written from its parts: the arena keeps the
+        JSON, the indexes and columns take the decoded documents, and no ``StoredRecord`` is
+        made (a read makes one from the slot when it wants it)."""
+        if self.history is not None:
+            super().put_docs(sow_keys, docs, raws, first, now)
+            return
+        slots = self.store.put_docs(sow_keys, raws, first, now)
+        if self.lookup is not None:
+            self.lookup.observe_keys(sow_keys)
+        for index in self.slot_indexes.values():
+            index.put_docs(slots, docs)
+        if self.columns is not None:
+            assert isinstance(self.columns, ArenaColumns)  # new_columns'
+            self.columns.put_docs(slots, docs)
 
     def new_keys(self, sow_keys: list[str]) -> int:
         """How many distinct keys of ``sow_keys`` hold no record now (one vector probe)."""
@@ -168,7 +185,7 @@ class ArenaTopic(SowTopic):
         slot = self.store.remove(sow_key, bookmark)
         if slot < 0:
             return None
-        old = self._olds([slot])[0]
+        old = self._olds([slot], [sow_key])[0]
         assert old is not None
         if self.history is not None:
             self._past.pop(sow_key, None)

@@ -61,12 +61,15 @@ class KeyLookup:
     def observe(self, recs: Sequence[StoredRecord]) -> None:
         """Note the SowKeys the topic now stores (on every put: ~25 ns per record, since only
         a key holding a string — a ``"`` in its text — is decoded)."""
-        if not self._watching:
-            return
-        if '"' in "".join(map(_sow_key, recs)):
-            for rec in recs:
-                if '"' in rec.sow_key:
-                    self._note(rec.sow_key)
+        if self._watching:
+            self.observe_keys(list(map(_sow_key, recs)))
+
+    def observe_keys(self, sow_keys: list[str]) -> None:
+        """:meth:`observe` of the SowKeys themselves (a publish that makes no records)."""
+        if self._watching and '"' in "".join(sow_keys):
+            for key in sow_keys:
+                if '"' in key:
+                    self._note(key)
 
     def _note(self, sow_key: str) -> None:
         # A SowKey is its key values' JSON texts joined by commas, so as a JSON array it

@@ -16,6 +16,7 @@ Codes are never taken back: the dictionary holds every distinct term the path ha
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -41,6 +42,7 @@ class SlotIndex:
         self._top = self.steps[0] if len(self.steps) == 1 and isinstance(self.steps[0], str) else None
         self.codes: dict[Any, int] = {}
         self.by_slot: NDArray[np.int32] = np.full(1024, NONE, np.int32)
+        self._codes = self.by_slot.data  # the same, written a run at a time
         self._several: dict[int, tuple[int, ...]] = {}
 
     def _code(self, term: Any) -> int:
@@ -52,20 +54,21 @@ class SlotIndex:
 
     def put_many(self, recs: Sequence[StoredRecord]) -> None:
         """File each new version (its ``slot`` set) under its value's terms."""
-        if not recs:
+        self.put_docs([rec.slot for rec in recs], [rec.kept or rec.data for rec in recs])
+
+    def put_docs(self, slots: list[int], docs: Sequence[dict[str, Any] | None]) -> None:
+        """File the new versions in ``slots`` under the terms of their ``docs``' values (a
+        publish's decoded documents: no ``StoredRecord`` needed)."""
+        if not slots:
             return
         top, steps, several = self._top, self.steps, self._several
         codes, code_of = self.codes, self._code
-        slots: list[int] = []
         out: list[int] = []
         if several:
-            for rec in recs:
-                several.pop(rec.slot, None)  # a reused slot's former value
-        for rec in recs:
-            data = rec.kept or rec.data
+            for slot in slots:
+                several.pop(slot, None)  # a reused slot's former value
+        for slot, data in zip(slots, docs, strict=True):
             value = (data.get(top) if top is not None else get_path(data, steps)) if data is not None else None
-            slot = rec.slot
-            slots.append(slot)
             if type(value) is str and value and value[0] not in _NUMERIC_START:  # the common case, inline
                 code = codes.get(value)
                 out.append(code if code is not None else code_of(value))
@@ -78,12 +81,17 @@ class SlotIndex:
             else:
                 several[slot] = tuple(code_of(t) for t in terms)
                 out.append(SEVERAL)
-        need = max(slots) + 1
+        lo, hi = slots[0], slots[-1] + 1
+        consecutive = hi - lo == len(slots) and slots == list(range(lo, hi))  # a publish's fresh slots, usually
+        need = hi if consecutive else max(slots) + 1
         if need > len(self.by_slot):
             grown = np.full(max(need, 2 * len(self.by_slot)), NONE, np.int32)
             grown[: len(self.by_slot)] = self.by_slot
-            self.by_slot = grown
-        self.by_slot[slots] = out
+            self.by_slot, self._codes = grown, grown.data
+        if consecutive:  # one copy, without numpy's conversion of two lists
+            self._codes[lo:hi] = array("i", out)
+        else:
+            self.by_slot[slots] = out
 
     def lookup(self, values: Iterable[Any], died: NDArray[np.int64], high: int) -> NDArray[np.int64]:
         """The current slots (below ``high``; ``died``: the arena's) whose value may equal one of

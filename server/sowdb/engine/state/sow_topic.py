@@ -13,7 +13,9 @@ that later publishes cannot change.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import count
 from operator import attrgetter
+from typing import Any
 
 from sowdb.config import TopicConfig
 from sowdb.engine.records import KeySpec, StoredRecord
@@ -84,6 +86,19 @@ class SowTopic:
         if self.columns is not None:
             self.columns.put_many(olds, recs)
         return olds
+
+    def put_docs(
+        self, sow_keys: list[str], docs: list[dict[str, Any]], raws: list[bytes], first: int, now: int
+    ) -> None:
+        """:meth:`put_many` of a publish whose versions nobody needs back (no subscriber, no
+        history, no expiry), from its parts: bookmarks ``first``, ``first + 1``, … at time
+        ``now``. Here the versions are the records kept; a store that keeps records in its own
+        form makes none (:meth:`ArenaTopic.put_docs <sowdb.engine.state.arena_topic.ArenaTopic.put_docs>`)."""
+        name = self.name
+        self.put_many(
+            [StoredRecord(name, k, d, r, b, now) for k, d, r, b in zip(sow_keys, docs, raws, count(first))],
+            want_olds=False,
+        )
 
     def remove(self, sow_key: str, bookmark: int = 0, timestamp_us: int = 0) -> StoredRecord | None:
         """Delete (at ``bookmark``, for the history); returns the removed version."""

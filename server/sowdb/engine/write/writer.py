@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from itertools import count, repeat
+from itertools import count
 from typing import Any
 
 from sowdb.config import Config
@@ -23,6 +23,7 @@ from sowdb.engine.filters import request_filter
 from sowdb.engine.read import plan_candidates
 from sowdb.engine.records import StoredRecord, decode_document
 from sowdb.engine.state import ExpiryQueue, SowTopic, Topics, check_topic_name
+from sowdb.engine.write import messages
 from sowdb.engine.write.conflation import Refreshed, refresh
 from sowdb.engine.write.enrichment import check_rows, enrich, of_topic, preprocess_one
 from sowdb.engine.write.fanout import FanOut
@@ -158,29 +159,28 @@ class Writer:
             check_rows(access, topic, sow_keys, received or docs, first, now)
         if (enrichment := of_topic(topic).enrichment) is not None:
             enrich(enrichment, topic, sow_keys, docs, raws, first, now)
-        versions = [
-            StoredRecord(topic_name, key, data, raw, seq, now, expiry)
-            for key, data, raw, seq, expiry in zip(sow_keys, docs, raws, count(first), exps or repeat(0))
-        ]
+        wanted = self.fan_out.wanted(topic_name)
+        lean = exps is None and hist is None and not wanted  # nothing takes the versions as objects
+        versions = None if lean else messages.versions(topic_name, sow_keys, docs, raws, first, now, exps)
         batch = self.store.batch(topic_name, current=topic.persistent, history=hist is not None and topic.persistent)
         batch.publish_many(first, now, sow_keys, raws, exps)
         if topic.persistent:
             batch.set_record_count(len(topic.records) + topic.new_keys(sow_keys))
-        if hist is not None and hist.granularity_us:
+        if hist is not None and hist.granularity_us and versions is not None:
             self._thin_history(topic, batch, versions, now)
         self._commit(batch, producer)
-        self.last_seq = last = first + len(versions) - 1
+        self.last_seq = last = first + len(raws) - 1
         self.counters.topic(topic_name).published(raws)
-        if exps is not None:
-            for rec in versions:
-                if rec.expiry_us:
-                    self.expiry.add(rec)
-        wanted = self.fan_out.wanted(topic_name)
+        if versions is None:
+            topic.put_docs(sow_keys, docs, raws, first, now)
+            return first, last
+        for rec in versions if exps is not None else ():
+            if rec.expiry_us:
+                self.expiry.add(rec)
         olds = topic.put_many(versions, want_olds=wanted)
         if wanted:
             changes = [
-                Change(topic_name, rec.sow_key, rec.bookmark, now, old, rec)
-                for rec, old in zip(versions, olds, strict=True)
+                Change(topic_name, r.sow_key, r.bookmark, now, o, r) for r, o in zip(versions, olds, strict=True)
             ]
             self.fan_out(topic_name, changes, now)
         return first, last
