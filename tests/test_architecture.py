@@ -26,7 +26,8 @@ LAYERS: dict[str, set[str]] = {  # subpackage -> the subpackages it may import
     "live": {"arena", "state", "journal", "read"},
     "write": {"arena", "state", "journal", "read", "live"},
 }
-FACADE = {"__init__", "engine", "upkeep", "stats", "replication", "feed"}  # root modules that compose the subpackages
+# root modules that compose the subpackages
+FACADE = {"__init__", "engine", "upkeep", "stats", "replication", "feed", "group_figures"}
 
 
 def _imports(path: Path) -> list[tuple[str, list[str]]]:

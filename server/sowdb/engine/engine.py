@@ -255,6 +255,7 @@ class Engine:
         feed = Feed(lambda: self.hub.gate.start_point(self.writer.last_seq), self.hub.held_by)
         self.hub.behind_gate.append(feed.changes)
         self.hub.elsewhere = feed.held  # the readers' subscriptions count against a user's quota
+        self.figures.merge = feed.figures.merged  # and in the operators' figures
         return feed
 
     def replace_subscription(self, sub_id: str, change: Replacement, *, owner: str, user: str = "") -> int:

@@ -33,6 +33,7 @@ from sowdb.engine.access import EVERYONE, Access, check_quota
 from sowdb.engine.changes import Change
 from sowdb.engine.counters import Counters
 from sowdb.engine.filters import request_filter
+from sowdb.engine.group_figures import GroupFigures, reader_report
 from sowdb.engine.live import (
     Replacement,
     Subscription,
@@ -125,6 +126,7 @@ class Feed:
         self.held_by = held_by  # a user's live subscriptions in the group (the writer's and the claims)
         self.readers: set[FeedQueue] = set()
         self.claims: dict[int, Counter[str]] = {}  # per reader: its users' live subscriptions
+        self.figures = GroupFigures()  # per reader: its last report of its subscriptions and calls
         self._numbers = count(1)
 
     def attach(self) -> FeedQueue:
@@ -140,6 +142,13 @@ class Feed:
         """The reader is gone: so are its subscriptions, and what they counted."""
         self.readers.discard(queue)
         self.claims.pop(queue.reader, None)
+        self.figures.forget(queue.reader)
+
+    def report(self, payload: bytes) -> None:
+        """A reader's figures (:func:`~sowdb.engine.group_figures.reader_report`), kept while it is attached."""
+        reader = self.figures.report(payload)
+        if reader not in self.claims:  # it went meanwhile
+            self.figures.forget(reader)
 
     def held(self, user: str) -> int:
         """``user``'s live subscriptions in the readers."""
@@ -199,6 +208,10 @@ class ReaderLive:
     def last_seq(self) -> int:
         """The point subscriptions are placed at (a :class:`~sowdb.engine.journal.Position`)."""
         return self.position
+
+    def report(self, topics: Iterable[str]) -> bytes:
+        """This reader's figures for its writer's (``topics``: those a pattern may follow)."""
+        return reader_report(self.reader, self.hub, self.counters, topics)
 
     def apply(self, entry: bytes) -> None:
         """One feed entry, in order."""

@@ -1,0 +1,143 @@
+"""The readers' figures in the writer's: a ``sowd --workers N`` group reads as one server (issue 41).
+
+A reader serves its own subscriptions, but the operators' figures are the writer's to answer
+(the Stats RPC, ``sow stats``, ``/metrics``, the console). So each reader sends the writer what
+those figures need of it — its subscriptions and their queues, the slow consumers it cut off,
+its calls — in one small report (:func:`reader_report`), about once a second and only when it
+changed (``sowdb.workers.reports``), and the writer adds them to its own snapshot
+(:meth:`GroupFigures.merged`). The writer's figures are of one point of its total order; a
+reader's are as old as its last report (a second or so): the group's figures are a sum, not
+one point of the order.
+
+A reader that goes (its feed ended: it died, or was cut off) takes its subscriptions and queues
+out of the figures with it, as the writer forgets its claims (:meth:`GroupFigures.forget`); what
+it counted (slow consumers cut off, calls) stays in the group's totals, so that a counter of
+the group never goes back while the writer runs.
+"""
+
+from __future__ import annotations
+
+import marshal
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sowdb.engine.access import Access
+from sowdb.engine.counters import Counters
+from sowdb.engine.live import SubscriptionHub
+from sowdb.engine.stats import RpcFigures, StatsSnapshot, SubscriptionFigures
+
+_Rpc = tuple[str, int, dict[str, int], float, tuple[int, ...]]  # name, calls, errors, seconds, buckets
+
+
+def reader_report(reader: int, hub: SubscriptionHub, counters: Counters, topics: Iterable[str]) -> bytes:
+    """What the writer's figures need of a reader's subscriptions and calls (``marshal``: str,
+    int, float, bool, tuples and dicts only). ``topics``: the names a pattern subscription may
+    follow (the configured topics, views and conflated topics).
+
+    A subscription's age is sent as the wall-clock time it was placed (to a tenth of a second),
+    so that a report of subscriptions that did nothing is the same bytes as the last one.
+    """
+    names = tuple(topics)
+    offset = time.time() - time.monotonic()
+    subs = []
+    for s in hub.subs.values():
+        follows = hub.follows(s)
+        followed = tuple(n for n in (names if s.regex is not None else (s.topic,)) if follows(n))
+        queued = len(s.queue) + len(s.held or ())
+        figures = (s.name, hub.shown_topic(s), s.filter.text if s.filter is not None else "", s.access.user, s.owner)
+        queue = (queued, s.queued_bytes, s.max_records, s.max_bytes, s.sent_events, s.held is not None)
+        subs.append((*figures, *queue, round(offset + s.placed_at, 1), followed))
+    rpcs = [(name, c.calls, dict(c.errors), c.seconds, tuple(c.buckets)) for name, c in sorted(counters.rpcs.items())]
+    return marshal.dumps((reader, subs, hub.dropped_slow, rpcs))
+
+
+@dataclass
+class _Report:
+    """A reader's last report, decoded."""
+
+    subscriptions: list[tuple[Any, ...]]  # the fields of SubscriptionFigures but the age; placed; followed
+    cutoffs: int
+    rpcs: list[_Rpc]
+
+
+@dataclass
+class GroupFigures:
+    """The writer's copy of its readers' last reports, by the number the feed knows each by."""
+
+    readers: dict[int, _Report] = field(default_factory=dict)
+    gone_cutoffs: int = 0  # counted by readers that have gone
+    gone_rpcs: list[_Rpc] = field(default_factory=list)
+
+    def report(self, payload: bytes) -> int:
+        """Keep a reader's report (:func:`reader_report`); returns the reader's number."""
+        reader, subs, cutoffs, rpcs = marshal.loads(payload)
+        self.readers[reader] = _Report(subs, cutoffs, rpcs)
+        return int(reader)
+
+    def forget(self, reader: int) -> None:
+        """The reader is gone: its subscriptions leave the figures; its counts stay in the totals."""
+        gone = self.readers.pop(reader, None)
+        if gone is not None:
+            self.gone_cutoffs += gone.cutoffs
+            self.gone_rpcs = _sum_rpcs([*self.gone_rpcs, *gone.rpcs])
+
+    def merged(self, snap: StatsSnapshot, access: Access, topic: str) -> StatsSnapshot:
+        """``snap`` (the writer's figures for a caller with ``access``, of the topics ``topic``
+        names) with the readers' added, as :meth:`Stats.snapshot` would count them: each
+        topic's subscriptions, the caller's own subscriptions (all for an admin) that follow
+        the topics asked for, and the server-wide totals."""
+        if not self.readers and not self.gone_cutoffs and not self.gone_rpcs:
+            return snap
+        subs = [s for r in self.readers.values() for s in r.subscriptions]
+        following = Counter(name for s in subs for name in s[-1])
+        topics = tuple(replace(t, subscriptions=t.subscriptions + following[t.name]) for t in snap.topics)
+        asked = {t.name for t in snap.topics}
+        now = time.time()
+        shown = tuple(
+            _figures(s, now)
+            for s in subs
+            if (access.admin or (access.user and s[3] == access.user)) and (not topic or asked.intersection(s[-1]))
+        )
+        server = snap.server
+        if server is not None:
+            rpcs = _sum_rpcs(
+                [*((r.rpc, r.calls, r.errors, r.seconds, r.buckets) for r in server.rpcs), *self.gone_rpcs]
+                + [rpc for r in self.readers.values() for rpc in r.rpcs]
+            )
+            server = replace(
+                server,
+                subscriptions=server.subscriptions + len(subs),
+                queued_events=server.queued_events + sum(s[5] for s in subs),
+                slow_consumer_cutoffs=server.slow_consumer_cutoffs
+                + self.gone_cutoffs
+                + sum(r.cutoffs for r in self.readers.values()),
+                rpcs=tuple(RpcFigures(*r) for r in rpcs),
+            )
+        return replace(snap, topics=topics, subscriptions=snap.subscriptions + shown, server=server)
+
+
+def _figures(sub: tuple[Any, ...], now: float) -> SubscriptionFigures:
+    """A reader's subscription as reported, its age now."""
+    sub_id, topic, flt, user, peer, queued, queued_bytes, max_events, max_bytes, sent, catching_up, placed, _ = sub
+    age = max(0.0, now - placed)
+    return SubscriptionFigures(
+        sub_id, topic, flt, user, peer, queued, queued_bytes, max_events, max_bytes, sent, catching_up, age
+    )
+
+
+def _sum_rpcs(rpcs: Iterable[_Rpc]) -> list[_Rpc]:
+    """The figures of each RPC summed over processes, by name."""
+    calls: Counter[str] = Counter()
+    errors: dict[str, Counter[str]] = {}
+    seconds: Counter[str] = Counter()
+    buckets: dict[str, list[int]] = {}
+    for name, n, refused, s, counts in rpcs:
+        calls[name] += n
+        errors.setdefault(name, Counter()).update(refused)
+        seconds[name] += s  # type: ignore[assignment]  # a Counter of floats
+        had = buckets.setdefault(name, [0] * len(counts))
+        buckets[name] = [a + b for a, b in zip(had, counts, strict=True)]
+    return [(name, calls[name], dict(errors[name]), seconds[name], tuple(buckets[name])) for name in sorted(calls)]

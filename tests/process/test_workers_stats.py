@@ -1,0 +1,129 @@
+"""``sowd --workers N`` reads as one server in its figures (issue 41): ``sow stats`` (the Stats
+RPC) and ``/metrics``, both answered by the writer, count the subscriptions every process
+serves, and a reader killed takes its subscriptions out of them (its counts stay in the totals).
+
+The subscribers each open a connection of their own, which the kernel spreads over the writer
+and the readers (``tests/process/test_workers.py`` says how, and finds which process holds one).
+The readers report about once a second, so the figures are polled for, with a deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sowdb.testing import Sowd, start
+from tests.process.test_operations import metric_samples, sow
+from tests.process.test_workers import _pids, _spread
+
+CONFIG = """
+[server]
+metrics_listen = "127.0.0.1:0"
+
+[[topic]]
+name = "orders"
+key = ["/id"]
+
+[[topic]]
+name = "prices"
+key = ["/id"]
+"""
+DEADLINE_S = 30.0
+SUBSCRIBE = "SowService/Subscribe"
+
+
+@pytest.fixture
+def group(tmp_path: Path) -> Iterator[Sowd]:
+    config = tmp_path / "sowd.toml"
+    config.write_text(CONFIG)
+    sowd = start(tmp_path / "data", "--workers", "3", config=config)
+    try:
+        yield sowd
+    finally:
+        sowd.stop()
+
+
+def _stats(sowd: Sowd, *args: str) -> dict[str, Any]:
+    done = sow(sowd.target, "", "stats", "-format", "json", *args)
+    assert done.returncode == 0, done.stderr
+    figures: dict[str, Any] = json.loads(done.stdout)
+    return figures
+
+
+def _metrics(sowd: Sowd) -> dict[str, float]:
+    """``/metrics``'s samples without labels but ``topic`` and ``rpc`` (by name and that label)."""
+    port = re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", sowd.output)
+    assert port, sowd.output
+    samples = metric_samples(f"http://127.0.0.1:{port[1]}/metrics")
+    out: dict[str, float] = {}
+    for (name, labels), value in samples.items():
+        named = dict(labels)
+        if set(named) <= {"topic", "rpc"}:
+            out[name + "".join(f":{v}" for v in named.values())] = value
+    return out
+
+
+def _figures(sowd: Sowd) -> dict[str, float]:
+    """What the test compares: the Stats RPC's and /metrics' counts of subscriptions, and the
+    calls of Subscribe."""
+    stats, metrics = _stats(sowd), _metrics(sowd)
+    topics = {t["name"]: t.get("subscriptions", 0) for t in stats["topics"]}
+    calls = {r["rpc"]: r.get("calls", 0) for r in stats["server"]["rpcs"]}
+    return {
+        "stats": stats["server"].get("subscriptions", 0),
+        "stats_listed": len(stats.get("subscriptions", [])),
+        "stats_orders": topics["orders"],
+        "stats_prices": topics["prices"],
+        "stats_calls": calls.get(SUBSCRIBE, 0),
+        "metrics": metrics["sowdb_subscriptions"],
+        "metrics_orders": metrics["sowdb_topic_subscriptions:orders"],
+        "metrics_calls": metrics.get(f"sowdb_rpc_calls_total:{SUBSCRIBE}", 0),
+    }
+
+
+def _until(take: Callable[[], dict[str, float]], expected: dict[str, float]) -> dict[str, float]:
+    """``take()`` once it holds ``expected`` (its last value when the deadline passed)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        got = take()
+        if {k: got[k] for k in expected} == expected or time.monotonic() > deadline:
+            return got
+        time.sleep(0.3)
+
+
+def test_stats_and_metrics_count_the_subscriptions_of_every_process(group: Sowd) -> None:
+    _, readers = _pids(group)
+    subs = _spread(group, 6)
+    n = len(subs)
+    on_readers = sum(s.holder in readers for s in subs)
+    assert 0 < on_readers < n
+    every = {"stats": n, "stats_listed": n, "stats_orders": n, "stats_prices": 0, "metrics": n, "metrics_orders": n}
+    got = _until(lambda: _figures(group), {**every, "stats_calls": n, "metrics_calls": n})
+    assert got == {**every, "stats_calls": n, "metrics_calls": n}, f"{on_readers} of {n} on readers"
+
+    listed = _stats(group, "-topic", "orders")["subscriptions"]  # one topic's: the readers' too
+    assert len(listed) == n
+    assert {s["topic"] for s in listed} == {"orders"}
+    assert _stats(group, "-topic", "prices").get("subscriptions", []) == []
+    table = sow(group.target, "", "stats")
+    assert table.returncode == 0, table.stderr
+    assert re.search(rf"subscriptions\W+{n}, \d+ events queued", table.stdout), table.stdout
+
+    # a reader killed: its subscriptions leave the figures; the calls it counted stay
+    killed = next(s.holder for s in subs if s.holder in readers)
+    gone = sum(s.holder == killed for s in subs)
+    os.kill(killed or 0, signal.SIGKILL)
+    left = {"stats": n - gone, "stats_listed": n - gone, "stats_orders": n - gone, "metrics": n - gone}
+    got = _until(lambda: _figures(group), {**left, "metrics_orders": n - gone})
+    assert {k: got[k] for k in left} == left, f"{gone} of {n} were on reader {killed}: {got}"
+    assert got["stats_calls"] == got["metrics_calls"] == n, got
+    for s in subs:
+        s.close()
