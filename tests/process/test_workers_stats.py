@@ -1,6 +1,7 @@
 """``sowd --workers N`` reads as one server in its figures (issue 41): ``sow stats`` (the Stats
-RPC) and ``/metrics``, both answered by the writer, count the subscriptions every process
-serves, and a reader killed takes its subscriptions out of them (its counts stay in the totals).
+RPC), ``/metrics`` and the web console's topics, all answered by the writer, count the
+subscriptions every process serves, and a reader killed takes its subscriptions out of them
+(its counts stay in the totals).
 
 The subscribers each open a connection of their own, which the kernel spreads over the writer
 and the readers (``tests/process/test_workers.py`` says how, and finds which process holds one).
@@ -14,19 +15,21 @@ import os
 import re
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sowdb.testing import Sowd, start
+from tests.console.wire import post
 from tests.process.test_operations import metric_samples, sow
 from tests.process.test_workers import _pids, _spread
 
 CONFIG = """
 [server]
 metrics_listen = "127.0.0.1:0"
+http_listen = "127.0.0.1:0"
 
 [[topic]]
 name = "orders"
@@ -38,6 +41,8 @@ key = ["/id"]
 """
 DEADLINE_S = 30.0
 SUBSCRIBE = "SowService/Subscribe"
+COUNTS = ("stats", "stats_listed", "stats_orders", "metrics", "metrics_orders", "console_orders")
+"""The figures that count the subscriptions of ``orders`` (:func:`_figures`)."""
 
 
 @pytest.fixture
@@ -71,9 +76,19 @@ def _metrics(sowd: Sowd) -> dict[str, float]:
     return out
 
 
+def _console_topics(sowd: Sowd) -> dict[str, int]:
+    """Each topic's subscriptions as the console's topics page reads them (Stats, topics_only,
+    as Connect JSON through its gateway)."""
+    url = re.search(r"console on (http://127\.0\.0\.1:\d+)", sowd.output)
+    assert url, sowd.output
+    status, _, body = post(url[1], "/sowdb.v1.AdminService/Stats", b'{"topicsOnly": true}', "application/json")
+    assert status == 200, body
+    return {t["name"]: int(t.get("subscriptions", 0)) for t in json.loads(body)["topics"]}
+
+
 def _figures(sowd: Sowd) -> dict[str, float]:
-    """What the test compares: the Stats RPC's and /metrics' counts of subscriptions, and the
-    calls of Subscribe."""
+    """What the test compares: the Stats RPC's, /metrics' and the console's counts of
+    subscriptions, and the calls of Subscribe."""
     stats, metrics = _stats(sowd), _metrics(sowd)
     topics = {t["name"]: t.get("subscriptions", 0) for t in stats["topics"]}
     calls = {r["rpc"]: r.get("calls", 0) for r in stats["server"]["rpcs"]}
@@ -86,10 +101,11 @@ def _figures(sowd: Sowd) -> dict[str, float]:
         "metrics": metrics["sowdb_subscriptions"],
         "metrics_orders": metrics["sowdb_topic_subscriptions:orders"],
         "metrics_calls": metrics.get(f"sowdb_rpc_calls_total:{SUBSCRIBE}", 0),
+        "console_orders": _console_topics(sowd)["orders"],
     }
 
 
-def _until(take: Callable[[], dict[str, float]], expected: dict[str, float]) -> dict[str, float]:
+def _until(take: Callable[[], dict[str, float]], expected: Mapping[str, float]) -> dict[str, float]:
     """``take()`` once it holds ``expected`` (its last value when the deadline passed)."""
     deadline = time.monotonic() + DEADLINE_S
     while True:
@@ -105,9 +121,9 @@ def test_stats_and_metrics_count_the_subscriptions_of_every_process(group: Sowd)
     n = len(subs)
     on_readers = sum(s.holder in readers for s in subs)
     assert 0 < on_readers < n
-    every = {"stats": n, "stats_listed": n, "stats_orders": n, "stats_prices": 0, "metrics": n, "metrics_orders": n}
-    got = _until(lambda: _figures(group), {**every, "stats_calls": n, "metrics_calls": n})
-    assert got == {**every, "stats_calls": n, "metrics_calls": n}, f"{on_readers} of {n} on readers"
+    every = dict.fromkeys(COUNTS, n) | {"stats_prices": 0, "stats_calls": n, "metrics_calls": n}
+    got = _until(lambda: _figures(group), every)
+    assert got == every, f"{on_readers} of {n} on readers"
 
     listed = _stats(group, "-topic", "orders")["subscriptions"]  # one topic's: the readers' too
     assert len(listed) == n
@@ -121,8 +137,8 @@ def test_stats_and_metrics_count_the_subscriptions_of_every_process(group: Sowd)
     killed = next(s.holder for s in subs if s.holder in readers)
     gone = sum(s.holder == killed for s in subs)
     os.kill(killed or 0, signal.SIGKILL)
-    left = {"stats": n - gone, "stats_listed": n - gone, "stats_orders": n - gone, "metrics": n - gone}
-    got = _until(lambda: _figures(group), {**left, "metrics_orders": n - gone})
+    left = dict.fromkeys(COUNTS, n - gone)
+    got = _until(lambda: _figures(group), left)
     assert {k: got[k] for k in left} == left, f"{gone} of {n} were on reader {killed}: {got}"
     assert got["stats_calls"] == got["metrics_calls"] == n, got
     for s in subs:
