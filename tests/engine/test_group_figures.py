@@ -45,6 +45,8 @@ def test_the_writers_stats_count_a_readers_subscriptions(engine: Engine) -> None
     assert set(listed) == {"a1", "a2", "b1", "w1"}
     assert (listed["b1"].user, listed["b1"].filter, listed["a1"].peer) == ("bob", "/qty > 5", "ipv4:127.0.0.1:4001")
     assert 0 <= listed["a1"].age_s < 60
+    by_process = [(p.name, p.subscriptions) for p in snap.server.processes]
+    assert by_process == [("writer", 1), ("reader-1", 3)]  # the reader's number when it has no name
     calls = {r.rpc: r.calls for r in snap.server.rpcs}
     assert calls["SowService/Subscribe"] == 4  # the writer's and the reader's, summed
 
@@ -67,6 +69,7 @@ def test_a_reader_that_goes_takes_its_subscriptions_out_of_the_figures_but_not_i
     assert (snap.server.subscriptions, len(snap.subscriptions)) == (0, 0)
     assert sum(t.subscriptions for t in snap.topics) == 0
     assert snap.server.slow_consumer_cutoffs == 2
+    assert [(p.name, p.subscriptions) for p in snap.server.processes] == [("writer", 0)]
     assert {r.rpc: r.calls for r in snap.server.rpcs}["SowService/Subscribe"] == 1
     feed.report(report)  # a report that comes after its reader went is not kept
     assert engine.stats().server.subscriptions == 0  # type: ignore[union-attr]

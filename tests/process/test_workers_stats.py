@@ -15,6 +15,7 @@ import os
 import re
 import signal
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ import pytest
 from sowdb.testing import Sowd, start
 from tests.console.wire import post
 from tests.process.test_operations import metric_samples, sow
-from tests.process.test_workers import _pids, _spread
+from tests.process.test_workers import Subscriber, _pids, _spread
 
 CONFIG = """
 [server]
@@ -64,14 +65,15 @@ def _stats(sowd: Sowd, *args: str) -> dict[str, Any]:
 
 
 def _metrics(sowd: Sowd) -> dict[str, float]:
-    """``/metrics``'s samples without labels but ``topic`` and ``rpc`` (by name and that label)."""
+    """``/metrics``'s samples without labels but ``topic``, ``rpc`` or ``process`` (by name and
+    that label: ``sowdb_process_subscriptions:reader-1``)."""
     port = re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", sowd.output)
     assert port, sowd.output
     samples = metric_samples(f"http://127.0.0.1:{port[1]}/metrics")
     out: dict[str, float] = {}
     for (name, labels), value in samples.items():
         named = dict(labels)
-        if set(named) <= {"topic", "rpc"}:
+        if set(named) <= {"topic", "rpc"} or set(named) == {"process"}:
             out[name + "".join(f":{v}" for v in named.values())] = value
     return out
 
@@ -84,6 +86,15 @@ def _console_topics(sowd: Sowd) -> dict[str, int]:
     status, _, body = post(url[1], "/sowdb.v1.AdminService/Stats", b'{"topicsOnly": true}', "application/json")
     assert status == 200, body
     return {t["name"]: int(t.get("subscriptions", 0)) for t in json.loads(body)["topics"]}
+
+
+def _by_process(sowd: Sowd, subs: list[Subscriber]) -> dict[str, float]:
+    """Where the subscribers' connections are, by the process's name in the group (``reader-1``,
+    from the prefixes of its output), as ``/metrics`` labels the subscriptions' count (one of
+    :func:`_metrics`'s keys each)."""
+    named = {int(pid): name for name, pid in re.findall(r"\[(writer|reader-\d+) (\d+)\]", sowd.output)}
+    held = Counter(named[s.holder or 0] for s in subs)
+    return {f"sowdb_process_subscriptions:{name}": held[name] for name in set(named.values())}
 
 
 def _figures(sowd: Sowd) -> dict[str, float]:
@@ -133,6 +144,9 @@ def test_stats_and_metrics_count_the_subscriptions_of_every_process(group: Sowd)
     assert table.returncode == 0, table.stderr
     assert re.search(rf"subscriptions\W+{n}, \d+ events queued", table.stdout), table.stdout
 
+    processes = _by_process(group, subs)
+    assert {k: v for k, v in _metrics(group).items() if k in processes} == processes
+
     # a reader killed: its subscriptions leave the figures; the calls it counted stay
     killed = next(s.holder for s in subs if s.holder in readers)
     gone = sum(s.holder == killed for s in subs)
@@ -141,5 +155,12 @@ def test_stats_and_metrics_count_the_subscriptions_of_every_process(group: Sowd)
     got = _until(lambda: _figures(group), left)
     assert {k: got[k] for k in left} == left, f"{gone} of {n} were on reader {killed}: {got}"
     assert got["stats_calls"] == got["metrics_calls"] == n, got
+    alive = _by_process(group, [s for s in subs if s.holder != killed])  # the reader started again: 0
+
+    def by_process() -> dict[str, float]:
+        metrics = _metrics(group)
+        return {k: metrics.get(k, 0) for k in alive}
+
+    assert _until(by_process, alive) == alive
     for s in subs:
         s.close()

@@ -209,9 +209,10 @@ class ReaderLive:
         """The point subscriptions are placed at (a :class:`~sowdb.engine.journal.Position`)."""
         return self.position
 
-    def report(self, topics: Iterable[str]) -> bytes:
-        """This reader's figures for its writer's (``topics``: those a pattern may follow)."""
-        return reader_report(self.reader, self.hub, self.counters, topics)
+    def report(self, topics: Iterable[str], name: str = "") -> bytes:
+        """This reader's figures for its writer's (``topics``: those a pattern may follow;
+        ``name``: the process's, ``reader-1``)."""
+        return reader_report(self.reader, name or f"reader-{self.reader}", self.hub, self.counters, topics)
 
     def apply(self, entry: bytes) -> None:
         """One feed entry, in order."""

@@ -27,15 +27,15 @@ from typing import Any
 from sowdb.engine.access import Access
 from sowdb.engine.counters import Counters
 from sowdb.engine.live import SubscriptionHub
-from sowdb.engine.stats import RpcFigures, StatsSnapshot, SubscriptionFigures
+from sowdb.engine.stats import ProcessFigures, RpcFigures, StatsSnapshot, SubscriptionFigures
 
 _Rpc = tuple[str, int, dict[str, int], float, tuple[int, ...]]  # name, calls, errors, seconds, buckets
 
 
-def reader_report(reader: int, hub: SubscriptionHub, counters: Counters, topics: Iterable[str]) -> bytes:
+def reader_report(reader: int, name: str, hub: SubscriptionHub, counters: Counters, topics: Iterable[str]) -> bytes:
     """What the writer's figures need of a reader's subscriptions and calls (``marshal``: str,
-    int, float, bool, tuples and dicts only). ``topics``: the names a pattern subscription may
-    follow (the configured topics, views and conflated topics).
+    int, float, bool, tuples and dicts only). ``name``: the process's (``reader-1``); ``topics``:
+    the names a pattern subscription may follow (the configured topics, views and conflated topics).
 
     A subscription's age is sent as the wall-clock time it was placed (to a tenth of a second),
     so that a report of subscriptions that did nothing is the same bytes as the last one.
@@ -51,13 +51,14 @@ def reader_report(reader: int, hub: SubscriptionHub, counters: Counters, topics:
         queue = (queued, s.queued_bytes, s.max_records, s.max_bytes, s.sent_events, s.held is not None)
         subs.append((*figures, *queue, round(offset + s.placed_at, 1), followed))
     rpcs = [(name, c.calls, dict(c.errors), c.seconds, tuple(c.buckets)) for name, c in sorted(counters.rpcs.items())]
-    return marshal.dumps((reader, subs, hub.dropped_slow, rpcs))
+    return marshal.dumps((reader, name, subs, hub.dropped_slow, rpcs))
 
 
 @dataclass
 class _Report:
     """A reader's last report, decoded."""
 
+    name: str
     subscriptions: list[tuple[Any, ...]]  # the fields of SubscriptionFigures but the age; placed; followed
     cutoffs: int
     rpcs: list[_Rpc]
@@ -73,8 +74,8 @@ class GroupFigures:
 
     def report(self, payload: bytes) -> int:
         """Keep a reader's report (:func:`reader_report`); returns the reader's number."""
-        reader, subs, cutoffs, rpcs = marshal.loads(payload)
-        self.readers[reader] = _Report(subs, cutoffs, rpcs)
+        reader, name, subs, cutoffs, rpcs = marshal.loads(payload)
+        self.readers[reader] = _Report(name, subs, cutoffs, rpcs)
         return int(reader)
 
     def forget(self, reader: int) -> None:
@@ -115,8 +116,16 @@ class GroupFigures:
                 + self.gone_cutoffs
                 + sum(r.cutoffs for r in self.readers.values()),
                 rpcs=tuple(RpcFigures(*r) for r in rpcs),
+                processes=(
+                    ProcessFigures("writer", server.subscriptions, server.queued_events),
+                    *sorted((_process(r) for r in self.readers.values()), key=lambda p: p.name),
+                ),
             )
         return replace(snap, topics=topics, subscriptions=snap.subscriptions + shown, server=server)
+
+
+def _process(report: _Report) -> ProcessFigures:
+    return ProcessFigures(report.name, len(report.subscriptions), sum(s[5] for s in report.subscriptions))
 
 
 def _figures(sub: tuple[Any, ...], now: float) -> SubscriptionFigures:

@@ -80,6 +80,15 @@ class RpcFigures:
 
 
 @dataclass(frozen=True)
+class ProcessFigures:
+    """One process's share of a group's subscriptions (``writer``, ``reader-1`` ...)."""
+
+    name: str
+    subscriptions: int
+    queued_events: int
+
+
+@dataclass(frozen=True)
 class ServerFigures:
     uptime_s: float
     cpu_seconds: float
@@ -92,6 +101,9 @@ class ServerFigures:
     rpcs: tuple[RpcFigures, ...]
     unconfigured_publishes: int
     unconfigured_bytes_published: int
+    processes: tuple[ProcessFigures, ...] = ()
+    """Per process of a ``sowd --workers`` group (the writer, then its readers); empty for a
+    server alone. The figures above are the group's totals."""
 
 
 @dataclass(frozen=True)

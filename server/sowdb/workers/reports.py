@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import Any
 
 import grpc
@@ -19,6 +20,7 @@ import grpc
 from sowdb.config import Config
 from sowdb.engine import ReaderLive
 from sowdb.workers.feed_rpc import REPORT_METHOD
+from sowdb.workers.supervisor import WORKER_ENV
 
 log = logging.getLogger("sowdb.workers.reports")
 
@@ -35,9 +37,10 @@ async def send_reports(channel: grpc.aio.Channel, live: ReaderLive, config: Conf
     """Report ``live``'s figures to the writer on ``channel`` until cancelled."""
     send: Any = channel.unary_unary(REPORT_METHOD)
     names = topic_names(config)
+    name = os.environ.get(WORKER_ENV, "")  # the supervisor's name for it
     last = b""
     while True:
-        report = live.report(names)
+        report = live.report(names, name)
         if report != last:
             try:
                 await send(report, timeout=10 * every_s)
