@@ -146,9 +146,7 @@ class Feed:
 
     def report(self, payload: bytes) -> None:
         """A reader's figures (:func:`~sowdb.engine.group_figures.reader_report`), kept while it is attached."""
-        reader = self.figures.report(payload)
-        if reader not in self.claims:  # it went meanwhile
-            self.figures.forget(reader)
+        self.figures.report(payload, self.claims)
 
     def held(self, user: str) -> int:
         """``user``'s live subscriptions in the readers."""

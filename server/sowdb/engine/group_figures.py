@@ -20,7 +20,7 @@ from __future__ import annotations
 import marshal
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -72,11 +72,12 @@ class GroupFigures:
     gone_cutoffs: int = 0  # counted by readers that have gone
     gone_rpcs: list[_Rpc] = field(default_factory=list)
 
-    def report(self, payload: bytes) -> int:
-        """Keep a reader's report (:func:`reader_report`); returns the reader's number."""
+    def report(self, payload: bytes, attached: Container[int]) -> None:
+        """Keep a reader's report (:func:`reader_report`) if the reader is among ``attached``
+        (one that went meanwhile was forgotten, and what it counted is in the totals already)."""
         reader, name, subs, cutoffs, rpcs = marshal.loads(payload)
-        self.readers[reader] = _Report(name, subs, cutoffs, rpcs)
-        return int(reader)
+        if reader in attached:
+            self.readers[reader] = _Report(name, subs, cutoffs, rpcs)
 
     def forget(self, reader: int) -> None:
         """The reader is gone: its subscriptions leave the figures; its counts stay in the totals."""
