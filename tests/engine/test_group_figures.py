@@ -12,6 +12,8 @@ from sowdb.config import RoleConfig
 from sowdb.engine import Engine, Feed, ReaderLive
 from sowdb.engine.access import Access
 from sowdb.engine.feed import FeedQueue
+from sowdb.engine.live import Replacement
+from tests.support import publish
 
 ALICE = Access("alice", (RoleConfig("trader", read=("orders", "prices")),))
 BOB = Access("bob", (RoleConfig("viewer", read=("orders",)),))
@@ -76,3 +78,18 @@ def test_a_reader_that_goes_takes_its_subscriptions_out_of_the_figures_but_not_i
     assert late is not None
     assert (late.subscriptions, late.slow_consumer_cutoffs) == (0, 2)
     assert {r.rpc: r.calls for r in late.rpcs}["SowService/Subscribe"] == 1
+
+
+def test_a_report_tells_a_filter_replaced_and_the_queue_as_it_is_now(engine: Engine) -> None:
+    """The parts of a subscription's figures a reader takes once (its filter, its topics) are
+    taken again when its filter is replaced (R-1); its queue is read at each report."""
+    feed, queue, live = _reader(engine)
+    live.subscribe("orders", sub_id="b1", filter="/qty > 5", access=BOB, owner="ipv4:127.0.0.1:4002")
+    feed.report(live.report(NAMES))
+    assert [(s.filter, s.queued_events) for s in engine.stats().subscriptions] == [("/qty > 5", 0)]
+    live.replace_subscription("b1", Replacement(filter="/qty > 9"), owner="ipv4:127.0.0.1:4002", user="bob")
+    publish(engine, "orders", *({"orderId": i, "qty": 10} for i in range(3)))
+    for entry in list(queue.entries)[1:]:  # the feed's entries since its position: three changes to deliver
+        live.apply(entry)
+    feed.report(live.report(NAMES))
+    assert [(s.filter, s.queued_events) for s in engine.stats().subscriptions] == [("/qty > 9", 3)]

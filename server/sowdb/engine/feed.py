@@ -33,7 +33,7 @@ from sowdb.engine.access import EVERYONE, Access, check_quota
 from sowdb.engine.changes import Change
 from sowdb.engine.counters import Counters
 from sowdb.engine.filters import request_filter
-from sowdb.engine.group_figures import GroupFigures, reader_report
+from sowdb.engine.group_figures import GroupFigures, ReaderReports
 from sowdb.engine.live import (
     Replacement,
     Subscription,
@@ -145,7 +145,7 @@ class Feed:
         self.figures.forget(queue.reader)
 
     def report(self, payload: bytes) -> None:
-        """A reader's figures (:func:`~sowdb.engine.group_figures.reader_report`), kept while it is attached."""
+        """A reader's figures (:meth:`~sowdb.engine.group_figures.ReaderReports.take`), kept while it is attached."""
         self.figures.report(payload, self.claims)
 
     def held(self, user: str) -> int:
@@ -198,6 +198,7 @@ class ReaderLive:
         self.on_rights = on_rights
         self.counters = Counters(set())
         self.rpc_counters = self.counters.rpc  # the protocol layer counts its calls here
+        self.reports = ReaderReports()  # its figures for its writer's
         topic_list = list(topics)
         self.key_fields = key_fields_of(topic_list)
         self.sow_topics = [t.name for t in topic_list]
@@ -210,7 +211,7 @@ class ReaderLive:
     def report(self, topics: Iterable[str], name: str = "") -> bytes:
         """This reader's figures for its writer's (``topics``: those a pattern may follow;
         ``name``: the process's, ``reader-1``)."""
-        return reader_report(self.reader, name or f"reader-{self.reader}", self.hub, self.counters, topics)
+        return self.reports.take(self.reader, name or f"reader-{self.reader}", self.hub, self.counters, topics)
 
     def apply(self, entry: bytes) -> None:
         """One feed entry, in order."""

@@ -3,11 +3,14 @@
 A reader serves its own subscriptions, but the operators' figures are the writer's to answer
 (the Stats RPC, ``sow stats``, ``/metrics``, the console). So each reader sends the writer what
 those figures need of it — its subscriptions and their queues, the slow consumers it cut off,
-its calls — in one small report (:func:`reader_report`), about once a second and only when it
+its calls — in one small report (:meth:`ReaderReports.take`), about once a second and only when it
 changed (``sowdb.workers.reports``), and the writer adds them to its own snapshot
 (:meth:`GroupFigures.merged`). The writer's figures are of one point of its total order; a
 reader's are as old as its last report (a second or so): the group's figures are a sum, not
-one point of the order.
+one point of the order. A report costs the reader a look-up and a tuple per subscription (what
+never changes is taken once, :class:`ReaderReports`) and the writer a ``marshal.loads``: on a
+loaded 2-core machine, ~2 ms a second on the reader and ~0.6 ms on the writer per 1,000
+subscriptions.
 
 A reader that goes (its feed ended: it died, or was cut off) takes its subscriptions and queues
 out of the figures with it, as the writer forgets its claims (:meth:`GroupFigures.forget`); what
@@ -26,32 +29,53 @@ from typing import Any
 
 from sowdb.engine.access import Access
 from sowdb.engine.counters import Counters
-from sowdb.engine.live import SubscriptionHub
+from sowdb.engine.live import Subscription, SubscriptionHub
 from sowdb.engine.stats import ProcessFigures, RpcFigures, StatsSnapshot, SubscriptionFigures
 
 _Rpc = tuple[str, int, dict[str, int], float, tuple[int, ...]]  # name, calls, errors, seconds, buckets
 
 
-def reader_report(reader: int, name: str, hub: SubscriptionHub, counters: Counters, topics: Iterable[str]) -> bytes:
-    """What the writer's figures need of a reader's subscriptions and calls (``marshal``: str,
-    int, float, bool, tuples and dicts only). ``name``: the process's (``reader-1``); ``topics``:
-    the names a pattern subscription may follow (the configured topics, views and conflated topics).
+class ReaderReports:
+    """A reader's reports to its writer (:meth:`take`), the part of each subscription's figures
+    that does not change (its id, topic, filter, user, peer, limits, age, the topics it follows)
+    taken once: a report then costs a look-up and a tuple per subscription."""
 
-    A subscription's age is sent as the wall-clock time it was placed (to a tenth of a second),
-    so that a report of subscriptions that did nothing is the same bytes as the last one.
-    """
-    names = tuple(topics)
-    offset = time.time() - time.monotonic()
-    subs = []
-    for s in hub.subs.values():
-        follows = hub.follows(s)
-        followed = tuple(n for n in (names if s.regex is not None else (s.topic,)) if follows(n))
-        queued = len(s.queue) + len(s.held or ())
-        figures = (s.name, hub.shown_topic(s), s.filter.text if s.filter is not None else "", s.access.user, s.owner)
-        queue = (queued, s.queued_bytes, s.max_records, s.max_bytes, s.sent_events, s.held is not None)
-        subs.append((*figures, *queue, round(offset + s.placed_at, 1), followed))
-    rpcs = [(name, c.calls, dict(c.errors), c.seconds, tuple(c.buckets)) for name, c in sorted(counters.rpcs.items())]
-    return marshal.dumps((reader, name, subs, hub.dropped_slow, rpcs))
+    def __init__(self) -> None:
+        self._fixed: dict[str, tuple[Subscription, object, tuple[Any, ...]]] = {}  # sub key: (sub, filter, part)
+
+    def take(self, reader: int, name: str, hub: SubscriptionHub, counters: Counters, topics: Iterable[str]) -> bytes:
+        """What the writer's figures need of a reader's subscriptions and calls (``marshal``:
+        str, int, float, bool, tuples and dicts only). ``name``: the process's (``reader-1``);
+        ``topics``: the names a pattern subscription may follow (the configured topics, views and
+        conflated topics).
+
+        A subscription's age is sent as the wall-clock time it was placed (to a tenth of a
+        second), so that a report of subscriptions that did nothing is the same bytes as the last.
+        """
+        names: tuple[str, ...] | None = None
+        fixed: dict[str, tuple[Subscription, object, tuple[Any, ...]]] = {}
+        subs = []
+        for key, s in hub.subs.items():
+            had = self._fixed.get(key)
+            if had is None or had[0] is not s or had[1] is not s.filter:  # new, or refiltered (R-1)
+                names = tuple(topics) if names is None else names
+                had = (s, s.filter, _fixed_part(s, hub, names))
+            fixed[key] = had
+            sub_id, topic, flt, user, peer, max_events, max_bytes, placed, followed = had[2]
+            queue = (len(s.queue) + len(s.held or ()), s.queued_bytes, max_events, max_bytes, s.sent_events)
+            subs.append((sub_id, topic, flt, user, peer, *queue, s.held is not None, placed, followed))
+        self._fixed = fixed
+        rpcs = [(rpc, c.calls, dict(c.errors), c.seconds, tuple(c.buckets)) for rpc, c in sorted(counters.rpcs.items())]
+        return marshal.dumps((reader, name, subs, hub.dropped_slow, rpcs))
+
+
+def _fixed_part(s: Subscription, hub: SubscriptionHub, names: tuple[str, ...]) -> tuple[Any, ...]:
+    """What a report tells of a subscription that its deliveries never change."""
+    follows = hub.follows(s)
+    followed = tuple(n for n in (names if s.regex is not None else (s.topic,)) if follows(n))
+    placed = round(time.time() - time.monotonic() + s.placed_at, 1)
+    flt = s.filter.text if s.filter is not None else ""
+    return (s.name, hub.shown_topic(s), flt, s.access.user, s.owner, s.max_records, s.max_bytes, placed, followed)
 
 
 @dataclass
@@ -73,7 +97,7 @@ class GroupFigures:
     gone_rpcs: list[_Rpc] = field(default_factory=list)
 
     def report(self, payload: bytes, attached: Container[int]) -> None:
-        """Keep a reader's report (:func:`reader_report`) if the reader is among ``attached``
+        """Keep a reader's report (:meth:`ReaderReports.take`) if the reader is among ``attached``
         (one that went meanwhile was forgotten, and what it counted is in the totals already)."""
         reader, name, subs, cutoffs, rpcs = marshal.loads(payload)
         if reader in attached:
