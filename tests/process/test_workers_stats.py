@@ -20,12 +20,13 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from sowdb.testing import Sowd, start
 from tests.console.wire import post
 from tests.process.test_operations import metric_samples, sow
-from tests.process.test_workers import Subscriber, _pids, _spread
+from tests.process.test_workers import Subscriber, _on_a_reader, _pids, _spread
 
 CONFIG = """
 [server]
@@ -164,3 +165,17 @@ def test_stats_and_metrics_count_the_subscriptions_of_every_process(group: Sowd)
     assert _until(by_process, alive) == alive
     for s in subs:
         s.close()
+
+
+@pytest.mark.parametrize("method", ["Feed", "Claim", "Report"])
+def test_the_groups_own_methods_are_refused_to_clients_on_every_process(group: Sowd, method: str) -> None:
+    """A reader relays every other call to the writer over the group's socket, where the writer
+    takes a call for one of its readers': the feed (every record, unchecked), the claims and the
+    reports must not be relayed for a client."""
+    for on_reader in (True, False):
+        channel = _on_a_reader(group, on_reader)
+        call: Any = channel.unary_stream(f"/sowdb.internal.Workers/{method}")
+        with pytest.raises(grpc.RpcError) as refused:
+            list(call(b"", timeout=30))
+        assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED, (on_reader, refused.value.details())
+        channel.close()

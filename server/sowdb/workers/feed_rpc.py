@@ -6,7 +6,8 @@ The writer serves its usual services on a Unix socket in a directory only its us
 :data:`CLAIM_METHOD`, by which a reader counts its users' subscriptions against their quotas;
 and :data:`REPORT_METHOD`, by which it sends the figures of its subscriptions. Asked on the
 public port, the feed is refused: it carries every record, and its callers are the group's own
-processes, which the socket's directory proves.
+processes, which the socket's directory proves (a reader never relays these methods for a
+client: ``sowdb.workers.forward.INTERNAL``).
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ from sowdb.api.status import status_code
 from sowdb.engine import Feed
 from sowdb.engine.access import Access
 from sowdb.errors import ResourceExhausted, SowdbError
+from sowdb.workers.forward import INTERNAL
 
-FEED_METHOD = "/sowdb.internal.Workers/Feed"
-CLAIM_METHOD = "/sowdb.internal.Workers/Claim"
+FEED_METHOD = f"{INTERNAL}Workers/Feed"
+CLAIM_METHOD = f"{INTERNAL}Workers/Claim"
 """A reader's subscription placed (+1) or ended (-1), counted against its user's quota across
 the group: ``marshal((reader, user, adding))``; refused RESOURCE_EXHAUSTED over the quota."""
-REPORT_METHOD = "/sowdb.internal.Workers/Report"
+REPORT_METHOD = f"{INTERNAL}Workers/Report"
 """A reader's figures (its subscriptions, queues and calls) for the writer's Stats and metrics:
 ``ReaderLive.report``'s bytes, sent about once a second when they changed."""
 
