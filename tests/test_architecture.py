@@ -27,7 +27,7 @@ LAYERS: dict[str, set[str]] = {  # subpackage -> the subpackages it may import
     "write": {"arena", "state", "journal", "read", "live"},
 }
 # root modules that compose the subpackages
-FACADE = {"__init__", "engine", "upkeep", "stats", "replication", "feed", "reader"}
+FACADE = {"__init__", "engine", "upkeep", "stats", "replication", "feed", "reader", "group_figures"}
 
 
 def _imports(path: Path) -> list[tuple[str, list[str]]]:

@@ -12,6 +12,8 @@ prometheus_client's own process collector (``process_*``). On a node of a cluste
 ``sowdb_cluster_*`` families say its role, epoch, applied bookmark, the replication lag (each
 follower's on a primary, its own on a replica) and how often ``sync`` fell back to acknowledging
 alone, from the same rows ``ClusterStatus`` answers; a server alone has role ``none``.
+With ``sowd --workers`` the figures are the group's (the readers report theirs to the writer,
+which serves ``/metrics``), and ``sowdb_process_*`` break its subscriptions down by process.
 ``sowdb_ready`` is 0 while the server loads its state at start-up (``sowdb_start_records_loaded``
 of ``sowdb_start_records_total``); the topics', subscriptions' and calls' families come once loaded.
 """
@@ -234,6 +236,17 @@ def _subscription_families(snap: StatsSnapshot) -> Iterator[Metric]:
 def _server_families(server: ServerFigures) -> Iterator[Metric]:
     for cls, name, value, doc in _families(_SERVER_METRICS):
         yield cls(name, doc, value=value(server))
+    if server.processes:  # a sowd --workers group: the totals above, by process
+        subs = GaugeMetricFamily(
+            "sowdb_process_subscriptions", "Live subscriptions a process of the group serves", labels=["process"]
+        )
+        queued = GaugeMetricFamily(
+            "sowdb_process_queued_events", "Events queued for a process's subscribers", labels=["process"]
+        )
+        for p in server.processes:
+            subs.add_metric([p.name], p.subscriptions)
+            queued.add_metric([p.name], p.queued_events)
+        yield from (subs, queued)
 
 
 def _rpc_families(server: ServerFigures) -> Iterator[Metric]:

@@ -256,6 +256,7 @@ class Engine:
         self.hub.behind_gate.append(feed.changes)
         self.hub.elsewhere = feed.held  # the readers' subscriptions count against a user's quota
         self.hub.followed_elsewhere = feed.__bool__  # changes are built while a reader follows
+        self.figures.merge = feed.figures.merged  # and in the operators' figures
         return feed
 
     def replace_subscription(self, sub_id: str, change: Replacement, *, owner: str, user: str = "") -> int:

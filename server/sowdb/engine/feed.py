@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from sowdb.engine.access import Access, check_quota
 from sowdb.engine.arena import PIN_SLOTS
 from sowdb.engine.changes import Change
+from sowdb.engine.group_figures import GroupFigures
 from sowdb.engine.live import (
     is_private,
 )
@@ -127,6 +128,7 @@ class Feed:
         self.arenas = arenas  # the topics' record arenas, which readers map to answer queries
         self.readers: set[FeedQueue] = set()
         self.claims: dict[int, Counter[str]] = {}  # per reader: its users' live subscriptions
+        self.figures = GroupFigures()  # per reader: its last report of its subscriptions and calls
         self._numbers = count(1)
 
     def __bool__(self) -> bool:
@@ -152,6 +154,11 @@ class Feed:
         self.claims.pop(queue.reader, None)
         if queue.pin_slot >= 0:
             self.arenas.release_pins(queue.pin_slot)
+        self.figures.forget(queue.reader)
+
+    def report(self, payload: bytes) -> None:
+        """A reader's figures (:meth:`~sowdb.engine.group_figures.ReaderReports.take`), kept while it is attached."""
+        self.figures.report(payload, self.claims)
 
     def held(self, user: str) -> int:
         """``user``'s live subscriptions in the readers."""

@@ -36,6 +36,7 @@ from sowdb.engine.counters import Counters
 from sowdb.engine.events import QueryEvent
 from sowdb.engine.feed import CHANGES, POSITION, RIGHTS, decode_changes
 from sowdb.engine.filters import request_filter
+from sowdb.engine.group_figures import ReaderReports
 from sowdb.engine.live import (
     Replacement,
     Subscription,
@@ -70,6 +71,7 @@ class ReaderLive:
         self.on_rights = on_rights
         self.counters = Counters(set())
         self.rpc_counters = self.counters.rpc  # the protocol layer counts its calls here
+        self.reports = ReaderReports()  # its figures for its writer's
         topic_list = list(topics)
         self.key_fields = key_fields_of(topic_list)
         self.sow_topics = [t.name for t in topic_list]
@@ -82,6 +84,11 @@ class ReaderLive:
     def last_seq(self) -> int:
         """The point subscriptions are placed at (a :class:`~sowdb.engine.journal.Position`)."""
         return self.position
+
+    def report(self, topics: Iterable[str], name: str = "") -> bytes:
+        """This reader's figures for its writer's (``topics``: those a pattern may follow;
+        ``name``: the process's, ``reader-1``)."""
+        return self.reports.take(self.reader, name or f"reader-{self.reader}", self.hub, self.counters, topics)
 
     def apply(self, entry: bytes) -> None:
         """One feed entry, in order."""

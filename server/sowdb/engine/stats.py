@@ -80,6 +80,15 @@ class RpcFigures:
 
 
 @dataclass(frozen=True)
+class ProcessFigures:
+    """One process's share of a group's subscriptions (``writer``, ``reader-1`` ...)."""
+
+    name: str
+    subscriptions: int
+    queued_events: int
+
+
+@dataclass(frozen=True)
 class ServerFigures:
     uptime_s: float
     cpu_seconds: float
@@ -92,6 +101,9 @@ class ServerFigures:
     rpcs: tuple[RpcFigures, ...]
     unconfigured_publishes: int
     unconfigured_bytes_published: int
+    processes: tuple[ProcessFigures, ...] = ()
+    """Per process of a ``sowd --workers`` group (the writer, then its readers); empty for a
+    server alone. The figures above are the group's totals."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +135,9 @@ class Stats:
         self.store = store
         self.writer = writer
         self.clock = clock
+        self.merge: Callable[[StatsSnapshot, Access, str], StatsSnapshot] | None = None
+        """Adds the figures of the group's other processes (``sowd --workers``: the readers'
+        subscriptions, ``GroupFigures.merged``); None for a server alone."""
 
     def snapshot(self, topic: str = "", *, topics_only: bool = False, access: Access = EVERYONE) -> StatsSnapshot:
         """The figures of the topics ``topic`` names (a name or a regex; empty: every topic)
@@ -146,13 +161,14 @@ class Stats:
             names = {t.name for t in topics}
             subs = [s for s in subs if any(followed[id(s)](n) for n in names)]
         now_us = self.clock()
-        return StatsSnapshot(
+        snap = StatsSnapshot(
             topics=tuple(self._topic(t, [followed[id(s)] for s in self.hub.subs.values()], access) for t in topics),
             subscriptions=tuple(_subscription(s, self.hub.shown_topic(s)) for s in subs),
             server=None if topics_only else self._server(),
             bookmark=self.writer.last_seq,
             taken_us=now_us,
         )
+        return snap if self.merge is None else self.merge(snap, access, topic)
 
     def _topics(self, pattern: str, access: Access) -> list[SowTopic]:
         if not pattern:

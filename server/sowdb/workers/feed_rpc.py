@@ -2,10 +2,12 @@
 
 The writer serves its usual services on a Unix socket in a directory only its user can enter
 (the readers forward calls there) and, on that socket alone, :data:`FEED_METHOD`: a stream of
-:class:`sowdb.engine.Feed` entries, the first one the position it starts at; and
-:data:`CLAIM_METHOD`, by which a reader counts its users' subscriptions against their quotas. Asked on the
+:class:`sowdb.engine.Feed` entries, the first one the position it starts at;
+:data:`CLAIM_METHOD`, by which a reader counts its users' subscriptions against their quotas;
+and :data:`REPORT_METHOD`, by which it sends the figures of its subscriptions. Asked on the
 public port, the feed is refused: it carries every record, and its callers are the group's own
-processes, which the socket's directory proves.
+processes, which the socket's directory proves (a reader never relays these methods for a
+client: ``sowdb.workers.forward.INTERNAL``).
 """
 
 from __future__ import annotations
@@ -20,11 +22,15 @@ from sowdb.api.status import status_code
 from sowdb.engine import Feed
 from sowdb.engine.access import Access
 from sowdb.errors import ResourceExhausted, SowdbError
+from sowdb.workers.forward import INTERNAL
 
-FEED_METHOD = "/sowdb.internal.Workers/Feed"
-CLAIM_METHOD = "/sowdb.internal.Workers/Claim"
+FEED_METHOD = f"{INTERNAL}Workers/Feed"
+CLAIM_METHOD = f"{INTERNAL}Workers/Claim"
 """A reader's subscription placed (+1) or ended (-1), counted against its user's quota across
 the group: ``marshal((reader, user, adding))``; refused RESOURCE_EXHAUSTED over the quota."""
+REPORT_METHOD = f"{INTERNAL}Workers/Report"
+"""A reader's figures (its subscriptions, queues and calls) for the writer's Stats and metrics:
+``ReaderLive.report``'s bytes, sent about once a second when they changed."""
 
 
 class FeedService(grpc.GenericRpcHandler):
@@ -40,6 +46,8 @@ class FeedService(grpc.GenericRpcHandler):
             return grpc.unary_stream_rpc_method_handler(self._follow)
         if handler_call_details.method == CLAIM_METHOD:
             return grpc.unary_unary_rpc_method_handler(self._claim)
+        if handler_call_details.method == REPORT_METHOD:
+            return grpc.unary_unary_rpc_method_handler(self._report)
         return None
 
     async def _claim(self, request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
@@ -56,6 +64,14 @@ class FeedService(grpc.GenericRpcHandler):
             feed.claim(reader, access, adding)
         except SowdbError as exc:
             await context.abort(status_code(exc), str(exc))
+        return b""
+
+    async def _report(self, request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
+        feed = self.feed()
+        if not context.peer().startswith("unix:") or feed is None:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, "reports come from the group's readers only")
+        assert feed is not None
+        feed.report(request)
         return b""
 
     async def _follow(self, request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[bytes]:

@@ -1,6 +1,7 @@
 """A reader's calls that the writer serves: relayed over the group's Unix socket, bytes as they are.
 
-Every method that a reader does not serve itself is relayed whole (its requests, its responses,
+Every method that a reader does not serve itself (but the group's own, :data:`INTERNAL`,
+refused as the writer refuses them on the public port) is relayed whole (its requests, its responses,
 its status and rich error details, the caller's metadata with its token), so a caller cannot
 tell which process answered. gRPC frames a unary call as a stream of one message each way, so
 one stream-to-stream relay serves every kind of method.
@@ -19,6 +20,11 @@ Context = grpc.aio.ServicerContext[Any, Any]
 
 _NOT_RELAYED = ("user-agent", "grpc-")
 """Metadata the relaying channel sets for itself."""
+
+INTERNAL = "/sowdb.internal."
+"""The group's own methods (the feed, claims, reports): served on the writer's Unix socket to
+its readers, never relayed for a client (the writer would take the relayed call for a reader's:
+the feed carries every record, unchecked)."""
 
 
 def relayed_metadata(context: Context) -> list[tuple[str, Any]]:
@@ -64,6 +70,12 @@ async def relay(
         call.cancel()
 
 
+async def _refuse_internal(requests: AsyncIterator[bytes], context: Context) -> AsyncIterator[bytes]:
+    """A group's own method asked on the public port: refused, as the writer refuses it there."""
+    await context.abort(grpc.StatusCode.PERMISSION_DENIED, "the group's own methods are served to its processes only")
+    yield b""  # never reached: an async generator, as gRPC wants for a stream's handler
+
+
 class Relay(grpc.GenericRpcHandler):
     """Every method not in ``local``, relayed to the writer on ``channel``.
 
@@ -80,6 +92,8 @@ class Relay(grpc.GenericRpcHandler):
         handler = self.local.get(method)
         if handler is not None:
             return handler
+        if method.startswith(INTERNAL):
+            return grpc.stream_stream_rpc_method_handler(_refuse_internal)
         channel = self.channel
 
         async def relay_call(requests: AsyncIterator[bytes], context: Context) -> AsyncIterator[bytes]:

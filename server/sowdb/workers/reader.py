@@ -43,6 +43,7 @@ from sowdb.ports import bind, connection_limits, credentials
 from sowdb.workers.feed_rpc import CLAIM_METHOD, FEED_METHOD
 from sowdb.workers.forward import Relay, relay
 from sowdb.workers.health import CHECK, WriterHealth
+from sowdb.workers.reports import send_reports
 from sowdb_api.v1 import sow_pb2 as pb
 
 log = logging.getLogger("sowdb.workers.reader")
@@ -241,6 +242,7 @@ async def run_reader(config: Config, port: int, socket_path: str) -> int:
         loop.add_signal_handler(sig, stop.set)
     print(f"sowd reader {os.getpid()} serving {host}:{port} from bookmark {live.position}", flush=True)
     follow = asyncio.ensure_future(_follow(feed, live))
+    reporting = asyncio.ensure_future(send_reports(channel, live, config))  # its figures in the writer's
     stopping = asyncio.ensure_future(stop.wait())
     await asyncio.wait([follow, stopping], return_when=asyncio.FIRST_COMPLETED)
     lost = follow.done()
@@ -249,7 +251,7 @@ async def run_reader(config: Config, port: int, socket_path: str) -> int:
         log.error("reader %d: the writer's feed ended (%s); ending its subscriptions", os.getpid(), why or "EOF")
         live.end_all(Unavailable("the server's writer process is gone; the group restarts: subscribe again"))
         await asyncio.sleep(0.2)  # the streams send their status
-    for task in (follow, stopping):
+    for task in (follow, stopping, reporting):
         task.cancel()
     health.close()
     await server.stop(0.0 if lost else GRACE_S)

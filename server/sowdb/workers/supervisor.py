@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import shutil
 import signal
 import socket
@@ -33,6 +34,10 @@ log = logging.getLogger("sowdb.workers")
 
 READY = {"writer": "sowd listening on ", "reader": "sowd reader "}
 """What each kind of process prints once it serves."""
+
+WORKER_ENV = "SOWD_WORKER"
+"""The environment variable that names a process of the group to itself (``writer``, ``reader-1``:
+its name in the output's prefixes and in the metrics' ``process`` label)."""
 
 POLL_S = 0.2
 STOP_S = 15.0
@@ -60,6 +65,7 @@ class _Child:
             stderr=subprocess.STDOUT,
             text=True,
             bufsize=1,
+            env={**os.environ, WORKER_ENV: role},
             preexec_fn=_die_with_the_supervisor,  # one system call, no lock: safe beside the pump threads
         )
         threading.Thread(target=self._pump, name=f"sowd-{role}-output", daemon=True).start()
