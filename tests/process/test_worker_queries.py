@@ -27,7 +27,7 @@ from sowdb.testing import Sowd, start
 from sowdb.testing.holders import OWN_CONNECTION, connections, group_pids, holder
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import Client
-from tests.process.test_workers import Subscriber
+from tests.process.test_workers import Subscriber, group_of
 
 ARENA = """
 [server]
@@ -154,13 +154,7 @@ def _on_readers(sowd: Sowd, n: int = 2, token: str = "") -> tuple[list[Querier],
 
 @pytest.fixture
 def group(tmp_path: Path) -> Iterator[Sowd]:
-    config = tmp_path / "sowd.toml"
-    config.write_text(ARENA)
-    sowd = start(tmp_path / "data", "--workers", "3", config=config)
-    try:
-        yield sowd
-    finally:
-        sowd.stop()
+    yield from group_of(tmp_path, ARENA)
 
 
 def _stopped(pid: int) -> Iterator[None]:

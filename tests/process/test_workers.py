@@ -11,7 +11,6 @@ readers' streams UNAVAILABLE and the group starts again; a revocation reaches ev
 from __future__ import annotations
 
 import os
-import re
 import signal
 import threading
 import time
@@ -24,6 +23,7 @@ from grpc_status import rpc_status
 
 from sowdb.auth import hash_token
 from sowdb.testing import Sowd, run, start
+from sowdb.testing.holders import OWN_CONNECTION, connections, group_pids, holder
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import Client
 
@@ -53,58 +53,11 @@ read = [{viewer_reads}]
 """
 TRADER, VIEWER = "trader-token-1", "viewer-token-2"
 SUBSCRIBE = "/sowdb.v1.SowService/Subscribe"
-OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
 
 
 def _pids(sowd: Sowd) -> tuple[int, list[int]]:
     """(writer, readers) from the group's banner."""
-    found = re.search(r"writer (\d+), readers ([\d, ]+);", sowd.banner)
-    assert found, sowd.banner
-    return int(found[1]), [int(p) for p in found[2].split(", ")]
-
-
-def _holder(port: int, local_port: int, pids: list[int]) -> int | None:
-    """The process among ``pids`` that holds the server end of the client connection from
-    ``local_port`` to ``port`` (from ``/proc``: its socket's inode among the process's files)."""
-    inodes = {inode: pid for pid in pids for inode in _inodes(pid)}
-    for line in _tcp():
-        parts = line.split()
-        local, remote, inode = parts[1], parts[2], int(parts[9])
-        if int(local.split(":")[1], 16) == port and int(remote.split(":")[1], 16) == local_port and inode in inodes:
-            return inodes[inode]
-    return None
-
-
-def _tcp() -> list[str]:
-    """The connections of /proc/net/tcp and tcp6 (gRPC may dial IPv4 from an IPv6 socket)."""
-    return [line for name in ("tcp", "tcp6") for line in Path(f"/proc/net/{name}").read_text().splitlines()[1:]]
-
-
-def _inodes(pid: int | str) -> set[int]:
-    out: set[int] = set()
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except FileNotFoundError:
-        return out
-    for fd in fds:
-        try:
-            link = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            out.add(int(link[8:-1]))
-    return out
-
-
-def _connections(port: int) -> set[int]:
-    """The local ports of this process's connections to ``port``."""
-    mine = _inodes("self")
-    out = set()
-    for line in _tcp():
-        parts = line.split()
-        if int(parts[2].split(":")[1], 16) == port and int(parts[9]) in mine:
-            out.add(int(parts[1].split(":")[1], 16))
-    return out
+    return group_pids(sowd.banner)
 
 
 class Subscriber:
@@ -112,7 +65,7 @@ class Subscriber:
 
     def __init__(self, sowd: Sowd, flt: str = "", bookmark: str = "", token: str = "") -> None:
         port = int(sowd.target.rsplit(":", 1)[1])
-        mine = _connections(port)
+        mine = connections(port)
         self.channel = grpc.insecure_channel(sowd.target, options=OWN_CONNECTION)
         request = pb.SubscribeRequest(topic="orders", filter=flt, bookmark=bookmark)
         metadata = (("authorization", f"Bearer {token}"),) if token else None
@@ -128,9 +81,9 @@ class Subscriber:
         threading.Thread(target=self._read, daemon=True).start()
         assert self.subscribed.wait(30), "no subscribed event"
         writer, readers = _pids(sowd)
-        new = _connections(port) - mine  # this subscriber's connection: the one that came
+        new = connections(port) - mine  # this subscriber's connection: the one that came
         assert len(new) == 1, new
-        self.holder = _holder(port, new.pop(), [writer, *readers])
+        self.holder = holder(port, new.pop(), [writer, *readers])
 
     def _read(self) -> None:
         try:
@@ -172,15 +125,17 @@ def _spread(sowd: Sowd, n: int, flt: str = "", token: str = "") -> list[Subscrib
     return subs
 
 
+def group_of(tmp_path: Path, config_text: str, workers: int = 3) -> Iterator[Sowd]:
+    """A group of ``workers`` processes on a fresh data directory, with ``config_text``."""
+    config = tmp_path / "sowd.toml"
+    config.write_text(config_text)
+    with start(tmp_path / "data", "--workers", str(workers), config=config) as sowd:
+        yield sowd
+
+
 @pytest.fixture
 def group(tmp_path: Path) -> Iterator[Sowd]:
-    config = tmp_path / "sowd.toml"
-    config.write_text(CONFIG)
-    sowd = start(tmp_path / "data", "--workers", "3", config=config)
-    try:
-        yield sowd
-    finally:
-        sowd.stop()
+    yield from group_of(tmp_path, CONFIG)
 
 
 def test_every_process_delivers_a_subscription_the_same_sequence(group: Sowd) -> None:
@@ -282,11 +237,11 @@ def _on_a_reader(sowd: Sowd, reader: bool = True) -> grpc.Channel:
     port = int(sowd.target.rsplit(":", 1)[1])
     writer, readers = _pids(sowd)
     for _ in range(64):
-        mine = _connections(port)
+        mine = connections(port)
         channel = grpc.insecure_channel(sowd.target, options=OWN_CONNECTION)
         grpc.channel_ready_future(channel).result(timeout=30)
-        new = _connections(port) - mine
-        if new and (_holder(port, new.pop(), [writer, *readers]) in readers) == reader:
+        new = connections(port) - mine
+        if new and (holder(port, new.pop(), [writer, *readers]) in readers) == reader:
             return channel
         channel.close()
     raise AssertionError("no connection landed where it was wanted")

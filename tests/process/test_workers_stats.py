@@ -23,10 +23,10 @@ from typing import Any
 import grpc
 import pytest
 
-from sowdb.testing import Sowd, start
+from sowdb.testing import Sowd
 from tests.console.wire import post
 from tests.process.test_operations import metric_samples, sow
-from tests.process.test_workers import Subscriber, _on_a_reader, _pids, _spread
+from tests.process.test_workers import Subscriber, _on_a_reader, _pids, _spread, group_of
 
 CONFIG = """
 [server]
@@ -49,13 +49,7 @@ COUNTS = ("stats", "stats_listed", "stats_orders", "metrics", "metrics_orders", 
 
 @pytest.fixture
 def group(tmp_path: Path) -> Iterator[Sowd]:
-    config = tmp_path / "sowd.toml"
-    config.write_text(CONFIG)
-    sowd = start(tmp_path / "data", "--workers", "3", config=config)
-    try:
-        yield sowd
-    finally:
-        sowd.stop()
+    yield from group_of(tmp_path, CONFIG)
 
 
 def _stats(sowd: Sowd, *args: str) -> dict[str, Any]:
