@@ -4,6 +4,7 @@ fed by its writer, a replica's readers as the replica applies the primary's jour
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -44,6 +45,27 @@ def _sow(channel: grpc.Channel, timeout: float = 30) -> list[int]:
     )
     responses = call(pb.SowRequest(topic="orders"), timeout=timeout)
     return sorted(r.bookmark for resp in responses for r in resp.records.records)
+
+
+def _follow(channel: grpc.Channel) -> list[int]:
+    """The bookmarks a subscription to ``orders`` on ``channel`` receives, as they come (a thread)."""
+    call = channel.unary_stream(
+        "/sowdb.v1.SowService/Subscribe",
+        request_serializer=pb.SubscribeRequest.SerializeToString,
+        response_deserializer=pb.SubscribeResponse.FromString,
+    )(pb.SubscribeRequest(topic="orders"))
+    got: list[int] = []
+    placed = threading.Event()
+
+    def read() -> None:
+        with contextlib.suppress(grpc.RpcError):  # cancelled when the channel closes
+            for response in call:
+                placed.set()
+                got.extend(r.bookmark for r in response.publish.records)
+
+    threading.Thread(target=read, daemon=True).start()
+    assert placed.wait(30), "the subscription was not placed"
+    return got
 
 
 @pytest.fixture
@@ -117,6 +139,7 @@ def test_a_primarys_readers_show_nothing_its_sync_replica_has_not_acknowledged(s
     until(lambda: groups.own(replica).applied_bookmark == 10)
     on_reader = _reader_channel(groups.nodes[primary].target, groups.nodes[primary].banner)
     assert len(_sow(on_reader)) == 10
+    delivered = _follow(on_reader)  # a subscription the reader serves
     held, _ = group_pids(groups.nodes[replica].banner)
     os.kill(held, signal.SIGSTOP)  # the sync replica acknowledges nothing while stopped
     try:
@@ -129,8 +152,10 @@ def test_a_primarys_readers_show_nothing_its_sync_replica_has_not_acknowledged(s
         with pytest.raises(grpc.RpcError) as held_back:  # not shown before the replica acknowledges it
             _sow(on_reader, timeout=2)
         assert held_back.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert delivered == []  # nor delivered
     finally:
         os.kill(held, signal.SIGCONT)
     until(lambda: len(_sow(on_reader)) == 11, within=30)
+    until(lambda: delivered == [11], within=30)
     publisher.join(60)
     on_reader.close()
