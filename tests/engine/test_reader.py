@@ -124,3 +124,15 @@ def test_sow_and_subscribe_reads_at_the_feeds_position_and_follows_from_there(tm
     assert point == 10  # where the subscription was placed, not the arena's commit (15)
     assert docs == [{"id": k, "v": 1} for k in range(10)]
     assert live_bookmarks == [11, 12, 13, 14, 15]  # every change after it, once
+
+
+def test_a_filtered_query_decodes_a_chunk_and_makes_its_matches(tmp_path: Path) -> None:
+    writer = Writer(tmp_path / "arena")
+    live = _reader(tmp_path, writer)
+    live.apply(writer.publish(1, range(3000)))
+    live.apply(writer.publish(2, range(0, 3000, 7)))
+    events = live.sow(QueryOptions(topic=TOPIC, filter="/v = 2 AND /id < 100"))
+    assert events is not None
+    point, docs = asyncio.run(_query(events))
+    assert point == 3000 + len(range(0, 3000, 7))
+    assert docs == [{"id": k, "v": 2} for k in range(0, 100, 7)]

@@ -15,7 +15,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -204,8 +204,12 @@ class HeldRecords(SlotRecords):
         self.arena, self.slots = arena, slots
         weakref.finalize(self, release)
 
-    def make(self, slots: NDArray[np.int64]) -> list[StoredRecord]:
+    def make(self, slots: NDArray[np.int64], docs: list[Any] | None = None) -> list[StoredRecord]:
         return self.arena.records(slots)
+
+    def decode(self, slots: NDArray[np.int64]) -> tuple[NDArray[np.int64], list[Any]]:
+        arena = self.arena
+        return arena._read(lambda st: ArenaView.decode(arena, slots))  # again if a compaction moved them
 
 
 class AtPoint:

@@ -1,7 +1,8 @@
 """A run of an arena's slots read as records: the sequence a scan takes, made a slice at a time.
 
 A query scans a ``Sequence[StoredRecord]``; over an arena it holds slot ids only, and the records
-are made when the scan reaches them. The writer's snapshots (``state.arena_records``) and a
+are made when the scan reaches them (a filtered scan decodes a chunk's documents at once and
+makes records of its matches only: :meth:`SlotRecords.decode`). The writer's snapshots (``state.arena_records``) and a
 reader process's held reads (:mod:`.reader`) differ in how a record is made (the writer keeps
 the recent ones) and what holding the sequence pins; this is what they share.
 """
@@ -9,7 +10,7 @@ the recent ones) and what holding the sequence pins; this is what they share.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import overload
+from typing import Any, overload
 
 import numpy as np
 from numpy.typing import NDArray
@@ -25,12 +26,21 @@ class SlotRecords(Sequence[StoredRecord]):
 
     slots: NDArray[np.int64]
 
-    def make(self, slots: NDArray[np.int64]) -> list[StoredRecord]:
-        """The records of ``slots``, in that order."""
+    def make(self, slots: NDArray[np.int64], docs: list[Any] | None = None) -> list[StoredRecord]:
+        """The records of ``slots``, in that order (``docs``: their documents, decoded already)."""
         raise NotImplementedError
 
     def one(self, slot: int) -> StoredRecord:
         return self.make(np.asarray([slot], np.int64))[0]
+
+    def made(self, slots: NDArray[np.int64]) -> list[StoredRecord] | None:
+        """The records of ``slots`` when they are all made already (kept recently), else None."""
+        return None
+
+    def decode(self, slots: NDArray[np.int64]) -> tuple[NDArray[np.int64], list[Any]]:
+        """The documents of ``slots`` in one decode, the slots in the order their bytes lie: a
+        scan filters a chunk's documents and makes records of its matches only."""
+        raise NotImplementedError
 
     def __len__(self) -> int:
         return len(self.slots)

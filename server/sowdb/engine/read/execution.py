@@ -20,8 +20,9 @@ from typing import Any
 
 from orjson import loads
 
+from sowdb.engine.arena import SlotRecords
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.state import PinnedRecords, version_at
+from sowdb.engine.state import version_at
 from sowdb.errors import ResourceExhausted
 from sowdb.expr import CompiledFilter
 
@@ -107,7 +108,7 @@ async def scan(
     step = FIRST_CHUNK  # records per look at the clock: more while cheap, fewer when costly (below)
     for n, records in enumerate(sources):
         ent = entitlements[n] if entitlements is not None else None
-        if point is None and isinstance(records, PinnedRecords) and _plain(flt) and _plain(ent):
+        if point is None and isinstance(records, SlotRecords) and _plain(flt) and _plain(ent):
             found, looked = await _scan_pinned(records, match, ent, keep, slicer)
             matched.extend(found)
             scanned += looked
@@ -159,7 +160,7 @@ def _plain(flt: CompiledFilter | None) -> bool:
 
 
 async def _scan_pinned(
-    records: PinnedRecords,
+    records: SlotRecords,
     match: Callable[[Any, Any], Any] | None,
     ent: CompiledFilter | None,
     keep: bool,
@@ -168,8 +169,8 @@ async def _scan_pinned(
     """:func:`scan` of records in an arena whose filters read only the documents: a chunk's
     documents decoded in one call and a record made only for each match (issue 39), or, for a
     chunk whose records were all made recently (a repeated query), their own documents."""
-    owner, slots = records.owner, records.slots
-    decode, make, made = owner.arena.decode, owner.records, owner.made
+    slots = records.slots
+    decode, make, made = records.decode, records.make, records.made
     visible = ent.matches if ent is not None else None
     matched: list[StoredRecord] = []
     scanned = 0

@@ -313,8 +313,14 @@ class PinnedRecords(SlotRecords):
         owner.pin(bookmark)
         weakref.finalize(self, owner.unpin, bookmark)
 
-    def make(self, slots: NDArray[np.int64]) -> list[StoredRecord]:
-        return self.owner.records(slots)
+    def make(self, slots: NDArray[np.int64], docs: list[Any] | None = None) -> list[StoredRecord]:
+        return self.owner.records(slots, docs)
 
     def one(self, slot: int) -> StoredRecord:
         return self.owner.record(slot)
+
+    def made(self, slots: NDArray[np.int64]) -> list[StoredRecord] | None:
+        return self.owner.made(slots)
+
+    def decode(self, slots: NDArray[np.int64]) -> tuple[NDArray[np.int64], list[Any]]:
+        return self.owner.arena.decode(slots)
