@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -157,12 +158,19 @@ def group(tmp_path: Path) -> Iterator[Sowd]:
     yield from group_of(tmp_path, ARENA)
 
 
-def _stopped(pid: int) -> Iterator[None]:
-    os.kill(pid, signal.SIGSTOP)
+@contextmanager
+def _writer_stopped(sowd: Sowd, caught_up: Sequence[Querier] = ()) -> Iterator[None]:
+    """The group's writer stopped (SIGSTOP), as one long step holds its event loop, once each
+    reader of ``caught_up`` has applied the writer's last commit (a query a reader answers
+    waits for that: stopped before, the writer might not have sent it)."""
+    for q in caught_up:
+        q.sow()
+    writer, _ = group_pids(sowd.banner)
+    os.kill(writer, signal.SIGSTOP)
     try:
         yield
     finally:
-        os.kill(pid, signal.SIGCONT)
+        os.kill(writer, signal.SIGCONT)
 
 
 def test_a_reader_answers_queries_from_the_arena_while_the_writer_is_stopped(group: Sowd) -> None:
@@ -172,15 +180,11 @@ def test_a_reader_answers_queries_from_the_arena_while_the_writer_is_stopped(gro
         c.publish("orders", [{"id": 7, "qty": 70}])
         c.sow_delete("orders", sow_keys=["8"])
         expected = sorted((r.json()["id"], r.json()["qty"]) for r in c.sow("orders", filter="/qty >= 5"))
-    writer, _ = group_pids(group.banner)
-    os.kill(writer, signal.SIGSTOP)
-    try:
+    with _writer_stopped(group, readers_q):
         for q in readers_q:  # answered with the writer stopped: from the arena, not relayed
             got = sorted((r["id"], r["qty"]) for r in q.sow(flt="/qty >= 5"))
             assert got == expected
             assert len(q.sow()) == KEYS - 1
-    finally:
-        os.kill(writer, signal.SIGCONT)
     for q in [*readers_q, *writer_q]:
         q.close()
 
@@ -253,16 +257,12 @@ filter = "/desk = 'a'"
         with Client(sowd.target, token="t-1") as c:
             c.publish("orders", [{"id": i, "desk": "ab"[i % 2]} for i in range(50)])
         readers_q, writer_q = _on_readers(sowd, 1, token="d-2")
-        writer, _ = group_pids(sowd.banner)
-        os.kill(writer, signal.SIGSTOP)
-        try:
+        with _writer_stopped(sowd, readers_q):
             q = readers_q[0]
             assert sorted(int(str(r["id"])) for r in q.sow()) == list(range(0, 50, 2))
             with pytest.raises(grpc.RpcError) as refused:
                 q.sow(flt="/desk = ")
             assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        finally:
-            os.kill(writer, signal.SIGCONT)
         with pytest.raises(grpc.RpcError) as denied:
             readers_q[0].sow(topic="prices")  # not readable: refused as the writer refuses it
         assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED
@@ -291,16 +291,12 @@ def test_sow_and_subscribe_on_a_reader_mirrors_the_state_with_no_gap_and_no_dupl
     with Client(group.target) as c:
         c.publish("orders", [{"id": i, "qty": i % 10} for i in range(KEYS)])
     readers_q, writer_q = _on_readers(group)
-    writer, _ = group_pids(group.banner)
-    os.kill(writer, signal.SIGSTOP)
-    try:  # placed and queried with the writer stopped: by the reader, from the arena
+    with _writer_stopped(group, readers_q):  # placed and queried by the reader, from the arena
         mirrors = [q.mirror("/qty >= 5", f"m{i}") for i, q in enumerate(readers_q)]
         for m in mirrors:
             assert m.queried.wait(30)
             assert m.error is None, m.error
             assert len(m.held) == KEYS // 2
-    finally:
-        os.kill(writer, signal.SIGCONT)
     with Client(group.target) as c:  # updates moving records in and out of the filter
         for step in range(1, 30):
             c.publish("orders", [{"id": i, "qty": (i * 7 + step) % 10} for i in range(0, KEYS, 3)])
@@ -322,7 +318,6 @@ def test_sow_and_subscribe_on_a_reader_mirrors_the_state_with_no_gap_and_no_dupl
 
 def test_a_reader_answers_health_checks_while_the_writer_is_held(group: Sowd) -> None:
     readers_q, writer_q = _on_readers(group)
-    writer, _ = group_pids(group.banner)
 
     def check(q: Querier, service: str = "") -> health_pb2.HealthCheckResponse:
         stub: Any = health_pb2_grpc.HealthStub(q.channel)
@@ -330,13 +325,10 @@ def test_a_reader_answers_health_checks_while_the_writer_is_held(group: Sowd) ->
         return response
 
     assert check(readers_q[0]).status == health_pb2.HealthCheckResponse.SERVING
-    os.kill(writer, signal.SIGSTOP)  # as a long commit holds its event loop
-    try:
+    with _writer_stopped(group):  # as a long commit holds its event loop
         for q in readers_q:
             assert check(q).status == health_pb2.HealthCheckResponse.SERVING
             assert check(q, "sowdb.v1.SowService").status == health_pb2.HealthCheckResponse.SERVING
-    finally:
-        os.kill(writer, signal.SIGCONT)
     with pytest.raises(grpc.RpcError) as unknown:  # a service it does not watch: the writer's answer
         check(readers_q[0], "no.such.Service")
     assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
