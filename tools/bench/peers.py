@@ -19,7 +19,7 @@ expression index on ``data->>'symbol'`` (``peers_pg.py``: a temporary cluster un
 The systems alternate (sowdb, PostgreSQL, PostgreSQL, sowdb, …) for ``--rounds`` rounds, figures
 are medians, and the ratios (sowdb / PostgreSQL) are printed as a Markdown table.
 
-Usage: ``python tools/bench/peers.py [--records 1000000] [--rounds 3]`` (``make bench-peers``).
+Usage: ``python tools/bench/peers.py [--records 1000000] [--rounds 3] [--store arena]`` (``make bench-peers``).
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def run_sowdb_and_postgres(args: argparse.Namespace, orders: list[bytes], run: R
     texts = [o.decode() for o in orders]
     n_upd = len(orders) // 5
     with tempfile.TemporaryDirectory(prefix="sowdb-peers-") as tmp:
-        proc, target = _start(tmp)
+        proc, target = _start(tmp, store=args.store)
         pg = Postgres(dsn) if dsn else None
         try:
             with Client(target) as c:
@@ -218,6 +218,7 @@ def main() -> None:
     parser.add_argument("--pg-dsn", default="", help="an existing PostgreSQL server (default: a temporary cluster)")
     parser.add_argument("--no-copy", dest="copy", action="store_false", help="skip the PostgreSQL COPY reference")
     parser.add_argument("--no-pubsub", dest="pubsub", action="store_false", help="skip the Redis / NATS rows")
+    parser.add_argument("--store", choices=("objects", "arena"), default="objects", help="sowd's [server] record_store")
     args = parser.parse_args()
     orders = _orders(args.records)
     json_bytes = sum(map(len, orders)) / len(orders)
