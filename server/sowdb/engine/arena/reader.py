@@ -133,25 +133,7 @@ class ArenaReader(ArenaView):
     def records(self, slots: NDArray[np.int64]) -> list[StoredRecord]:
         """The versions in ``slots`` (visible at a held bookmark), made now, in that order; their
         places read again when a compaction moved them meanwhile."""
-
-        def make(st: State) -> list[StoredRecord]:
-            s, topic = self.slots, self.topic
-            read, kread = self.json.read, self.keys.read
-            return [
-                StoredRecord(topic, kread(koff, kn).decode(), None, read(off, n), born, ts, exp)
-                for off, n, koff, kn, born, ts, exp in zip(
-                    s.off[slots].tolist(),
-                    s.length[slots].tolist(),
-                    s.koff[slots].tolist(),
-                    s.klen[slots].tolist(),
-                    s.born[slots].tolist(),
-                    s.ts[slots].tolist(),
-                    s.exp[slots].tolist(),
-                    strict=True,
-                )
-            ]
-
-        return self._read(make)
+        return self._read(lambda st: ArenaView.make_records(self, slots))
 
     def live_at(self, keys: Sequence[bytes], bookmark: int) -> list[int]:
         """The slot of each key visible at ``bookmark`` (held), skipping keys without one."""

@@ -8,6 +8,7 @@ segments they have mapped; they differ in what makes a pin stale (:meth:`ArenaVi
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -185,6 +186,30 @@ class ArenaView:
             one.ts[slot],
             one.exp[slot],
         )
+
+    def make_records(self, slots: NDArray[np.int64], docs: list[Any] | None = None) -> list[StoredRecord]:
+        """The versions in ``slots``, in that order, made now, their arrays read a few vector
+        reads at a time (``docs``: their documents, decoded already; each record's ``slot`` set)."""
+        s = self.slots
+        read, kread, topic = self.json.read, self.keys.read, self.topic
+        out: list[StoredRecord] = []
+        append = out.append
+        for slot, doc, off, n, koff, kn, born, ts, exp in zip(
+            slots.tolist(),
+            docs if docs is not None else repeat(None),
+            s.off[slots].tolist(),
+            s.length[slots].tolist(),
+            s.koff[slots].tolist(),
+            s.klen[slots].tolist(),
+            s.born[slots].tolist(),
+            s.ts[slots].tolist(),
+            s.exp[slots].tolist(),
+            strict=False,  # ``repeat(None)`` is endless
+        ):
+            rec = StoredRecord(topic, kread(koff, kn).decode(), doc, read(off, n), born, ts, exp)
+            rec.slot = slot
+            append(rec)
+        return out
 
     # ---------------------------------------------------------------------------------- pins, scans
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import weakref
 from collections import deque
 from collections.abc import Iterator, Sequence
-from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -149,26 +148,7 @@ class ArenaRecords:
         return None if None in found else found  # type: ignore[return-value]
 
     def _make(self, arr: NDArray[np.int64], docs: list[Any] | None) -> list[StoredRecord]:
-        arena = self.arena
-        s = arena.slots
-        read, kread, topic = arena.json.read, arena.keys.read, self.topic
-        out: list[StoredRecord] = []
-        append = out.append
-        for slot, doc, off, n, koff, kn, born, ts, exp in zip(
-            arr.tolist(),
-            docs if docs is not None else repeat(None),
-            s.off[arr].tolist(),
-            s.length[arr].tolist(),
-            s.koff[arr].tolist(),
-            s.klen[arr].tolist(),
-            s.born[arr].tolist(),
-            s.ts[arr].tolist(),
-            s.exp[arr].tolist(),
-            strict=False,  # ``repeat(None)`` is endless
-        ):
-            rec = StoredRecord(topic, kread(koff, kn).decode(), doc, read(off, n), born, ts, exp)
-            rec.slot = slot
-            append(rec)
+        out = self.arena.make_records(arr, docs)
         self._remember(out)
         return out
 
