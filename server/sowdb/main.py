@@ -93,10 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", help="RocksDB data directory (overrides [server] data_dir)")
     parser.add_argument(
         "--workers",
-        type=int,
         metavar="N",
-        help="processes serving the port (overrides [server] workers): 1 = this one; N > 1 = a writer and N - 1 "
-        "readers that serve live subscriptions",
+        help="processes serving the port (overrides [server] workers): auto (the default) = the cores available; "
+        "1 = this one; N > 1 = a writer and N - 1 readers that serve queries and subscriptions",
     )
     parser.add_argument("--worker-role", choices=["writer", "reader"], help=argparse.SUPPRESS)
     parser.add_argument("--worker-socket", help=argparse.SUPPRESS)
@@ -169,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker_role == "reader":
         with asyncio.Runner(loop_factory=_timed_loop) as runner:
             return runner.run(run_reader(config, parse_listen(config.server.listen)[1], args.worker_socket))
-    if args.worker_role is None and config.server.workers > 1:
+    if args.worker_role is None and config.server.processes > 1:
         return supervise(config, _without_workers(sys.argv[1:] if argv is None else argv))
     try:
         with asyncio.Runner(loop_factory=_timed_loop) as runner:

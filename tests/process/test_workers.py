@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -22,7 +23,8 @@ import pytest
 from grpc_status import rpc_status
 
 from sowdb.auth import hash_token
-from sowdb.testing import Sowd, run, start
+from sowdb.config import ConfigError, config_from_dict, with_overrides
+from sowdb.testing import Sowd, command, run, start
 from sowdb.testing.holders import OWN_CONNECTION, connections, group_pids, holder
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import Client
@@ -324,3 +326,57 @@ def test_a_users_max_subscriptions_counts_every_process(tmp_path: Path) -> None:
         for channel, call in calls:
             call.cancel()
             channel.close()
+
+
+def _default_sowd(tmp_path: Path, cpus: set[int], *args: str) -> Sowd:
+    """``sowd`` as a user starts it (no ``--workers``: the demo config's ``"auto"``), on ``cpus``."""
+    proc = subprocess.Popen(
+        command("--data-dir", str(tmp_path / "data"), "--listen", "127.0.0.1:0", *args),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=lambda: os.sched_setaffinity(0, cpus),
+    )
+    sowd = Sowd(proc)
+    sowd.wait_serving()
+    return sowd
+
+
+def test_by_default_one_process_serves_each_core_it_may_run_on(tmp_path: Path) -> None:
+    """``workers = "auto"`` (the default): the CPUs the process may run on, as ``taskset`` or a
+    container's cpuset leave them: one CPU is one process, two are a writer and a reader."""
+    cpus = sorted(os.sched_getaffinity(0))
+    with _default_sowd(tmp_path / "one", {cpus[0]}) as sowd:
+        assert "workers:" not in sowd.banner, sowd.banner  # a single process's banner
+        children = Path(f"/proc/{sowd.proc.pid}/task/{sowd.proc.pid}/children").read_text().split()
+        assert children == [], children  # and no group under it
+    if len(cpus) < 2:
+        pytest.skip("one CPU here: the group of the default cannot be shown")
+    with _default_sowd(tmp_path / "two", set(cpus[:2]), "--http-listen", "127.0.0.1:0") as sowd:
+        _writer, readers = _pids(sowd)
+        assert "(2 workers:" in sowd.banner, sowd.banner
+        assert len(readers) == 1, sowd.banner
+        assert "; console http://127.0.0.1:" in sowd.banner, sowd.banner  # the writer's console, as one's
+        with Client(sowd.target) as client:  # and it serves: a write, then a query of it
+            client.publish("orders", [{"orderId": 1, "symbol": "A"}])
+            assert [r.json()["orderId"] for r in client.sow("orders")] == [1]
+
+
+def test_workers_is_auto_or_a_count_and_anything_else_is_refused(tmp_path: Path) -> None:
+    topics = {"topic": [{"name": "orders", "key": ["/id"]}]}
+    auto = config_from_dict(topics, source="t")
+    assert auto.server.workers == 0
+    assert auto.server.processes == len(os.sched_getaffinity(0))
+    assert config_from_dict({**topics, "server": {"workers": "auto"}}, source="t").server.processes >= 1
+    assert config_from_dict({**topics, "server": {"workers": 3}}, source="t").server.processes == 3
+    for bad in (0, 257, True, "all", 2.0):
+        with pytest.raises(ConfigError, match=r'workers: "auto" \(the cores available\) or 1'):
+            config_from_dict({**topics, "server": {"workers": bad}}, source="t")
+    assert with_overrides(auto, listen=None, data_dir=None, workers="2").server.processes == 2
+    assert with_overrides(auto, listen=None, data_dir=None, workers="auto").server.workers == 0
+    with pytest.raises(ConfigError, match="--workers: auto"):
+        with_overrides(auto, listen=None, data_dir=None, workers="0")
+    printed = run("--print-config", "--data-dir", str(tmp_path))
+    assert 'workers = "auto"' in printed.stdout, printed.stdout

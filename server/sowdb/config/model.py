@@ -3,6 +3,7 @@ and the value types a config is made of (durations, field paths, regex topic nam
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -40,6 +41,20 @@ _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 class ConfigError(Exception):
     """The configuration is invalid; the message names file, entry and problem."""
+
+
+def available_cores() -> int:
+    """The CPUs this process may run on (its affinity mask where the platform has one), 1 to
+    :data:`MAX_WORKERS`: what ``workers = "auto"`` starts."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this platform (macOS)
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_WORKERS))
+
+
+MAX_WORKERS = 256
+"""The most processes ``workers`` may name."""
 
 
 @dataclass(frozen=True)
@@ -136,8 +151,16 @@ class ServerConfig:
     # record, ~3.9x its JSON) or "arena" (JSON and metadata in shared memory, ~2x; publish slower)
     record_store: str = field(default_factory=lambda: DEFAULT_RECORD_STORE)
     # processes serving the port (issue 41, SPEC §14): 1 = this process alone; N > 1 = one writer
-    # and N - 1 readers that serve live subscriptions from the writer's ordered feed
-    workers: int = 1
+    # and N - 1 readers that serve live subscriptions from the writer's ordered feed; 0 (written
+    # "auto", the default) = the cores this process may run on (:attr:`processes`)
+    workers: int = 0
+
+    @property
+    def processes(self) -> int:
+        """How many processes serve the port: ``workers``, or the cores available where it is
+        ``"auto"`` (the CPUs this process may run on, as ``taskset`` or a container's cpuset
+        leave it, not the machine's count)."""
+        return self.workers or available_cores()
 
     @property
     def frame_bytes(self) -> int:

@@ -61,7 +61,9 @@ def _server_table(server: m.ServerConfig) -> dict[str, Any]:
     table: dict[str, Any] = {}
     for field in dataclasses.fields(server):
         value = getattr(server, field.name)
-        if field.name.endswith("_s"):  # a duration in seconds: the config's own name has no suffix
+        if field.name == "workers" and not value:
+            table[field.name] = "auto"
+        elif field.name.endswith("_s"):  # a duration in seconds: the config's own name has no suffix
             table[field.name.removesuffix("_s")] = duration_text(value)
         else:
             table[field.name] = value

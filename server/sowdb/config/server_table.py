@@ -84,9 +84,10 @@ def read_server(r: _Reader, t: Any) -> m.ServerConfig:
     record_store = r._get(t, entry, "record_store", str, m.DEFAULT_RECORD_STORE)
     if record_store not in m.RECORD_STORES:
         raise r.fail(entry, f"record_store: {' or '.join(map(repr, m.RECORD_STORES))}, got {record_store!r}")
-    workers = r._get(t, entry, "workers", int, 1)
-    if not 1 <= workers <= 256:
-        raise r.fail(entry, f"workers: 1 (one process) to 256, got {workers}")
+    workers = _workers(t.get("workers", "auto"))
+    if workers is None:
+        allowed = f'"auto" (the cores available) or 1 (one process) to {m.MAX_WORKERS}'
+        raise r.fail(entry, f"workers: {allowed}, got {t['workers']!r}")
     return m.ServerConfig(
         workers=workers,
         record_store=record_store,
@@ -110,6 +111,18 @@ def read_server(r: _Reader, t: Any) -> m.ServerConfig:
     )
 
 
+def _workers(value: object) -> int | None:
+    """``workers`` as the config keeps it (0 for ``"auto"``), or None where it is neither
+    ``"auto"`` nor 1 to :data:`m.MAX_WORKERS` (a flag's text is read as a number too)."""
+    if value == "auto":
+        return 0
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= m.MAX_WORKERS:
+        return value
+    return None
+
+
 def with_overrides(
     config: m.Config,
     *,
@@ -117,7 +130,7 @@ def with_overrides(
     data_dir: str | None,
     http_listen: str | None = None,
     metrics_listen: str | None = None,
-    workers: int | None = None,
+    workers: str | None = None,
 ) -> m.Config:
     """The config with the command-line flags applied, their addresses checked as a config
     file's are.
@@ -137,7 +150,9 @@ def with_overrides(
     if data_dir:
         changes["data_dir"] = data_dir
     if workers is not None:
-        if not 1 <= workers <= 256:
-            raise m.ConfigError(f"--workers: 1 (one process) to 256, got {workers}")
-        changes["workers"] = workers
+        count = _workers(workers)
+        if count is None:
+            allowed = f"auto (the cores available) or 1 (one process) to {m.MAX_WORKERS}"
+            raise m.ConfigError(f"--workers: {allowed}, got {workers}")
+        changes["workers"] = count
     return replace(config, server=replace(config.server, **changes))

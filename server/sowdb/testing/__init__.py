@@ -30,6 +30,7 @@ import signal
 import subprocess
 import sys
 import threading
+import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -170,10 +171,16 @@ def spawn(
         env: its whole environment (default: this process's), as ``subprocess`` takes it, so a
             caller can also leave a variable out.
         echo: called with each line it prints, as it comes.
+
+    One process (``--workers 1``) unless ``args`` or the config name the workers: a test that
+    kills its server kills the process that serves, and ``sowd --workers N`` groups are started
+    by the tests about them (sowd's own default is the cores available).
     """
     flags = ["--data-dir", str(data_dir), "--listen", "127.0.0.1:0"]
     if config is not None:
         flags += ["--config", str(config)]
+    if not any(a == "--workers" or a.startswith("--workers=") for a in args) and not _names_workers(config, args):
+        flags += ["--workers", "1"]
     proc = subprocess.Popen(
         command(*flags, *args),
         stdin=subprocess.DEVNULL,
@@ -183,6 +190,19 @@ def spawn(
         env={**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"},
     )
     return Sowd(proc, echo=echo)
+
+
+def _names_workers(config: str | Path | None, args: Sequence[str]) -> bool:
+    """Whether the config file (``config`` or a ``--config`` in ``args``) sets ``[server] workers``."""
+    files = [config] if config is not None else [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--config"]
+    for file in files:
+        try:
+            table = tomllib.loads(Path(file).read_text(encoding="utf-8")).get("server", {})
+        except (OSError, tomllib.TOMLDecodeError):
+            continue  # sowd itself says what is wrong with it
+        if isinstance(table, dict) and "workers" in table:
+            return True
+    return False
 
 
 def start(

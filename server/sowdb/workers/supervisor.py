@@ -9,7 +9,8 @@ It keeps the group whole: a reader that dies is started again (its clients recon
 process of the port); when the writer dies, the readers end their subscriptions UNAVAILABLE
 (their feed ended) and the whole group is started again. SIGTERM or SIGINT stops them all
 together; SIGHUP goes to the writer, which reloads the rights and tells the readers through
-its feed. Their output is passed on, each line prefixed with the process it came from.
+its feed. Their output and errors are passed on (to the supervisor's standard output and error), each
+line prefixed with the process it came from.
 """
 
 from __future__ import annotations
@@ -59,23 +60,33 @@ class _Child:
         self.role = role
         self.ready = threading.Event()  # its banner came, or it ended
         self.serving = False  # its banner came
+        self.banner = ""  # the line it came in
         self.proc = subprocess.Popen(
             command,
             stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.PIPE,
             text=True,
             bufsize=1,
             env={**os.environ, WORKER_ENV: role},
             preexec_fn=_die_with_the_supervisor,  # one system call, no lock: safe beside the pump threads
         )
         threading.Thread(target=self._pump, name=f"sowd-{role}-output", daemon=True).start()
+        threading.Thread(target=self._pump_errors, name=f"sowd-{role}-errors", daemon=True).start()
+
+    def _pump_errors(self) -> None:
+        """Its standard error onto the supervisor's, prefixed: a writer's refusal to start (a
+        locked data directory, a damaged store) reads where a single process's would."""
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            sys.stderr.write(f"[{self.role} {self.proc.pid}] {line}")
+            sys.stderr.flush()
 
     def _pump(self) -> None:
         assert self.proc.stdout is not None
         banner = READY[self.role.split("-")[0]]
         for line in self.proc.stdout:
             if banner in line:
-                self.serving = True
+                self.serving, self.banner = True, line.strip()
                 self.ready.set()
                 line = line.replace("listening on ", "serving ")  # the group's banner is the supervisor's
             sys.stdout.write(f"[{self.role} {self.proc.pid}] {line}")
@@ -109,7 +120,7 @@ def _reserve(host: str, port: int) -> socket.socket:
 
 
 def supervise(config: Config, argv: Sequence[str]) -> int:
-    """Run the group of ``config.server.workers`` processes until SIGTERM or SIGINT.
+    """Run the group of ``config.server.processes`` processes until SIGTERM or SIGINT.
 
     ``argv``: the command line the group's processes are started with (the supervisor's own,
     without ``--workers``); each gets the port taken and the group's socket.
@@ -147,14 +158,16 @@ def supervise(config: Config, argv: Sequence[str]) -> int:
     status = 0
     try:
         while not stopping.is_set():
-            failed = _start_group(group, base, config.server.workers, stopping)
+            failed = _start_group(group, base, config.server.processes, stopping)
             if failed is not None:
                 status = failed
                 break
             readers = ", ".join(str(c.proc.pid) for r, c in group.items() if r != "writer")
+            served = group["writer"].banner.partition(f"config {config.source})")[2]  # "; console URL"...
+            writer = group["writer"].proc.pid
             print(
-                f"sowd listening on {host}:{port} ({config.server.workers} workers: writer {group['writer'].proc.pid}, "
-                f"readers {readers}; data {config.server.data_dir}, config {config.source})",
+                f"sowd listening on {host}:{port} ({config.server.processes} workers: writer {writer}, "
+                f"readers {readers}; data {config.server.data_dir}, config {config.source}){served}",
                 flush=True,
             )
             status = _watch(group, base, stopping)
