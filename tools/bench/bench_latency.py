@@ -17,7 +17,9 @@ Parts (``--parts``, comma-separated):
 - ``lookup``: one record by its key field (``/orderId = 777``) through the Python SDK and a raw
   stub, beside the floor's one-record stream and unary call, all servers up at once and the
   calls interleaved in rounds; per-call medians;
-- ``fanout``: ``bench_subscriptions``' fan-out (100 subscribers) and publish with 10 subscribers.
+- ``fanout``: ``bench_subscriptions``' fan-out (100 subscribers) and publish with 10 subscribers,
+  each with the CPU per message of the writer, of the readers (``--workers``) and in all: on 2
+  cores a group shares them with its clients, so its rates cannot show a core each.
 
 Usage: ``python tools/bench/bench_latency.py [--rounds 2] [--seconds 5] [--baseline DIR]``
 (``make bench-latency``).
@@ -48,7 +50,7 @@ from sowdb_client.calls import SINGLE_THREADED
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import floor  # a sibling script, not a package
 from alternating import Figures, alternate, print_medians
-from bench_server import _orders, _start
+from bench_server import _cpu_seconds, _orders, _start
 from bench_subscriptions import _SPAWN, OWN_CONNECTION, fanout, paced_messages, slow_consumer
 
 NODE_DIR = Path(__file__).resolve().parents[2] / "clients" / "node"
@@ -249,6 +251,33 @@ def _targets(by_n: dict[int, dict[str, Figures]], sowdbs: list[str]) -> None:
             print(f"{mode}: 1,000 subscribers at 200 msg/s: {figures}")
 
 
+def _group_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of a server's processes by role: ``writer`` (a single sowd is its own writer)
+    and ``readers`` (together), read from ``/proc``. On 2 cores a group's processes share the
+    cores with the clients, so the rates cannot show what a core each would give; the writer's
+    CPU per message can: it bounds the publish rate a machine with cores to spare would reach."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    if not children:
+        return {"writer": _cpu_seconds(pid), "readers": 0.0}
+    out = {"writer": 0.0, "readers": 0.0}
+    for child in children:
+        environ = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
+        role = "writer" if b"SOWD_WORKER=writer" in environ else "readers"
+        out[role] += _cpu_seconds(int(child))
+    return out
+
+
+def _cpu_per_message(before: dict[str, float], after: dict[str, float], n: int, part: str) -> Figures:
+    """µs of CPU per message published: the writer's, the readers' and the whole server's."""
+    writer = (after["writer"] - before["writer"]) / n * 1e6
+    readers = (after["readers"] - before["readers"]) / n * 1e6
+    return {
+        f"{part}: writer CPU µs/msg": writer,
+        f"{part}: readers CPU µs/msg": readers,
+        f"{part}: server CPU µs/msg": writer + readers,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
@@ -289,10 +318,15 @@ def main() -> None:
     if "fanout" in parts:
 
         def spread(mode: str) -> Figures:
-            with server(mode, args.baseline) as (_, target):
-                out = {"fanout/s": fanout(target, 200_000)}
+            n = 200_000
             with server(mode, args.baseline) as (pid, target):
-                out["publish/s (10 subs)"] = asyncio.run(slow_consumer(target, pid, False))[0]
+                before = _group_cpu(pid)
+                out = {"fanout/s": fanout(target, n)}
+                out.update(_cpu_per_message(before, _group_cpu(pid), n, "fan-out"))
+            with server(mode, args.baseline) as (pid, target):
+                before = _group_cpu(pid)
+                out["publish/s (10 subs)"] = asyncio.run(slow_consumer(target, pid, False, n))[0]
+                out.update(_cpu_per_message(before, _group_cpu(pid), n, "10 subs"))
             return out
 
         print_medians(alternate(sowdbs, args.rounds, spread), "fan-out and publish with 10 subscribers, medians")
