@@ -174,12 +174,14 @@ def spawn(
 
     One process (``--workers 1``) unless ``args`` or the config name the workers: a test that
     kills its server kills the process that serves, and ``sowd --workers N`` groups are started
-    by the tests about them (sowd's own default is the cores available).
+    by the tests about them (sowd's own default is the cores available). A build without the
+    flag (a benchmark's older baseline) is one process anyway.
     """
     flags = ["--data-dir", str(data_dir), "--listen", "127.0.0.1:0"]
     if config is not None:
         flags += ["--config", str(config)]
-    if not any(a == "--workers" or a.startswith("--workers=") for a in args) and not _names_workers(config, args):
+    named = any(a == "--workers" or a.startswith("--workers=") for a in args) or _names_workers(config, args)
+    if not named and _takes_workers(env):
         flags += ["--workers", "1"]
     proc = subprocess.Popen(
         command(*flags, *args),
@@ -190,6 +192,16 @@ def spawn(
         env={**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"},
     )
     return Sowd(proc, echo=echo)
+
+
+def _takes_workers(env: Mapping[str, str] | None) -> bool:
+    """Whether the sowd ``env`` runs has ``--workers``: a benchmark's baseline (another checkout's
+    ``server/`` on ``PYTHONPATH``) from before it was built has one process and no such flag."""
+    for entry in (os.environ if env is None else env).get("PYTHONPATH", "").split(os.pathsep):
+        main = Path(entry) / "sowdb" / "main.py"
+        if entry and main.is_file():
+            return '"--workers"' in main.read_text(encoding="utf-8")
+    return True
 
 
 def _names_workers(config: str | Path | None, args: Sequence[str]) -> bool:
