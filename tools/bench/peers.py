@@ -147,7 +147,7 @@ def run_sowdb_and_postgres(args: argparse.Namespace, orders: list[bytes], run: R
                                 prev = run.rows.setdefault(name, rows)
                                 assert prev == rows, f"{name}: {system} returned {rows} rows, the other {prev}"
                 _settle(proc.pid)
-                run.rows["rss-queried"] = int((_rss_mb(proc.pid) - rss_loaded) * 2**20)  # the columns, the wire cache
+                run.rows["rss-queried"] = int((_rss_mb(proc.pid) - rss_loaded) * 2**20)  # updates, columns, wire cache
                 run.add("memory", SOWDB, (rss_loaded - rss_empty) * 2**20)
                 if pg:
                     table, index = pg.sizes()
@@ -205,7 +205,8 @@ def table(run: Run, n: int, json_bytes: float, pubsub_rows: list[str]) -> str:
     lines.append(f"| memory | {mem_a} | {mem_b} | {_ratio(a, b)} |")
     if "rss-queried" in run.rows:
         q = run.rows["rss-queried"]
-        lines.append(f"| sowdb's RSS growth over the queries (columns, wire cache) | {q / n:,.0f} B/record | | |")
+        label = "sowdb's RSS growth over the updates and the queries (versions, columns, wire cache)"
+        lines.append(f"| {label} | {q / n:,.0f} B/record | | |")
     lines.extend(pubsub_rows)
     return "\n".join(lines)
 
