@@ -24,7 +24,7 @@ from grpc_status import rpc_status
 
 from sowdb.auth import hash_token
 from sowdb.config import ConfigError, config_from_dict, with_overrides
-from sowdb.testing import Sowd, command, run, start
+from sowdb.testing import Sowd, command, run, start, takes_workers
 from sowdb.testing.holders import OWN_CONNECTION, connections, group_pids, holder
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import Client
@@ -380,3 +380,14 @@ def test_workers_is_auto_or_a_count_and_anything_else_is_refused(tmp_path: Path)
         with_overrides(auto, listen=None, data_dir=None, workers="0")
     printed = run("--print-config", "--data-dir", str(tmp_path))
     assert 'workers = "auto"' in printed.stdout, printed.stdout
+
+
+def test_the_launcher_asks_one_process_of_a_build_that_has_the_flag_only(tmp_path: Path) -> None:
+    """A benchmark's baseline from before ``--workers`` is one process and refuses the flag."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    for build, text in ((old, 'parser.add_argument("--listen")'), (new, 'parser.add_argument("--workers")')):
+        (build / "sowdb").mkdir(parents=True)
+        (build / "sowdb" / "main.py").write_text(text)
+    assert not takes_workers({"PYTHONPATH": str(old)})
+    assert takes_workers({"PYTHONPATH": os.pathsep.join([str(new), str(old)])})
+    assert takes_workers(None)  # this checkout's

@@ -181,7 +181,7 @@ def spawn(
     if config is not None:
         flags += ["--config", str(config)]
     named = any(a == "--workers" or a.startswith("--workers=") for a in args) or _names_workers(config, args)
-    if not named and _takes_workers(env):
+    if not named and takes_workers(env):
         flags += ["--workers", "1"]
     proc = subprocess.Popen(
         command(*flags, *args),
@@ -194,7 +194,7 @@ def spawn(
     return Sowd(proc, echo=echo)
 
 
-def _takes_workers(env: Mapping[str, str] | None) -> bool:
+def takes_workers(env: Mapping[str, str] | None) -> bool:
     """Whether the sowd ``env`` runs has ``--workers``: a benchmark's baseline (another checkout's
     ``server/`` on ``PYTHONPATH``) from before it was built has one process and no such flag."""
     for entry in (os.environ if env is None else env).get("PYTHONPATH", "").split(os.pathsep):
