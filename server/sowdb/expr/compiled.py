@@ -73,25 +73,35 @@ def _literals(nodes: tuple[n.Node, ...]) -> bool:
     return bool(nodes) and all(_scalar_literal(i) for i in nodes)
 
 
+def _comparisons_of(p: n.Node) -> list[Comparison]:
+    """The comparisons of a path with literals one top-level conjunct is ([] for another kind)."""
+    if isinstance(p, n.Compare):
+        if isinstance(p.left, n.Path) and _scalar_literal(p.right):
+            return [Comparison(p.left.steps, p.left.text, p.op, (p.right.value,))]  # type: ignore[attr-defined]
+        if isinstance(p.right, n.Path) and _scalar_literal(p.left):
+            op = v.FLIPPED[p.op]
+            return [Comparison(p.right.steps, p.right.text, op, (p.left.value,))]  # type: ignore[attr-defined]
+    elif isinstance(p, n.In) and isinstance(p.operand, n.Path) and _literals(p.items) and not p.negated:
+        values = tuple(i.value for i in p.items)  # type: ignore[attr-defined]
+        return [Comparison(p.operand.steps, p.operand.text, "=", values)]
+    elif isinstance(p, n.Between) and isinstance(p.operand, n.Path) and not p.negated:
+        path = p.operand
+        if _literals((p.low, p.high)):
+            return [
+                Comparison(path.steps, path.text, ">=", (p.low.value,)),  # type: ignore[attr-defined]
+                Comparison(path.steps, path.text, "<=", (p.high.value,)),  # type: ignore[attr-defined]
+            ]
+    return []
+
+
 def _comparisons(root: n.Node) -> tuple[Comparison, ...]:
-    out: list[Comparison] = []
-    for p in _and_parts(root):
-        if isinstance(p, n.Compare):
-            if isinstance(p.left, n.Path) and _scalar_literal(p.right):
-                out.append(Comparison(p.left.steps, p.left.text, p.op, (p.right.value,)))  # type: ignore[attr-defined]
-            elif isinstance(p.right, n.Path) and _scalar_literal(p.left):
-                op = v.FLIPPED[p.op]
-                out.append(Comparison(p.right.steps, p.right.text, op, (p.left.value,)))  # type: ignore[attr-defined]
-        elif isinstance(p, n.In) and isinstance(p.operand, n.Path) and _literals(p.items) and not p.negated:
-            values = tuple(i.value for i in p.items)  # type: ignore[attr-defined]
-            out.append(Comparison(p.operand.steps, p.operand.text, "=", values))
-        elif isinstance(p, n.Between) and isinstance(p.operand, n.Path) and not p.negated:
-            path = p.operand
-            if not _literals((p.low, p.high)):
-                continue
-            out.append(Comparison(path.steps, path.text, ">=", (p.low.value,)))  # type: ignore[attr-defined]
-            out.append(Comparison(path.steps, path.text, "<=", (p.high.value,)))  # type: ignore[attr-defined]
-    return tuple(out)
+    return tuple(c for p in _and_parts(root) for c in _comparisons_of(p))
+
+
+def _only_comparisons(root: n.Node) -> bool:
+    """Whether every top-level conjunct is a comparison of :func:`_comparisons`: the filter is
+    then exactly their AND, and columns that decide each exactly decide the filter."""
+    return all(_comparisons_of(p) for p in _and_parts(root))
 
 
 @dataclass(frozen=True)
@@ -196,6 +206,8 @@ class CompiledFilter(CompiledExpression):
     Attributes:
         conjuncts: top-level equality / IN conjuncts, for the query planner's hash indexes.
         comparisons: top-level comparisons of a path with literals, for the planner's columns.
+        only_comparisons: the filter is the AND of :attr:`comparisons` and nothing else, so
+            candidates the columns decided exactly need not run it again.
     """
 
     def __init__(self, text: str, node: n.Node) -> None:
@@ -203,6 +215,7 @@ class CompiledFilter(CompiledExpression):
         self.matches: Fn = self._fn
         self.conjuncts = _conjuncts(node)
         self.comparisons = _comparisons(node)
+        self.only_comparisons = _only_comparisons(node)
         self._equality: tuple[EqualityConjunct, ...] | None = None
         self._value_fn: Fn | None = None
 

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from sowdb.config import config_from_dict
 from sowdb.engine import Engine, InMessage
+from sowdb.engine.read import plan_candidates
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.state import columns as cols
 from sowdb.engine.state.columns import Columns
@@ -107,6 +108,7 @@ combined = st.one_of(
 )
 def test_columns_answer_exactly_what_a_scan_does(
     monkeypatch: pytest.MonkeyPatch,
+    record_store: str,
     first: list[tuple[Any, Any]],
     later: list[tuple[int, Any, Any]],
     deletes: list[int],
@@ -116,7 +118,8 @@ def test_columns_answer_exactly_what_a_scan_does(
     """Every kind of value against every kind of literal, with each comparison operator, and
     IN, BETWEEN and conjunctions of them, on the indexed path and on an unindexed one, after
     updates, deletes and slot reuse; with the string dictionary full too (its strings are then
-    always candidates)."""
+    always candidates). Filters of comparisons alone are answered from the columns without the
+    filter where they settle them (issue 39): this is what says they settle them right."""
     monkeypatch.setattr(cols, "MIN_RECORDS", 0)
     monkeypatch.setattr(cols, "MAX_STRINGS", strings)
     monkeypatch.setattr(cols, "WIDE", 1.0)  # the columns' plan even where it narrows little
@@ -252,5 +255,38 @@ async def test_a_partly_built_column_set_plans_with_the_ready_columns_and_answer
         assert sorted(got) == sorted(expected)
         assert end.scanned == len(expected) == 100  # both columns
         assert 199 in seen  # /p's column alone: p > 500 lets 199 through
+    finally:
+        engine.close()
+
+
+async def test_candidates_the_columns_decide_exactly_are_settled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record_store: str
+) -> None:
+    """The planner marks candidates ``settled`` (a query's scan then reads no document) only when
+    the filter is nothing but comparisons with ready columns that decide them exactly."""
+    monkeypatch.setattr(cols, "MIN_RECORDS", 100)
+    monkeypatch.setattr(cols, "WIDE", 1.0)  # the columns' plan even where it narrows little
+    engine = open_engine(tmp_path)
+    try:
+        publish(engine, [doc(i, 100 + i, "B" if i % 2 else "S") for i in range(600)])
+        await query(engine, None, topic="t", filter="/p > 500 AND /s != 'S'")  # wants both columns
+        build(engine)
+        topic = engine.topics.sow["t"]
+
+        def settled(flt: str) -> bool:
+            found = plan_candidates(topic, compile_filter(flt))
+            assert found is not None, flt
+            return bool(getattr(found, "settled", False))
+
+        assert settled("/p > 500 AND /s != 'S'")
+        assert settled("/p BETWEEN 200 AND 300")
+        assert not settled("/p > 500 AND /s LIKE 'B%'")  # a conjunct no column decides
+        assert not settled("/p > 690 AND /p < 9007199254740993")  # beyond 2^53: compared loosely
+        publish(engine, [doc(1000, [7], "B")])  # an array: a value the column cannot compare
+        assert not settled("/p > 500")
+        assert settled("/s != 'S'")  # the other column still decides
+        planned, _ = await query(engine, None, topic="t", filter="/p > 690 AND /s != 'S'")
+        scanned, _ = await query(engine, None, topic="t", filter=scan_of("/p > 690 AND /s != 'S'"))
+        assert sorted(planned) == sorted(scanned)
     finally:
         engine.close()

@@ -25,6 +25,8 @@ class SlotRecords(Sequence[StoredRecord]):
     """Records as ``slots``: indexing or slicing makes the records asked for."""
 
     slots: NDArray[np.int64]
+    settled = False
+    """The query planner's columns decided these exactly: a scan need not filter them again."""
 
     def make(self, slots: NDArray[np.int64], docs: list[Any] | None = None) -> list[StoredRecord]:
         """The records of ``slots``, in that order (``docs``: their documents, decoded already)."""

@@ -104,10 +104,11 @@ async def scan(
     """
     matched: list[StoredRecord] = []
     scanned = 0
-    match = flt.matches if flt is not None else None
     step = FIRST_CHUNK  # records per look at the clock: more while cheap, fewer when costly (below)
     for n, records in enumerate(sources):
         ent = entitlements[n] if entitlements is not None else None
+        # candidates the planner's columns decided exactly need not be filtered again
+        match = None if flt is None or getattr(records, "settled", False) else flt.matches
         if point is None and isinstance(records, SlotRecords) and _plain(flt) and _plain(ent):
             found, looked = await _scan_pinned(records, match, ent, keep, slicer)
             matched.extend(found)
@@ -182,7 +183,9 @@ async def _scan_pinned(
         if visible is None:
             scanned += len(chunk)
         recs = made(chunk)
-        if recs is not None:
+        if visible is None and match is None:  # nothing to test (the columns settled it): no decode
+            matched.extend(recs if recs is not None else make(chunk))
+        elif recs is not None:
             if visible is not None:
                 recs = [r for r in recs if visible(r.kept or loads(r.raw), None)]
             if match is not None:

@@ -6,7 +6,9 @@ can equal under the filter language's coercions, or declines); else the hash ind
 fewest candidates (:mod:`sowdb.engine.state.indexes`); else the columns of the filter's
 top-level comparisons where they are built (:mod:`sowdb.engine.state.columns`; asking for them
 makes the upkeep build them for the next query); else a scan (None). Every choice returns a
-superset of the matches: the filter always runs on the candidates.
+superset of the matches, and whoever takes them may run the filter on them; where the filter is
+nothing but comparisons that columns decide exactly, the candidates are marked ``settled`` and
+a query's scan takes them as they are, reading no document (issue 39: the range query).
 
 Queries (current and historical), deletes by filter and replaced subscriptions all ask it.
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.state import SowTopic, worth_columns
+from sowdb.engine.state import SowTopic, settled, worth_columns
 from sowdb.expr import CompiledFilter
 
 
@@ -45,9 +47,13 @@ def _column_candidates(topic: SowTopic, flt: CompiledFilter) -> Sequence[StoredR
         if not worth_columns(count):
             return None
         topic.columns = topic.new_columns()
+    columns = topic.columns
     for term in flt.comparisons:
-        topic.columns.want(term)
-    return topic.columns.candidates(flt.comparisons, count)
+        columns.want(term)
+    found = columns.candidates(flt.comparisons, count)
+    if found is not None and flt.only_comparisons and columns.settles(flt.comparisons):
+        return settled(found)
+    return found
 
 
 def plan_heads(topic: SowTopic, flt: CompiledFilter) -> list[StoredRecord] | None:

@@ -10,7 +10,7 @@ the other subpackages: every other part reads or writes this state.
 
 from sowdb.engine.state.arena_records import ArenaRecords, PinnedRecords
 from sowdb.engine.state.arena_topic import ArenaTopic
-from sowdb.engine.state.columns import Columns, worth_columns
+from sowdb.engine.state.columns import Columns, settled, worth_columns
 from sowdb.engine.state.derived import View
 from sowdb.engine.state.expiry import ExpiryQueue
 from sowdb.engine.state.history import Tombstone, version_at
@@ -35,6 +35,7 @@ __all__ = [
     "compile_topic_pattern",
     "index_terms",
     "key_fields_of",
+    "settled",
     "version_at",
     "worth_columns",
 ]

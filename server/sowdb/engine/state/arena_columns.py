@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 
 from sowdb.engine.records import StoredRecord
+from sowdb.engine.state import columns as _columns
 from sowdb.engine.state.arena_records import ArenaRecords
-from sowdb.engine.state.columns import BUILD_STEP, WIDE, Columns
+from sowdb.engine.state.columns import BUILD_STEP, Columns
 from sowdb.expr import Comparison
 
 
@@ -84,6 +85,9 @@ class ArenaColumns(Columns):
     def remove(self, old: StoredRecord) -> None:
         """Nothing to do: an ended version's slot is no longer current, which candidates check."""
 
+    def used(self) -> int:
+        return self._store.arena.high
+
     def candidate_slots(self, terms: Sequence[Comparison], count: int) -> np.ndarray | None:
         """The current slots the ready columns let through for ``terms`` (ANDed), or None when
         no term has a ready column or they let through more than :data:`WIDE` of ``count``."""
@@ -92,7 +96,7 @@ class ArenaColumns(Columns):
         if mask is None:
             return None
         at = np.flatnonzero(mask & self._store.live_mask(n))
-        if len(at) > WIDE * count:
+        if len(at) > _columns.WIDE * count:  # read at each call, as tests may lower it
             return None
         return at
 

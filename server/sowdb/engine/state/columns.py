@@ -162,6 +162,17 @@ class Column:
                 out |= is_str & self._table(term.op, literal)[self.code[:n]]
         return out
 
+    def settles(self, term: Comparison, n: int) -> bool:
+        """Whether :meth:`mask` is ``term`` itself, not a superset, over the first ``n`` slots:
+        no value it lets through undecided (``OTHER``) and no literal it compares loosely (an
+        integer beyond 2^53, written or as a numeric string)."""
+        for literal in term.values:
+            if type(literal) is str:
+                literal = parse_number(literal)
+            if type(literal) is int and not -_EXACT < literal < _EXACT:
+                return False
+        return not bool((self.kind[:n] == OTHER).any())
+
     def _numbers(self, op: str, literal: Any, n: int) -> Mask | bool:
         """Whether ``num op literal`` holds, for the slots holding numbers."""
         if type(literal) is str:
@@ -191,6 +202,22 @@ class Column:
                 self._tables.clear()
             self._tables[key] = table
         return table
+
+
+class SettledRecords(list[StoredRecord]):
+    """Candidates the columns decided exactly (:meth:`Columns.settles`): the filter need not run
+    on them again (a scan reads ``settled``; every other reader of candidates may run it)."""
+
+    settled = True
+
+
+def settled(found: Sequence[StoredRecord]) -> Sequence[StoredRecord]:
+    """``found`` marked as decided exactly (a list copied into :class:`SettledRecords`, a
+    sequence of an arena's slots marked in place)."""
+    if isinstance(found, list):
+        return SettledRecords(found)
+    found.settled = True  # type: ignore[attr-defined]
+    return found
 
 
 def _documents(recs: Sequence[StoredRecord]) -> list[dict[str, Any]]:
@@ -308,6 +335,20 @@ class Columns:
                 m = col.mask(term, n)
                 mask = m if mask is None else mask & m
         return mask
+
+    def used(self) -> int:
+        """The slots in use (the columns' arrays may be longer)."""
+        return len(self.slots or ())
+
+    def settles(self, terms: Sequence[Comparison]) -> bool:
+        """Whether every term has a ready column that decides it exactly (:meth:`Column.settles`):
+        the AND of their masks is then the AND of the terms."""
+        n = self.used()
+        for term in terms:
+            col = self.by_path.get(term.path)
+            if col is None or not col.ready or not col.settles(term, n):
+                return False
+        return True
 
     def candidates(self, terms: Sequence[Comparison], count: int) -> list[StoredRecord] | None:
         """The records the ready columns let through for ``terms`` (ANDed), or None when no
