@@ -263,7 +263,8 @@ async def test_candidates_the_columns_decide_exactly_are_settled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record_store: str
 ) -> None:
     """The planner marks candidates ``settled`` (a query's scan then reads no document) only when
-    the filter is nothing but comparisons with ready columns that decide them exactly."""
+    the filter is nothing but comparisons with ready columns that decide them exactly, or one
+    equality of the hash index to strings that are not numbers."""
     monkeypatch.setattr(cols, "MIN_RECORDS", 100)
     monkeypatch.setattr(cols, "WIDE", 1.0)  # the columns' plan even where it narrows little
     engine = open_engine(tmp_path)
@@ -285,6 +286,10 @@ async def test_candidates_the_columns_decide_exactly_are_settled(
         publish(engine, [doc(1000, [7], "B")])  # an array: a value the column cannot compare
         assert not settled("/p > 500")
         assert settled("/s != 'S'")  # the other column still decides
+        assert settled("/s = 'B'")  # the hash index: a string that is not a number is filed exactly
+        assert settled("/s IN ('B', 'S')")
+        assert not settled("/s = '7'")  # a numeric string meets numbers too
+        assert not settled("/s = 'B' AND /p > 0")  # the index looked up one conjunct of two
         planned, _ = await query(engine, None, topic="t", filter="/p > 690 AND /s != 'S'")
         scanned, _ = await query(engine, None, topic="t", filter=scan_of("/p > 690 AND /s != 'S'"))
         assert sorted(planned) == sorted(scanned)

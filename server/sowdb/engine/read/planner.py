@@ -7,8 +7,9 @@ fewest candidates (:mod:`sowdb.engine.state.indexes`); else the columns of the f
 top-level comparisons where they are built (:mod:`sowdb.engine.state.columns`; asking for them
 makes the upkeep build them for the next query); else a scan (None). Every choice returns a
 superset of the matches, and whoever takes them may run the filter on them; where the filter is
-nothing but comparisons that columns decide exactly, the candidates are marked ``settled`` and
-a query's scan takes them as they are, reading no document (issue 39: the range query).
+nothing but comparisons that columns decide exactly, or one equality of a hash index to strings
+it files exactly, the candidates are marked ``settled`` and a query's scan takes them as they
+are, reading no document (issue 39: the range and indexed queries).
 
 Queries (current and historical), deletes by filter and replaced subscriptions all ask it.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.state import SowTopic, settled, worth_columns
+from sowdb.engine.state import SowTopic, index_terms, settled, worth_columns
 from sowdb.expr import CompiledFilter
 
 
@@ -37,8 +38,19 @@ def plan_candidates(topic: SowTopic, flt: CompiledFilter) -> Sequence[StoredReco
         return [r for r in map(get, keys) if r is not None]
     found = topic.indexed(conjuncts)
     if found is not None:
-        return found
+        return settled(found) if _index_settles(flt) else found
     return _column_candidates(topic, flt) if flt.comparisons else None
+
+
+def _index_settles(flt: CompiledFilter) -> bool:
+    """Whether a hash index's candidates for ``flt`` are exactly its matches: the filter is one
+    ``path = 'text'`` (or ``IN`` of such) of strings that are not numbers. Such a string is filed
+    under itself alone and an array under its elements (:func:`index_terms`), as ``=`` compares
+    them, so every record filed under the literal equals it; a numeric string also meets numbers,
+    and a second conjunct is not what the index looked up."""
+    if not flt.only_comparisons or len(flt.comparisons) != 1 or len(flt.conjuncts) != 1:
+        return False
+    return all(type(v) is str and index_terms(v) == [v] for v in flt.conjuncts[0].values)
 
 
 def _column_candidates(topic: SowTopic, flt: CompiledFilter) -> Sequence[StoredRecord] | None:
