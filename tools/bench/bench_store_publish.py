@@ -9,7 +9,15 @@ absolute rates do not, as both stores run in the same minutes. Phases: the order
 updated twice (each message replacing its record). Reports each store's messages per
 CPU-second and arena/objects, per round, and the medians.
 
-Usage: ``python tools/bench/bench_store_publish.py [--orders 100000] [--batch 100] [--rounds 3]``.
+``--followed`` makes the publish one that something follows, so that the writer builds each
+version as a record and hands the changes on (``FanOut.wanted``), on both engines alike:
+``view``, a view counting the orders by ``/symbol`` (the versions a publish ends are read for
+their group); ``subscriber``, a subscription to ``orders`` placed in the engine, its queue
+drained after each publish (outside the CPU time counted). Without it nobody follows the topic
+and the writer takes its lean path (``SowTopic.put_docs``).
+
+Usage: ``python tools/bench/bench_store_publish.py [--orders 100000] [--batch 100] [--rounds 3]
+[--followed view|subscriber]``.
 """
 
 from __future__ import annotations
@@ -29,13 +37,25 @@ from bench_server import _orders  # a sibling script, not a package
 
 from sowdb.config import config_from_dict
 from sowdb.engine import Engine, InMessage
+from sowdb.engine.live.subscription import Subscription
 from sowdb.storage import Store
 
 TOPICS = {"topic": [{"name": "orders", "key": ["/orderId"], "indexes": ["/symbol"]}]}
+VIEW = {
+    "view": [
+        {
+            "name": "by_symbol",
+            "underlying": "orders",
+            "grouping": ["/symbol"],
+            "projection": ["/symbol", "COUNT(/orderId) AS /orders"],
+        }
+    ]
+}
 STORES = ("objects", "arena")
+FOLLOWED = ("none", "view", "subscriber")
 
 
-def _round(orders: list[bytes], batch: int) -> dict[str, float]:
+def _round(orders: list[bytes], batch: int, followed: str = "none") -> dict[str, float]:
     """One round on fresh engines: ``phase`` -> arena/objects of messages per CPU-second."""
     phases = {
         "insert": orders,
@@ -45,11 +65,15 @@ def _round(orders: list[bytes], batch: int) -> dict[str, float]:
     ratios: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
         engines = {}
+        subs: dict[str, Subscription] = {}
         for store, data_dir in zip(STORES, (one, two), strict=True):
+            views = VIEW if followed == "view" else {}
             config = config_from_dict(
-                {**TOPICS, "server": {"data_dir": data_dir, "record_store": store}}, source="<bench>"
+                {**TOPICS, **views, "server": {"data_dir": data_dir, "record_store": store}}, source="<bench>"
             )
             engines[store] = Engine.open(config, Store(data_dir))
+            if followed == "subscriber":
+                subs[store] = engines[store].placement.subscribe("orders")
         try:
             for phase, docs in phases.items():
                 cpu = dict.fromkeys(STORES, 0.0)
@@ -60,8 +84,13 @@ def _round(orders: list[bytes], batch: int) -> dict[str, float]:
                         began = time.process_time()
                         engines[store].publish("orders", messages)
                         cpu[store] += time.process_time() - began
+                        if subs:
+                            assert len(subs[store].drain()) == len(messages)
                 rates = {store: len(docs) / max(cpu[store], 1e-9) for store in STORES}
                 ratios[phase] = rates["arena"] / rates["objects"]
+                if followed == "view":  # both engines' views count the same
+                    counts = [_view_rows(engines[store]) for store in STORES]
+                    assert counts[0] == counts[1], counts
                 print(
                     f"  {phase:12} objects {rates['objects']:9,.0f} msg/cpu-s   arena {rates['arena']:9,.0f} msg/cpu-s"
                     f"   arena/objects {ratios[phase]:.3f}",
@@ -73,17 +102,23 @@ def _round(orders: list[bytes], batch: int) -> dict[str, float]:
     return ratios
 
 
+def _view_rows(engine: Engine) -> dict[str, bytes]:
+    """The view's rows, by SowKey."""
+    return {k: r.raw for k, r in engine.topics.derived["by_symbol"].topic.records.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--orders", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--followed", choices=FOLLOWED, default="none", help="what follows the topic")
     args = parser.parse_args()
     orders = _orders(args.orders)
     rounds = []
     for n in range(args.rounds):
-        print(f"round {n + 1}: {args.orders:,} orders, {args.batch} a publish")
-        rounds.append(_round(orders, args.batch))
+        print(f"round {n + 1}: {args.orders:,} orders, {args.batch} a publish, followed by: {args.followed}")
+        rounds.append(_round(orders, args.batch, args.followed))
     for phase in rounds[0]:
         values = [r[phase] for r in rounds]
         print(f"median {phase:12} arena/objects {statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})")
