@@ -33,6 +33,22 @@ class FanOut:
         hub = self.hub
         return bool(hub) or hub.gate.shut or topic in self.topics.downstream or hub.followed_elsewhere()
 
+    def olds_wanted(self, topic: str) -> bool:
+        """Whether anything that follows ``topic`` reads the versions a publish replaced (a store
+        that makes them from its own form, :meth:`ArenaTopic.put_followed
+        <sowdb.engine.state.arena_topic.ArenaTopic.put_followed>`, makes them only then): a
+        derived topic other than a conflated one (a view retracts the old version), reader
+        processes (the feed carries both), a shut gate (what it holds goes to whoever is there
+        when it opens), or a subscription that sends deltas (D-2) or sees rows under an
+        entitlement (an oof then carries the version last seen, A-2). A plain subscription, a
+        live page and a conflated topic read only the new versions."""
+        hub = self.hub
+        if hub.gate.shut or hub.followed_elsewhere():
+            return True
+        if any(d.kind != "conflated" for d in self.topics.downstream.get(topic, ())):
+            return True
+        return any(s.options.delta or not s.access.unrestricted for s in hub.subs.values())
+
     def __call__(self, topic: str, changes: Sequence[Change], now_us: int) -> None:
         self.hub.fan_out(topic, changes)  # the subscriptions and the live pages, behind the gate
         for d in self.topics.downstream.get(topic, ()):
