@@ -13,6 +13,7 @@ import pytest
 from sowdb.engine import Engine, InMessage, records
 from sowdb.engine.changes import Change
 from sowdb.engine.live.options import SubscriptionOptions
+from sowdb.engine.write import fanout
 from sowdb.errors import PublishError
 from sowdb.storage.keys import OP_DELETE, OP_PUBLISH
 from tests.support import T0, ManualClock, S, open_engine, publish
@@ -133,6 +134,13 @@ def test_an_arena_makes_the_versions_a_publish_replaced_only_for_a_follower_that
     engine.placement.unsubscribe(delta)
     publish(engine, "orders_noindex", {"orderId": 1, "qty": 4})
     assert (seen[-1].old is None) == (record_store == "arena")
+    many = [engine.placement.subscribe("orders_noindex") for _ in range(fanout.SUBS_ASKED)]
+    publish(engine, "orders_noindex", {"orderId": 1, "qty": 5})  # too many to ask: made
+    replaced = seen[-1].old
+    assert replaced is not None
+    assert replaced.data == {"orderId": 1, "qty": 4}
+    for sub in many:
+        engine.placement.unsubscribe(sub)
     # a view follows ``orders``: an update moves an order from one group to another
     publish(engine, "orders", {"orderId": 1, "symbol": "A"}, {"orderId": 2, "symbol": "A"})
     publish(engine, "orders", {"orderId": 1, "symbol": "B"})

@@ -15,6 +15,10 @@ from sowdb.engine.counters import Counters
 from sowdb.engine.live import PageSets, SubscriptionHub
 from sowdb.engine.state import Topics
 
+SUBS_ASKED = 64
+""":meth:`FanOut.olds_wanted` asks up to this many subscriptions whether they read the versions
+a publish replaced (each costs ~0.12 µs on every publish); beyond, it answers yes."""
+
 
 class FanOut:
     """The writer's one exit for applied changes."""
@@ -47,7 +51,8 @@ class FanOut:
             return True
         if any(d.kind != "conflated" for d in self.topics.downstream.get(topic, ())):
             return True
-        return any(s.options.delta or not s.access.unrestricted for s in hub.subs.values())
+        subs = hub.subs
+        return len(subs) > SUBS_ASKED or any(s.options.delta or not s.access.unrestricted for s in subs.values())
 
     def __call__(self, topic: str, changes: Sequence[Change], now_us: int) -> None:
         self.hub.fan_out(topic, changes)  # the subscriptions and the live pages, behind the gate
