@@ -26,7 +26,9 @@ class Change:
     """One applied change, as subscribers, pages and derived topics see it.
 
     Attributes:
-        old: the version before the change (None for an insert or a non-SOW topic).
+        old: the version before the change (None for an insert or a non-SOW topic, and for
+            a publish to a topic in an arena when nothing that follows it reads the replaced
+            versions: :meth:`FanOut.olds_wanted <sowdb.engine.write.fanout.FanOut.olds_wanted>`).
         new: the version after it (None for a delete or expiration).
         reason: for removals, ``deleted`` or ``expired``.
         event: the ``publish`` event of ``new``, made once and queued by every subscriber

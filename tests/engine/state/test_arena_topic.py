@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from sowdb.config import HistoryConfig, TopicConfig
+from sowdb.engine import records
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.state import ArenaTopic, SowTopic, arena_topic, version_at
 from sowdb.expr import compile_filter
@@ -75,6 +76,32 @@ class TopicMachine(RuleBasedStateMachine):
         raws = [orjson.dumps({"id": k, "p": p} | ({} if s is None else {"s": s})) for k, s, p in batch]
         self.arena.put_docs(keys, [orjson.loads(r) for r in raws], raws, first, self.now)
         self.objects.put_docs(keys, [orjson.loads(r) for r in raws], raws, first, self.now)
+
+    @rule(
+        batch=st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from(SYMBOLS), st.integers(0, 9)), max_size=6),
+        want_olds=st.booleans(),
+    )
+    def publish_followed(self, batch: list[tuple[str, Any, int]], want_olds: bool) -> None:
+        """A publish someone follows (``versions``, ``put_followed``, ``after_fan_out``): the same
+        versions ended, and every version's content while its followers have it."""
+        self.now += 1_000
+        first = self.bookmark + 1
+        self.bookmark += len(batch)
+        keys = [k for k, _, _ in batch]
+        raws = [orjson.dumps({"id": k, "p": p} | ({} if s is None else {"s": s})) for k, s, p in batch]
+        olds = []
+        for topic in (self.arena, self.objects):
+            docs = [orjson.loads(r) for r in raws]
+            versions = topic.versions(keys, docs, raws, first, self.now, None)
+            ended = topic.put_followed(versions, keys, docs, raws, first, self.now, None, want_olds=want_olds)
+            assert [(v.sow_key, v.data, v.raw, v.bookmark) for v in versions] == [
+                (k, d, r, b) for k, d, r, b in zip(keys, docs, raws, range(first, first + len(keys)), strict=True)
+            ]
+            topic.after_fan_out(versions)
+            assert [v.data for v in versions] == docs  # decoded again where dropped
+            olds.append([o and (o.sow_key, o.raw, o.bookmark, o.timestamp_us, o.data) for o in ended])
+        if want_olds:
+            assert olds[0] == olds[1]
 
     @rule(key=st.sampled_from(KEYS))
     def delete(self, key: str) -> None:
@@ -186,3 +213,29 @@ def test_the_arenas_go_to_the_data_directory_when_the_ram_file_system_is_small(
     topic.put(StoredRecord("t", "a", orjson.loads(raw), raw, 1, 0))
     assert topic.records["a"].raw == raw
     topic.close()
+
+
+def test_a_followed_publishs_versions_in_an_arena_keep_their_documents_only_for_the_fan_out(tmp_path: Path) -> None:
+    """The arena keeps the records: the versions made for a publish's followers hold their
+    decoded documents without entering the ring of recent documents, and drop them once the
+    followers have had them (a topic of objects keeps its versions, decoded while recent)."""
+    config = TopicConfig(name="t", key=("/id",), indexes=("/s",))
+    arena, objects = ArenaTopic(config, tmp_path / "a"), SowTopic(config)
+    raws = [orjson.dumps({"id": k, "s": "A"}) for k in ("a", "b")]
+    for topic in (arena, objects):
+        docs = [orjson.loads(r) for r in raws]
+        versions = topic.versions(["a", "b"], docs, raws, 1, 0, None)
+        assert [v.kept for v in versions] == docs  # for the followers
+        topic.put_followed(versions, ["a", "b"], docs, raws, 1, 0, None, want_olds=True)
+        topic.after_fan_out(versions)
+        kept = [v.kept for v in versions]
+        in_ring = [any(v is r for r in records._recent.held) for v in versions]
+        if topic is arena:
+            assert kept == [None, None]
+            assert in_ring == [False, False]
+            assert [v.slot for v in versions] == [arena.store.slot("a"), arena.store.slot("b")]
+        else:
+            assert kept == docs
+            assert in_ring == [True, True]
+    assert [r.sow_key for r in arena.indexed(compile_filter("/s = 'A'").conjuncts) or []] == ["a", "b"]
+    arena.close()

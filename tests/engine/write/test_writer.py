@@ -11,6 +11,9 @@ import orjson
 import pytest
 
 from sowdb.engine import Engine, InMessage, records
+from sowdb.engine.changes import Change
+from sowdb.engine.live.options import SubscriptionOptions
+from sowdb.engine.write import fanout
 from sowdb.errors import PublishError
 from sowdb.storage.keys import OP_DELETE, OP_PUBLISH
 from tests.support import T0, ManualClock, S, open_engine, publish
@@ -101,6 +104,51 @@ def test_bookmarks_continue_after_a_restart(tmp_path: Path) -> None:
         assert current(again, "quotes") == {'"X"': {"symbol": "X", "px": 1}}  # rebuilt from the journal
     finally:
         again.close()
+
+
+def test_an_arena_makes_the_versions_a_publish_replaced_only_for_a_follower_that_reads_them(
+    engine: Engine, record_store: str
+) -> None:
+    """Issue 39: in an arena a replaced version is made from its slot (~1.5 µs a message), so
+    the writer asks for it only where a follower reads it: a plain subscription takes the new
+    versions alone, a delta subscription (D-2) and a view retract or compare the old one. A
+    topic of objects gives its records as they are."""
+    seen: list[Change] = []
+    engine.hub.behind_gate.append(lambda topic, changes: seen.extend(c for c in changes if topic == "orders_noindex"))
+    plain = engine.placement.subscribe("orders_noindex")
+    publish(engine, "orders_noindex", {"orderId": 1, "qty": 1})
+    publish(engine, "orders_noindex", {"orderId": 1, "qty": 2})
+    replaced = seen[-1].old
+    if record_store == "arena":
+        assert replaced is None
+    else:
+        assert replaced is not None
+        assert replaced.data == {"orderId": 1, "qty": 1}
+    assert [e.record.data for e in plain.drain()] == [{"orderId": 1, "qty": 1}, {"orderId": 1, "qty": 2}]
+    delta = engine.placement.subscribe("orders_noindex", options=SubscriptionOptions(delta=True))
+    publish(engine, "orders_noindex", {"orderId": 1, "qty": 3})
+    replaced = seen[-1].old
+    assert replaced is not None
+    assert (replaced.data, replaced.bookmark) == ({"orderId": 1, "qty": 2}, 2)
+    assert [e.record.data for e in delta.drain()] == [{"orderId": 1, "qty": 3}]  # not held before: whole
+    engine.placement.unsubscribe(delta)
+    publish(engine, "orders_noindex", {"orderId": 1, "qty": 4})
+    assert (seen[-1].old is None) == (record_store == "arena")
+    many = [engine.placement.subscribe("orders_noindex") for _ in range(fanout.SUBS_ASKED)]
+    publish(engine, "orders_noindex", {"orderId": 1, "qty": 5})  # too many to ask: made
+    replaced = seen[-1].old
+    assert replaced is not None
+    assert replaced.data == {"orderId": 1, "qty": 4}
+    for sub in many:
+        engine.placement.unsubscribe(sub)
+    # a view follows ``orders``: an update moves an order from one group to another
+    publish(engine, "orders", {"orderId": 1, "symbol": "A"}, {"orderId": 2, "symbol": "A"})
+    publish(engine, "orders", {"orderId": 1, "symbol": "B"})
+    groups = engine.topics.sow["orders_by_symbol"].records
+    assert {k: r.data for k, r in groups.items()} == {
+        '["A"]': {"symbol": "A", "n": 1},
+        '["B"]': {"symbol": "B", "n": 1},
+    }
 
 
 def test_an_arena_makes_no_record_objects_for_a_publish_nobody_follows(engine: Engine, record_store: str) -> None:

@@ -108,18 +108,18 @@ class ArenaRecords:
         made, topic = self._made, self.topic
         arena = self.arena
         one, read = arena.slots.one, arena.json.read
+        off, length, born, ts, exp = one.off, one.length, one.born, one.ts, one.exp
         out: list[StoredRecord | None] = []
+        add = out.append
         for slot, key in zip(slots, sow_keys, strict=True):
             if slot < 0:
-                out.append(None)
+                add(None)
                 continue
             rec = made.get(slot)
             if rec is None:
-                rec = StoredRecord(
-                    topic, key, None, read(one.off[slot], one.length[slot]), one.born[slot], one.ts[slot], one.exp[slot]
-                )
+                rec = StoredRecord(topic, key, None, read(off[slot], length[slot]), born[slot], ts[slot], exp[slot])
                 rec.slot = slot
-            out.append(rec)
+            add(rec)
         return out
 
     def records(self, slots: NDArray[np.int64] | Sequence[int], docs: list[Any] | None = None) -> list[StoredRecord]:
@@ -207,14 +207,16 @@ class ArenaRecords:
         self._number(recs)
         return ended
 
-    def put_docs(self, sow_keys: list[str], raws: list[bytes], first: int, timestamp_us: int) -> list[int]:
-        """:meth:`put_many` of a publish nobody needs the versions of (bookmarks ``first``,
-        ``first + 1``, …, one time, no expiry), from its parts: no ``StoredRecord`` is made. The
-        slots written, in order."""
+    def put_docs(
+        self, sow_keys: list[str], raws: list[bytes], first: int, timestamp_us: int
+    ) -> tuple[list[int], list[int]]:
+        """:meth:`put_many` of a publish from its parts (bookmarks ``first``, ``first + 1``, …,
+        one time, no expiry): no ``StoredRecord`` is read. The slots written, in order, and
+        the slot each message ended (as :meth:`put_many`'s)."""
         if not raws:
-            return []
-        self._put(sow_keys, raws, first, timestamp_us, 0)
-        return self.arena.written
+            return [], []
+        ended = self._put(sow_keys, raws, first, timestamp_us, 0)
+        return self.arena.written, ended
 
     def _put(self, sow_keys: list[str], raws: list[bytes], marks: _Many, ts: _Many, exp: _Many) -> list[int]:
         looked, self._looked = self._looked, None

@@ -19,6 +19,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Sequence
+from itertools import count, repeat
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,8 @@ def _alive(pid: int) -> bool:
 class ArenaTopic(SowTopic):
     """State of one configured SOW topic, its records in an arena under ``directory``."""
 
+    olds_at_hand = False  # made from their slots, when a follower reads them
+
     def __init__(self, config: TopicConfig, directory: Path) -> None:
         super().__init__(config)
         self.store = ArenaRecords(config.name, directory)
@@ -130,7 +133,70 @@ class ArenaTopic(SowTopic):
         if self.history is not None:
             super().put_docs(sow_keys, docs, raws, first, now)
             return
-        slots = self.store.put_docs(sow_keys, raws, first, now)
+        slots, _ = self.store.put_docs(sow_keys, raws, first, now)
+        self._file_docs(sow_keys, slots, docs)
+
+    def versions(
+        self,
+        sow_keys: list[str],
+        docs: list[dict[str, Any]],
+        raws: list[bytes],
+        first: int,
+        now: int,
+        exps: list[int] | None,
+    ) -> list[StoredRecord]:
+        """A publish's versions for its followers: the arena, not these objects, keeps the
+        records, so a version holds its decoded document only until the followers have had it
+        (:meth:`after_fan_out`) and stays out of the ring of recent documents, where entering
+        costs ~0.6 µs a version and would push out a document a query still reads. A topic
+        with history keeps its versions in its chains: they are made as a topic of objects
+        makes them."""
+        if self.history is not None:
+            return super().versions(sow_keys, docs, raws, first, now, exps)
+        name = self.name
+        out = [
+            StoredRecord(name, key, None, raw, seq, now, expiry)
+            for key, raw, seq, expiry in zip(sow_keys, raws, count(first), exps or repeat(0))
+        ]
+        for rec, data in zip(out, docs, strict=True):
+            rec.kept = data
+        return out
+
+    def after_fan_out(self, versions: list[StoredRecord]) -> None:
+        """Drop the documents :meth:`versions` gave the versions: what holds a version after
+        the fan-out (a subscriber's queue, a page, a change the delivery gate holds) decodes it
+        again if it reads it, through the ring of recent documents, as any record."""
+        if self.history is None:
+            for rec in versions:
+                rec.kept = None
+
+    def put_followed(
+        self,
+        versions: list[StoredRecord],
+        sow_keys: list[str],
+        docs: list[dict[str, Any]],
+        raws: list[bytes],
+        first: int,
+        now: int,
+        exps: list[int] | None,
+        *,
+        want_olds: bool,
+    ) -> list[StoredRecord | None]:
+        """A followed publish: the arena written from the publish's parts, as :meth:`put_docs`
+        writes it (the versions made for the followers are only numbered, not read back), and
+        the versions it ended made when wanted. A topic with history or expiry takes
+        :meth:`put_many` (its versions are kept, or carry an expiry per message)."""
+        if self.history is not None or exps is not None:
+            return self.put_many(versions, want_olds=want_olds)
+        slots, ended = self.store.put_docs(sow_keys, raws, first, now)
+        for rec, slot in zip(versions, slots, strict=True):
+            rec.slot = slot
+        self._file_docs(sow_keys, slots, docs)
+        return self.store.ended(ended, sow_keys) if want_olds else [None] * len(versions)
+
+    def _file_docs(self, sow_keys: list[str], slots: list[int], docs: list[dict[str, Any]]) -> None:
+        """File a publish's decoded documents, just written to ``slots``, in the key lookup, the
+        slot indexes and the columns."""
         if self.lookup is not None:
             self.lookup.observe_keys(sow_keys)
         for index in self.slot_indexes.values():

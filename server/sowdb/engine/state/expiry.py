@@ -25,6 +25,12 @@ class ExpiryQueue:
     def add(self, rec: StoredRecord) -> None:
         heapq.heappush(self._heap, (rec.expiry_us, rec.bookmark, rec.topic, rec.sow_key))
 
+    def add_many(self, recs: list[StoredRecord]) -> None:
+        """:meth:`add` each of ``recs`` that expires (an expiry of 0: never)."""
+        for rec in recs:
+            if rec.expiry_us:
+                self.add(rec)
+
     def next_due(self) -> int | None:
         """The earliest expiry time queued, in µs since the epoch."""
         return self._heap[0][0] if self._heap else None

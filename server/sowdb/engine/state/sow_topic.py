@@ -13,7 +13,7 @@ that later publishes cannot change.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import count
+from itertools import count, repeat
 from operator import attrgetter
 from typing import Any
 
@@ -28,6 +28,10 @@ from sowdb.expr import Conjunct
 
 class SowTopic:
     """State of one SOW topic."""
+
+    olds_at_hand = True
+    """Whether the versions a publish replaces cost nothing to give (here they are the records
+    kept); where not, the writer asks for them only when a follower reads them."""
 
     def __init__(self, config: TopicConfig) -> None:
         self.config = config
@@ -99,6 +103,46 @@ class SowTopic:
             [StoredRecord(name, k, d, r, b, now) for k, d, r, b in zip(sow_keys, docs, raws, count(first))],
             want_olds=False,
         )
+
+    def versions(
+        self,
+        sow_keys: list[str],
+        docs: list[dict[str, Any]],
+        raws: list[bytes],
+        first: int,
+        now: int,
+        exps: list[int] | None,
+    ) -> list[StoredRecord]:
+        """A publish's versions as objects, at bookmarks ``first``, ``first + 1``, …: here they
+        become the records kept, each decoded while among the recent ones."""
+        name = self.name
+        return [
+            StoredRecord(name, key, data, raw, seq, now, expiry)
+            for key, data, raw, seq, expiry in zip(sow_keys, docs, raws, count(first), exps or repeat(0))
+        ]
+
+    def after_fan_out(self, versions: list[StoredRecord]) -> None:
+        """The followers have had a publish's ``versions`` (see :meth:`ArenaTopic.after_fan_out
+        <sowdb.engine.state.arena_topic.ArenaTopic.after_fan_out>`); here nothing is left to do."""
+
+    def put_followed(
+        self,
+        versions: list[StoredRecord],
+        sow_keys: list[str],
+        docs: list[dict[str, Any]],
+        raws: list[bytes],
+        first: int,
+        now: int,
+        exps: list[int] | None,
+        *,
+        want_olds: bool,
+    ) -> list[StoredRecord | None]:
+        """:meth:`put_many` of a publish's ``versions``, made for those who follow the topic, with
+        the parts they were made of (bookmarks ``first``, ``first + 1``, … at ``now``, expiries
+        ``exps``): here the versions are the records kept; a store that keeps records in its own
+        form writes the parts (:meth:`ArenaTopic.put_followed
+        <sowdb.engine.state.arena_topic.ArenaTopic.put_followed>`)."""
+        return self.put_many(versions, want_olds=want_olds)
 
     def remove(self, sow_key: str, bookmark: int = 0, timestamp_us: int = 0) -> StoredRecord | None:
         """Delete (at ``bookmark``, for the history); returns the removed version."""

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import count, repeat
 from typing import Any, Protocol
 
 import orjson
 
 from sowdb.engine.access import Access
-from sowdb.engine.records import KeySpec, StoredRecord, check_sow_key, decode_document, merge_delta
+from sowdb.engine.records import KeySpec, check_sow_key, decode_document, merge_delta
 from sowdb.engine.state import SowTopic
 from sowdb.engine.write.enrichment import preprocess, preprocess_one
 from sowdb.errors import InvalidArgument, PublishError, SowdbError
@@ -126,22 +125,6 @@ def expiries(default_ttl: float, ttls: Sequence[float | None] | None, n: int, no
 
 MAX_TTL_S = 100 * 365.25 * 86400
 """The longest time to live a message may ask for; expiry times are stored as 64-bit microseconds."""
-
-
-def versions(
-    topic: str,
-    sow_keys: list[str],
-    docs: list[dict[str, Any]],
-    raws: list[bytes],
-    first: int,
-    now: int,
-    exps: list[int] | None,
-) -> list[StoredRecord]:
-    """A publish's versions as objects, at bookmarks ``first``, ``first + 1``, …"""
-    return [
-        StoredRecord(topic, key, data, raw, seq, now, expiry)
-        for key, data, raw, seq, expiry in zip(sow_keys, docs, raws, count(first), exps or repeat(0))
-    ]
 
 
 def check_ttls(ttls: Sequence[float | None], n: int) -> None:

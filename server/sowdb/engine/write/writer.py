@@ -23,7 +23,6 @@ from sowdb.engine.filters import request_filter
 from sowdb.engine.read import plan_candidates
 from sowdb.engine.records import StoredRecord, decode_document
 from sowdb.engine.state import ExpiryQueue, SowTopic, Topics, check_topic_name
-from sowdb.engine.write import messages
 from sowdb.engine.write.conflation import Refreshed, refresh
 from sowdb.engine.write.enrichment import check_rows, enrich, of_topic, preprocess_one
 from sowdb.engine.write.fanout import FanOut
@@ -161,7 +160,7 @@ class Writer:
             enrich(enrichment, topic, sow_keys, docs, raws, first, now)
         wanted = self.fan_out.wanted(topic_name)
         lean = exps is None and hist is None and not wanted  # nothing takes the versions as objects
-        versions = None if lean else messages.versions(topic_name, sow_keys, docs, raws, first, now, exps)
+        versions = None if lean else topic.versions(sow_keys, docs, raws, first, now, exps)
         batch = self.store.batch(topic_name, current=topic.persistent, history=hist is not None and topic.persistent)
         batch.publish_many(first, now, sow_keys, raws, exps)
         if topic.persistent:
@@ -174,15 +173,16 @@ class Writer:
         if versions is None:
             topic.put_docs(sow_keys, docs, raws, first, now)
             return first, last
-        for rec in versions if exps is not None else ():
-            if rec.expiry_us:
-                self.expiry.add(rec)
-        olds = topic.put_many(versions, want_olds=wanted)
+        if exps is not None:
+            self.expiry.add_many(versions)
+        want_olds = wanted and (topic.olds_at_hand or self.fan_out.olds_wanted(topic_name))
+        olds = topic.put_followed(versions, sow_keys, docs, raws, first, now, exps, want_olds=want_olds)
         if wanted:
             changes = [
                 Change(topic_name, r.sow_key, r.bookmark, now, o, r) for r, o in zip(versions, olds, strict=True)
             ]
             self.fan_out(topic_name, changes, now)
+        topic.after_fan_out(versions)
         return first, last
 
     @staticmethod
