@@ -61,6 +61,7 @@ class _Child:
         self.ready = threading.Event()  # its banner came, or it ended
         self.serving = False  # its banner came
         self.banner = ""  # the line it came in
+        self.complained = False  # it wrote to its standard error
         self.proc = subprocess.Popen(
             command,
             stdout=subprocess.PIPE,
@@ -74,11 +75,14 @@ class _Child:
         threading.Thread(target=self._pump_errors, name=f"sowd-{role}-errors", daemon=True).start()
 
     def _pump_errors(self) -> None:
-        """Its standard error onto the supervisor's, prefixed: a writer's refusal to start (a
-        locked data directory, a damaged store) reads where a single process's would."""
+        """Its standard error onto the supervisor's, prefixed, except the writer's until it
+        serves: the writer runs alone then, and its refusal to start (a locked data directory,
+        a damaged store) reads as a single process's would, one line."""
         assert self.proc.stderr is not None
         for line in self.proc.stderr:
-            sys.stderr.write(f"[{self.role} {self.proc.pid}] {line}")
+            self.complained = True
+            alone = self.role == "writer" and not self.serving
+            sys.stderr.write(line if alone else f"[{self.role} {self.proc.pid}] {line}")
             sys.stderr.flush()
 
     def _pump(self) -> None:
@@ -156,12 +160,14 @@ def supervise(config: Config, argv: Sequence[str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_signal)
     status = 0
+    served = False
     try:
         while not stopping.is_set():
             failed = _start_group(group, base, config.server.processes, stopping)
             if failed is not None:
                 status = failed
                 break
+            served = True
             readers = ", ".join(str(c.proc.pid) for r, c in group.items() if r != "writer")
             served = group["writer"].banner.partition(f"config {config.source})")[2]  # "; console URL"...
             writer = group["writer"].proc.pid
@@ -175,7 +181,8 @@ def supervise(config: Config, argv: Sequence[str]) -> int:
         _stop_all(group)
         held.close()
         shutil.rmtree(run_dir, ignore_errors=True)
-    print("sowd stopped", flush=True)
+    if served:  # a group that never served ends as a single process refused at start: its error alone
+        print("sowd stopped", flush=True)
     return status
 
 
@@ -189,7 +196,8 @@ def _start_group(group: dict[str, _Child], base: list[str], workers: int, stoppi
             return 0
     if not writer.serving:
         status = writer.proc.wait()
-        print(f"sowd: the writer ended before it served (exit status {status})", file=sys.stderr, flush=True)
+        if not writer.complained:  # it said nothing of why (a signal): say that much
+            print(f"sowd: the writer ended before it served (exit status {status})", file=sys.stderr, flush=True)
         stopping.set()
         return status or 1
     for i in range(1, workers):
