@@ -235,6 +235,12 @@ def test_a_writer_that_cannot_start_ends_the_group_with_its_status(group: Sowd, 
     assert done.stdout == ""  # no reader was started, no "sowd stopped" of a group that never served
 
 
+def test_a_group_that_served_says_it_stopped(group: Sowd) -> None:
+    status, output = group.stop()
+    assert status == 0, output
+    assert output.splitlines()[-1] == "sowd stopped", output
+
+
 def _on_a_reader(sowd: Sowd, reader: bool = True) -> grpc.Channel:
     """A channel whose connection a reader holds (the writer: ``reader`` False), connections
     opened until one lands there."""

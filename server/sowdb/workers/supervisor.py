@@ -169,11 +169,11 @@ def supervise(config: Config, argv: Sequence[str]) -> int:
                 break
             served = True
             readers = ", ".join(str(c.proc.pid) for r, c in group.items() if r != "writer")
-            served = group["writer"].banner.partition(f"config {config.source})")[2]  # "; console URL"...
+            addresses = group["writer"].banner.partition(f"config {config.source})")[2]  # "; console URL"...
             writer = group["writer"].proc.pid
             print(
                 f"sowd listening on {host}:{port} ({config.server.processes} workers: writer {writer}, "
-                f"readers {readers}; data {config.server.data_dir}, config {config.source}){served}",
+                f"readers {readers}; data {config.server.data_dir}, config {config.source}){addresses}",
                 flush=True,
             )
             status = _watch(group, base, stopping)
