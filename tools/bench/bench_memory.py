@@ -44,7 +44,7 @@ from bench_server import _orders, _rss_mb  # a sibling script, not a package
 
 from sowdb.api.wire import record_element, records_frame
 from sowdb.config import config_from_dict
-from sowdb.config.model import RECORD_STORES
+from sowdb.config.model import DEFAULT_RECORD_STORE, RECORD_STORES
 from sowdb.engine import Engine, InMessage, QueryOptions, RecordBatch
 from sowdb.engine.state.arena_topic import ArenaTopic
 from sowdb.engine.state.sow_topic import SowTopic
@@ -192,7 +192,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--top", type=int, default=12)
-    parser.add_argument("--store", choices=RECORD_STORES, default="objects", help="[server] record_store")
+    parser.add_argument("--store", choices=RECORD_STORES, default=DEFAULT_RECORD_STORE, help="[server] record_store")
     parser.add_argument(
         "--columns-first", action="store_true", help="build the columns before the first queries (10M records)"
     )

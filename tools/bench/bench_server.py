@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from sowdb import testing
+from sowdb.config.model import DEFAULT_RECORD_STORE, RECORD_STORES
 from sowdb_client import Client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +61,7 @@ durability = "transient"
 
 
 def _start(
-    data_dir: str, *args: str, env: dict[str, str] | None = None, store: str = "objects"
+    data_dir: str, *args: str, env: dict[str, str] | None = None, store: str = DEFAULT_RECORD_STORE
 ) -> tuple[subprocess.Popen[str], str]:
     """Start ``sowd`` through the one launcher (:mod:`sowdb.testing`) on ``data_dir`` (extra
     ``args`` such as ``--config F``; without one, the benchmarks' own config, written under
@@ -115,7 +116,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--orders", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--store", choices=("objects", "arena"), default="objects", help="[server] record_store")
+    parser.add_argument("--store", choices=RECORD_STORES, default=DEFAULT_RECORD_STORE, help="[server] record_store")
     args = parser.parse_args()
     orders = _orders(args.orders)
     with tempfile.TemporaryDirectory(prefix="sowdb-bench-") as data_dir:

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import orjson
 
+from sowdb.config.model import DEFAULT_RECORD_STORE, RECORD_STORES
 from sowdb_client import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -219,7 +220,7 @@ def main() -> None:
     parser.add_argument("--pg-dsn", default="", help="an existing PostgreSQL server (default: a temporary cluster)")
     parser.add_argument("--no-copy", dest="copy", action="store_false", help="skip the PostgreSQL COPY reference")
     parser.add_argument("--no-pubsub", dest="pubsub", action="store_false", help="skip the Redis / NATS rows")
-    parser.add_argument("--store", choices=("objects", "arena"), default="objects", help="sowd's [server] record_store")
+    parser.add_argument("--store", choices=RECORD_STORES, default=DEFAULT_RECORD_STORE, help="sowd's record_store")
     args = parser.parse_args()
     orders = _orders(args.records)
     json_bytes = sum(map(len, orders)) / len(orders)
