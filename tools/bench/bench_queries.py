@@ -98,7 +98,8 @@ def main() -> None:
     runs = alternate(modes, args.rounds, lambda mode: measure(mode, orders, args.baseline))
     med = print_medians(runs, f"{len(orders):,} orders, medians of {args.rounds} rounds")
     if "objects" in med and "arena" in med:
-        ratios = ", ".join(f"{k} {med['arena'][k] / med['objects'][k]:.3f}" for k in med["arena"])
+        arena, objects = med["arena"], med["objects"]  # a tiny run's CPU can be 0 ticks: no ratio then
+        ratios = ", ".join(f"{k} {arena[k] / objects[k]:.3f}" if objects[k] else f"{k} -" for k in arena)
         print(f"arena/objects: {ratios}")
 
 
