@@ -84,6 +84,9 @@ class Column:
         self.codes: dict[str, int] = {}
         self.texts: list[str] = []
         self.filled = 0  # slots below this have been filled by the build
+        self.undecided = False
+        """Whether some slot may hold ``OTHER``: set when one is written, cleared only by the
+        pass in :meth:`settles` that finds none (so a column that never held one costs no pass)."""
         self.ready = False
         self.used = time.monotonic()
         self._tables: dict[tuple[str, type, Any], Mask] = {}
@@ -117,6 +120,7 @@ class Column:
         elif values:
             kinds, nums, codes = zip(*map(self._classify, values), strict=True)
             self.kind[slots], self.num[slots], self.code[slots] = kinds, nums, codes
+            self.undecided = self.undecided or OTHER in kinds
 
     def _strings(self, slots: list[int], values: list[str]) -> None:
         codes, texts = self.codes, self.texts
@@ -131,6 +135,7 @@ class Column:
             kinds[[i for i, s in enumerate(values) if not s]] = NULL
         self.kind[slots] = kinds
         self.code[slots] = np.maximum(found, 0)
+        self.undecided = self.undecided or bool((kinds == OTHER).any())
 
     def _classify(self, value: Any) -> tuple[int, float, int]:
         """(kind, number, string code) of one value."""
@@ -171,7 +176,9 @@ class Column:
                 literal = parse_number(literal)
             if type(literal) is int and not -_EXACT < literal < _EXACT:
                 return False
-        return not bool((self.kind[:n] == OTHER).any())
+        if self.undecided:
+            self.undecided = bool((self.kind[:n] == OTHER).any())
+        return not self.undecided
 
     def _numbers(self, op: str, literal: Any, n: int) -> Mask | bool:
         """Whether ``num op literal`` holds, for the slots holding numbers."""
