@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -149,6 +150,21 @@ class StoredRecord:
 
     def __repr__(self) -> str:
         return f"StoredRecord({self.topic!r}, {self.sow_key!r}, bookmark={self.bookmark}, raw={self.raw!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class PublishParts:
+    """A publish's messages as the writer hands them to its topic's store, one value rather than
+    the same six passed through each store's :meth:`versions`, :meth:`put_docs` and
+    :meth:`put_followed`: bookmarks ``first``, ``first + 1``, … at ``now`` (µs); ``exps``: each
+    message's expiry in µs, or None when none expires."""
+
+    sow_keys: list[str]
+    docs: list[dict[str, Any]]
+    raws: list[bytes]
+    first: int
+    now: int
+    exps: list[int] | None = None
 
 
 def document(rec: StoredRecord) -> dict[str, Any] | None:

@@ -20,7 +20,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from sowdb.config import HistoryConfig, TopicConfig
 from sowdb.engine import records
-from sowdb.engine.records import StoredRecord
+from sowdb.engine.records import PublishParts, StoredRecord
 from sowdb.engine.state import ArenaTopic, SowTopic, arena_topic, version_at
 from sowdb.expr import compile_filter
 
@@ -74,8 +74,8 @@ class TopicMachine(RuleBasedStateMachine):
         self.bookmark += len(batch)
         keys = [k for k, _, _ in batch]
         raws = [orjson.dumps({"id": k, "p": p} | ({} if s is None else {"s": s})) for k, s, p in batch]
-        self.arena.put_docs(keys, [orjson.loads(r) for r in raws], raws, first, self.now)
-        self.objects.put_docs(keys, [orjson.loads(r) for r in raws], raws, first, self.now)
+        self.arena.put_docs(PublishParts(keys, [orjson.loads(r) for r in raws], raws, first, self.now))
+        self.objects.put_docs(PublishParts(keys, [orjson.loads(r) for r in raws], raws, first, self.now))
 
     @rule(
         batch=st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from(SYMBOLS), st.integers(0, 9)), max_size=6),
@@ -92,8 +92,9 @@ class TopicMachine(RuleBasedStateMachine):
         olds = []
         for topic in (self.arena, self.objects):
             docs = [orjson.loads(r) for r in raws]
-            versions = topic.versions(keys, docs, raws, first, self.now, None)
-            ended = topic.put_followed(versions, keys, docs, raws, first, self.now, None, want_olds=want_olds)
+            parts = PublishParts(keys, docs, raws, first, self.now)
+            versions = topic.versions(parts)
+            ended = topic.put_followed(versions, parts, want_olds=want_olds)
             assert [(v.sow_key, v.data, v.raw, v.bookmark) for v in versions] == [
                 (k, d, r, b) for k, d, r, b in zip(keys, docs, raws, range(first, first + len(keys)), strict=True)
             ]
@@ -224,9 +225,10 @@ def test_a_followed_publishs_versions_in_an_arena_keep_their_documents_only_for_
     raws = [orjson.dumps({"id": k, "s": "A"}) for k in ("a", "b")]
     for topic in (arena, objects):
         docs = [orjson.loads(r) for r in raws]
-        versions = topic.versions(["a", "b"], docs, raws, 1, 0, None)
+        parts = PublishParts(["a", "b"], docs, raws, 1, 0)
+        versions = topic.versions(parts)
         assert [v.kept for v in versions] == docs  # for the followers
-        topic.put_followed(versions, ["a", "b"], docs, raws, 1, 0, None, want_olds=True)
+        topic.put_followed(versions, parts, want_olds=True)
         topic.after_fan_out(versions)
         kept = [v.kept for v in versions]
         in_ring = [any(v is r for r in records._recent.held) for v in versions]

@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sowdb.config import TopicConfig
-from sowdb.engine.records import StoredRecord
+from sowdb.engine.records import PublishParts, StoredRecord
 from sowdb.engine.state.arena_columns import ArenaColumns
 from sowdb.engine.state.arena_records import ArenaRecords, PinnedRecords
 from sowdb.engine.state.slot_index import SlotIndex
@@ -124,27 +124,17 @@ class ArenaTopic(SowTopic):
         self._after_put(recs, olds)
         return olds
 
-    def put_docs(
-        self, sow_keys: list[str], docs: list[dict[str, Any]], raws: list[bytes], first: int, now: int
-    ) -> None:
+    def put_docs(self, parts: PublishParts) -> None:
         """A publish nobody needs the versions of, written from its parts: the arena keeps the
         JSON, the indexes and columns take the decoded documents, and no ``StoredRecord`` is
         made (a read makes one from the slot when it wants it)."""
         if self.history is not None:
-            super().put_docs(sow_keys, docs, raws, first, now)
+            super().put_docs(parts)
             return
-        slots, _ = self.store.put_docs(sow_keys, raws, first, now)
-        self._file_docs(sow_keys, slots, docs)
+        slots, _ = self.store.put_docs(parts.sow_keys, parts.raws, parts.first, parts.now)
+        self._file_docs(parts.sow_keys, slots, parts.docs)
 
-    def versions(
-        self,
-        sow_keys: list[str],
-        docs: list[dict[str, Any]],
-        raws: list[bytes],
-        first: int,
-        now: int,
-        exps: list[int] | None,
-    ) -> list[StoredRecord]:
+    def versions(self, parts: PublishParts) -> list[StoredRecord]:
         """A publish's versions for its followers: the arena, not these objects, keeps the
         records, so a version holds its decoded document only until the followers have had it
         (:meth:`after_fan_out`) and stays out of the ring of recent documents, where entering
@@ -152,13 +142,13 @@ class ArenaTopic(SowTopic):
         with history keeps its versions in its chains: they are made as a topic of objects
         makes them."""
         if self.history is not None:
-            return super().versions(sow_keys, docs, raws, first, now, exps)
-        name = self.name
+            return super().versions(parts)
+        name, now = self.name, parts.now
         out = [
             StoredRecord(name, key, None, raw, seq, now, expiry)
-            for key, raw, seq, expiry in zip(sow_keys, raws, count(first), exps or repeat(0))
+            for key, raw, seq, expiry in zip(parts.sow_keys, parts.raws, count(parts.first), parts.exps or repeat(0))
         ]
-        for rec, data in zip(out, docs, strict=True):
+        for rec, data in zip(out, parts.docs, strict=True):
             rec.kept = data
         return out
 
@@ -171,27 +161,19 @@ class ArenaTopic(SowTopic):
                 rec.kept = None
 
     def put_followed(
-        self,
-        versions: list[StoredRecord],
-        sow_keys: list[str],
-        docs: list[dict[str, Any]],
-        raws: list[bytes],
-        first: int,
-        now: int,
-        exps: list[int] | None,
-        *,
-        want_olds: bool,
+        self, versions: list[StoredRecord], parts: PublishParts, *, want_olds: bool
     ) -> list[StoredRecord | None]:
         """A followed publish: the arena written from the publish's parts, as :meth:`put_docs`
         writes it (the versions made for the followers are only numbered, not read back), and
         the versions it ended made when wanted. A topic with history or expiry takes
         :meth:`put_many` (its versions are kept, or carry an expiry per message)."""
-        if self.history is not None or exps is not None:
+        if self.history is not None or parts.exps is not None:
             return self.put_many(versions, want_olds=want_olds)
-        slots, ended = self.store.put_docs(sow_keys, raws, first, now)
+        sow_keys = parts.sow_keys
+        slots, ended = self.store.put_docs(sow_keys, parts.raws, parts.first, parts.now)
         for rec, slot in zip(versions, slots, strict=True):
             rec.slot = slot
-        self._file_docs(sow_keys, slots, docs)
+        self._file_docs(sow_keys, slots, parts.docs)
         return self.store.ended(ended, sow_keys) if want_olds else [None] * len(versions)
 
     def _file_docs(self, sow_keys: list[str], slots: list[int], docs: list[dict[str, Any]]) -> None:

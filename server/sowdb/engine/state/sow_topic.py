@@ -15,10 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import count, repeat
 from operator import attrgetter
-from typing import Any
 
 from sowdb.config import TopicConfig
-from sowdb.engine.records import KeySpec, StoredRecord
+from sowdb.engine.records import KeySpec, PublishParts, StoredRecord
 from sowdb.engine.state.columns import Columns
 from sowdb.engine.state.history import TopicHistory
 from sowdb.engine.state.indexes import HashIndex
@@ -91,34 +90,29 @@ class SowTopic:
             self.columns.put_many(olds, recs)
         return olds
 
-    def put_docs(
-        self, sow_keys: list[str], docs: list[dict[str, Any]], raws: list[bytes], first: int, now: int
-    ) -> None:
+    def put_docs(self, parts: PublishParts) -> None:
         """:meth:`put_many` of a publish whose versions nobody needs back (no subscriber, no
-        history, no expiry), from its parts: bookmarks ``first``, ``first + 1``, … at time
-        ``now``. Here the versions are the records kept; a store that keeps records in its own
-        form makes none (:meth:`ArenaTopic.put_docs <sowdb.engine.state.arena_topic.ArenaTopic.put_docs>`)."""
-        name = self.name
+        history, no expiry), from its parts. Here the versions are the records kept; a store
+        that keeps records in its own form makes none (:meth:`ArenaTopic.put_docs
+        <sowdb.engine.state.arena_topic.ArenaTopic.put_docs>`)."""
+        name, now = self.name, parts.now
         self.put_many(
-            [StoredRecord(name, k, d, r, b, now) for k, d, r, b in zip(sow_keys, docs, raws, count(first))],
+            [
+                StoredRecord(name, k, d, r, b, now)
+                for k, d, r, b in zip(parts.sow_keys, parts.docs, parts.raws, count(parts.first))
+            ],
             want_olds=False,
         )
 
-    def versions(
-        self,
-        sow_keys: list[str],
-        docs: list[dict[str, Any]],
-        raws: list[bytes],
-        first: int,
-        now: int,
-        exps: list[int] | None,
-    ) -> list[StoredRecord]:
-        """A publish's versions as objects, at bookmarks ``first``, ``first + 1``, …: here they
-        become the records kept, each decoded while among the recent ones."""
-        name = self.name
+    def versions(self, parts: PublishParts) -> list[StoredRecord]:
+        """A publish's versions as objects: here they become the records kept, each decoded
+        while among the recent ones."""
+        name, now = self.name, parts.now
         return [
             StoredRecord(name, key, data, raw, seq, now, expiry)
-            for key, data, raw, seq, expiry in zip(sow_keys, docs, raws, count(first), exps or repeat(0))
+            for key, data, raw, seq, expiry in zip(
+                parts.sow_keys, parts.docs, parts.raws, count(parts.first), parts.exps or repeat(0)
+            )
         ]
 
     def after_fan_out(self, versions: list[StoredRecord]) -> None:
@@ -126,21 +120,11 @@ class SowTopic:
         <sowdb.engine.state.arena_topic.ArenaTopic.after_fan_out>`); here nothing is left to do."""
 
     def put_followed(
-        self,
-        versions: list[StoredRecord],
-        sow_keys: list[str],
-        docs: list[dict[str, Any]],
-        raws: list[bytes],
-        first: int,
-        now: int,
-        exps: list[int] | None,
-        *,
-        want_olds: bool,
+        self, versions: list[StoredRecord], parts: PublishParts, *, want_olds: bool
     ) -> list[StoredRecord | None]:
         """:meth:`put_many` of a publish's ``versions``, made for those who follow the topic, with
-        the parts they were made of (bookmarks ``first``, ``first + 1``, … at ``now``, expiries
-        ``exps``): here the versions are the records kept; a store that keeps records in its own
-        form writes the parts (:meth:`ArenaTopic.put_followed
+        the ``parts`` they were made of: here the versions are the records kept; a store that
+        keeps records in its own form writes the parts (:meth:`ArenaTopic.put_followed
         <sowdb.engine.state.arena_topic.ArenaTopic.put_followed>`)."""
         return self.put_many(versions, want_olds=want_olds)
 

@@ -21,7 +21,7 @@ from sowdb.engine.clock import Clock
 from sowdb.engine.counters import Counters
 from sowdb.engine.filters import request_filter
 from sowdb.engine.read import plan_candidates
-from sowdb.engine.records import StoredRecord, decode_document
+from sowdb.engine.records import PublishParts, StoredRecord, decode_document
 from sowdb.engine.state import ExpiryQueue, SowTopic, Topics, check_topic_name
 from sowdb.engine.write.conflation import Refreshed, refresh
 from sowdb.engine.write.enrichment import check_rows, enrich, of_topic, preprocess_one
@@ -152,15 +152,15 @@ class Writer:
             return self._publish_plain(topic_name, sow_keys, docs, raws, self._now(), producer)
         now = self._now()
         exps = expiries(topic.config.expiration_s, ttls, len(raws), now)
-        hist = topic.history
-        first = self.last_seq + 1
+        hist, first = topic.history, self.last_seq + 1
         if not access.unrestricted:
             check_rows(access, topic, sow_keys, received or docs, first, now)
         if (enrichment := of_topic(topic).enrichment) is not None:
             enrich(enrichment, topic, sow_keys, docs, raws, first, now)
         wanted = self.fan_out.wanted(topic_name)
         lean = exps is None and hist is None and not wanted  # nothing takes the versions as objects
-        versions = None if lean else topic.versions(sow_keys, docs, raws, first, now, exps)
+        parts = PublishParts(sow_keys, docs, raws, first, now, exps)
+        versions = None if lean else topic.versions(parts)
         batch = self.store.batch(topic_name, current=topic.persistent, history=hist is not None and topic.persistent)
         batch.publish_many(first, now, sow_keys, raws, exps)
         if topic.persistent:
@@ -171,12 +171,12 @@ class Writer:
         self.last_seq = last = first + len(raws) - 1
         self.counters.topic(topic_name).published(raws)
         if versions is None:
-            topic.put_docs(sow_keys, docs, raws, first, now)
+            topic.put_docs(parts)
             return first, last
         if exps is not None:
             self.expiry.add_many(versions)
         want_olds = wanted and (topic.olds_at_hand or self.fan_out.olds_wanted(topic_name))
-        olds = topic.put_followed(versions, sow_keys, docs, raws, first, now, exps, want_olds=want_olds)
+        olds = topic.put_followed(versions, parts, want_olds=want_olds)
         if wanted:
             changes = [
                 Change(topic_name, r.sow_key, r.bookmark, now, o, r) for r, o in zip(versions, olds, strict=True)
