@@ -171,6 +171,11 @@ class SowTopic:
             out.extend(self.history.tombstones.values())
         return out
 
+    def heads_at(self, seq: int, timestamp_us: int) -> Sequence[StoredRecord]:
+        """The chains a historical query at (``seq``, ``timestamp_us``) walks back: every one
+        (:meth:`heads`); an arena sets apart those it need not walk."""
+        return self.heads()
+
     def snapshot(self) -> list[StoredRecord]:
         """Every record, as of now."""
         return list(self.records.values())
