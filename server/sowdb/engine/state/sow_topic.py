@@ -180,6 +180,15 @@ class SowTopic:
         """Every record, as of now."""
         return list(self.records.values())
 
+    def live_bookmark(self, sow_key: str) -> int | None:
+        """The bookmark of ``sow_key``'s current record, None if it has none."""
+        rec = self.records.get(sow_key)
+        return None if rec is None else rec.bookmark
+
+    def restore_past(self, sow_key: str, past: list[StoredRecord]) -> None:
+        """:meth:`restore_chain` of the versions before ``sow_key``'s current record (oldest first)."""
+        self.restore_chain([*past, self.records[sow_key]])
+
     def restore_chain(self, chain: list[StoredRecord]) -> None:
         """Re-link a key's versions read back at start (:meth:`TopicHistory.restore`); the key
         of a deleted record, in the history only, counts for the point lookups too."""
