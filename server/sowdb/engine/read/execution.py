@@ -111,7 +111,8 @@ async def scan(
         match = None if flt is None or getattr(records, "settled", False) else flt.matches
         if isinstance(records, AsOfHeads) and _plain(flt) and _plain(ent):
             # the records current at the point already are scanned as a current state is
-            found, looked = await _scan_pinned(records.still, match, ent, keep, slicer)
+            exact = records.still.settled  # the columns decided the filter on them
+            found, looked = await _scan_pinned(records.still, None if exact else match, ent, keep, slicer)
             matched.extend(found)
             scanned += looked
             records = records.walked

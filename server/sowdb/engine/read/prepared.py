@@ -141,7 +141,7 @@ class PreparedQuery:
                 out.append([h for h in heads if h is not None])
             else:
                 found = plan_heads(topic, flt) if flt is not None else None
-                out.append(topic.heads_at(*as_of.walk) if found is None else found)
+                out.append(topic.heads_at(*as_of.walk, flt) if found is None else found)
         return out
 
     async def run(

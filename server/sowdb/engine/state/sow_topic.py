@@ -23,7 +23,7 @@ from sowdb.engine.state.columns import Columns
 from sowdb.engine.state.history import TopicHistory
 from sowdb.engine.state.indexes import HashIndex
 from sowdb.engine.state.key_lookups import KeyLookup
-from sowdb.expr import Conjunct
+from sowdb.expr import CompiledFilter, Conjunct
 
 
 class SowTopic:
@@ -171,7 +171,7 @@ class SowTopic:
             out.extend(self.history.tombstones.values())
         return out
 
-    def heads_at(self, seq: int, timestamp_us: int) -> Sequence[StoredRecord]:
+    def heads_at(self, seq: int, timestamp_us: int, flt: CompiledFilter | None = None) -> Sequence[StoredRecord]:
         """The chains a historical query at (``seq``, ``timestamp_us``) walks back: every one
         (:meth:`heads`); an arena sets apart those it need not walk."""
         return self.heads()
