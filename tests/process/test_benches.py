@@ -133,6 +133,40 @@ def test_benchmark_runs_at_a_tiny_size(script: str) -> None:
         assert figure in done.stdout, f"{script} no longer prints {figure!r}:\n{done.stdout}"
 
 
+STORE_RUNS = {
+    "bench_subscriptions.py": (
+        ["--orders", "2000", "--rounds", "1", "--seconds", "1", "--snapshot", "500", "--absent", "40"],
+        ["10 subs msg/cpu-s", "symbols CPU-µs/msg", "latency p99 ms", "fan-out deliv./cpu-s", "snapshot 100 s"],
+    ),
+    "bench_views.py": (
+        ["--orders", "2000", "--updates", "1000", "--rounds", "1"],
+        ["page µs/update", "view µs/update", "join µs/update", "grpc view msg/cpu-s"],
+    ),
+    "bench_history.py": (
+        ["--orders", "2000", "--rounds", "1", "--store-rounds", "1"],
+        ["load msg/cpu-s", "then server CPU ms", "rebuild entries/cpu-s", "start-up CPU s"],
+    ),
+}
+"""The benchmarks that measure the arena against the objects store in one run (``--store both``,
+issue 39's "within 5 %" targets): their tiny size and the figures their table must hold."""
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("script", sorted(STORE_RUNS))
+def test_store_comparison_runs_at_a_tiny_size(script: str) -> None:
+    """``--store both`` alternates the two record stores and prints a table of medians with
+    arena/objects beside each figure."""
+    args, figures = STORE_RUNS[script]
+    command = [sys.executable, script, *args, "--store", "both"]
+    done = subprocess.run(command, cwd=BENCH, capture_output=True, text=True, timeout=540, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = done.stdout[done.stdout.index("arena/objects") :]
+    for figure in figures:
+        assert re.search(rf"^{re.escape(figure)} +[\d,.]+ +[\d,.]+ +(?:[\d.]+|nan)$", table, re.MULTILINE), (
+            f"{script} --store both has no arena/objects row for {figure!r}:\n{done.stdout}"
+        )
+
+
 def _postgres() -> bool:
     """Whether peers.py measures PostgreSQL here: its server and its Python client installed
     (as ``peers_pg.find_bindir`` finds the server)."""

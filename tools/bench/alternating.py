@@ -6,6 +6,7 @@ then the median of each figure per mode, and each mode's ratio to the first.
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import subprocess
 import sys
@@ -16,6 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_server import _start  # a sibling script, not a package
+
+from sowdb.config.model import DEFAULT_RECORD_STORE, RECORD_STORES
 
 Figures = dict[str, float]
 
@@ -68,3 +71,28 @@ def print_medians(runs: dict[str, list[Figures]], heading: str) -> dict[str, Fig
         ratios = [med[m][key] / med[first][key] if med[first][key] else float("nan") for m in others]
         print(f"{key:20} " + " ".join(f"{v:12,.2f}" for v in values) + " ".join(f"{r:13.3f}" for r in ratios))
     return med
+
+
+STORE_CHOICES = (*RECORD_STORES, "both")
+"""``--store``: one record store, or both alternating round by round (objects first, so that
+:func:`print_medians`'s ratios read arena/objects)."""
+
+
+def add_store_option(parser: argparse.ArgumentParser) -> None:
+    """The benchmarks' ``--store arena|objects|both`` (default: the server's default store)."""
+    parser.add_argument(
+        "--store",
+        choices=STORE_CHOICES,
+        default=DEFAULT_RECORD_STORE,
+        help="[server] record_store; 'both': the two alternating round by round, medians and arena/objects",
+    )
+
+
+def stores(choice: str) -> list[str]:
+    """The record stores a ``--store`` choice runs."""
+    return list(RECORD_STORES) if choice == "both" else [choice]
+
+
+def server_section(store: str) -> str:
+    """The TOML that sets ``[server] record_store`` (prepended to a benchmark's config)."""
+    return f'[server]\nrecord_store = "{store}"\n'

@@ -16,9 +16,13 @@ Every subscriber opens a connection of its own (``grpc.use_local_subchannel_pool
 separate clients do: channels of one process with the same target otherwise share one TCP
 connection.
 
+``--store both`` runs each part (slow: its 10 reading subscribers only) on each record store,
+alternating for ``--rounds`` rounds, and prints the medians and arena/objects, the rates per
+server CPU-second as well.
+
 Usage: ``python tools/bench/bench_subscriptions.py [--orders 200000] [--rounds 5] [--seconds 10]
-[--snapshot 20000] [--parts slow,latency,fanout,symbols,snapshot]`` (``make bench-subscriptions``;
-the test of the benchmarks runs it tiny).
+[--snapshot 20000] [--parts slow,latency,fanout,symbols,snapshot] [--store arena|objects|both]``
+(``make bench-subscriptions``; the test of the benchmarks runs it tiny).
 """
 
 from __future__ import annotations
@@ -38,11 +42,13 @@ from typing import Any
 
 import grpc
 
+from sowdb.config.model import DEFAULT_RECORD_STORE
 from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import AsyncClient, Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_server import _cpu_seconds, _orders, _rss_mb, _start  # a sibling script, not a package
+from alternating import Figures, add_store_option, alternate, print_medians, stores  # sibling scripts
+from bench_server import _cpu_seconds, _orders, _rss_mb, _start
 from h2drain import drain_in_child
 
 # A forked child would inherit this process's live gRPC channels, which gRPC does not support.
@@ -154,19 +160,22 @@ class RawSubscribers:
         self.proc.join(30)
 
 
-def fanout(target: str, n: int) -> float:
-    """Record deliveries a second to 100 raw subscribers (printed as well)."""
+def fanout(target: str, n: int, pid: int | None = None) -> tuple[float, float]:
+    """Record deliveries a second to 100 raw subscribers (printed as well), and deliveries per
+    CPU-second of the server process ``pid`` (nan without one)."""
     orders = _orders(n)
     subscribers = RawSubscribers(target, [_fanout_filter(i) for i in range(100)])
     try:
         expected = n * 10  # every order matches the 10 subscribers of its /qty % 10
         queue: Any = _SPAWN.Queue()
+        cpu = _cpu_seconds(pid) if pid else 0.0
         start = time.perf_counter()
         proc = _SPAWN.Process(target=_publish_fast, args=(target, orders, queue))
         proc.start()
         while subscribers.received < expected and time.perf_counter() - start < 120:
             time.sleep(0.02)
         took = time.perf_counter() - start
+        cpu = _cpu_seconds(pid) - cpu if pid else float("nan")
         got = subscribers.received
         publish_rate = queue.get(timeout=60)
         proc.join()
@@ -178,7 +187,7 @@ def fanout(target: str, n: int) -> float:
     )
     if got < expected:
         raise SystemExit(f"fan-out: {expected - got:,} deliveries never arrived")
-    return got / took
+    return got / took, got / max(cpu, 1e-9)
 
 
 def symbols(target: str, pid: int, n: int, absent: int) -> tuple[float, float]:
@@ -207,7 +216,9 @@ def symbols(target: str, pid: int, n: int, absent: int) -> tuple[float, float]:
     return rate, cpu / n * 1e6
 
 
-async def snapshot(target: str, records: int = 20_000) -> None:
+async def snapshot(target: str, records: int = 20_000) -> dict[int, float]:
+    """Seconds from ``sow_and_subscribe`` to ``group_end``, by batch size (medians of 5, printed)."""
+    out = {}
     with Client(target) as c:
         c.publish("quotes", [{"symbol": f"S{i}", "px": i} for i in range(records)])
     for batch in (100, 10):
@@ -227,10 +238,13 @@ async def snapshot(target: str, records: int = 20_000) -> None:
             f"snapshot     sow_and_subscribe of {records:,} records, batch_size {batch}: "
             f"{statistics.median(times):.3f} s to group_end ({n:,} records)"
         )
+        out[batch] = statistics.median(times)
+    return out
 
 
-async def slow_consumer(target: str, pid: int, stalled: bool, n: int = 200_000) -> tuple[float, float]:
-    """Publish rate with 10 reading subscribers, and with one more that never reads (SL-1)."""
+async def slow_consumer(target: str, pid: int, stalled: bool, n: int = 200_000) -> tuple[float, float, float]:
+    """Publish rate with 10 reading subscribers, and with one more that never reads (SL-1); the
+    server's RSS (MB) and messages per server CPU-second."""
     orders = _orders(n)
     count = [0]
 
@@ -250,15 +264,17 @@ async def slow_consumer(target: str, pid: int, stalled: bool, n: int = 200_000) 
         await call.read()
     queue: Any = _SPAWN.Queue()
     proc = _SPAWN.Process(target=_publish_fast, args=(target, orders, queue))
+    cpu = _cpu_seconds(pid)
     proc.start()
     rate = await asyncio.get_running_loop().run_in_executor(None, queue.get, True, 120)
+    cpu = _cpu_seconds(pid) - cpu
     proc.join()
     stop.set()
     for t in tasks:
         t.cancel()
     if channel is not None:
         await channel.close()
-    return float(rate), _rss_mb(pid)
+    return float(rate), _rss_mb(pid), n / max(cpu, 1e-9)
 
 
 def main() -> None:
@@ -272,16 +288,22 @@ def main() -> None:
     parser.add_argument(
         "--workers", type=int, default=1, help="fan-out: also sowd --workers N, alternating with one process"
     )
+    add_store_option(parser)
     args = parser.parse_args()
     parts = set(args.parts.split(","))
+    if args.store == "both":
+        runs = alternate(stores(args.store), args.rounds, lambda store: store_round(store, args, parts))
+        print_medians(runs, f"{args.orders:,} orders, medians of {args.rounds} alternating rounds")
+        return
+    store = args.store
     if "slow" in parts:
-        slow_consumers(args.orders, args.rounds)
+        slow_consumers(args.orders, args.rounds, store)
     if "symbols" in parts:
         # the 1,000-subscription case against the 10-subscription one, alternating on fresh servers
         rates: dict[int, list[tuple[float, float]]] = {0: [], args.absent: []}
         for _ in range(args.rounds):
             for absent in rates:
-                with _fresh() as (pid, target):
+                with _fresh(store=store) as (pid, target):
                     rates[absent].append(symbols(target, pid, args.orders, absent))
         few, many = (statistics.median(r for r, _ in rates[a]) for a in rates)
         few_cpu, many_cpu = (statistics.median(c for _, c in rates[a]) for a in rates)
@@ -295,8 +317,8 @@ def main() -> None:
         fanouts: dict[int, list[float]] = {1: [], args.workers: []}
         for _ in range(args.rounds):
             for workers in fanouts:
-                with _fresh("--workers", str(workers)) as (_, target):
-                    fanouts[workers].append(fanout(target, args.orders))
+                with _fresh("--workers", str(workers), store=store) as (_, target):
+                    fanouts[workers].append(fanout(target, args.orders)[0])
         one, many = (statistics.median(fanouts[w]) for w in fanouts)
         print(
             f"fan-out      workers 1: {one:,.0f} deliveries/s; workers {args.workers}: {many:,.0f} deliveries/s "
@@ -306,7 +328,7 @@ def main() -> None:
     for name in ("latency", "fanout", "snapshot"):
         if name not in parts:
             continue
-        with _fresh() as (_, target):
+        with _fresh(store=store) as (_, target):
             if name == "fanout":
                 fanout(target, args.orders)
             elif name == "latency":
@@ -316,10 +338,11 @@ def main() -> None:
 
 
 @contextlib.contextmanager
-def _fresh(*args: str) -> Iterator[tuple[int, str]]:
-    """A fresh ``sowd ARGS`` on a throw-away data directory: (its process id, its target)."""
+def _fresh(*args: str, store: str = DEFAULT_RECORD_STORE) -> Iterator[tuple[int, str]]:
+    """A fresh ``sowd ARGS`` with ``[server] record_store = store`` on a throw-away data
+    directory: (its process id, its target)."""
     with tempfile.TemporaryDirectory(prefix="sowdb-bench-") as data_dir:
-        proc, target = _start(data_dir, *args)
+        proc, target = _start(data_dir, *args, store=store)
         try:
             yield proc.pid, target
         finally:
@@ -327,24 +350,49 @@ def _fresh(*args: str) -> Iterator[tuple[int, str]]:
             proc.wait(timeout=30)
 
 
-def slow_consumers(orders: int, rounds: int) -> None:
+def slow_consumers(orders: int, rounds: int, store: str) -> None:
     """Publish with 10 reading subscribers, without and with a stalled one, alternating."""
     # Run to run, the publish rate on this shared machine moves by more than the effect being
     # measured, so the two configurations alternate for ``rounds`` rounds and medians compare.
-    runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+    runs: dict[bool, list[tuple[float, float, float]]] = {False: [], True: []}
     for _ in range(rounds):
         for stalled in (False, True):
-            with _fresh() as (pid, target):
+            with _fresh(store=store) as (pid, target):
                 runs[stalled].append(asyncio.run(slow_consumer(target, pid, stalled, orders)))
-    base = statistics.median(r for r, _ in runs[False])
-    slow = statistics.median(r for r, _ in runs[True])
-    rss0, rss1 = max(m for _, m in runs[False]), max(m for _, m in runs[True])
+    base = statistics.median(r for r, _, _ in runs[False])
+    slow = statistics.median(r for r, _, _ in runs[True])
+    rss0, rss1 = max(m for _, m, _ in runs[False]), max(m for _, m, _ in runs[True])
     print(
         f"slow consumer publish {orders:,} with 10 subscribers: {base:,.0f} msg/s; plus one stalled "
         f"subscriber: {slow:,.0f} msg/s ({(slow / base - 1) * 100:+.1f} %, medians of {rounds} alternating "
         "rounds); "
         f"server RSS {rss0:.0f} MB vs {rss1:.0f} MB"
     )
+
+
+def store_round(store: str, args: argparse.Namespace, parts: set[str]) -> Figures:
+    """One round of ``--store both``: each part on a fresh ``sowd`` with ``store``; its figures,
+    the rates also per server CPU-second (on a shared machine they move less than the wall clock)."""
+    out: Figures = {}
+    if "slow" in parts:
+        with _fresh(store=store) as (pid, target):
+            rate, _, per_cpu = asyncio.run(slow_consumer(target, pid, False, args.orders))
+        out["10 subs publish msg/s"], out["10 subs msg/cpu-s"] = rate, per_cpu
+    if "symbols" in parts:
+        with _fresh(store=store) as (pid, target):
+            rate, cpu_us = symbols(target, pid, args.orders, args.absent)
+        out["symbols msg/s"], out["symbols CPU-µs/msg"] = rate, cpu_us
+    if "latency" in parts:
+        with _fresh(store=store) as (_, target):
+            out["latency p50 ms"], out["latency p99 ms"] = asyncio.run(latency(target, args.seconds))
+    if "fanout" in parts:
+        with _fresh(store=store) as (pid, target):
+            out["fan-out deliveries/s"], out["fan-out deliv./cpu-s"] = fanout(target, args.orders, pid)
+    if "snapshot" in parts:
+        with _fresh(store=store) as (_, target):
+            times = asyncio.run(snapshot(target, args.snapshot))
+        out |= {f"snapshot {batch} s": t for batch, t in times.items()}
+    return out
 
 
 if __name__ == "__main__":

@@ -43,6 +43,16 @@ class AsOf:
     timestamp_us: int | None = None
     gone: frozenset[str] = frozenset()
 
+    @property
+    def walk(self) -> tuple[int, int]:
+        """(sequence, timestamp) a version must be at or before to be the one seen here (the
+        other bound open): what :func:`~sowdb.engine.state.version_at` walks a chain back to."""
+        return (self.seq, FOREVER) if self.timestamp_us is None else (FOREVER, self.timestamp_us)
+
+
+FOREVER = 2**63
+"""A bound no sequence or timestamp reaches."""
+
 
 def parse_bookmark(text: str, *, field: str = "bookmark") -> Point:
     """Parse a client's bookmark.

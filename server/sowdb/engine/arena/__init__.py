@@ -42,7 +42,7 @@ secret in the header would cost ~0.8 µs a key). Nothing here imports the rest o
 from sowdb.engine.arena.keys import key_hash
 from sowdb.engine.arena.pins import SLOTS as PIN_SLOTS
 from sowdb.engine.arena.reader import ArenaBusy, ArenaReader, AtPoint, HeldRecords
-from sowdb.engine.arena.slot_records import SlotRecords
+from sowdb.engine.arena.slot_records import AsOfHeads, SlotRecords
 from sowdb.engine.arena.slots import LIVE
 from sowdb.engine.arena.store import TopicArena
 from sowdb.engine.arena.view import CHUNK, ArenaView, Pin, StalePin
@@ -54,6 +54,7 @@ __all__ = [
     "ArenaBusy",
     "ArenaReader",
     "ArenaView",
+    "AsOfHeads",
     "AtPoint",
     "HeldRecords",
     "Pin",

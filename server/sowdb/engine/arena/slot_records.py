@@ -10,6 +10,7 @@ the recent ones) and what holding the sequence pins; this is what they share.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from itertools import chain
 from typing import Any, overload
 
 import numpy as np
@@ -64,3 +65,34 @@ class SlotRecords(Sequence[StoredRecord]):
 
     def __bool__(self) -> bool:
         return len(self.slots) > 0
+
+
+class AsOfHeads(Sequence[StoredRecord]):
+    """The version chains of a historical query over an arena (H-2), in two parts: ``still``,
+    the current records that were current at the point already, as slots (a scan decodes them
+    in chunks and walks nothing), then ``walked``, the heads to walk back to the point."""
+
+    def __init__(self, still: SlotRecords, walked: list[StoredRecord]) -> None:
+        self.still, self.walked = still, walked
+
+    def __len__(self) -> int:
+        return len(self.still) + len(self.walked)
+
+    @overload
+    def __getitem__(self, i: int) -> StoredRecord: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[StoredRecord]: ...
+
+    def __getitem__(self, i: int | slice) -> StoredRecord | list[StoredRecord]:
+        n = len(self.still)
+        if isinstance(i, slice):
+            start, stop, step = i.indices(len(self))
+            assert step == 1, "a scan takes runs"
+            first = self.still[start:stop] if start < n else []
+            return [*first, *self.walked[max(start - n, 0) : max(stop - n, 0)]]
+        i = i + len(self) if i < 0 else i
+        return self.still[i] if i < n else self.walked[i - n]
+
+    def __iter__(self) -> Iterator[StoredRecord]:
+        return chain(self.still, self.walked)

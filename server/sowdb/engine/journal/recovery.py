@@ -272,25 +272,25 @@ def _restore_history(store: Store, topic: SowTopic) -> None:
     Most keys have no past version — their only history entry is the live record — so a
     record's versions are decoded only when there is more than that.
     """
-    records = topic.records
     loads = orjson.loads
     name = topic.name
     for sow_key, versions in store.load_history(name):
-        live = records.get(sow_key)
-        if len(versions) == 1 and live is not None and versions[0][0] == live.bookmark:
+        live = topic.live_bookmark(sow_key)  # an arena makes no record of the live version
+        if len(versions) == 1 and live is not None and versions[0][0] == live:
             continue
         chain: list[StoredRecord] = []
         for seq, value in versions:
-            if live is not None and seq >= live.bookmark:
+            if live is not None and seq >= live:
                 break
             op, ts, payload = k.decode_version(value)
             if op == k.OP_PUBLISH:
                 chain.append(StoredRecord(name, sow_key, loads(payload), payload, seq, ts))
             else:
                 chain.append(Tombstone(name, sow_key, None, b"", seq, ts))
-        if live is not None:
-            chain.append(live)
-        topic.restore_chain(chain)
+        if live is None:
+            topic.restore_chain(chain)
+        elif chain:
+            topic.restore_past(sow_key, chain)
 
 
 def _rebuild_transient(

@@ -20,7 +20,7 @@ from typing import Any
 
 from orjson import loads
 
-from sowdb.engine.arena import SlotRecords
+from sowdb.engine.arena import AsOfHeads, SlotRecords
 from sowdb.engine.records import StoredRecord
 from sowdb.engine.state import version_at
 from sowdb.errors import ResourceExhausted
@@ -109,6 +109,13 @@ async def scan(
         ent = entitlements[n] if entitlements is not None else None
         # candidates the planner's columns decided exactly need not be filtered again
         match = None if flt is None or getattr(records, "settled", False) else flt.matches
+        if isinstance(records, AsOfHeads) and _plain(flt) and _plain(ent):
+            # the records current at the point already are scanned as a current state is
+            exact = records.still.settled  # the columns decided the filter on them
+            found, looked = await _scan_pinned(records.still, None if exact else match, ent, keep, slicer)
+            matched.extend(found)
+            scanned += looked
+            records = records.walked
         if point is None and isinstance(records, SlotRecords) and _plain(flt) and _plain(ent):
             found, looked = await _scan_pinned(records, match, ent, keep, slicer)
             matched.extend(found)

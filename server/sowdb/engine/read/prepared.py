@@ -65,9 +65,6 @@ class QueryOptions:
     select: str = ""
 
 
-_FOREVER = 2**63
-
-
 def _expression(kind: str, text: str, parse: Any) -> Any:
     try:
         return parse(text)
@@ -144,7 +141,7 @@ class PreparedQuery:
                 out.append([h for h in heads if h is not None])
             else:
                 found = plan_heads(topic, flt) if flt is not None else None
-                out.append(topic.heads() if found is None else found)
+                out.append(topic.heads_at(*as_of.walk, flt) if found is None else found)
         return out
 
     async def run(
@@ -168,9 +165,7 @@ class PreparedQuery:
         slicer = Slicer(QUERY_BUDGET_S)
         yield GroupBegin(opts.query_id, bookmark)
         slicer.resumed()  # its sending, and a sync cluster's wait for the bookmark, are not the query's
-        point = None
-        if as_of is not None:
-            point = (as_of.seq, _FOREVER) if as_of.timestamp_us is None else (_FOREVER, as_of.timestamp_us)
+        point = None if as_of is None else as_of.walk
         reads_again = self.select is not None or self.order is not None or self.aggregation is not None
         matched, scanned = await scan(
             sources, self.filter, slicer, point=point, entitlements=entitlements, keep=reads_again

@@ -168,9 +168,7 @@ class Snapshots:
             as_of = self.queries.journal.as_of(topics, point)
             sources = query.snapshot_heads(topics, as_of)
             at = as_of.seq
-            walk: tuple[int, int] | None = (
-                (as_of.seq, 2**63) if as_of.timestamp_us is None else (2**63, as_of.timestamp_us)
-            )
+            walk: tuple[int, int] | None = as_of.walk
         else:
             sources = query.snapshot(topics)
             at = self.queries.writer.last_seq

@@ -88,6 +88,15 @@ class TopicHistory:
         if prev is not None and type(prev) is Tombstone:
             self.tombstones[prev.sow_key] = prev
 
+    def restore_behind(self, past: list[StoredRecord], head_timestamp_us: int) -> None:
+        """:meth:`restore` of a chain whose head (written at ``head_timestamp_us``) is not an
+        object here but a slot of an arena: ``past``, oldest first, is linked, and the head's
+        place in the trim queue taken (it has a predecessor)."""
+        self.restore(past)
+        self._queue.append((head_timestamp_us, past[-1].sow_key))
+        if type(past[-1]) is Tombstone:  # restore took it for the key's end: the key lives on
+            del self.tombstones[past[-1].sow_key]
+
     def sort_queue(self) -> None:
         self._queue = deque(sorted(self._queue))
 

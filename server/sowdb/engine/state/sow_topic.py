@@ -22,7 +22,7 @@ from sowdb.engine.state.columns import Columns
 from sowdb.engine.state.history import TopicHistory
 from sowdb.engine.state.indexes import HashIndex
 from sowdb.engine.state.key_lookups import KeyLookup
-from sowdb.expr import Conjunct
+from sowdb.expr import CompiledFilter, Conjunct
 
 
 class SowTopic:
@@ -155,9 +155,23 @@ class SowTopic:
             out.extend(self.history.tombstones.values())
         return out
 
+    def heads_at(self, seq: int, timestamp_us: int, flt: CompiledFilter | None = None) -> Sequence[StoredRecord]:
+        """The chains a historical query at (``seq``, ``timestamp_us``) walks back: every one
+        (:meth:`heads`); an arena sets apart those it need not walk."""
+        return self.heads()
+
     def snapshot(self) -> list[StoredRecord]:
         """Every record, as of now."""
         return list(self.records.values())
+
+    def live_bookmark(self, sow_key: str) -> int | None:
+        """The bookmark of ``sow_key``'s current record, None if it has none."""
+        rec = self.records.get(sow_key)
+        return None if rec is None else rec.bookmark
+
+    def restore_past(self, sow_key: str, past: list[StoredRecord]) -> None:
+        """:meth:`restore_chain` of the versions before ``sow_key``'s current record (oldest first)."""
+        self.restore_chain([*past, self.records[sow_key]])
 
     def restore_chain(self, chain: list[StoredRecord]) -> None:
         """Re-link a key's versions read back at start (:meth:`TopicHistory.restore`); the key
