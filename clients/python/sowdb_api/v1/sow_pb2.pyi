@@ -619,8 +619,8 @@ class SowRequest(_message.Message):
     select: _builtins.str
     """Fields to return, "[-/,+/a,+/b/c]" (Q-9)."""
     record_layout: Global___RecordLayout.ValueType
-    """How the record batches of the results carry their records (for SowAndSubscribe, its query
-    results, including those of a re-run page); unset: one Record message per record.
+    """How the record batches of the results carry their records (for SowAndSubscribe, those of
+    its query part); unset: one Record message per record.
     """
     @_builtins.property
     def sow_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:

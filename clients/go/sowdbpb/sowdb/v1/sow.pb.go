@@ -1140,8 +1140,8 @@ type SowRequest struct {
 	Projection []string `protobuf:"bytes,11,rep,name=projection,proto3" json:"projection,omitempty"`
 	// Fields to return, "[-/,+/a,+/b/c]" (Q-9).
 	Select string `protobuf:"bytes,12,opt,name=select,proto3" json:"select,omitempty"`
-	// How the record batches of the results carry their records (for SowAndSubscribe, its query
-	// results, including those of a re-run page); unset: one Record message per record.
+	// How the record batches of the results carry their records (for SowAndSubscribe, those of
+	// its query part); unset: one Record message per record.
 	RecordLayout  RecordLayout `protobuf:"varint,13,opt,name=record_layout,json=recordLayout,proto3,enum=sowdb.v1.RecordLayout" json:"record_layout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

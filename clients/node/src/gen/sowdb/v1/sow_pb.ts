@@ -593,8 +593,8 @@ export type SowRequest = Message<"sowdb.v1.SowRequest"> & {
   select: string;
 
   /**
-   * How the record batches of the results carry their records (for SowAndSubscribe, its query
-   * results, including those of a re-run page); unset: one Record message per record.
+   * How the record batches of the results carry their records (for SowAndSubscribe, those of
+   * its query part); unset: one Record message per record.
    *
    * @generated from field: sowdb.v1.RecordLayout record_layout = 13;
    */

@@ -592,8 +592,8 @@ private static final long serialVersionUID = 0L;
   private int recordLayout_ = 0;
   /**
    * <pre>
-   * How the record batches of the results carry their records (for SowAndSubscribe, its query
-   * results, including those of a re-run page); unset: one Record message per record.
+   * How the record batches of the results carry their records (for SowAndSubscribe, those of
+   * its query part); unset: one Record message per record.
    * </pre>
    *
    * <code>.sowdb.v1.RecordLayout record_layout = 13 [json_name = "recordLayout"];</code>
@@ -604,8 +604,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * How the record batches of the results carry their records (for SowAndSubscribe, its query
-   * results, including those of a re-run page); unset: one Record message per record.
+   * How the record batches of the results carry their records (for SowAndSubscribe, those of
+   * its query part); unset: one Record message per record.
    * </pre>
    *
    * <code>.sowdb.v1.RecordLayout record_layout = 13 [json_name = "recordLayout"];</code>
@@ -2425,8 +2425,8 @@ private static final long serialVersionUID = 0L;
     private int recordLayout_ = 0;
     /**
      * <pre>
-     * How the record batches of the results carry their records (for SowAndSubscribe, its query
-     * results, including those of a re-run page); unset: one Record message per record.
+     * How the record batches of the results carry their records (for SowAndSubscribe, those of
+     * its query part); unset: one Record message per record.
      * </pre>
      *
      * <code>.sowdb.v1.RecordLayout record_layout = 13 [json_name = "recordLayout"];</code>
@@ -2437,8 +2437,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * How the record batches of the results carry their records (for SowAndSubscribe, its query
-     * results, including those of a re-run page); unset: one Record message per record.
+     * How the record batches of the results carry their records (for SowAndSubscribe, those of
+     * its query part); unset: one Record message per record.
      * </pre>
      *
      * <code>.sowdb.v1.RecordLayout record_layout = 13 [json_name = "recordLayout"];</code>
@@ -2453,8 +2453,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * How the record batches of the results carry their records (for SowAndSubscribe, its query
-     * results, including those of a re-run page); unset: one Record message per record.
+     * How the record batches of the results carry their records (for SowAndSubscribe, those of
+     * its query part); unset: one Record message per record.
      * </pre>
      *
      * <code>.sowdb.v1.RecordLayout record_layout = 13 [json_name = "recordLayout"];</code>
@@ -2467,8 +2467,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * How the record batches of the results carry their records (for SowAndSubscribe, its query
-     * results, including those of a re-run page); unset: one Record message per record.
+     * How the record batches of the results carry their records (for SowAndSubscribe, those of
+     * its query part); unset: one Record message per record.
      * </pre>
      *
      * <code>.sowdb.v1.RecordLayout record_layout = 13 [json_name = "recordLayout"];</code>
@@ -2485,8 +2485,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * How the record batches of the results carry their records (for SowAndSubscribe, its query
-     * results, including those of a re-run page); unset: one Record message per record.
+     * How the record batches of the results carry their records (for SowAndSubscribe, those of
+     * its query part); unset: one Record message per record.
      * </pre>
      *
      * <code>.sowdb.v1.RecordLayout record_layout = 13 [json_name = "recordLayout"];</code>

@@ -312,8 +312,8 @@ public interface SowRequestOrBuilder extends
 
   /**
    * <pre>
-   * How the record batches of the results carry their records (for SowAndSubscribe, its query
-   * results, including those of a re-run page); unset: one Record message per record.
+   * How the record batches of the results carry their records (for SowAndSubscribe, those of
+   * its query part); unset: one Record message per record.
    * </pre>
    *
    * <code>.sowdb.v1.RecordLayout record_layout = 13 [json_name = "recordLayout"];</code>
@@ -322,8 +322,8 @@ public interface SowRequestOrBuilder extends
   int getRecordLayoutValue();
   /**
    * <pre>
-   * How the record batches of the results carry their records (for SowAndSubscribe, its query
-   * results, including those of a re-run page); unset: one Record message per record.
+   * How the record batches of the results carry their records (for SowAndSubscribe, those of
+   * its query part); unset: one Record message per record.
    * </pre>
    *
    * <code>.sowdb.v1.RecordLayout record_layout = 13 [json_name = "recordLayout"];</code>
