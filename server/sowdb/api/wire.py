@@ -163,9 +163,10 @@ def packed_frame(batch: Sequence[StoredRecord]) -> bytes:
     measured faster than slicing concatenated bytes by lengths). A batch of one topic names it
     once and leaves ``topic_indexes`` empty."""
     stamps = list(map(_STAMP, batch))
-    names = list(map(_TOPIC, stamps))
-    topics = list(dict.fromkeys(names))
-    indexes = list(map({t: i for i, t in enumerate(topics)}.__getitem__, names)) if len(topics) > 1 else None
+    topics = list(dict.fromkeys(map(_TOPIC, dict.fromkeys(stamps))))  # a publish's versions share a stamp
+    indexes = None
+    if len(topics) > 1:
+        indexes = list(map({t: i for i, t in enumerate(topics)}.__getitem__, map(_TOPIC, stamps)))
     body = pb.PackedRecords(
         topics=topics,
         topic_indexes=indexes,
