@@ -46,8 +46,13 @@ class AsyncSowResult(SowFrames):
                     yield r
 
     async def records(self) -> list[t.Record]:
-        """Every record of the result, as a list."""
-        return [r async for r in self]
+        """Every record of the result, as a list: a batch at a time (``async for`` over the
+        records costs an await per record)."""
+        out: list[t.Record] = []
+        async for resp in self.events():
+            if resp.WhichOneof("event") == "records":
+                out += t.records_of(resp.records)
+        return out
 
 
 class AsyncSubscriptionStream(EventStream):

@@ -56,8 +56,12 @@ class SowResult(SowFrames):
                 yield from records_of(resp.records)
 
     def records(self) -> list[Record]:
-        """Every record of the result, as a list."""
-        return list(self)
+        """Every record of the result, as a list (a batch at a time, not through the iterator)."""
+        out: list[Record] = []
+        for resp in self.events():
+            if resp.WhichOneof("event") == "records":
+                out += records_of(resp.records)
+        return out
 
 
 class SubscriptionStream(EventStream):
