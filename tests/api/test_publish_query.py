@@ -20,6 +20,7 @@ from sowdb_client import (
     InvalidArgumentError,
     Message,
     PublishError,
+    records_of,
 )
 from tests.support import Running, acollect, take
 
@@ -152,7 +153,7 @@ async def test_group_frames_counts_query_id_and_batches(sowd: Running) -> None:
     events = [e async for e in result.events()]
     kinds = [e.WhichOneof("event") for e in events]
     assert kinds == ["group_begin", "records", "records", "records", "group_end"]
-    assert [len(e.records.records) for e in events[1:-1]] == [4, 4, 2]
+    assert [len(records_of(e.records)) for e in events[1:-1]] == [4, 4, 2]
     assert events[0].group_begin.query_id == "q-7"
     assert events[0].group_begin.bookmark == 25
     end = events[-1].group_end
@@ -162,7 +163,7 @@ async def test_group_frames_counts_query_id_and_batches(sowd: Running) -> None:
 async def test_server_default_batch_size_is_one(sowd: Running) -> None:
     await sowd.client.publish("orders", [order(i) for i in range(3)])
     result = sowd.client.sow("orders", batch_size=None)  # type: ignore[arg-type]  # unset on the wire: the server's default
-    sizes = [len(e.records.records) async for e in result.events() if e.WhichOneof("event") == "records"]
+    sizes = [len(records_of(e.records)) async for e in result.events() if e.WhichOneof("event") == "records"]
     assert sizes == [1, 1, 1]
 
 

@@ -1,5 +1,6 @@
 """The hand-written encoding of a record (``sowdb.api.wire.record_element``) is byte for byte
-what protobuf writes, and a version keeps it only while recent (issue 30)."""
+what protobuf writes, and a version keeps it only while recent (issue 30); a packed batch
+(``packed_frame``, issue 39) is protobuf's encoding of the records' columns."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sowdb.api.wire import record_element, varint
-from sowdb.engine import StoredRecord, records
+from sowdb.api.wire import packed_asked, packed_frame, query_frame, record_element, records_frame, stream_frames, varint
+from sowdb.engine import RecordBatch, StoredRecord, records
 from sowdb.engine.records import RECENT_WIRE
 from sowdb_api.v1 import sow_pb2 as pb
 
@@ -64,3 +65,59 @@ def test_the_encodings_and_documents_kept_are_bounded_in_bytes(monkeypatch: pyte
     assert huge.data == {"a": "x" * 2000}
     assert record_element(huge) == _protobuf(huge)
     assert huge.wire is None
+
+
+_record = st.builds(
+    StoredRecord,
+    topic=st.sampled_from(["orders", "trades", "ordres-été", ""]),
+    sow_key=st.text(max_size=40),
+    data=st.none(),
+    raw=st.binary(max_size=300),
+    bookmark=st.integers(0, 2**64 - 1),
+    timestamp_us=st.integers(-(2**62), 2**62),
+)
+
+
+def _packed_protobuf(batch: list[StoredRecord]) -> bytes:
+    topics = list(dict.fromkeys(r.topic for r in batch))
+    packed = pb.PackedRecords(
+        topics=topics,
+        topic_indexes=[topics.index(r.topic) for r in batch] if len(topics) > 1 else [],
+        bookmarks=[r.bookmark for r in batch],
+        timestamps_us=[r.timestamp_us for r in batch],
+        sow_keys=[r.sow_key for r in batch],
+        data=[r.raw for r in batch],
+    )
+    return pb.SowResponse(records=pb.RecordBatch(packed=packed)).SerializeToString()
+
+
+@settings(max_examples=300, deadline=None)
+@given(batch=st.lists(_record, max_size=50))
+def test_packed_frame_is_protobufs_encoding(batch: list[StoredRecord]) -> None:
+    """A packed batch is byte for byte what protobuf writes for the columns of the records,
+    in their order, and one topic is named once (no ``topic_indexes``)."""
+    frame = packed_frame(batch)
+    assert frame == _packed_protobuf(batch)
+    packed = pb.SowResponse.FromString(frame).records.packed
+    assert pb.SowResponse.FromString(frame).records.HasField("packed")
+    assert not pb.SowResponse.FromString(frame).records.records
+    assert [
+        packed.topics[packed.topic_indexes[i]] if packed.topic_indexes else packed.topics[0] for i in range(len(batch))
+    ] == [r.topic for r in batch]
+    assert list(packed.data) == [r.raw for r in batch]
+    if len({r.topic for r in batch}) == 1:
+        assert not packed.topic_indexes
+
+
+def test_a_query_batch_is_packed_only_when_asked() -> None:
+    """The default layout (a request that does not name one, or names RECORDS, or a value this
+    server does not know) is one ``Record`` message per record."""
+    batch = [StoredRecord("t", "k", None, b"{}", 5, 7)]
+    event = RecordBatch(batch)
+    assert query_frame(event) == records_frame(batch)
+    for layout in (pb.RECORD_LAYOUT_UNSPECIFIED, pb.RECORD_LAYOUT_RECORDS, pb.RecordLayout.ValueType(7)):
+        assert not packed_asked(pb.SowRequest(record_layout=layout))
+    assert packed_asked(pb.SowRequest(record_layout=pb.RECORD_LAYOUT_PACKED))
+    assert query_frame(event, packed=True) == packed_frame(batch)
+    assert stream_frames(event, packed=True) == [packed_frame(batch)]
+    assert pb.SowRequest().record_layout == pb.RECORD_LAYOUT_UNSPECIFIED

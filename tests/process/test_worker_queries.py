@@ -27,7 +27,7 @@ from sowdb.auth import hash_token
 from sowdb.testing import Sowd, start
 from sowdb.testing.holders import OWN_CONNECTION, connections, group_pids, holder
 from sowdb_api.v1 import sow_pb2 as pb
-from sowdb_client import Client
+from sowdb_client import Client, records_of
 from tests.process.test_workers import Subscriber, group_of
 
 ARENA = """
@@ -66,6 +66,12 @@ class Querier:
         for response in self.call(pb.SowRequest(topic=topic, filter=flt), metadata=self.metadata, timeout=timeout):
             out.extend(orjson.loads(r.data) for r in response.records.records)
         return out
+
+    def batches(self, topic: str = "orders", *, packed: bool = True) -> list[pb.RecordBatch]:
+        """The record batches of a query of ``topic`` (``packed``: asking for packed batches)."""
+        layout = pb.RECORD_LAYOUT_PACKED if packed else pb.RECORD_LAYOUT_RECORDS
+        request = pb.SowRequest(topic=topic, batch_size=40, record_layout=layout)
+        return [r.records for r in self.call(request, metadata=self.metadata, timeout=30) if r.HasField("records")]
 
     def mirror(self, flt: str, sub_id: str) -> Mirror:
         return Mirror(self.channel, flt, sub_id)
@@ -187,6 +193,27 @@ def test_a_reader_answers_queries_from_the_arena_while_the_writer_is_stopped(gro
             assert len(q.sow()) == KEYS - 1
     for q in [*readers_q, *writer_q]:
         q.close()
+
+
+def test_a_reader_sends_packed_batches_when_asked_and_a_relay_passes_the_layout_on(group: Sowd) -> None:
+    """A reader's own answer (the writer stopped: not relayed) and a query it relays to the
+    writer (a topic pattern) are packed when the query asks, with the records of the default
+    layout."""
+    readers_q, writer_q = _on_readers(group, n=1)
+    q = readers_q[0]
+    with Client(group.target) as c:
+        c.publish("orders", [{"id": i, "note": f"é{i}"} for i in range(KEYS)])
+    expected = sorted(r for b in q.batches(packed=False) for r in records_of(b))
+    assert len(expected) == KEYS
+    with _writer_stopped(group, [q]):
+        answered = q.batches()
+    relayed = q.batches("^ord.*$")
+    for batches in (answered, relayed):
+        assert [len(b.packed.sow_keys) for b in batches] == [40, 40, 20]
+        assert not any(b.records for b in batches)
+        assert sorted(r for b in batches for r in records_of(b)) == expected
+    for other in [*readers_q, *writer_q]:
+        other.close()
 
 
 def test_a_query_on_a_reader_sees_whole_batches_and_the_callers_own_writes(group: Sowd) -> None:

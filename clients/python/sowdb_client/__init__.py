@@ -27,7 +27,7 @@ from sowdb_client.options import (
     SowAndSubscribeOptions,
     SubscribeOptions,
 )
-from sowdb_client.types import Message, PublishAck, Record, Tls
+from sowdb_client.types import Message, PublishAck, Record, Tls, records_of
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -62,4 +62,5 @@ __all__ = [
     "UnauthenticatedError",
     "UnavailableError",
     "UnimplementedError",
+    "records_of",
 ]

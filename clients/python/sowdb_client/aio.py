@@ -28,7 +28,8 @@ class AsyncSowResult(SowFrames):
     """The result of an asyncio ``sow`` query: ``async for`` it for the records."""
 
     async def events(self) -> AsyncIterator[pb.SowResponse]:
-        """Every response of the stream: group_begin, record batches, group_end."""
+        """Every response of the stream: group_begin, record batches (packed, as for
+        :meth:`SowResult.events`: :func:`sowdb_client.records_of` reads them), group_end."""
         if self._call is None and self._opener is not None:
             self._call = await self._opener()
         if self._call is None:  # cancelled before it was opened
@@ -41,12 +42,17 @@ class AsyncSowResult(SowFrames):
     async def __aiter__(self) -> AsyncIterator[t.Record]:
         async for resp in self.events():
             if resp.WhichOneof("event") == "records":
-                for r in t.records_from_pb(resp.records.records):
+                for r in t.records_of(resp.records):
                     yield r
 
     async def records(self) -> list[t.Record]:
-        """Every record of the result, as a list."""
-        return [r async for r in self]
+        """Every record of the result, as a list: a batch at a time (``async for`` over the
+        records costs an await per record)."""
+        out: list[t.Record] = []
+        async for resp in self.events():
+            if resp.WhichOneof("event") == "records":
+                out += t.records_of(resp.records)
+        return out
 
 
 class AsyncSubscriptionStream(EventStream):

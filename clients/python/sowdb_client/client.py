@@ -26,7 +26,7 @@ from sowdb_client.types import (
     PublishItem,
     Record,
     Tls,
-    records_from_pb,
+    records_of,
 )
 
 T = TypeVar("T")
@@ -37,7 +37,10 @@ class SowResult(SowFrames):
     frames instead. ``group_begin`` and ``group_end`` (with the counts) are set as they arrive."""
 
     def events(self) -> Iterator[pb.SowResponse]:
-        """Every response of the stream: group_begin, record batches, group_end."""
+        """Every response of the stream: group_begin, record batches, group_end. The SDK asks
+        for packed batches: a batch's records are in ``resp.records.packed`` (columns), or in
+        ``resp.records.records`` from a server older than that layout;
+        :func:`sowdb_client.records_of` reads either."""
         if self._call is None and self._opener is not None:
             self._call = self._opener()
         if self._call is None:  # cancelled before it was opened
@@ -50,11 +53,15 @@ class SowResult(SowFrames):
     def __iter__(self) -> Iterator[Record]:
         for resp in self.events():
             if resp.WhichOneof("event") == "records":
-                yield from records_from_pb(resp.records.records)
+                yield from records_of(resp.records)
 
     def records(self) -> list[Record]:
-        """Every record of the result, as a list."""
-        return list(self)
+        """Every record of the result, as a list (a batch at a time, not through the iterator)."""
+        out: list[Record] = []
+        for resp in self.events():
+            if resp.WhichOneof("event") == "records":
+                out += records_of(resp.records)
+        return out
 
 
 class SubscriptionStream(EventStream):

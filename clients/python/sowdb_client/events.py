@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from sowdb_api.v1 import sow_pb2 as pb
-from sowdb_client.types import Record, records_from_pb
+from sowdb_client.types import Record, records_from_pb, records_of
 
 _REASONS = {pb.OOF_REASON_DELETED: "deleted", pb.OOF_REASON_EXPIRED: "expired", pb.OOF_REASON_MATCH: "match"}
 
@@ -38,7 +38,7 @@ def event_from_pb(resp: pb.SowAndSubscribeResponse | pb.SubscribeResponse) -> Ev
     if kind == "publish":
         return Event("publish", tuple(records_from_pb(resp.publish.records)))
     if kind == "records" and isinstance(resp, pb.SowAndSubscribeResponse):
-        return Event("sow", tuple(records_from_pb(resp.records.records)))
+        return Event("sow", tuple(records_of(resp.records)))
     if kind == "oof":
         return Event("oof", (Record.from_pb(resp.oof.record),), reason=_REASONS.get(resp.oof.reason, ""))
     if kind == "deleted" and isinstance(resp, pb.SubscribeResponse):

@@ -181,6 +181,7 @@ def sow_request(topic: str, options: Mapping[str, Any]) -> pb.SowRequest:
         projection=list(options.get("projection", ())),
         select=options.get("select", ""),
         batch_size=options.get("batch_size", DEFAULT_BATCH_SIZE),
+        record_layout=pb.RECORD_LAYOUT_PACKED,  # columns: a few C calls a batch to decode (issue 39)
     )
     for name in ("top_n", "skip_n"):
         value = options.get(name)

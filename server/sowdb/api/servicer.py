@@ -22,7 +22,7 @@ from sowdb.api import convert
 from sowdb.api.refusals import Call, limiter_for, topic_of
 from sowdb.api.service import Undecodable
 from sowdb.api.status import internal_status, rich_status, status_code
-from sowdb.api.wire import query_frame, stream_frames
+from sowdb.api.wire import packed_asked, query_frame, stream_frames
 from sowdb.auth import Authenticator
 from sowdb.engine import Engine, SowAndSubscribeArgs, SubscriptionOptions, SubscriptionStream
 from sowdb.engine.access import Access
@@ -265,8 +265,9 @@ class SowServicer(Servicer):
         self, request: pb.SowRequest, context: Context, access: Access
     ) -> AsyncIterator[pb.SowResponse | bytes]:
         _read_where_asked(self.engine, context)
+        packed = packed_asked(request)
         async for event in self.engine.sow(convert.query_options(request), access):
-            yield query_frame(event)
+            yield query_frame(event, packed)
 
     @error_boundary
     async def SowDelete(self, request: pb.SowDeleteRequest, context: Context, access: Access) -> pb.SowDeleteResponse:
@@ -290,7 +291,8 @@ class SowServicer(Servicer):
         _read_where_asked(self.engine, context)
         options = convert.subscription_options(request.options)
         args = _placing(request.sub_id, options, context, access)
-        async for frame in _frames(self.engine.sow_and_subscribe(convert.query_options(request.query), **args)):
+        stream = self.engine.sow_and_subscribe(convert.query_options(request.query), **args)
+        async for frame in _frames(stream, packed_asked(request.query)):
             yield frame
 
     @error_boundary
@@ -314,9 +316,10 @@ class SowServicer(Servicer):
         return pb.ReplaceSubscriptionResponse(bookmark=bookmark)
 
 
-async def _frames(stream: SubscriptionStream) -> AsyncIterator[Any]:
-    """A subscription's events as responses; the subscription never outlives the call."""
+async def _frames(stream: SubscriptionStream, packed: bool = False) -> AsyncIterator[Any]:
+    """A subscription's events as responses (``packed``: its query results as columns); the
+    subscription never outlives the call."""
     async with stream, aclosing(stream.events()) as events:
         async for event in events:
-            for frame in stream_frames(event):
+            for frame in stream_frames(event, packed):
                 yield frame

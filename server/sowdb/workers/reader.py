@@ -33,7 +33,7 @@ import grpc
 from sowdb.api import convert
 from sowdb.api.service import method_handler
 from sowdb.api.servicer import READ_FROM_KEY, Context, error_boundary
-from sowdb.api.wire import query_frame, stream_frames
+from sowdb.api.wire import packed_asked, query_frame, stream_frames
 from sowdb.auth import Authenticator, view_sources
 from sowdb.config import Config, ConfigError, is_regex_topic, load_config
 from sowdb.engine import ReaderLive, SubscriptionStream
@@ -111,7 +111,7 @@ class ReaderServicer:
                 async for relayed in relay(self.channel, SOW_AND_SUBSCRIBE, raw, context, streamed=False):
                     yield relayed
                 return
-            async for response in _frames(stream):
+            async for response in _frames(stream, packed_asked(request.query)):
                 yield response
         finally:
             self._unclaim(claimed, access)
@@ -149,9 +149,10 @@ class ReaderServicer:
             async for relayed in relay(self.channel, SOW, request.SerializeToString(), context, streamed=False):
                 yield relayed
             return
+        packed = packed_asked(request)
         async with aclosing(events):
             async for event in events:
-                yield query_frame(event)
+                yield query_frame(event, packed)
 
     @error_boundary
     async def ReplaceSubscription(
@@ -175,11 +176,12 @@ class ReaderServicer:
         return is_regex_topic(request.topic) or access.join_filters(request.topic) is None
 
 
-async def _frames(stream: SubscriptionStream) -> AsyncIterator[Any]:
-    """A subscription's events as responses; the subscription never outlives the call."""
+async def _frames(stream: SubscriptionStream, packed: bool = False) -> AsyncIterator[Any]:
+    """A subscription's events as responses (``packed``: its query results as columns); the
+    subscription never outlives the call."""
     async with stream, aclosing(stream.events()) as events:
         async for event in events:
-            for response in stream_frames(event):
+            for response in stream_frames(event, packed):
                 yield response
 
 

@@ -60,6 +60,36 @@ OOF_REASON_MATCH: OofReason.ValueType  # 3
 """The record no longer matches the filter, or left the page window."""
 Global___OofReason: _TypeAlias = OofReason  # noqa: Y015
 
+class _RecordLayout:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RecordLayoutEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RecordLayout.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RECORD_LAYOUT_UNSPECIFIED: _RecordLayout.ValueType  # 0
+    """RECORD_LAYOUT_RECORDS: what a client that does not set the field gets."""
+    RECORD_LAYOUT_RECORDS: _RecordLayout.ValueType  # 1
+    """One Record message per record (RecordBatch.records)."""
+    RECORD_LAYOUT_PACKED: _RecordLayout.ValueType  # 2
+    """The batch's records as columns (RecordBatch.packed): a client decodes a few packed arrays
+    per batch instead of a message per record. A server that predates the field ignores it and
+    sends records, so a client that asks must read either.
+    """
+
+class RecordLayout(_RecordLayout, metaclass=_RecordLayoutEnumTypeWrapper):
+    """How a query's record batches carry their records."""
+
+RECORD_LAYOUT_UNSPECIFIED: RecordLayout.ValueType  # 0
+"""RECORD_LAYOUT_RECORDS: what a client that does not set the field gets."""
+RECORD_LAYOUT_RECORDS: RecordLayout.ValueType  # 1
+"""One Record message per record (RecordBatch.records)."""
+RECORD_LAYOUT_PACKED: RecordLayout.ValueType  # 2
+"""The batch's records as columns (RecordBatch.packed): a client decodes a few packed arrays
+per batch instead of a message per record. A server that predates the field ignores it and
+sends records, so a client that asks must read either.
+"""
+Global___RecordLayout: _TypeAlias = RecordLayout  # noqa: Y015
+
 class _TopicKind:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -372,22 +402,88 @@ class RecordBatch(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     RECORDS_FIELD_NUMBER: _builtins.int
+    PACKED_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def records(self) -> _containers.RepeatedCompositeFieldContainer[Global___Record]:
-        """The records."""
+        """The records (RECORD_LAYOUT_RECORDS); empty when packed is set."""
+
+    @_builtins.property
+    def packed(self) -> Global___PackedRecords:
+        """The records as columns, for a query that asked for RECORD_LAYOUT_PACKED; then records is
+        empty. Live events (publish, oof, deleted) always use records.
+        """
 
     def __init__(
         self,
         *,
         records: _abc.Iterable[Global___Record] | None = ...,
+        packed: Global___PackedRecords | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["packed", b"packed"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["records", b"records"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["packed", b"packed", "records", b"records"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RecordBatch: _TypeAlias = RecordBatch  # noqa: Y015
+
+@_typing.final
+class PackedRecords(_message.Message):
+    """A batch of records as columns: element i of sow_keys, bookmarks, timestamps_us and data (and
+    of topic_indexes, when set) is record i, in the order of the result.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPICS_FIELD_NUMBER: _builtins.int
+    TOPIC_INDEXES_FIELD_NUMBER: _builtins.int
+    BOOKMARKS_FIELD_NUMBER: _builtins.int
+    TIMESTAMPS_US_FIELD_NUMBER: _builtins.int
+    SOW_KEYS_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The distinct topics of the batch's records, in the order they first appear."""
+
+    @_builtins.property
+    def topic_indexes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The topic of each record, as an index into topics; empty when topics holds one name (every
+        record is of that topic).
+        """
+
+    @_builtins.property
+    def bookmarks(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The bookmark of each record (of the change that produced the version)."""
+
+    @_builtins.property
+    def timestamps_us(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """When the server applied that change, in microseconds since the epoch (UTC)."""
+
+    @_builtins.property
+    def sow_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The SowKey of each record."""
+
+    @_builtins.property
+    def data(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """The JSON document of each record, UTF-8."""
+
+    def __init__(
+        self,
+        *,
+        topics: _abc.Iterable[_builtins.str] | None = ...,
+        topic_indexes: _abc.Iterable[_builtins.int] | None = ...,
+        bookmarks: _abc.Iterable[_builtins.int] | None = ...,
+        timestamps_us: _abc.Iterable[_builtins.int] | None = ...,
+        sow_keys: _abc.Iterable[_builtins.str] | None = ...,
+        data: _abc.Iterable[_builtins.bytes] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bookmarks", b"bookmarks", "data", b"data", "sow_keys", b"sow_keys", "timestamps_us", b"timestamps_us", "topic_indexes", b"topic_indexes", "topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PackedRecords: _TypeAlias = PackedRecords  # noqa: Y015
 
 @_typing.final
 class Oof(_message.Message):
@@ -503,6 +599,7 @@ class SowRequest(_message.Message):
     GROUPING_FIELD_NUMBER: _builtins.int
     PROJECTION_FIELD_NUMBER: _builtins.int
     SELECT_FIELD_NUMBER: _builtins.int
+    RECORD_LAYOUT_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     """A topic name, or a regular expression when it holds regex metacharacters (Q-3)."""
     filter: _builtins.str
@@ -521,6 +618,10 @@ class SowRequest(_message.Message):
     """Query the state as of this point: a sequence number, a timestamp, "0" or "now" (H-2)."""
     select: _builtins.str
     """Fields to return, "[-/,+/a,+/b/c]" (Q-9)."""
+    record_layout: Global___RecordLayout.ValueType
+    """How the record batches of the results carry their records (for SowAndSubscribe, those of
+    its query part); unset: one Record message per record.
+    """
     @_builtins.property
     def sow_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Restricts the query to these records (Q-5)."""
@@ -548,10 +649,11 @@ class SowRequest(_message.Message):
         grouping: _abc.Iterable[_builtins.str] | None = ...,
         projection: _abc.Iterable[_builtins.str] | None = ...,
         select: _builtins.str = ...,
+        record_layout: Global___RecordLayout.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_batch_size", b"_batch_size", "_skip_n", b"_skip_n", "_top_n", b"_top_n", "batch_size", b"batch_size", "skip_n", b"skip_n", "top_n", b"top_n"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_batch_size", b"_batch_size", "_skip_n", b"_skip_n", "_top_n", b"_top_n", "batch_size", b"batch_size", "bookmark", b"bookmark", "filter", b"filter", "grouping", b"grouping", "order_by", b"order_by", "projection", b"projection", "query_id", b"query_id", "select", b"select", "skip_n", b"skip_n", "sow_keys", b"sow_keys", "top_n", b"top_n", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_batch_size", b"_batch_size", "_skip_n", b"_skip_n", "_top_n", b"_top_n", "batch_size", b"batch_size", "bookmark", b"bookmark", "filter", b"filter", "grouping", b"grouping", "order_by", b"order_by", "projection", b"projection", "query_id", b"query_id", "record_layout", b"record_layout", "select", b"select", "skip_n", b"skip_n", "sow_keys", b"sow_keys", "top_n", b"top_n", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__batch_size: _TypeAlias = _typing.Literal["batch_size"]  # noqa: Y015
     _WhichOneofArgType__batch_size: _TypeAlias = _typing.Literal["_batch_size", b"_batch_size"]  # noqa: Y015

@@ -17,7 +17,7 @@ from sowdb_client.cli.args import sow_keys
 from sowdb_client.cli.output import Printer, group_end_fields, note, plural, terminal
 from sowdb_client.client import Client
 from sowdb_client.options import DeleteOptions
-from sowdb_client.types import records_from_pb
+from sowdb_client.types import records_of
 
 
 def query_options(a: argparse.Namespace) -> dict[str, Any]:
@@ -39,7 +39,7 @@ def run_sow(c: Client, a: argparse.Namespace, out: IO[str]) -> int:
     for resp in c.sow(a.topic, **query_options(a)).events():
         kind = resp.WhichOneof("event")
         if kind == "records":
-            for rec in records_from_pb(resp.records.records):
+            for rec in records_of(resp.records):
                 printer.record(rec, "sow")
         elif kind == "group_begin":
             printer.frame("group_begin", query_id=resp.group_begin.query_id, bookmark=resp.group_begin.bookmark)

@@ -91,6 +91,61 @@ func (OofReason) EnumDescriptor() ([]byte, []int) {
 	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{0}
 }
 
+// How a query's record batches carry their records.
+type RecordLayout int32
+
+const (
+	// RECORD_LAYOUT_RECORDS: what a client that does not set the field gets.
+	RecordLayout_RECORD_LAYOUT_UNSPECIFIED RecordLayout = 0
+	// One Record message per record (RecordBatch.records).
+	RecordLayout_RECORD_LAYOUT_RECORDS RecordLayout = 1
+	// The batch's records as columns (RecordBatch.packed): a client decodes a few packed arrays
+	// per batch instead of a message per record. A server that predates the field ignores it and
+	// sends records, so a client that asks must read either.
+	RecordLayout_RECORD_LAYOUT_PACKED RecordLayout = 2
+)
+
+// Enum value maps for RecordLayout.
+var (
+	RecordLayout_name = map[int32]string{
+		0: "RECORD_LAYOUT_UNSPECIFIED",
+		1: "RECORD_LAYOUT_RECORDS",
+		2: "RECORD_LAYOUT_PACKED",
+	}
+	RecordLayout_value = map[string]int32{
+		"RECORD_LAYOUT_UNSPECIFIED": 0,
+		"RECORD_LAYOUT_RECORDS":     1,
+		"RECORD_LAYOUT_PACKED":      2,
+	}
+)
+
+func (x RecordLayout) Enum() *RecordLayout {
+	p := new(RecordLayout)
+	*p = x
+	return p
+}
+
+func (x RecordLayout) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RecordLayout) Descriptor() protoreflect.EnumDescriptor {
+	return file_sowdb_v1_sow_proto_enumTypes[1].Descriptor()
+}
+
+func (RecordLayout) Type() protoreflect.EnumType {
+	return &file_sowdb_v1_sow_proto_enumTypes[1]
+}
+
+func (x RecordLayout) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RecordLayout.Descriptor instead.
+func (RecordLayout) EnumDescriptor() ([]byte, []int) {
+	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{1}
+}
+
 // What a topic is.
 type TopicKind int32
 
@@ -132,11 +187,11 @@ func (x TopicKind) String() string {
 }
 
 func (TopicKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_sowdb_v1_sow_proto_enumTypes[1].Descriptor()
+	return file_sowdb_v1_sow_proto_enumTypes[2].Descriptor()
 }
 
 func (TopicKind) Type() protoreflect.EnumType {
-	return &file_sowdb_v1_sow_proto_enumTypes[1]
+	return &file_sowdb_v1_sow_proto_enumTypes[2]
 }
 
 func (x TopicKind) Number() protoreflect.EnumNumber {
@@ -145,7 +200,7 @@ func (x TopicKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TopicKind.Descriptor instead.
 func (TopicKind) EnumDescriptor() ([]byte, []int) {
-	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{1}
+	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{2}
 }
 
 // Where a topic's state lives.
@@ -185,11 +240,11 @@ func (x Durability) String() string {
 }
 
 func (Durability) Descriptor() protoreflect.EnumDescriptor {
-	return file_sowdb_v1_sow_proto_enumTypes[2].Descriptor()
+	return file_sowdb_v1_sow_proto_enumTypes[3].Descriptor()
 }
 
 func (Durability) Type() protoreflect.EnumType {
-	return &file_sowdb_v1_sow_proto_enumTypes[2]
+	return &file_sowdb_v1_sow_proto_enumTypes[3]
 }
 
 func (x Durability) Number() protoreflect.EnumNumber {
@@ -198,7 +253,7 @@ func (x Durability) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Durability.Descriptor instead.
 func (Durability) EnumDescriptor() ([]byte, []int) {
-	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{2}
+	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{3}
 }
 
 // One stored or published record.
@@ -719,8 +774,11 @@ func (x *GroupEnd) GetRecordsScanned() uint64 {
 // A batch of records (at most the query's batch_size).
 type RecordBatch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The records.
-	Records       []*Record `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	// The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
+	Records []*Record `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	// The records as columns, for a query that asked for RECORD_LAYOUT_PACKED; then records is
+	// empty. Live events (publish, oof, deleted) always use records.
+	Packed        *PackedRecords `protobuf:"bytes,2,opt,name=packed,proto3" json:"packed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -762,6 +820,106 @@ func (x *RecordBatch) GetRecords() []*Record {
 	return nil
 }
 
+func (x *RecordBatch) GetPacked() *PackedRecords {
+	if x != nil {
+		return x.Packed
+	}
+	return nil
+}
+
+// A batch of records as columns: element i of sow_keys, bookmarks, timestamps_us and data (and
+// of topic_indexes, when set) is record i, in the order of the result.
+type PackedRecords struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The distinct topics of the batch's records, in the order they first appear.
+	Topics []string `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	// The topic of each record, as an index into topics; empty when topics holds one name (every
+	// record is of that topic).
+	TopicIndexes []uint32 `protobuf:"varint,2,rep,packed,name=topic_indexes,json=topicIndexes,proto3" json:"topic_indexes,omitempty"`
+	// The bookmark of each record (of the change that produced the version).
+	Bookmarks []uint64 `protobuf:"varint,3,rep,packed,name=bookmarks,proto3" json:"bookmarks,omitempty"`
+	// When the server applied that change, in microseconds since the epoch (UTC).
+	TimestampsUs []int64 `protobuf:"varint,4,rep,packed,name=timestamps_us,json=timestampsUs,proto3" json:"timestamps_us,omitempty"`
+	// The SowKey of each record.
+	SowKeys []string `protobuf:"bytes,5,rep,name=sow_keys,json=sowKeys,proto3" json:"sow_keys,omitempty"`
+	// The JSON document of each record, UTF-8.
+	Data          [][]byte `protobuf:"bytes,6,rep,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PackedRecords) Reset() {
+	*x = PackedRecords{}
+	mi := &file_sowdb_v1_sow_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PackedRecords) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PackedRecords) ProtoMessage() {}
+
+func (x *PackedRecords) ProtoReflect() protoreflect.Message {
+	mi := &file_sowdb_v1_sow_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PackedRecords.ProtoReflect.Descriptor instead.
+func (*PackedRecords) Descriptor() ([]byte, []int) {
+	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PackedRecords) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *PackedRecords) GetTopicIndexes() []uint32 {
+	if x != nil {
+		return x.TopicIndexes
+	}
+	return nil
+}
+
+func (x *PackedRecords) GetBookmarks() []uint64 {
+	if x != nil {
+		return x.Bookmarks
+	}
+	return nil
+}
+
+func (x *PackedRecords) GetTimestampsUs() []int64 {
+	if x != nil {
+		return x.TimestampsUs
+	}
+	return nil
+}
+
+func (x *PackedRecords) GetSowKeys() []string {
+	if x != nil {
+		return x.SowKeys
+	}
+	return nil
+}
+
+func (x *PackedRecords) GetData() [][]byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 // A record left the subscriber's result set (O-1).
 type Oof struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -775,7 +933,7 @@ type Oof struct {
 
 func (x *Oof) Reset() {
 	*x = Oof{}
-	mi := &file_sowdb_v1_sow_proto_msgTypes[8]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -787,7 +945,7 @@ func (x *Oof) String() string {
 func (*Oof) ProtoMessage() {}
 
 func (x *Oof) ProtoReflect() protoreflect.Message {
-	mi := &file_sowdb_v1_sow_proto_msgTypes[8]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -800,7 +958,7 @@ func (x *Oof) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Oof.ProtoReflect.Descriptor instead.
 func (*Oof) Descriptor() ([]byte, []int) {
-	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{8}
+	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Oof) GetRecord() *Record {
@@ -828,7 +986,7 @@ type Deleted struct {
 
 func (x *Deleted) Reset() {
 	*x = Deleted{}
-	mi := &file_sowdb_v1_sow_proto_msgTypes[9]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -840,7 +998,7 @@ func (x *Deleted) String() string {
 func (*Deleted) ProtoMessage() {}
 
 func (x *Deleted) ProtoReflect() protoreflect.Message {
-	mi := &file_sowdb_v1_sow_proto_msgTypes[9]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -853,7 +1011,7 @@ func (x *Deleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Deleted.ProtoReflect.Descriptor instead.
 func (*Deleted) Descriptor() ([]byte, []int) {
-	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{9}
+	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Deleted) GetRecords() []*Record {
@@ -874,7 +1032,7 @@ type Completed struct {
 
 func (x *Completed) Reset() {
 	*x = Completed{}
-	mi := &file_sowdb_v1_sow_proto_msgTypes[10]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -886,7 +1044,7 @@ func (x *Completed) String() string {
 func (*Completed) ProtoMessage() {}
 
 func (x *Completed) ProtoReflect() protoreflect.Message {
-	mi := &file_sowdb_v1_sow_proto_msgTypes[10]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -899,7 +1057,7 @@ func (x *Completed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Completed.ProtoReflect.Descriptor instead.
 func (*Completed) Descriptor() ([]byte, []int) {
-	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{10}
+	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Completed) GetBookmark() uint64 {
@@ -920,7 +1078,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_sowdb_v1_sow_proto_msgTypes[11]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -932,7 +1090,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_sowdb_v1_sow_proto_msgTypes[11]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -945,7 +1103,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{11}
+	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Heartbeat) GetBookmark() uint64 {
@@ -981,14 +1139,17 @@ type SowRequest struct {
 	// Projection expressions of an aggregated query; requires grouping (Q-8).
 	Projection []string `protobuf:"bytes,11,rep,name=projection,proto3" json:"projection,omitempty"`
 	// Fields to return, "[-/,+/a,+/b/c]" (Q-9).
-	Select        string `protobuf:"bytes,12,opt,name=select,proto3" json:"select,omitempty"`
+	Select string `protobuf:"bytes,12,opt,name=select,proto3" json:"select,omitempty"`
+	// How the record batches of the results carry their records (for SowAndSubscribe, those of
+	// its query part); unset: one Record message per record.
+	RecordLayout  RecordLayout `protobuf:"varint,13,opt,name=record_layout,json=recordLayout,proto3,enum=sowdb.v1.RecordLayout" json:"record_layout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SowRequest) Reset() {
 	*x = SowRequest{}
-	mi := &file_sowdb_v1_sow_proto_msgTypes[12]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1161,7 @@ func (x *SowRequest) String() string {
 func (*SowRequest) ProtoMessage() {}
 
 func (x *SowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sowdb_v1_sow_proto_msgTypes[12]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1174,7 @@ func (x *SowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SowRequest.ProtoReflect.Descriptor instead.
 func (*SowRequest) Descriptor() ([]byte, []int) {
-	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{12}
+	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SowRequest) GetTopic() string {
@@ -1100,6 +1261,13 @@ func (x *SowRequest) GetSelect() string {
 	return ""
 }
 
+func (x *SowRequest) GetRecordLayout() RecordLayout {
+	if x != nil {
+		return x.RecordLayout
+	}
+	return RecordLayout_RECORD_LAYOUT_UNSPECIFIED
+}
+
 // One event of a Sow stream.
 type SowResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1117,7 +1285,7 @@ type SowResponse struct {
 
 func (x *SowResponse) Reset() {
 	*x = SowResponse{}
-	mi := &file_sowdb_v1_sow_proto_msgTypes[13]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1297,7 @@ func (x *SowResponse) String() string {
 func (*SowResponse) ProtoMessage() {}
 
 func (x *SowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sowdb_v1_sow_proto_msgTypes[13]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1310,7 @@ func (x *SowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SowResponse.ProtoReflect.Descriptor instead.
 func (*SowResponse) Descriptor() ([]byte, []int) {
-	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{13}
+	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SowResponse) GetEvent() isSowResponse_Event {
@@ -1225,7 +1393,7 @@ type SubscriptionOptions struct {
 
 func (x *SubscriptionOptions) Reset() {
 	*x = SubscriptionOptions{}
-	mi := &file_sowdb_v1_sow_proto_msgTypes[14]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1405,7 @@ func (x *SubscriptionOptions) String() string {
 func (*SubscriptionOptions) ProtoMessage() {}
 
 func (x *SubscriptionOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_sowdb_v1_sow_proto_msgTypes[14]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1418,7 @@ func (x *SubscriptionOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscriptionOptions.ProtoReflect.Descriptor instead.
 func (*SubscriptionOptions) Descriptor() ([]byte, []int) {
-	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{14}
+	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SubscriptionOptions) GetOof() bool {
@@ -1310,7 +1478,7 @@ type SowAndSubscribeRequest struct {
 
 func (x *SowAndSubscribeRequest) Reset() {
 	*x = SowAndSubscribeRequest{}
-	mi := &file_sowdb_v1_sow_proto_msgTypes[15]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1490,7 @@ func (x *SowAndSubscribeRequest) String() string {
 func (*SowAndSubscribeRequest) ProtoMessage() {}
 
 func (x *SowAndSubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sowdb_v1_sow_proto_msgTypes[15]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1503,7 @@ func (x *SowAndSubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SowAndSubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SowAndSubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{15}
+	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SowAndSubscribeRequest) GetQuery() *SowRequest {
@@ -1381,7 +1549,7 @@ type SowAndSubscribeResponse struct {
 
 func (x *SowAndSubscribeResponse) Reset() {
 	*x = SowAndSubscribeResponse{}
-	mi := &file_sowdb_v1_sow_proto_msgTypes[16]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1393,7 +1561,7 @@ func (x *SowAndSubscribeResponse) String() string {
 func (*SowAndSubscribeResponse) ProtoMessage() {}
 
 func (x *SowAndSubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sowdb_v1_sow_proto_msgTypes[16]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1406,7 +1574,7 @@ func (x *SowAndSubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SowAndSubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SowAndSubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{16}
+	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SowAndSubscribeResponse) GetEvent() isSowAndSubscribeResponse_Event {
@@ -1567,7 +1735,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_sowdb_v1_sow_proto_msgTypes[17]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1747,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sowdb_v1_sow_proto_msgTypes[17]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1760,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{17}
+	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SubscribeRequest) GetTopic() string {
@@ -1650,7 +1818,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_sowdb_v1_sow_proto_msgTypes[18]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1662,7 +1830,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sowdb_v1_sow_proto_msgTypes[18]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1675,7 +1843,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{18}
+	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SubscribeResponse) GetEvent() isSubscribeResponse_Event {
@@ -1808,7 +1976,7 @@ type ReplaceSubscriptionRequest struct {
 
 func (x *ReplaceSubscriptionRequest) Reset() {
 	*x = ReplaceSubscriptionRequest{}
-	mi := &file_sowdb_v1_sow_proto_msgTypes[19]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1820,7 +1988,7 @@ func (x *ReplaceSubscriptionRequest) String() string {
 func (*ReplaceSubscriptionRequest) ProtoMessage() {}
 
 func (x *ReplaceSubscriptionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sowdb_v1_sow_proto_msgTypes[19]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1833,7 +2001,7 @@ func (x *ReplaceSubscriptionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceSubscriptionRequest.ProtoReflect.Descriptor instead.
 func (*ReplaceSubscriptionRequest) Descriptor() ([]byte, []int) {
-	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{19}
+	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReplaceSubscriptionRequest) GetSubId() string {
@@ -1896,7 +2064,7 @@ type ReplaceSubscriptionResponse struct {
 
 func (x *ReplaceSubscriptionResponse) Reset() {
 	*x = ReplaceSubscriptionResponse{}
-	mi := &file_sowdb_v1_sow_proto_msgTypes[20]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1908,7 +2076,7 @@ func (x *ReplaceSubscriptionResponse) String() string {
 func (*ReplaceSubscriptionResponse) ProtoMessage() {}
 
 func (x *ReplaceSubscriptionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sowdb_v1_sow_proto_msgTypes[20]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1921,7 +2089,7 @@ func (x *ReplaceSubscriptionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceSubscriptionResponse.ProtoReflect.Descriptor instead.
 func (*ReplaceSubscriptionResponse) Descriptor() ([]byte, []int) {
-	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{20}
+	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReplaceSubscriptionResponse) GetBookmark() uint64 {
@@ -1948,7 +2116,7 @@ type SowDeleteRequest struct {
 
 func (x *SowDeleteRequest) Reset() {
 	*x = SowDeleteRequest{}
-	mi := &file_sowdb_v1_sow_proto_msgTypes[21]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1960,7 +2128,7 @@ func (x *SowDeleteRequest) String() string {
 func (*SowDeleteRequest) ProtoMessage() {}
 
 func (x *SowDeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sowdb_v1_sow_proto_msgTypes[21]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1973,7 +2141,7 @@ func (x *SowDeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SowDeleteRequest.ProtoReflect.Descriptor instead.
 func (*SowDeleteRequest) Descriptor() ([]byte, []int) {
-	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{21}
+	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SowDeleteRequest) GetTopic() string {
@@ -2017,7 +2185,7 @@ type SowDeleteResponse struct {
 
 func (x *SowDeleteResponse) Reset() {
 	*x = SowDeleteResponse{}
-	mi := &file_sowdb_v1_sow_proto_msgTypes[22]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2029,7 +2197,7 @@ func (x *SowDeleteResponse) String() string {
 func (*SowDeleteResponse) ProtoMessage() {}
 
 func (x *SowDeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sowdb_v1_sow_proto_msgTypes[22]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2042,7 +2210,7 @@ func (x *SowDeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SowDeleteResponse.ProtoReflect.Descriptor instead.
 func (*SowDeleteResponse) Descriptor() ([]byte, []int) {
-	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{22}
+	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SowDeleteResponse) GetDeletedCount() uint64 {
@@ -2068,7 +2236,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_sowdb_v1_sow_proto_msgTypes[23]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2080,7 +2248,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sowdb_v1_sow_proto_msgTypes[23]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2093,7 +2261,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{23}
+	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{24}
 }
 
 // History settings of a topic (H-1).
@@ -2109,7 +2277,7 @@ type History struct {
 
 func (x *History) Reset() {
 	*x = History{}
-	mi := &file_sowdb_v1_sow_proto_msgTypes[24]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2121,7 +2289,7 @@ func (x *History) String() string {
 func (*History) ProtoMessage() {}
 
 func (x *History) ProtoReflect() protoreflect.Message {
-	mi := &file_sowdb_v1_sow_proto_msgTypes[24]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2134,7 +2302,7 @@ func (x *History) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use History.ProtoReflect.Descriptor instead.
 func (*History) Descriptor() ([]byte, []int) {
-	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{24}
+	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *History) GetWindow() *durationpb.Duration {
@@ -2178,7 +2346,7 @@ type TopicInfo struct {
 
 func (x *TopicInfo) Reset() {
 	*x = TopicInfo{}
-	mi := &file_sowdb_v1_sow_proto_msgTypes[25]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2190,7 +2358,7 @@ func (x *TopicInfo) String() string {
 func (*TopicInfo) ProtoMessage() {}
 
 func (x *TopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sowdb_v1_sow_proto_msgTypes[25]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2203,7 +2371,7 @@ func (x *TopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicInfo.ProtoReflect.Descriptor instead.
 func (*TopicInfo) Descriptor() ([]byte, []int) {
-	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{25}
+	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TopicInfo) GetName() string {
@@ -2280,7 +2448,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_sowdb_v1_sow_proto_msgTypes[26]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2292,7 +2460,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sowdb_v1_sow_proto_msgTypes[26]
+	mi := &file_sowdb_v1_sow_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2305,7 +2473,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{26}
+	return file_sowdb_v1_sow_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*TopicInfo {
@@ -2359,9 +2527,17 @@ const file_sowdb_v1_sow_proto_rawDesc = "" +
 	"\bquery_id\x18\x01 \x01(\tR\aqueryId\x12)\n" +
 	"\x10records_returned\x18\x02 \x01(\x04R\x0frecordsReturned\x12'\n" +
 	"\x0frecords_matched\x18\x03 \x01(\x04R\x0erecordsMatched\x12'\n" +
-	"\x0frecords_scanned\x18\x04 \x01(\x04R\x0erecordsScanned\"9\n" +
+	"\x0frecords_scanned\x18\x04 \x01(\x04R\x0erecordsScanned\"j\n" +
 	"\vRecordBatch\x12*\n" +
-	"\arecords\x18\x01 \x03(\v2\x10.sowdb.v1.RecordR\arecords\"\\\n" +
+	"\arecords\x18\x01 \x03(\v2\x10.sowdb.v1.RecordR\arecords\x12/\n" +
+	"\x06packed\x18\x02 \x01(\v2\x17.sowdb.v1.PackedRecordsR\x06packed\"\xbe\x01\n" +
+	"\rPackedRecords\x12\x16\n" +
+	"\x06topics\x18\x01 \x03(\tR\x06topics\x12#\n" +
+	"\rtopic_indexes\x18\x02 \x03(\rR\ftopicIndexes\x12\x1c\n" +
+	"\tbookmarks\x18\x03 \x03(\x04R\tbookmarks\x12#\n" +
+	"\rtimestamps_us\x18\x04 \x03(\x03R\ftimestampsUs\x12\x19\n" +
+	"\bsow_keys\x18\x05 \x03(\tR\asowKeys\x12\x12\n" +
+	"\x04data\x18\x06 \x03(\fR\x04data\"\\\n" +
 	"\x03Oof\x12(\n" +
 	"\x06record\x18\x01 \x01(\v2\x10.sowdb.v1.RecordR\x06record\x12+\n" +
 	"\x06reason\x18\x02 \x01(\x0e2\x13.sowdb.v1.OofReasonR\x06reason\"5\n" +
@@ -2370,7 +2546,7 @@ const file_sowdb_v1_sow_proto_rawDesc = "" +
 	"\tCompleted\x12\x1a\n" +
 	"\bbookmark\x18\x01 \x01(\x04R\bbookmark\"'\n" +
 	"\tHeartbeat\x12\x1a\n" +
-	"\bbookmark\x18\x01 \x01(\x04R\bbookmark\"\xf9\x02\n" +
+	"\bbookmark\x18\x01 \x01(\x04R\bbookmark\"\xb6\x03\n" +
 	"\n" +
 	"SowRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x16\n" +
@@ -2388,7 +2564,8 @@ const file_sowdb_v1_sow_proto_rawDesc = "" +
 	"\n" +
 	"projection\x18\v \x03(\tR\n" +
 	"projection\x12\x16\n" +
-	"\x06select\x18\f \x01(\tR\x06selectB\b\n" +
+	"\x06select\x18\f \x01(\tR\x06select\x12;\n" +
+	"\rrecord_layout\x18\r \x01(\x0e2\x16.sowdb.v1.RecordLayoutR\frecordLayoutB\b\n" +
 	"\x06_top_nB\t\n" +
 	"\a_skip_nB\r\n" +
 	"\v_batch_size\"\xb5\x01\n" +
@@ -2489,7 +2666,11 @@ const file_sowdb_v1_sow_proto_rawDesc = "" +
 	"\x16OOF_REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12OOF_REASON_DELETED\x10\x01\x12\x16\n" +
 	"\x12OOF_REASON_EXPIRED\x10\x02\x12\x14\n" +
-	"\x10OOF_REASON_MATCH\x10\x03*j\n" +
+	"\x10OOF_REASON_MATCH\x10\x03*b\n" +
+	"\fRecordLayout\x12\x1d\n" +
+	"\x19RECORD_LAYOUT_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15RECORD_LAYOUT_RECORDS\x10\x01\x12\x18\n" +
+	"\x14RECORD_LAYOUT_PACKED\x10\x02*j\n" +
 	"\tTopicKind\x12\x1a\n" +
 	"\x16TOPIC_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eTOPIC_KIND_SOW\x10\x01\x12\x13\n" +
@@ -2524,100 +2705,104 @@ func file_sowdb_v1_sow_proto_rawDescGZIP() []byte {
 	return file_sowdb_v1_sow_proto_rawDescData
 }
 
-var file_sowdb_v1_sow_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sowdb_v1_sow_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_sowdb_v1_sow_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_sowdb_v1_sow_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_sowdb_v1_sow_proto_goTypes = []any{
 	(OofReason)(0),                      // 0: sowdb.v1.OofReason
-	(TopicKind)(0),                      // 1: sowdb.v1.TopicKind
-	(Durability)(0),                     // 2: sowdb.v1.Durability
-	(*Record)(nil),                      // 3: sowdb.v1.Record
-	(*PublishMessage)(nil),              // 4: sowdb.v1.PublishMessage
-	(*PublishRequest)(nil),              // 5: sowdb.v1.PublishRequest
-	(*PublishResponse)(nil),             // 6: sowdb.v1.PublishResponse
-	(*Subscribed)(nil),                  // 7: sowdb.v1.Subscribed
-	(*GroupBegin)(nil),                  // 8: sowdb.v1.GroupBegin
-	(*GroupEnd)(nil),                    // 9: sowdb.v1.GroupEnd
-	(*RecordBatch)(nil),                 // 10: sowdb.v1.RecordBatch
-	(*Oof)(nil),                         // 11: sowdb.v1.Oof
-	(*Deleted)(nil),                     // 12: sowdb.v1.Deleted
-	(*Completed)(nil),                   // 13: sowdb.v1.Completed
-	(*Heartbeat)(nil),                   // 14: sowdb.v1.Heartbeat
-	(*SowRequest)(nil),                  // 15: sowdb.v1.SowRequest
-	(*SowResponse)(nil),                 // 16: sowdb.v1.SowResponse
-	(*SubscriptionOptions)(nil),         // 17: sowdb.v1.SubscriptionOptions
-	(*SowAndSubscribeRequest)(nil),      // 18: sowdb.v1.SowAndSubscribeRequest
-	(*SowAndSubscribeResponse)(nil),     // 19: sowdb.v1.SowAndSubscribeResponse
-	(*SubscribeRequest)(nil),            // 20: sowdb.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),           // 21: sowdb.v1.SubscribeResponse
-	(*ReplaceSubscriptionRequest)(nil),  // 22: sowdb.v1.ReplaceSubscriptionRequest
-	(*ReplaceSubscriptionResponse)(nil), // 23: sowdb.v1.ReplaceSubscriptionResponse
-	(*SowDeleteRequest)(nil),            // 24: sowdb.v1.SowDeleteRequest
-	(*SowDeleteResponse)(nil),           // 25: sowdb.v1.SowDeleteResponse
-	(*ListTopicsRequest)(nil),           // 26: sowdb.v1.ListTopicsRequest
-	(*History)(nil),                     // 27: sowdb.v1.History
-	(*TopicInfo)(nil),                   // 28: sowdb.v1.TopicInfo
-	(*ListTopicsResponse)(nil),          // 29: sowdb.v1.ListTopicsResponse
-	(*timestamppb.Timestamp)(nil),       // 30: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),         // 31: google.protobuf.Duration
-	(*status.Status)(nil),               // 32: google.rpc.Status
+	(RecordLayout)(0),                   // 1: sowdb.v1.RecordLayout
+	(TopicKind)(0),                      // 2: sowdb.v1.TopicKind
+	(Durability)(0),                     // 3: sowdb.v1.Durability
+	(*Record)(nil),                      // 4: sowdb.v1.Record
+	(*PublishMessage)(nil),              // 5: sowdb.v1.PublishMessage
+	(*PublishRequest)(nil),              // 6: sowdb.v1.PublishRequest
+	(*PublishResponse)(nil),             // 7: sowdb.v1.PublishResponse
+	(*Subscribed)(nil),                  // 8: sowdb.v1.Subscribed
+	(*GroupBegin)(nil),                  // 9: sowdb.v1.GroupBegin
+	(*GroupEnd)(nil),                    // 10: sowdb.v1.GroupEnd
+	(*RecordBatch)(nil),                 // 11: sowdb.v1.RecordBatch
+	(*PackedRecords)(nil),               // 12: sowdb.v1.PackedRecords
+	(*Oof)(nil),                         // 13: sowdb.v1.Oof
+	(*Deleted)(nil),                     // 14: sowdb.v1.Deleted
+	(*Completed)(nil),                   // 15: sowdb.v1.Completed
+	(*Heartbeat)(nil),                   // 16: sowdb.v1.Heartbeat
+	(*SowRequest)(nil),                  // 17: sowdb.v1.SowRequest
+	(*SowResponse)(nil),                 // 18: sowdb.v1.SowResponse
+	(*SubscriptionOptions)(nil),         // 19: sowdb.v1.SubscriptionOptions
+	(*SowAndSubscribeRequest)(nil),      // 20: sowdb.v1.SowAndSubscribeRequest
+	(*SowAndSubscribeResponse)(nil),     // 21: sowdb.v1.SowAndSubscribeResponse
+	(*SubscribeRequest)(nil),            // 22: sowdb.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),           // 23: sowdb.v1.SubscribeResponse
+	(*ReplaceSubscriptionRequest)(nil),  // 24: sowdb.v1.ReplaceSubscriptionRequest
+	(*ReplaceSubscriptionResponse)(nil), // 25: sowdb.v1.ReplaceSubscriptionResponse
+	(*SowDeleteRequest)(nil),            // 26: sowdb.v1.SowDeleteRequest
+	(*SowDeleteResponse)(nil),           // 27: sowdb.v1.SowDeleteResponse
+	(*ListTopicsRequest)(nil),           // 28: sowdb.v1.ListTopicsRequest
+	(*History)(nil),                     // 29: sowdb.v1.History
+	(*TopicInfo)(nil),                   // 30: sowdb.v1.TopicInfo
+	(*ListTopicsResponse)(nil),          // 31: sowdb.v1.ListTopicsResponse
+	(*timestamppb.Timestamp)(nil),       // 32: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 33: google.protobuf.Duration
+	(*status.Status)(nil),               // 34: google.rpc.Status
 }
 var file_sowdb_v1_sow_proto_depIdxs = []int32{
-	30, // 0: sowdb.v1.Record.timestamp:type_name -> google.protobuf.Timestamp
-	31, // 1: sowdb.v1.PublishMessage.expiration:type_name -> google.protobuf.Duration
-	4,  // 2: sowdb.v1.PublishRequest.messages:type_name -> sowdb.v1.PublishMessage
-	32, // 3: sowdb.v1.PublishResponse.error:type_name -> google.rpc.Status
-	3,  // 4: sowdb.v1.RecordBatch.records:type_name -> sowdb.v1.Record
-	3,  // 5: sowdb.v1.Oof.record:type_name -> sowdb.v1.Record
-	0,  // 6: sowdb.v1.Oof.reason:type_name -> sowdb.v1.OofReason
-	3,  // 7: sowdb.v1.Deleted.records:type_name -> sowdb.v1.Record
-	8,  // 8: sowdb.v1.SowResponse.group_begin:type_name -> sowdb.v1.GroupBegin
-	10, // 9: sowdb.v1.SowResponse.records:type_name -> sowdb.v1.RecordBatch
-	9,  // 10: sowdb.v1.SowResponse.group_end:type_name -> sowdb.v1.GroupEnd
-	31, // 11: sowdb.v1.SubscriptionOptions.conflation:type_name -> google.protobuf.Duration
-	15, // 12: sowdb.v1.SowAndSubscribeRequest.query:type_name -> sowdb.v1.SowRequest
-	17, // 13: sowdb.v1.SowAndSubscribeRequest.options:type_name -> sowdb.v1.SubscriptionOptions
-	7,  // 14: sowdb.v1.SowAndSubscribeResponse.subscribed:type_name -> sowdb.v1.Subscribed
-	8,  // 15: sowdb.v1.SowAndSubscribeResponse.group_begin:type_name -> sowdb.v1.GroupBegin
-	10, // 16: sowdb.v1.SowAndSubscribeResponse.records:type_name -> sowdb.v1.RecordBatch
-	9,  // 17: sowdb.v1.SowAndSubscribeResponse.group_end:type_name -> sowdb.v1.GroupEnd
-	10, // 18: sowdb.v1.SowAndSubscribeResponse.publish:type_name -> sowdb.v1.RecordBatch
-	11, // 19: sowdb.v1.SowAndSubscribeResponse.oof:type_name -> sowdb.v1.Oof
-	13, // 20: sowdb.v1.SowAndSubscribeResponse.completed:type_name -> sowdb.v1.Completed
-	14, // 21: sowdb.v1.SowAndSubscribeResponse.heartbeat:type_name -> sowdb.v1.Heartbeat
-	17, // 22: sowdb.v1.SubscribeRequest.options:type_name -> sowdb.v1.SubscriptionOptions
-	7,  // 23: sowdb.v1.SubscribeResponse.subscribed:type_name -> sowdb.v1.Subscribed
-	10, // 24: sowdb.v1.SubscribeResponse.publish:type_name -> sowdb.v1.RecordBatch
-	11, // 25: sowdb.v1.SubscribeResponse.oof:type_name -> sowdb.v1.Oof
-	12, // 26: sowdb.v1.SubscribeResponse.deleted:type_name -> sowdb.v1.Deleted
-	13, // 27: sowdb.v1.SubscribeResponse.completed:type_name -> sowdb.v1.Completed
-	14, // 28: sowdb.v1.SubscribeResponse.heartbeat:type_name -> sowdb.v1.Heartbeat
-	17, // 29: sowdb.v1.ReplaceSubscriptionRequest.options:type_name -> sowdb.v1.SubscriptionOptions
-	31, // 30: sowdb.v1.History.window:type_name -> google.protobuf.Duration
-	31, // 31: sowdb.v1.History.granularity:type_name -> google.protobuf.Duration
-	1,  // 32: sowdb.v1.TopicInfo.kind:type_name -> sowdb.v1.TopicKind
-	2,  // 33: sowdb.v1.TopicInfo.durability:type_name -> sowdb.v1.Durability
-	27, // 34: sowdb.v1.TopicInfo.history:type_name -> sowdb.v1.History
-	31, // 35: sowdb.v1.TopicInfo.expiration:type_name -> google.protobuf.Duration
-	28, // 36: sowdb.v1.ListTopicsResponse.topics:type_name -> sowdb.v1.TopicInfo
-	5,  // 37: sowdb.v1.SowService.Publish:input_type -> sowdb.v1.PublishRequest
-	15, // 38: sowdb.v1.SowService.Sow:input_type -> sowdb.v1.SowRequest
-	18, // 39: sowdb.v1.SowService.SowAndSubscribe:input_type -> sowdb.v1.SowAndSubscribeRequest
-	20, // 40: sowdb.v1.SowService.Subscribe:input_type -> sowdb.v1.SubscribeRequest
-	22, // 41: sowdb.v1.SowService.ReplaceSubscription:input_type -> sowdb.v1.ReplaceSubscriptionRequest
-	24, // 42: sowdb.v1.SowService.SowDelete:input_type -> sowdb.v1.SowDeleteRequest
-	26, // 43: sowdb.v1.SowService.ListTopics:input_type -> sowdb.v1.ListTopicsRequest
-	6,  // 44: sowdb.v1.SowService.Publish:output_type -> sowdb.v1.PublishResponse
-	16, // 45: sowdb.v1.SowService.Sow:output_type -> sowdb.v1.SowResponse
-	19, // 46: sowdb.v1.SowService.SowAndSubscribe:output_type -> sowdb.v1.SowAndSubscribeResponse
-	21, // 47: sowdb.v1.SowService.Subscribe:output_type -> sowdb.v1.SubscribeResponse
-	23, // 48: sowdb.v1.SowService.ReplaceSubscription:output_type -> sowdb.v1.ReplaceSubscriptionResponse
-	25, // 49: sowdb.v1.SowService.SowDelete:output_type -> sowdb.v1.SowDeleteResponse
-	29, // 50: sowdb.v1.SowService.ListTopics:output_type -> sowdb.v1.ListTopicsResponse
-	44, // [44:51] is the sub-list for method output_type
-	37, // [37:44] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	32, // 0: sowdb.v1.Record.timestamp:type_name -> google.protobuf.Timestamp
+	33, // 1: sowdb.v1.PublishMessage.expiration:type_name -> google.protobuf.Duration
+	5,  // 2: sowdb.v1.PublishRequest.messages:type_name -> sowdb.v1.PublishMessage
+	34, // 3: sowdb.v1.PublishResponse.error:type_name -> google.rpc.Status
+	4,  // 4: sowdb.v1.RecordBatch.records:type_name -> sowdb.v1.Record
+	12, // 5: sowdb.v1.RecordBatch.packed:type_name -> sowdb.v1.PackedRecords
+	4,  // 6: sowdb.v1.Oof.record:type_name -> sowdb.v1.Record
+	0,  // 7: sowdb.v1.Oof.reason:type_name -> sowdb.v1.OofReason
+	4,  // 8: sowdb.v1.Deleted.records:type_name -> sowdb.v1.Record
+	1,  // 9: sowdb.v1.SowRequest.record_layout:type_name -> sowdb.v1.RecordLayout
+	9,  // 10: sowdb.v1.SowResponse.group_begin:type_name -> sowdb.v1.GroupBegin
+	11, // 11: sowdb.v1.SowResponse.records:type_name -> sowdb.v1.RecordBatch
+	10, // 12: sowdb.v1.SowResponse.group_end:type_name -> sowdb.v1.GroupEnd
+	33, // 13: sowdb.v1.SubscriptionOptions.conflation:type_name -> google.protobuf.Duration
+	17, // 14: sowdb.v1.SowAndSubscribeRequest.query:type_name -> sowdb.v1.SowRequest
+	19, // 15: sowdb.v1.SowAndSubscribeRequest.options:type_name -> sowdb.v1.SubscriptionOptions
+	8,  // 16: sowdb.v1.SowAndSubscribeResponse.subscribed:type_name -> sowdb.v1.Subscribed
+	9,  // 17: sowdb.v1.SowAndSubscribeResponse.group_begin:type_name -> sowdb.v1.GroupBegin
+	11, // 18: sowdb.v1.SowAndSubscribeResponse.records:type_name -> sowdb.v1.RecordBatch
+	10, // 19: sowdb.v1.SowAndSubscribeResponse.group_end:type_name -> sowdb.v1.GroupEnd
+	11, // 20: sowdb.v1.SowAndSubscribeResponse.publish:type_name -> sowdb.v1.RecordBatch
+	13, // 21: sowdb.v1.SowAndSubscribeResponse.oof:type_name -> sowdb.v1.Oof
+	15, // 22: sowdb.v1.SowAndSubscribeResponse.completed:type_name -> sowdb.v1.Completed
+	16, // 23: sowdb.v1.SowAndSubscribeResponse.heartbeat:type_name -> sowdb.v1.Heartbeat
+	19, // 24: sowdb.v1.SubscribeRequest.options:type_name -> sowdb.v1.SubscriptionOptions
+	8,  // 25: sowdb.v1.SubscribeResponse.subscribed:type_name -> sowdb.v1.Subscribed
+	11, // 26: sowdb.v1.SubscribeResponse.publish:type_name -> sowdb.v1.RecordBatch
+	13, // 27: sowdb.v1.SubscribeResponse.oof:type_name -> sowdb.v1.Oof
+	14, // 28: sowdb.v1.SubscribeResponse.deleted:type_name -> sowdb.v1.Deleted
+	15, // 29: sowdb.v1.SubscribeResponse.completed:type_name -> sowdb.v1.Completed
+	16, // 30: sowdb.v1.SubscribeResponse.heartbeat:type_name -> sowdb.v1.Heartbeat
+	19, // 31: sowdb.v1.ReplaceSubscriptionRequest.options:type_name -> sowdb.v1.SubscriptionOptions
+	33, // 32: sowdb.v1.History.window:type_name -> google.protobuf.Duration
+	33, // 33: sowdb.v1.History.granularity:type_name -> google.protobuf.Duration
+	2,  // 34: sowdb.v1.TopicInfo.kind:type_name -> sowdb.v1.TopicKind
+	3,  // 35: sowdb.v1.TopicInfo.durability:type_name -> sowdb.v1.Durability
+	29, // 36: sowdb.v1.TopicInfo.history:type_name -> sowdb.v1.History
+	33, // 37: sowdb.v1.TopicInfo.expiration:type_name -> google.protobuf.Duration
+	30, // 38: sowdb.v1.ListTopicsResponse.topics:type_name -> sowdb.v1.TopicInfo
+	6,  // 39: sowdb.v1.SowService.Publish:input_type -> sowdb.v1.PublishRequest
+	17, // 40: sowdb.v1.SowService.Sow:input_type -> sowdb.v1.SowRequest
+	20, // 41: sowdb.v1.SowService.SowAndSubscribe:input_type -> sowdb.v1.SowAndSubscribeRequest
+	22, // 42: sowdb.v1.SowService.Subscribe:input_type -> sowdb.v1.SubscribeRequest
+	24, // 43: sowdb.v1.SowService.ReplaceSubscription:input_type -> sowdb.v1.ReplaceSubscriptionRequest
+	26, // 44: sowdb.v1.SowService.SowDelete:input_type -> sowdb.v1.SowDeleteRequest
+	28, // 45: sowdb.v1.SowService.ListTopics:input_type -> sowdb.v1.ListTopicsRequest
+	7,  // 46: sowdb.v1.SowService.Publish:output_type -> sowdb.v1.PublishResponse
+	18, // 47: sowdb.v1.SowService.Sow:output_type -> sowdb.v1.SowResponse
+	21, // 48: sowdb.v1.SowService.SowAndSubscribe:output_type -> sowdb.v1.SowAndSubscribeResponse
+	23, // 49: sowdb.v1.SowService.Subscribe:output_type -> sowdb.v1.SubscribeResponse
+	25, // 50: sowdb.v1.SowService.ReplaceSubscription:output_type -> sowdb.v1.ReplaceSubscriptionResponse
+	27, // 51: sowdb.v1.SowService.SowDelete:output_type -> sowdb.v1.SowDeleteResponse
+	31, // 52: sowdb.v1.SowService.ListTopics:output_type -> sowdb.v1.ListTopicsResponse
+	46, // [46:53] is the sub-list for method output_type
+	39, // [39:46] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_sowdb_v1_sow_proto_init() }
@@ -2625,13 +2810,13 @@ func file_sowdb_v1_sow_proto_init() {
 	if File_sowdb_v1_sow_proto != nil {
 		return
 	}
-	file_sowdb_v1_sow_proto_msgTypes[12].OneofWrappers = []any{}
-	file_sowdb_v1_sow_proto_msgTypes[13].OneofWrappers = []any{
+	file_sowdb_v1_sow_proto_msgTypes[13].OneofWrappers = []any{}
+	file_sowdb_v1_sow_proto_msgTypes[14].OneofWrappers = []any{
 		(*SowResponse_GroupBegin)(nil),
 		(*SowResponse_Records)(nil),
 		(*SowResponse_GroupEnd)(nil),
 	}
-	file_sowdb_v1_sow_proto_msgTypes[16].OneofWrappers = []any{
+	file_sowdb_v1_sow_proto_msgTypes[17].OneofWrappers = []any{
 		(*SowAndSubscribeResponse_Subscribed)(nil),
 		(*SowAndSubscribeResponse_GroupBegin)(nil),
 		(*SowAndSubscribeResponse_Records)(nil),
@@ -2641,7 +2826,7 @@ func file_sowdb_v1_sow_proto_init() {
 		(*SowAndSubscribeResponse_Completed)(nil),
 		(*SowAndSubscribeResponse_Heartbeat)(nil),
 	}
-	file_sowdb_v1_sow_proto_msgTypes[18].OneofWrappers = []any{
+	file_sowdb_v1_sow_proto_msgTypes[19].OneofWrappers = []any{
 		(*SubscribeResponse_Subscribed)(nil),
 		(*SubscribeResponse_Publish)(nil),
 		(*SubscribeResponse_Oof)(nil),
@@ -2649,14 +2834,14 @@ func file_sowdb_v1_sow_proto_init() {
 		(*SubscribeResponse_Completed)(nil),
 		(*SubscribeResponse_Heartbeat)(nil),
 	}
-	file_sowdb_v1_sow_proto_msgTypes[19].OneofWrappers = []any{}
+	file_sowdb_v1_sow_proto_msgTypes[20].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sowdb_v1_sow_proto_rawDesc), len(file_sowdb_v1_sow_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   27,
+			NumEnums:      4,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,7 +24,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sowdb/v1/sow.proto.
  */
 export const file_sowdb_v1_sow: GenFile = /*@__PURE__*/
-  fileDesc("ChJzb3dkYi92MS9zb3cucHJvdG8SCHNvd2RiLnYxIncKBlJlY29yZBINCgV0b3BpYxgBIAEoCRIPCgdzb3dfa2V5GAIgASgJEhAKCGJvb2ttYXJrGAMgASgEEi0KCXRpbWVzdGFtcBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEZGF0YRgFIAEoDCJeCg5QdWJsaXNoTWVzc2FnZRIMCgRkYXRhGAEgASgMEg8KB3Nvd19rZXkYAiABKAkSLQoKZXhwaXJhdGlvbhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiK0AQoOUHVibGlzaFJlcXVlc3QSDQoFdG9waWMYASABKAkSKgoIbWVzc2FnZXMYAiADKAsyGC5zb3dkYi52MS5QdWJsaXNoTWVzc2FnZRINCgVkZWx0YRgDIAEoCBIWCg5jb3JyZWxhdGlvbl9pZBgEIAEoCRIVCg1zdG9wX29uX2Vycm9yGAUgASgIEhMKC3Byb2R1Y2VyX2lkGAYgASgJEhQKDHByb2R1Y2VyX3NlcRgHIAEoBCKOAQoPUHVibGlzaFJlc3BvbnNlEhYKDmNvcnJlbGF0aW9uX2lkGAEgASgJEhYKDmZpcnN0X2Jvb2ttYXJrGAIgASgEEhUKDWxhc3RfYm9va21hcmsYAyABKAQSIQoFZXJyb3IYBCABKAsyEi5nb29nbGUucnBjLlN0YXR1cxIRCglkdXBsaWNhdGUYBSABKAgiLgoKU3Vic2NyaWJlZBIOCgZzdWJfaWQYASABKAkSEAoIYm9va21hcmsYAiABKAQiMAoKR3JvdXBCZWdpbhIQCghxdWVyeV9pZBgBIAEoCRIQCghib29rbWFyaxgCIAEoBCJoCghHcm91cEVuZBIQCghxdWVyeV9pZBgBIAEoCRIYChByZWNvcmRzX3JldHVybmVkGAIgASgEEhcKD3JlY29yZHNfbWF0Y2hlZBgDIAEoBBIXCg9yZWNvcmRzX3NjYW5uZWQYBCABKAQiMAoLUmVjb3JkQmF0Y2gSIQoHcmVjb3JkcxgBIAMoCzIQLnNvd2RiLnYxLlJlY29yZCJMCgNPb2YSIAoGcmVjb3JkGAEgASgLMhAuc293ZGIudjEuUmVjb3JkEiMKBnJlYXNvbhgCIAEoDjITLnNvd2RiLnYxLk9vZlJlYXNvbiIsCgdEZWxldGVkEiEKB3JlY29yZHMYASADKAsyEC5zb3dkYi52MS5SZWNvcmQiHQoJQ29tcGxldGVkEhAKCGJvb2ttYXJrGAEgASgEIh0KCUhlYXJ0YmVhdBIQCghib29rbWFyaxgBIAEoBCKPAgoKU293UmVxdWVzdBINCgV0b3BpYxgBIAEoCRIOCgZmaWx0ZXIYAiABKAkSEAoIc293X2tleXMYAyADKAkSEAoIcXVlcnlfaWQYBCABKAkSEAoIb3JkZXJfYnkYBSABKAkSEgoFdG9wX24YBiABKA1IAIgBARITCgZza2lwX24YByABKA1IAYgBARIXCgpiYXRjaF9zaXplGAggASgNSAKIAQESEAoIYm9va21hcmsYCSABKAkSEAoIZ3JvdXBpbmcYCiADKAkSEgoKcHJvamVjdGlvbhgLIAMoCRIOCgZzZWxlY3QYDCABKAlCCAoGX3RvcF9uQgkKB19za2lwX25CDQoLX2JhdGNoX3NpemUilgEKC1Nvd1Jlc3BvbnNlEisKC2dyb3VwX2JlZ2luGAIgASgLMhQuc293ZGIudjEuR3JvdXBCZWdpbkgAEigKB3JlY29yZHMYAyABKAsyFS5zb3dkYi52MS5SZWNvcmRCYXRjaEgAEicKCWdyb3VwX2VuZBgEIAEoCzISLnNvd2RiLnYxLkdyb3VwRW5kSABCBwoFZXZlbnQinwEKE1N1YnNjcmlwdGlvbk9wdGlvbnMSCwoDb29mGAEgASgIEg0KBWRlbHRhGAIgASgIEhIKCm5vX2VtcHRpZXMYAyABKAgSEQoJc2VuZF9rZXlzGAQgASgIEi0KCmNvbmZsYXRpb24YBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFgoOY29uZmxhdGlvbl9rZXkYBiADKAkifQoWU293QW5kU3Vic2NyaWJlUmVxdWVzdBIjCgVxdWVyeRgBIAEoCzIULnNvd2RiLnYxLlNvd1JlcXVlc3QSLgoHb3B0aW9ucxgCIAEoCzIdLnNvd2RiLnYxLlN1YnNjcmlwdGlvbk9wdGlvbnMSDgoGc3ViX2lkGAMgASgJIuoCChdTb3dBbmRTdWJzY3JpYmVSZXNwb25zZRIqCgpzdWJzY3JpYmVkGAEgASgLMhQuc293ZGIudjEuU3Vic2NyaWJlZEgAEisKC2dyb3VwX2JlZ2luGAIgASgLMhQuc293ZGIudjEuR3JvdXBCZWdpbkgAEigKB3JlY29yZHMYAyABKAsyFS5zb3dkYi52MS5SZWNvcmRCYXRjaEgAEicKCWdyb3VwX2VuZBgEIAEoCzISLnNvd2RiLnYxLkdyb3VwRW5kSAASKAoHcHVibGlzaBgFIAEoCzIVLnNvd2RiLnYxLlJlY29yZEJhdGNoSAASHAoDb29mGAYgASgLMg0uc293ZGIudjEuT29mSAASKAoJY29tcGxldGVkGAggASgLMhMuc293ZGIudjEuQ29tcGxldGVkSAASKAoJaGVhcnRiZWF0GAkgASgLMhMuc293ZGIudjEuSGVhcnRiZWF0SABCBwoFZXZlbnQigwEKEFN1YnNjcmliZVJlcXVlc3QSDQoFdG9waWMYASABKAkSDgoGZmlsdGVyGAIgASgJEhAKCGJvb2ttYXJrGAMgASgJEi4KB29wdGlvbnMYBCABKAsyHS5zb3dkYi52MS5TdWJzY3JpcHRpb25PcHRpb25zEg4KBnN1Yl9pZBgFIAEoCSKKAgoRU3Vic2NyaWJlUmVzcG9uc2USKgoKc3Vic2NyaWJlZBgBIAEoCzIULnNvd2RiLnYxLlN1YnNjcmliZWRIABIoCgdwdWJsaXNoGAUgASgLMhUuc293ZGIudjEuUmVjb3JkQmF0Y2hIABIcCgNvb2YYBiABKAsyDS5zb3dkYi52MS5Pb2ZIABIkCgdkZWxldGVkGAcgASgLMhEuc293ZGIudjEuRGVsZXRlZEgAEigKCWNvbXBsZXRlZBgIIAEoCzITLnNvd2RiLnYxLkNvbXBsZXRlZEgAEigKCWhlYXJ0YmVhdBgJIAEoCzITLnNvd2RiLnYxLkhlYXJ0YmVhdEgAQgcKBWV2ZW50IuQBChpSZXBsYWNlU3Vic2NyaXB0aW9uUmVxdWVzdBIOCgZzdWJfaWQYASABKAkSDgoGZmlsdGVyGAIgASgJEi4KB29wdGlvbnMYAyABKAsyHS5zb3dkYi52MS5TdWJzY3JpcHRpb25PcHRpb25zEhAKCG9yZGVyX2J5GAQgASgJEhIKBXRvcF9uGAUgASgNSACIAQESEwoGc2tpcF9uGAYgASgNSAGIAQESFwoKYmF0Y2hfc2l6ZRgHIAEoDUgCiAEBQggKBl90b3BfbkIJCgdfc2tpcF9uQg0KC19iYXRjaF9zaXplIi8KG1JlcGxhY2VTdWJzY3JpcHRpb25SZXNwb25zZRIQCghib29rbWFyaxgBIAEoBCJRChBTb3dEZWxldGVSZXF1ZXN0Eg0KBXRvcGljGAEgASgJEg4KBmZpbHRlchgCIAEoCRIQCghzb3dfa2V5cxgDIAMoCRIMCgRkYXRhGAQgASgMIjwKEVNvd0RlbGV0ZVJlc3BvbnNlEhUKDWRlbGV0ZWRfY291bnQYASABKAQSEAoIYm9va21hcmsYAiABKAQiEwoRTGlzdFRvcGljc1JlcXVlc3QiZAoHSGlzdG9yeRIpCgZ3aW5kb3cYASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLgoLZ3JhbnVsYXJpdHkYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24igQIKCVRvcGljSW5mbxIMCgRuYW1lGAEgASgJEiEKBGtpbmQYAiABKA4yEy5zb3dkYi52MS5Ub3BpY0tpbmQSCwoDa2V5GAMgAygJEigKCmR1cmFiaWxpdHkYBCABKA4yFC5zb3dkYi52MS5EdXJhYmlsaXR5EiIKB2hpc3RvcnkYBSABKAsyES5zb3dkYi52MS5IaXN0b3J5EhQKDHJlY29yZF9jb3VudBgGIAEoBBIPCgdpbmRleGVzGAcgAygJEhIKCnVuZGVybHlpbmcYCCABKAkSLQoKZXhwaXJhdGlvbhgJIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI5ChJMaXN0VG9waWNzUmVzcG9uc2USIwoGdG9waWNzGAEgAygLMhMuc293ZGIudjEuVG9waWNJbmZvKm0KCU9vZlJlYXNvbhIaChZPT0ZfUkVBU09OX1VOU1BFQ0lGSUVEEAASFgoST09GX1JFQVNPTl9ERUxFVEVEEAESFgoST09GX1JFQVNPTl9FWFBJUkVEEAISFAoQT09GX1JFQVNPTl9NQVRDSBADKmoKCVRvcGljS2luZBIaChZUT1BJQ19LSU5EX1VOU1BFQ0lGSUVEEAASEgoOVE9QSUNfS0lORF9TT1cQARITCg9UT1BJQ19LSU5EX1ZJRVcQAhIYChRUT1BJQ19LSU5EX0NPTkZMQVRFRBADKl0KCkR1cmFiaWxpdHkSGgoWRFVSQUJJTElUWV9VTlNQRUNJRklFRBAAEhkKFURVUkFCSUxJVFlfUEVSU0lTVEVOVBABEhgKFERVUkFCSUxJVFlfVFJBTlNJRU5UEAIymwQKClNvd1NlcnZpY2USQgoHUHVibGlzaBIYLnNvd2RiLnYxLlB1Ymxpc2hSZXF1ZXN0Ghkuc293ZGIudjEuUHVibGlzaFJlc3BvbnNlKAEwARI0CgNTb3cSFC5zb3dkYi52MS5Tb3dSZXF1ZXN0GhUuc293ZGIudjEuU293UmVzcG9uc2UwARJYCg9Tb3dBbmRTdWJzY3JpYmUSIC5zb3dkYi52MS5Tb3dBbmRTdWJzY3JpYmVSZXF1ZXN0GiEuc293ZGIudjEuU293QW5kU3Vic2NyaWJlUmVzcG9uc2UwARJGCglTdWJzY3JpYmUSGi5zb3dkYi52MS5TdWJzY3JpYmVSZXF1ZXN0Ghsuc293ZGIudjEuU3Vic2NyaWJlUmVzcG9uc2UwARJiChNSZXBsYWNlU3Vic2NyaXB0aW9uEiQuc293ZGIudjEuUmVwbGFjZVN1YnNjcmlwdGlvblJlcXVlc3QaJS5zb3dkYi52MS5SZXBsYWNlU3Vic2NyaXB0aW9uUmVzcG9uc2USRAoJU293RGVsZXRlEhouc293ZGIudjEuU293RGVsZXRlUmVxdWVzdBobLnNvd2RiLnYxLlNvd0RlbGV0ZVJlc3BvbnNlEkcKCkxpc3RUb3BpY3MSGy5zb3dkYi52MS5MaXN0VG9waWNzUmVxdWVzdBocLnNvd2RiLnYxLkxpc3RUb3BpY3NSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_google_rpc_status]);
+  fileDesc("ChJzb3dkYi92MS9zb3cucHJvdG8SCHNvd2RiLnYxIncKBlJlY29yZBINCgV0b3BpYxgBIAEoCRIPCgdzb3dfa2V5GAIgASgJEhAKCGJvb2ttYXJrGAMgASgEEi0KCXRpbWVzdGFtcBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEZGF0YRgFIAEoDCJeCg5QdWJsaXNoTWVzc2FnZRIMCgRkYXRhGAEgASgMEg8KB3Nvd19rZXkYAiABKAkSLQoKZXhwaXJhdGlvbhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiK0AQoOUHVibGlzaFJlcXVlc3QSDQoFdG9waWMYASABKAkSKgoIbWVzc2FnZXMYAiADKAsyGC5zb3dkYi52MS5QdWJsaXNoTWVzc2FnZRINCgVkZWx0YRgDIAEoCBIWCg5jb3JyZWxhdGlvbl9pZBgEIAEoCRIVCg1zdG9wX29uX2Vycm9yGAUgASgIEhMKC3Byb2R1Y2VyX2lkGAYgASgJEhQKDHByb2R1Y2VyX3NlcRgHIAEoBCKOAQoPUHVibGlzaFJlc3BvbnNlEhYKDmNvcnJlbGF0aW9uX2lkGAEgASgJEhYKDmZpcnN0X2Jvb2ttYXJrGAIgASgEEhUKDWxhc3RfYm9va21hcmsYAyABKAQSIQoFZXJyb3IYBCABKAsyEi5nb29nbGUucnBjLlN0YXR1cxIRCglkdXBsaWNhdGUYBSABKAgiLgoKU3Vic2NyaWJlZBIOCgZzdWJfaWQYASABKAkSEAoIYm9va21hcmsYAiABKAQiMAoKR3JvdXBCZWdpbhIQCghxdWVyeV9pZBgBIAEoCRIQCghib29rbWFyaxgCIAEoBCJoCghHcm91cEVuZBIQCghxdWVyeV9pZBgBIAEoCRIYChByZWNvcmRzX3JldHVybmVkGAIgASgEEhcKD3JlY29yZHNfbWF0Y2hlZBgDIAEoBBIXCg9yZWNvcmRzX3NjYW5uZWQYBCABKAQiWQoLUmVjb3JkQmF0Y2gSIQoHcmVjb3JkcxgBIAMoCzIQLnNvd2RiLnYxLlJlY29yZBInCgZwYWNrZWQYAiABKAsyFy5zb3dkYi52MS5QYWNrZWRSZWNvcmRzIoABCg1QYWNrZWRSZWNvcmRzEg4KBnRvcGljcxgBIAMoCRIVCg10b3BpY19pbmRleGVzGAIgAygNEhEKCWJvb2ttYXJrcxgDIAMoBBIVCg10aW1lc3RhbXBzX3VzGAQgAygDEhAKCHNvd19rZXlzGAUgAygJEgwKBGRhdGEYBiADKAwiTAoDT29mEiAKBnJlY29yZBgBIAEoCzIQLnNvd2RiLnYxLlJlY29yZBIjCgZyZWFzb24YAiABKA4yEy5zb3dkYi52MS5Pb2ZSZWFzb24iLAoHRGVsZXRlZBIhCgdyZWNvcmRzGAEgAygLMhAuc293ZGIudjEuUmVjb3JkIh0KCUNvbXBsZXRlZBIQCghib29rbWFyaxgBIAEoBCIdCglIZWFydGJlYXQSEAoIYm9va21hcmsYASABKAQivgIKClNvd1JlcXVlc3QSDQoFdG9waWMYASABKAkSDgoGZmlsdGVyGAIgASgJEhAKCHNvd19rZXlzGAMgAygJEhAKCHF1ZXJ5X2lkGAQgASgJEhAKCG9yZGVyX2J5GAUgASgJEhIKBXRvcF9uGAYgASgNSACIAQESEwoGc2tpcF9uGAcgASgNSAGIAQESFwoKYmF0Y2hfc2l6ZRgIIAEoDUgCiAEBEhAKCGJvb2ttYXJrGAkgASgJEhAKCGdyb3VwaW5nGAogAygJEhIKCnByb2plY3Rpb24YCyADKAkSDgoGc2VsZWN0GAwgASgJEi0KDXJlY29yZF9sYXlvdXQYDSABKA4yFi5zb3dkYi52MS5SZWNvcmRMYXlvdXRCCAoGX3RvcF9uQgkKB19za2lwX25CDQoLX2JhdGNoX3NpemUilgEKC1Nvd1Jlc3BvbnNlEisKC2dyb3VwX2JlZ2luGAIgASgLMhQuc293ZGIudjEuR3JvdXBCZWdpbkgAEigKB3JlY29yZHMYAyABKAsyFS5zb3dkYi52MS5SZWNvcmRCYXRjaEgAEicKCWdyb3VwX2VuZBgEIAEoCzISLnNvd2RiLnYxLkdyb3VwRW5kSABCBwoFZXZlbnQinwEKE1N1YnNjcmlwdGlvbk9wdGlvbnMSCwoDb29mGAEgASgIEg0KBWRlbHRhGAIgASgIEhIKCm5vX2VtcHRpZXMYAyABKAgSEQoJc2VuZF9rZXlzGAQgASgIEi0KCmNvbmZsYXRpb24YBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFgoOY29uZmxhdGlvbl9rZXkYBiADKAkifQoWU293QW5kU3Vic2NyaWJlUmVxdWVzdBIjCgVxdWVyeRgBIAEoCzIULnNvd2RiLnYxLlNvd1JlcXVlc3QSLgoHb3B0aW9ucxgCIAEoCzIdLnNvd2RiLnYxLlN1YnNjcmlwdGlvbk9wdGlvbnMSDgoGc3ViX2lkGAMgASgJIuoCChdTb3dBbmRTdWJzY3JpYmVSZXNwb25zZRIqCgpzdWJzY3JpYmVkGAEgASgLMhQuc293ZGIudjEuU3Vic2NyaWJlZEgAEisKC2dyb3VwX2JlZ2luGAIgASgLMhQuc293ZGIudjEuR3JvdXBCZWdpbkgAEigKB3JlY29yZHMYAyABKAsyFS5zb3dkYi52MS5SZWNvcmRCYXRjaEgAEicKCWdyb3VwX2VuZBgEIAEoCzISLnNvd2RiLnYxLkdyb3VwRW5kSAASKAoHcHVibGlzaBgFIAEoCzIVLnNvd2RiLnYxLlJlY29yZEJhdGNoSAASHAoDb29mGAYgASgLMg0uc293ZGIudjEuT29mSAASKAoJY29tcGxldGVkGAggASgLMhMuc293ZGIudjEuQ29tcGxldGVkSAASKAoJaGVhcnRiZWF0GAkgASgLMhMuc293ZGIudjEuSGVhcnRiZWF0SABCBwoFZXZlbnQigwEKEFN1YnNjcmliZVJlcXVlc3QSDQoFdG9waWMYASABKAkSDgoGZmlsdGVyGAIgASgJEhAKCGJvb2ttYXJrGAMgASgJEi4KB29wdGlvbnMYBCABKAsyHS5zb3dkYi52MS5TdWJzY3JpcHRpb25PcHRpb25zEg4KBnN1Yl9pZBgFIAEoCSKKAgoRU3Vic2NyaWJlUmVzcG9uc2USKgoKc3Vic2NyaWJlZBgBIAEoCzIULnNvd2RiLnYxLlN1YnNjcmliZWRIABIoCgdwdWJsaXNoGAUgASgLMhUuc293ZGIudjEuUmVjb3JkQmF0Y2hIABIcCgNvb2YYBiABKAsyDS5zb3dkYi52MS5Pb2ZIABIkCgdkZWxldGVkGAcgASgLMhEuc293ZGIudjEuRGVsZXRlZEgAEigKCWNvbXBsZXRlZBgIIAEoCzITLnNvd2RiLnYxLkNvbXBsZXRlZEgAEigKCWhlYXJ0YmVhdBgJIAEoCzITLnNvd2RiLnYxLkhlYXJ0YmVhdEgAQgcKBWV2ZW50IuQBChpSZXBsYWNlU3Vic2NyaXB0aW9uUmVxdWVzdBIOCgZzdWJfaWQYASABKAkSDgoGZmlsdGVyGAIgASgJEi4KB29wdGlvbnMYAyABKAsyHS5zb3dkYi52MS5TdWJzY3JpcHRpb25PcHRpb25zEhAKCG9yZGVyX2J5GAQgASgJEhIKBXRvcF9uGAUgASgNSACIAQESEwoGc2tpcF9uGAYgASgNSAGIAQESFwoKYmF0Y2hfc2l6ZRgHIAEoDUgCiAEBQggKBl90b3BfbkIJCgdfc2tpcF9uQg0KC19iYXRjaF9zaXplIi8KG1JlcGxhY2VTdWJzY3JpcHRpb25SZXNwb25zZRIQCghib29rbWFyaxgBIAEoBCJRChBTb3dEZWxldGVSZXF1ZXN0Eg0KBXRvcGljGAEgASgJEg4KBmZpbHRlchgCIAEoCRIQCghzb3dfa2V5cxgDIAMoCRIMCgRkYXRhGAQgASgMIjwKEVNvd0RlbGV0ZVJlc3BvbnNlEhUKDWRlbGV0ZWRfY291bnQYASABKAQSEAoIYm9va21hcmsYAiABKAQiEwoRTGlzdFRvcGljc1JlcXVlc3QiZAoHSGlzdG9yeRIpCgZ3aW5kb3cYASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLgoLZ3JhbnVsYXJpdHkYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24igQIKCVRvcGljSW5mbxIMCgRuYW1lGAEgASgJEiEKBGtpbmQYAiABKA4yEy5zb3dkYi52MS5Ub3BpY0tpbmQSCwoDa2V5GAMgAygJEigKCmR1cmFiaWxpdHkYBCABKA4yFC5zb3dkYi52MS5EdXJhYmlsaXR5EiIKB2hpc3RvcnkYBSABKAsyES5zb3dkYi52MS5IaXN0b3J5EhQKDHJlY29yZF9jb3VudBgGIAEoBBIPCgdpbmRleGVzGAcgAygJEhIKCnVuZGVybHlpbmcYCCABKAkSLQoKZXhwaXJhdGlvbhgJIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI5ChJMaXN0VG9waWNzUmVzcG9uc2USIwoGdG9waWNzGAEgAygLMhMuc293ZGIudjEuVG9waWNJbmZvKm0KCU9vZlJlYXNvbhIaChZPT0ZfUkVBU09OX1VOU1BFQ0lGSUVEEAASFgoST09GX1JFQVNPTl9ERUxFVEVEEAESFgoST09GX1JFQVNPTl9FWFBJUkVEEAISFAoQT09GX1JFQVNPTl9NQVRDSBADKmIKDFJlY29yZExheW91dBIdChlSRUNPUkRfTEFZT1VUX1VOU1BFQ0lGSUVEEAASGQoVUkVDT1JEX0xBWU9VVF9SRUNPUkRTEAESGAoUUkVDT1JEX0xBWU9VVF9QQUNLRUQQAipqCglUb3BpY0tpbmQSGgoWVE9QSUNfS0lORF9VTlNQRUNJRklFRBAAEhIKDlRPUElDX0tJTkRfU09XEAESEwoPVE9QSUNfS0lORF9WSUVXEAISGAoUVE9QSUNfS0lORF9DT05GTEFURUQQAypdCgpEdXJhYmlsaXR5EhoKFkRVUkFCSUxJVFlfVU5TUEVDSUZJRUQQABIZChVEVVJBQklMSVRZX1BFUlNJU1RFTlQQARIYChREVVJBQklMSVRZX1RSQU5TSUVOVBACMpsECgpTb3dTZXJ2aWNlEkIKB1B1Ymxpc2gSGC5zb3dkYi52MS5QdWJsaXNoUmVxdWVzdBoZLnNvd2RiLnYxLlB1Ymxpc2hSZXNwb25zZSgBMAESNAoDU293EhQuc293ZGIudjEuU293UmVxdWVzdBoVLnNvd2RiLnYxLlNvd1Jlc3BvbnNlMAESWAoPU293QW5kU3Vic2NyaWJlEiAuc293ZGIudjEuU293QW5kU3Vic2NyaWJlUmVxdWVzdBohLnNvd2RiLnYxLlNvd0FuZFN1YnNjcmliZVJlc3BvbnNlMAESRgoJU3Vic2NyaWJlEhouc293ZGIudjEuU3Vic2NyaWJlUmVxdWVzdBobLnNvd2RiLnYxLlN1YnNjcmliZVJlc3BvbnNlMAESYgoTUmVwbGFjZVN1YnNjcmlwdGlvbhIkLnNvd2RiLnYxLlJlcGxhY2VTdWJzY3JpcHRpb25SZXF1ZXN0GiUuc293ZGIudjEuUmVwbGFjZVN1YnNjcmlwdGlvblJlc3BvbnNlEkQKCVNvd0RlbGV0ZRIaLnNvd2RiLnYxLlNvd0RlbGV0ZVJlcXVlc3QaGy5zb3dkYi52MS5Tb3dEZWxldGVSZXNwb25zZRJHCgpMaXN0VG9waWNzEhsuc293ZGIudjEuTGlzdFRvcGljc1JlcXVlc3QaHC5zb3dkYi52MS5MaXN0VG9waWNzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_google_rpc_status]);
 
 /**
  * One stored or published record.
@@ -331,11 +331,19 @@ export const GroupEndSchema: GenMessage<GroupEnd> = /*@__PURE__*/
  */
 export type RecordBatch = Message<"sowdb.v1.RecordBatch"> & {
   /**
-   * The records.
+   * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
    *
    * @generated from field: repeated sowdb.v1.Record records = 1;
    */
   records: Record[];
+
+  /**
+   * The records as columns, for a query that asked for RECORD_LAYOUT_PACKED; then records is
+   * empty. Live events (publish, oof, deleted) always use records.
+   *
+   * @generated from field: sowdb.v1.PackedRecords packed = 2;
+   */
+  packed?: PackedRecords | undefined;
 };
 
 /**
@@ -344,6 +352,64 @@ export type RecordBatch = Message<"sowdb.v1.RecordBatch"> & {
  */
 export const RecordBatchSchema: GenMessage<RecordBatch> = /*@__PURE__*/
   messageDesc(file_sowdb_v1_sow, 7);
+
+/**
+ * A batch of records as columns: element i of sow_keys, bookmarks, timestamps_us and data (and
+ * of topic_indexes, when set) is record i, in the order of the result.
+ *
+ * @generated from message sowdb.v1.PackedRecords
+ */
+export type PackedRecords = Message<"sowdb.v1.PackedRecords"> & {
+  /**
+   * The distinct topics of the batch's records, in the order they first appear.
+   *
+   * @generated from field: repeated string topics = 1;
+   */
+  topics: string[];
+
+  /**
+   * The topic of each record, as an index into topics; empty when topics holds one name (every
+   * record is of that topic).
+   *
+   * @generated from field: repeated uint32 topic_indexes = 2;
+   */
+  topicIndexes: number[];
+
+  /**
+   * The bookmark of each record (of the change that produced the version).
+   *
+   * @generated from field: repeated uint64 bookmarks = 3;
+   */
+  bookmarks: bigint[];
+
+  /**
+   * When the server applied that change, in microseconds since the epoch (UTC).
+   *
+   * @generated from field: repeated int64 timestamps_us = 4;
+   */
+  timestampsUs: bigint[];
+
+  /**
+   * The SowKey of each record.
+   *
+   * @generated from field: repeated string sow_keys = 5;
+   */
+  sowKeys: string[];
+
+  /**
+   * The JSON document of each record, UTF-8.
+   *
+   * @generated from field: repeated bytes data = 6;
+   */
+  data: Uint8Array[];
+};
+
+/**
+ * Describes the message sowdb.v1.PackedRecords.
+ * Use `create(PackedRecordsSchema)` to create a new message.
+ */
+export const PackedRecordsSchema: GenMessage<PackedRecords> = /*@__PURE__*/
+  messageDesc(file_sowdb_v1_sow, 8);
 
 /**
  * A record left the subscriber's result set (O-1).
@@ -371,7 +437,7 @@ export type Oof = Message<"sowdb.v1.Oof"> & {
  * Use `create(OofSchema)` to create a new message.
  */
 export const OofSchema: GenMessage<Oof> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_sow, 8);
+  messageDesc(file_sowdb_v1_sow, 9);
 
 /**
  * Records deleted, for subscriptions without oof.
@@ -392,7 +458,7 @@ export type Deleted = Message<"sowdb.v1.Deleted"> & {
  * Use `create(DeletedSchema)` to create a new message.
  */
 export const DeletedSchema: GenMessage<Deleted> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_sow, 9);
+  messageDesc(file_sowdb_v1_sow, 10);
 
 /**
  * The replay of a bookmark subscription is done; live events follow.
@@ -413,7 +479,7 @@ export type Completed = Message<"sowdb.v1.Completed"> & {
  * Use `create(CompletedSchema)` to create a new message.
  */
 export const CompletedSchema: GenMessage<Completed> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_sow, 10);
+  messageDesc(file_sowdb_v1_sow, 11);
 
 /**
  * Sent on an idle stream.
@@ -434,7 +500,7 @@ export type Heartbeat = Message<"sowdb.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_sow, 11);
+  messageDesc(file_sowdb_v1_sow, 12);
 
 /**
  * A SOW query.
@@ -525,6 +591,14 @@ export type SowRequest = Message<"sowdb.v1.SowRequest"> & {
    * @generated from field: string select = 12;
    */
   select: string;
+
+  /**
+   * How the record batches of the results carry their records (for SowAndSubscribe, those of
+   * its query part); unset: one Record message per record.
+   *
+   * @generated from field: sowdb.v1.RecordLayout record_layout = 13;
+   */
+  recordLayout: RecordLayout;
 };
 
 /**
@@ -532,7 +606,7 @@ export type SowRequest = Message<"sowdb.v1.SowRequest"> & {
  * Use `create(SowRequestSchema)` to create a new message.
  */
 export const SowRequestSchema: GenMessage<SowRequest> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_sow, 12);
+  messageDesc(file_sowdb_v1_sow, 13);
 
 /**
  * One event of a Sow stream.
@@ -577,7 +651,7 @@ export type SowResponse = Message<"sowdb.v1.SowResponse"> & {
  * Use `create(SowResponseSchema)` to create a new message.
  */
 export const SowResponseSchema: GenMessage<SowResponse> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_sow, 13);
+  messageDesc(file_sowdb_v1_sow, 14);
 
 /**
  * Options of a subscription, shared by SowAndSubscribe, Subscribe and ReplaceSubscription.
@@ -633,7 +707,7 @@ export type SubscriptionOptions = Message<"sowdb.v1.SubscriptionOptions"> & {
  * Use `create(SubscriptionOptionsSchema)` to create a new message.
  */
 export const SubscriptionOptionsSchema: GenMessage<SubscriptionOptions> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_sow, 14);
+  messageDesc(file_sowdb_v1_sow, 15);
 
 /**
  * An atomic query and subscription.
@@ -668,7 +742,7 @@ export type SowAndSubscribeRequest = Message<"sowdb.v1.SowAndSubscribeRequest"> 
  * Use `create(SowAndSubscribeRequestSchema)` to create a new message.
  */
 export const SowAndSubscribeRequestSchema: GenMessage<SowAndSubscribeRequest> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_sow, 15);
+  messageDesc(file_sowdb_v1_sow, 16);
 
 /**
  * One event of a SowAndSubscribe stream.
@@ -753,7 +827,7 @@ export type SowAndSubscribeResponse = Message<"sowdb.v1.SowAndSubscribeResponse"
  * Use `create(SowAndSubscribeResponseSchema)` to create a new message.
  */
 export const SowAndSubscribeResponseSchema: GenMessage<SowAndSubscribeResponse> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_sow, 16);
+  messageDesc(file_sowdb_v1_sow, 17);
 
 /**
  * A subscription without a query.
@@ -802,7 +876,7 @@ export type SubscribeRequest = Message<"sowdb.v1.SubscribeRequest"> & {
  * Use `create(SubscribeRequestSchema)` to create a new message.
  */
 export const SubscribeRequestSchema: GenMessage<SubscribeRequest> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_sow, 17);
+  messageDesc(file_sowdb_v1_sow, 18);
 
 /**
  * One event of a Subscribe stream.
@@ -871,7 +945,7 @@ export type SubscribeResponse = Message<"sowdb.v1.SubscribeResponse"> & {
  * Use `create(SubscribeResponseSchema)` to create a new message.
  */
 export const SubscribeResponseSchema: GenMessage<SubscribeResponse> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_sow, 18);
+  messageDesc(file_sowdb_v1_sow, 19);
 
 /**
  * New filter and options for a live subscription.
@@ -934,7 +1008,7 @@ export type ReplaceSubscriptionRequest = Message<"sowdb.v1.ReplaceSubscriptionRe
  * Use `create(ReplaceSubscriptionRequestSchema)` to create a new message.
  */
 export const ReplaceSubscriptionRequestSchema: GenMessage<ReplaceSubscriptionRequest> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_sow, 19);
+  messageDesc(file_sowdb_v1_sow, 20);
 
 /**
  * The replacement is in effect.
@@ -955,7 +1029,7 @@ export type ReplaceSubscriptionResponse = Message<"sowdb.v1.ReplaceSubscriptionR
  * Use `create(ReplaceSubscriptionResponseSchema)` to create a new message.
  */
 export const ReplaceSubscriptionResponseSchema: GenMessage<ReplaceSubscriptionResponse> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_sow, 20);
+  messageDesc(file_sowdb_v1_sow, 21);
 
 /**
  * Which records to delete: exactly one of filter, sow_keys or data.
@@ -997,7 +1071,7 @@ export type SowDeleteRequest = Message<"sowdb.v1.SowDeleteRequest"> & {
  * Use `create(SowDeleteRequestSchema)` to create a new message.
  */
 export const SowDeleteRequestSchema: GenMessage<SowDeleteRequest> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_sow, 21);
+  messageDesc(file_sowdb_v1_sow, 22);
 
 /**
  * The outcome of a delete.
@@ -1025,7 +1099,7 @@ export type SowDeleteResponse = Message<"sowdb.v1.SowDeleteResponse"> & {
  * Use `create(SowDeleteResponseSchema)` to create a new message.
  */
 export const SowDeleteResponseSchema: GenMessage<SowDeleteResponse> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_sow, 22);
+  messageDesc(file_sowdb_v1_sow, 23);
 
 /**
  * Lists topics.
@@ -1040,7 +1114,7 @@ export type ListTopicsRequest = Message<"sowdb.v1.ListTopicsRequest"> & {
  * Use `create(ListTopicsRequestSchema)` to create a new message.
  */
 export const ListTopicsRequestSchema: GenMessage<ListTopicsRequest> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_sow, 23);
+  messageDesc(file_sowdb_v1_sow, 24);
 
 /**
  * History settings of a topic (H-1).
@@ -1068,7 +1142,7 @@ export type History = Message<"sowdb.v1.History"> & {
  * Use `create(HistorySchema)` to create a new message.
  */
 export const HistorySchema: GenMessage<History> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_sow, 24);
+  messageDesc(file_sowdb_v1_sow, 25);
 
 /**
  * One topic.
@@ -1145,7 +1219,7 @@ export type TopicInfo = Message<"sowdb.v1.TopicInfo"> & {
  * Use `create(TopicInfoSchema)` to create a new message.
  */
 export const TopicInfoSchema: GenMessage<TopicInfo> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_sow, 25);
+  messageDesc(file_sowdb_v1_sow, 26);
 
 /**
  * The configured topics.
@@ -1166,7 +1240,7 @@ export type ListTopicsResponse = Message<"sowdb.v1.ListTopicsResponse"> & {
  * Use `create(ListTopicsResponseSchema)` to create a new message.
  */
 export const ListTopicsResponseSchema: GenMessage<ListTopicsResponse> = /*@__PURE__*/
-  messageDesc(file_sowdb_v1_sow, 26);
+  messageDesc(file_sowdb_v1_sow, 27);
 
 /**
  * Why a record left a subscriber's result set.
@@ -1210,6 +1284,42 @@ export const OofReasonSchema: GenEnum<OofReason> = /*@__PURE__*/
   enumDesc(file_sowdb_v1_sow, 0);
 
 /**
+ * How a query's record batches carry their records.
+ *
+ * @generated from enum sowdb.v1.RecordLayout
+ */
+export enum RecordLayout {
+  /**
+   * RECORD_LAYOUT_RECORDS: what a client that does not set the field gets.
+   *
+   * @generated from enum value: RECORD_LAYOUT_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * One Record message per record (RecordBatch.records).
+   *
+   * @generated from enum value: RECORD_LAYOUT_RECORDS = 1;
+   */
+  RECORDS = 1,
+
+  /**
+   * The batch's records as columns (RecordBatch.packed): a client decodes a few packed arrays
+   * per batch instead of a message per record. A server that predates the field ignores it and
+   * sends records, so a client that asks must read either.
+   *
+   * @generated from enum value: RECORD_LAYOUT_PACKED = 2;
+   */
+  PACKED = 2,
+}
+
+/**
+ * Describes the enum sowdb.v1.RecordLayout.
+ */
+export const RecordLayoutSchema: GenEnum<RecordLayout> = /*@__PURE__*/
+  enumDesc(file_sowdb_v1_sow, 1);
+
+/**
  * What a topic is.
  *
  * @generated from enum sowdb.v1.TopicKind
@@ -1248,7 +1358,7 @@ export enum TopicKind {
  * Describes the enum sowdb.v1.TopicKind.
  */
 export const TopicKindSchema: GenEnum<TopicKind> = /*@__PURE__*/
-  enumDesc(file_sowdb_v1_sow, 1);
+  enumDesc(file_sowdb_v1_sow, 2);
 
 /**
  * Where a topic's state lives.
@@ -1282,7 +1392,7 @@ export enum Durability {
  * Describes the enum sowdb.v1.Durability.
  */
 export const DurabilitySchema: GenEnum<Durability> = /*@__PURE__*/
-  enumDesc(file_sowdb_v1_sow, 2);
+  enumDesc(file_sowdb_v1_sow, 3);
 
 /**
  * The State-of-the-World service.

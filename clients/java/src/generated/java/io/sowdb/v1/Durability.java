@@ -134,7 +134,7 @@ public enum Durability
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return io.sowdb.v1.SowProto.getDescriptor().getEnumType(2);
+    return io.sowdb.v1.SowProto.getDescriptor().getEnumType(3);
   }
 
   private static final Durability[] VALUES = values();

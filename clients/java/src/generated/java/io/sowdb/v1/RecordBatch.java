@@ -53,12 +53,13 @@ private static final long serialVersionUID = 0L;
             io.sowdb.v1.RecordBatch.class, io.sowdb.v1.RecordBatch.Builder.class);
   }
 
+  private int bitField0_;
   public static final int RECORDS_FIELD_NUMBER = 1;
   @SuppressWarnings("serial")
   private java.util.List<io.sowdb.v1.Record> records_;
   /**
    * <pre>
-   * The records.
+   * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
    * </pre>
    *
    * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -69,7 +70,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The records.
+   * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
    * </pre>
    *
    * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -81,7 +82,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The records.
+   * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
    * </pre>
    *
    * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -92,7 +93,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The records.
+   * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
    * </pre>
    *
    * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -103,7 +104,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The records.
+   * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
    * </pre>
    *
    * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -112,6 +113,47 @@ private static final long serialVersionUID = 0L;
   public io.sowdb.v1.RecordOrBuilder getRecordsOrBuilder(
       int index) {
     return records_.get(index);
+  }
+
+  public static final int PACKED_FIELD_NUMBER = 2;
+  private io.sowdb.v1.PackedRecords packed_;
+  /**
+   * <pre>
+   * The records as columns, for a query that asked for RECORD_LAYOUT_PACKED; then records is
+   * empty. Live events (publish, oof, deleted) always use records.
+   * </pre>
+   *
+   * <code>.sowdb.v1.PackedRecords packed = 2 [json_name = "packed"];</code>
+   * @return Whether the packed field is set.
+   */
+  @java.lang.Override
+  public boolean hasPacked() {
+    return ((bitField0_ & 0x00000001) != 0);
+  }
+  /**
+   * <pre>
+   * The records as columns, for a query that asked for RECORD_LAYOUT_PACKED; then records is
+   * empty. Live events (publish, oof, deleted) always use records.
+   * </pre>
+   *
+   * <code>.sowdb.v1.PackedRecords packed = 2 [json_name = "packed"];</code>
+   * @return The packed.
+   */
+  @java.lang.Override
+  public io.sowdb.v1.PackedRecords getPacked() {
+    return packed_ == null ? io.sowdb.v1.PackedRecords.getDefaultInstance() : packed_;
+  }
+  /**
+   * <pre>
+   * The records as columns, for a query that asked for RECORD_LAYOUT_PACKED; then records is
+   * empty. Live events (publish, oof, deleted) always use records.
+   * </pre>
+   *
+   * <code>.sowdb.v1.PackedRecords packed = 2 [json_name = "packed"];</code>
+   */
+  @java.lang.Override
+  public io.sowdb.v1.PackedRecordsOrBuilder getPackedOrBuilder() {
+    return packed_ == null ? io.sowdb.v1.PackedRecords.getDefaultInstance() : packed_;
   }
 
   private byte memoizedIsInitialized = -1;
@@ -131,6 +173,9 @@ private static final long serialVersionUID = 0L;
     for (int i = 0; i < records_.size(); i++) {
       output.writeMessage(1, records_.get(i));
     }
+    if (((bitField0_ & 0x00000001) != 0)) {
+      output.writeMessage(2, getPacked());
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -144,6 +189,10 @@ private static final long serialVersionUID = 0L;
           }
           size += 1 * count;
         }
+    if (((bitField0_ & 0x00000001) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(2, getPacked());
+    }
     return size;
   }
   @java.lang.Override
@@ -170,6 +219,11 @@ private static final long serialVersionUID = 0L;
 
     if (!getRecordsList()
         .equals(other.getRecordsList())) return false;
+    if (hasPacked() != other.hasPacked()) return false;
+    if (hasPacked()) {
+      if (!getPacked()
+          .equals(other.getPacked())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -184,6 +238,10 @@ private static final long serialVersionUID = 0L;
     if (getRecordsCount() > 0) {
       hash = (37 * hash) + RECORDS_FIELD_NUMBER;
       hash = (53 * hash) + getRecordsList().hashCode();
+    }
+    if (hasPacked()) {
+      hash = (37 * hash) + PACKED_FIELD_NUMBER;
+      hash = (53 * hash) + getPacked().hashCode();
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -308,13 +366,20 @@ private static final long serialVersionUID = 0L;
 
     // Construct using io.sowdb.v1.RecordBatch.newBuilder()
     private Builder() {
-
+      maybeForceBuilderInitialization();
     }
 
     private Builder(
         com.google.protobuf.GeneratedMessage.BuilderParent parent) {
       super(parent);
-
+      maybeForceBuilderInitialization();
+    }
+    private void maybeForceBuilderInitialization() {
+      if (com.google.protobuf.GeneratedMessage
+              .alwaysUseFieldBuilders) {
+        internalGetRecordsFieldBuilder();
+        internalGetPackedFieldBuilder();
+      }
     }
     @java.lang.Override
     public Builder clear() {
@@ -327,6 +392,11 @@ private static final long serialVersionUID = 0L;
         recordsBuilder_.clear();
       }
       bitField0_ = (bitField0_ & ~0x00000001);
+      packed_ = null;
+      if (packedBuilder_ != null) {
+        packedBuilder_.dispose();
+        packedBuilder_ = null;
+      }
       return this;
     }
 
@@ -373,6 +443,14 @@ private static final long serialVersionUID = 0L;
 
     private void buildPartial0(io.sowdb.v1.RecordBatch result) {
       int from_bitField0_ = bitField0_;
+      int to_bitField0_ = 0;
+      if (((from_bitField0_ & 0x00000002) != 0)) {
+        result.packed_ = packedBuilder_ == null
+            ? packed_
+            : packedBuilder_.build();
+        to_bitField0_ |= 0x00000001;
+      }
+      result.bitField0_ |= to_bitField0_;
     }
 
     @java.lang.Override
@@ -413,6 +491,9 @@ private static final long serialVersionUID = 0L;
           }
         }
       }
+      if (other.hasPacked()) {
+        mergePacked(other.getPacked());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -450,6 +531,13 @@ private static final long serialVersionUID = 0L;
               }
               break;
             } // case 10
+            case 18: {
+              input.readMessage(
+                  internalGetPackedFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000002;
+              break;
+            } // case 18
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -481,7 +569,7 @@ private static final long serialVersionUID = 0L;
 
     /**
      * <pre>
-     * The records.
+     * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
      * </pre>
      *
      * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -495,7 +583,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The records.
+     * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
      * </pre>
      *
      * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -509,7 +597,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The records.
+     * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
      * </pre>
      *
      * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -523,7 +611,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The records.
+     * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
      * </pre>
      *
      * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -542,7 +630,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The records.
+     * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
      * </pre>
      *
      * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -560,7 +648,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The records.
+     * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
      * </pre>
      *
      * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -578,7 +666,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The records.
+     * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
      * </pre>
      *
      * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -597,7 +685,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The records.
+     * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
      * </pre>
      *
      * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -615,7 +703,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The records.
+     * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
      * </pre>
      *
      * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -633,7 +721,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The records.
+     * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
      * </pre>
      *
      * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -652,7 +740,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The records.
+     * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
      * </pre>
      *
      * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -669,7 +757,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The records.
+     * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
      * </pre>
      *
      * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -686,7 +774,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The records.
+     * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
      * </pre>
      *
      * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -697,7 +785,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The records.
+     * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
      * </pre>
      *
      * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -711,7 +799,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The records.
+     * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
      * </pre>
      *
      * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -726,7 +814,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The records.
+     * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
      * </pre>
      *
      * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -737,7 +825,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The records.
+     * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
      * </pre>
      *
      * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -749,7 +837,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The records.
+     * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
      * </pre>
      *
      * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -771,6 +859,170 @@ private static final long serialVersionUID = 0L;
         records_ = null;
       }
       return recordsBuilder_;
+    }
+
+    private io.sowdb.v1.PackedRecords packed_;
+    private com.google.protobuf.SingleFieldBuilder<
+        io.sowdb.v1.PackedRecords, io.sowdb.v1.PackedRecords.Builder, io.sowdb.v1.PackedRecordsOrBuilder> packedBuilder_;
+    /**
+     * <pre>
+     * The records as columns, for a query that asked for RECORD_LAYOUT_PACKED; then records is
+     * empty. Live events (publish, oof, deleted) always use records.
+     * </pre>
+     *
+     * <code>.sowdb.v1.PackedRecords packed = 2 [json_name = "packed"];</code>
+     * @return Whether the packed field is set.
+     */
+    public boolean hasPacked() {
+      return ((bitField0_ & 0x00000002) != 0);
+    }
+    /**
+     * <pre>
+     * The records as columns, for a query that asked for RECORD_LAYOUT_PACKED; then records is
+     * empty. Live events (publish, oof, deleted) always use records.
+     * </pre>
+     *
+     * <code>.sowdb.v1.PackedRecords packed = 2 [json_name = "packed"];</code>
+     * @return The packed.
+     */
+    public io.sowdb.v1.PackedRecords getPacked() {
+      if (packedBuilder_ == null) {
+        return packed_ == null ? io.sowdb.v1.PackedRecords.getDefaultInstance() : packed_;
+      } else {
+        return packedBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * The records as columns, for a query that asked for RECORD_LAYOUT_PACKED; then records is
+     * empty. Live events (publish, oof, deleted) always use records.
+     * </pre>
+     *
+     * <code>.sowdb.v1.PackedRecords packed = 2 [json_name = "packed"];</code>
+     */
+    public Builder setPacked(io.sowdb.v1.PackedRecords value) {
+      if (packedBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        packed_ = value;
+      } else {
+        packedBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000002;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The records as columns, for a query that asked for RECORD_LAYOUT_PACKED; then records is
+     * empty. Live events (publish, oof, deleted) always use records.
+     * </pre>
+     *
+     * <code>.sowdb.v1.PackedRecords packed = 2 [json_name = "packed"];</code>
+     */
+    public Builder setPacked(
+        io.sowdb.v1.PackedRecords.Builder builderForValue) {
+      if (packedBuilder_ == null) {
+        packed_ = builderForValue.build();
+      } else {
+        packedBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000002;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The records as columns, for a query that asked for RECORD_LAYOUT_PACKED; then records is
+     * empty. Live events (publish, oof, deleted) always use records.
+     * </pre>
+     *
+     * <code>.sowdb.v1.PackedRecords packed = 2 [json_name = "packed"];</code>
+     */
+    public Builder mergePacked(io.sowdb.v1.PackedRecords value) {
+      if (packedBuilder_ == null) {
+        if (((bitField0_ & 0x00000002) != 0) &&
+          packed_ != null &&
+          packed_ != io.sowdb.v1.PackedRecords.getDefaultInstance()) {
+          getPackedBuilder().mergeFrom(value);
+        } else {
+          packed_ = value;
+        }
+      } else {
+        packedBuilder_.mergeFrom(value);
+      }
+      if (packed_ != null) {
+        bitField0_ |= 0x00000002;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The records as columns, for a query that asked for RECORD_LAYOUT_PACKED; then records is
+     * empty. Live events (publish, oof, deleted) always use records.
+     * </pre>
+     *
+     * <code>.sowdb.v1.PackedRecords packed = 2 [json_name = "packed"];</code>
+     */
+    public Builder clearPacked() {
+      bitField0_ = (bitField0_ & ~0x00000002);
+      packed_ = null;
+      if (packedBuilder_ != null) {
+        packedBuilder_.dispose();
+        packedBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The records as columns, for a query that asked for RECORD_LAYOUT_PACKED; then records is
+     * empty. Live events (publish, oof, deleted) always use records.
+     * </pre>
+     *
+     * <code>.sowdb.v1.PackedRecords packed = 2 [json_name = "packed"];</code>
+     */
+    public io.sowdb.v1.PackedRecords.Builder getPackedBuilder() {
+      bitField0_ |= 0x00000002;
+      onChanged();
+      return internalGetPackedFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * The records as columns, for a query that asked for RECORD_LAYOUT_PACKED; then records is
+     * empty. Live events (publish, oof, deleted) always use records.
+     * </pre>
+     *
+     * <code>.sowdb.v1.PackedRecords packed = 2 [json_name = "packed"];</code>
+     */
+    public io.sowdb.v1.PackedRecordsOrBuilder getPackedOrBuilder() {
+      if (packedBuilder_ != null) {
+        return packedBuilder_.getMessageOrBuilder();
+      } else {
+        return packed_ == null ?
+            io.sowdb.v1.PackedRecords.getDefaultInstance() : packed_;
+      }
+    }
+    /**
+     * <pre>
+     * The records as columns, for a query that asked for RECORD_LAYOUT_PACKED; then records is
+     * empty. Live events (publish, oof, deleted) always use records.
+     * </pre>
+     *
+     * <code>.sowdb.v1.PackedRecords packed = 2 [json_name = "packed"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        io.sowdb.v1.PackedRecords, io.sowdb.v1.PackedRecords.Builder, io.sowdb.v1.PackedRecordsOrBuilder> 
+        internalGetPackedFieldBuilder() {
+      if (packedBuilder_ == null) {
+        packedBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            io.sowdb.v1.PackedRecords, io.sowdb.v1.PackedRecords.Builder, io.sowdb.v1.PackedRecordsOrBuilder>(
+                getPacked(),
+                getParentForChildren(),
+                isClean());
+        packed_ = null;
+      }
+      return packedBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:sowdb.v1.RecordBatch)

@@ -12,7 +12,7 @@ public interface RecordBatchOrBuilder extends
 
   /**
    * <pre>
-   * The records.
+   * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
    * </pre>
    *
    * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -21,7 +21,7 @@ public interface RecordBatchOrBuilder extends
       getRecordsList();
   /**
    * <pre>
-   * The records.
+   * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
    * </pre>
    *
    * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -29,7 +29,7 @@ public interface RecordBatchOrBuilder extends
   io.sowdb.v1.Record getRecords(int index);
   /**
    * <pre>
-   * The records.
+   * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
    * </pre>
    *
    * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -37,7 +37,7 @@ public interface RecordBatchOrBuilder extends
   int getRecordsCount();
   /**
    * <pre>
-   * The records.
+   * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
    * </pre>
    *
    * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
@@ -46,11 +46,41 @@ public interface RecordBatchOrBuilder extends
       getRecordsOrBuilderList();
   /**
    * <pre>
-   * The records.
+   * The records (RECORD_LAYOUT_RECORDS); empty when packed is set.
    * </pre>
    *
    * <code>repeated .sowdb.v1.Record records = 1 [json_name = "records"];</code>
    */
   io.sowdb.v1.RecordOrBuilder getRecordsOrBuilder(
       int index);
+
+  /**
+   * <pre>
+   * The records as columns, for a query that asked for RECORD_LAYOUT_PACKED; then records is
+   * empty. Live events (publish, oof, deleted) always use records.
+   * </pre>
+   *
+   * <code>.sowdb.v1.PackedRecords packed = 2 [json_name = "packed"];</code>
+   * @return Whether the packed field is set.
+   */
+  boolean hasPacked();
+  /**
+   * <pre>
+   * The records as columns, for a query that asked for RECORD_LAYOUT_PACKED; then records is
+   * empty. Live events (publish, oof, deleted) always use records.
+   * </pre>
+   *
+   * <code>.sowdb.v1.PackedRecords packed = 2 [json_name = "packed"];</code>
+   * @return The packed.
+   */
+  io.sowdb.v1.PackedRecords getPacked();
+  /**
+   * <pre>
+   * The records as columns, for a query that asked for RECORD_LAYOUT_PACKED; then records is
+   * empty. Live events (publish, oof, deleted) always use records.
+   * </pre>
+   *
+   * <code>.sowdb.v1.PackedRecords packed = 2 [json_name = "packed"];</code>
+   */
+  io.sowdb.v1.PackedRecordsOrBuilder getPackedOrBuilder();
 }

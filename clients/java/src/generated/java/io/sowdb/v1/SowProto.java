@@ -67,6 +67,11 @@ public final class SowProto extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_sowdb_v1_RecordBatch_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_sowdb_v1_PackedRecords_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_sowdb_v1_PackedRecords_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_sowdb_v1_Oof_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -199,112 +204,123 @@ public final class SowProto extends com.google.protobuf.GeneratedFile {
       "queryId\022)\n\020records_returned\030\002 \001(\004R\017recor" +
       "dsReturned\022\'\n\017records_matched\030\003 \001(\004R\016rec" +
       "ordsMatched\022\'\n\017records_scanned\030\004 \001(\004R\016re" +
-      "cordsScanned\"9\n\013RecordBatch\022*\n\007records\030\001" +
-      " \003(\0132\020.sowdb.v1.RecordR\007records\"\\\n\003Oof\022(" +
-      "\n\006record\030\001 \001(\0132\020.sowdb.v1.RecordR\006record" +
-      "\022+\n\006reason\030\002 \001(\0162\023.sowdb.v1.OofReasonR\006r" +
-      "eason\"5\n\007Deleted\022*\n\007records\030\001 \003(\0132\020.sowd" +
-      "b.v1.RecordR\007records\"\'\n\tCompleted\022\032\n\010boo" +
-      "kmark\030\001 \001(\004R\010bookmark\"\'\n\tHeartbeat\022\032\n\010bo" +
-      "okmark\030\001 \001(\004R\010bookmark\"\371\002\n\nSowRequest\022\024\n" +
-      "\005topic\030\001 \001(\tR\005topic\022\026\n\006filter\030\002 \001(\tR\006fil" +
-      "ter\022\031\n\010sow_keys\030\003 \003(\tR\007sowKeys\022\031\n\010query_" +
-      "id\030\004 \001(\tR\007queryId\022\031\n\010order_by\030\005 \001(\tR\007ord" +
-      "erBy\022\030\n\005top_n\030\006 \001(\rH\000R\004topN\210\001\001\022\032\n\006skip_n" +
-      "\030\007 \001(\rH\001R\005skipN\210\001\001\022\"\n\nbatch_size\030\010 \001(\rH\002" +
-      "R\tbatchSize\210\001\001\022\032\n\010bookmark\030\t \001(\tR\010bookma" +
-      "rk\022\032\n\010grouping\030\n \003(\tR\010grouping\022\036\n\nprojec" +
-      "tion\030\013 \003(\tR\nprojection\022\026\n\006select\030\014 \001(\tR\006" +
-      "selectB\010\n\006_top_nB\t\n\007_skip_nB\r\n\013_batch_si" +
-      "ze\"\265\001\n\013SowResponse\0227\n\013group_begin\030\002 \001(\0132" +
-      "\024.sowdb.v1.GroupBeginH\000R\ngroupBegin\0221\n\007r" +
-      "ecords\030\003 \001(\0132\025.sowdb.v1.RecordBatchH\000R\007r" +
-      "ecords\0221\n\tgroup_end\030\004 \001(\0132\022.sowdb.v1.Gro" +
-      "upEndH\000R\010groupEndB\007\n\005event\"\333\001\n\023Subscript" +
-      "ionOptions\022\020\n\003oof\030\001 \001(\010R\003oof\022\024\n\005delta\030\002 " +
-      "\001(\010R\005delta\022\035\n\nno_empties\030\003 \001(\010R\tnoEmptie" +
-      "s\022\033\n\tsend_keys\030\004 \001(\010R\010sendKeys\0229\n\nconfla" +
-      "tion\030\005 \001(\0132\031.google.protobuf.DurationR\nc" +
-      "onflation\022%\n\016conflation_key\030\006 \003(\tR\rconfl" +
-      "ationKey\"\224\001\n\026SowAndSubscribeRequest\022*\n\005q" +
-      "uery\030\001 \001(\0132\024.sowdb.v1.SowRequestR\005query\022" +
-      "7\n\007options\030\002 \001(\0132\035.sowdb.v1.Subscription" +
-      "OptionsR\007options\022\025\n\006sub_id\030\003 \001(\tR\005subId\"" +
-      "\271\003\n\027SowAndSubscribeResponse\0226\n\nsubscribe" +
-      "d\030\001 \001(\0132\024.sowdb.v1.SubscribedH\000R\nsubscri" +
-      "bed\0227\n\013group_begin\030\002 \001(\0132\024.sowdb.v1.Grou" +
-      "pBeginH\000R\ngroupBegin\0221\n\007records\030\003 \001(\0132\025." +
-      "sowdb.v1.RecordBatchH\000R\007records\0221\n\tgroup" +
-      "_end\030\004 \001(\0132\022.sowdb.v1.GroupEndH\000R\010groupE" +
-      "nd\0221\n\007publish\030\005 \001(\0132\025.sowdb.v1.RecordBat" +
-      "chH\000R\007publish\022!\n\003oof\030\006 \001(\0132\r.sowdb.v1.Oo" +
-      "fH\000R\003oof\0223\n\tcompleted\030\010 \001(\0132\023.sowdb.v1.C" +
-      "ompletedH\000R\tcompleted\0223\n\theartbeat\030\t \001(\013" +
-      "2\023.sowdb.v1.HeartbeatH\000R\theartbeatB\007\n\005ev" +
-      "ent\"\254\001\n\020SubscribeRequest\022\024\n\005topic\030\001 \001(\tR" +
-      "\005topic\022\026\n\006filter\030\002 \001(\tR\006filter\022\032\n\010bookma" +
-      "rk\030\003 \001(\tR\010bookmark\0227\n\007options\030\004 \001(\0132\035.so" +
-      "wdb.v1.SubscriptionOptionsR\007options\022\025\n\006s" +
-      "ub_id\030\005 \001(\tR\005subId\"\303\002\n\021SubscribeResponse" +
-      "\0226\n\nsubscribed\030\001 \001(\0132\024.sowdb.v1.Subscrib" +
-      "edH\000R\nsubscribed\0221\n\007publish\030\005 \001(\0132\025.sowd" +
-      "b.v1.RecordBatchH\000R\007publish\022!\n\003oof\030\006 \001(\013" +
-      "2\r.sowdb.v1.OofH\000R\003oof\022-\n\007deleted\030\007 \001(\0132" +
-      "\021.sowdb.v1.DeletedH\000R\007deleted\0223\n\tcomplet" +
-      "ed\030\010 \001(\0132\023.sowdb.v1.CompletedH\000R\tcomplet" +
-      "ed\0223\n\theartbeat\030\t \001(\0132\023.sowdb.v1.Heartbe" +
-      "atH\000R\theartbeatB\007\n\005event\"\235\002\n\032ReplaceSubs" +
-      "criptionRequest\022\025\n\006sub_id\030\001 \001(\tR\005subId\022\026" +
-      "\n\006filter\030\002 \001(\tR\006filter\0227\n\007options\030\003 \001(\0132" +
+      "cordsScanned\"j\n\013RecordBatch\022*\n\007records\030\001" +
+      " \003(\0132\020.sowdb.v1.RecordR\007records\022/\n\006packe" +
+      "d\030\002 \001(\0132\027.sowdb.v1.PackedRecordsR\006packed" +
+      "\"\276\001\n\rPackedRecords\022\026\n\006topics\030\001 \003(\tR\006topi" +
+      "cs\022#\n\rtopic_indexes\030\002 \003(\rR\014topicIndexes\022" +
+      "\034\n\tbookmarks\030\003 \003(\004R\tbookmarks\022#\n\rtimesta" +
+      "mps_us\030\004 \003(\003R\014timestampsUs\022\031\n\010sow_keys\030\005" +
+      " \003(\tR\007sowKeys\022\022\n\004data\030\006 \003(\014R\004data\"\\\n\003Oof" +
+      "\022(\n\006record\030\001 \001(\0132\020.sowdb.v1.RecordR\006reco" +
+      "rd\022+\n\006reason\030\002 \001(\0162\023.sowdb.v1.OofReasonR" +
+      "\006reason\"5\n\007Deleted\022*\n\007records\030\001 \003(\0132\020.so" +
+      "wdb.v1.RecordR\007records\"\'\n\tCompleted\022\032\n\010b" +
+      "ookmark\030\001 \001(\004R\010bookmark\"\'\n\tHeartbeat\022\032\n\010" +
+      "bookmark\030\001 \001(\004R\010bookmark\"\266\003\n\nSowRequest\022" +
+      "\024\n\005topic\030\001 \001(\tR\005topic\022\026\n\006filter\030\002 \001(\tR\006f" +
+      "ilter\022\031\n\010sow_keys\030\003 \003(\tR\007sowKeys\022\031\n\010quer" +
+      "y_id\030\004 \001(\tR\007queryId\022\031\n\010order_by\030\005 \001(\tR\007o" +
+      "rderBy\022\030\n\005top_n\030\006 \001(\rH\000R\004topN\210\001\001\022\032\n\006skip" +
+      "_n\030\007 \001(\rH\001R\005skipN\210\001\001\022\"\n\nbatch_size\030\010 \001(\r" +
+      "H\002R\tbatchSize\210\001\001\022\032\n\010bookmark\030\t \001(\tR\010book" +
+      "mark\022\032\n\010grouping\030\n \003(\tR\010grouping\022\036\n\nproj" +
+      "ection\030\013 \003(\tR\nprojection\022\026\n\006select\030\014 \001(\t" +
+      "R\006select\022;\n\rrecord_layout\030\r \001(\0162\026.sowdb." +
+      "v1.RecordLayoutR\014recordLayoutB\010\n\006_top_nB" +
+      "\t\n\007_skip_nB\r\n\013_batch_size\"\265\001\n\013SowRespons" +
+      "e\0227\n\013group_begin\030\002 \001(\0132\024.sowdb.v1.GroupB" +
+      "eginH\000R\ngroupBegin\0221\n\007records\030\003 \001(\0132\025.so" +
+      "wdb.v1.RecordBatchH\000R\007records\0221\n\tgroup_e" +
+      "nd\030\004 \001(\0132\022.sowdb.v1.GroupEndH\000R\010groupEnd" +
+      "B\007\n\005event\"\333\001\n\023SubscriptionOptions\022\020\n\003oof" +
+      "\030\001 \001(\010R\003oof\022\024\n\005delta\030\002 \001(\010R\005delta\022\035\n\nno_" +
+      "empties\030\003 \001(\010R\tnoEmpties\022\033\n\tsend_keys\030\004 " +
+      "\001(\010R\010sendKeys\0229\n\nconflation\030\005 \001(\0132\031.goog" +
+      "le.protobuf.DurationR\nconflation\022%\n\016conf" +
+      "lation_key\030\006 \003(\tR\rconflationKey\"\224\001\n\026SowA" +
+      "ndSubscribeRequest\022*\n\005query\030\001 \001(\0132\024.sowd" +
+      "b.v1.SowRequestR\005query\0227\n\007options\030\002 \001(\0132" +
       "\035.sowdb.v1.SubscriptionOptionsR\007options\022" +
-      "\031\n\010order_by\030\004 \001(\tR\007orderBy\022\030\n\005top_n\030\005 \001(" +
-      "\rH\000R\004topN\210\001\001\022\032\n\006skip_n\030\006 \001(\rH\001R\005skipN\210\001\001" +
-      "\022\"\n\nbatch_size\030\007 \001(\rH\002R\tbatchSize\210\001\001B\010\n\006" +
-      "_top_nB\t\n\007_skip_nB\r\n\013_batch_size\"9\n\033Repl" +
-      "aceSubscriptionResponse\022\032\n\010bookmark\030\001 \001(" +
-      "\004R\010bookmark\"o\n\020SowDeleteRequest\022\024\n\005topic" +
-      "\030\001 \001(\tR\005topic\022\026\n\006filter\030\002 \001(\tR\006filter\022\031\n" +
-      "\010sow_keys\030\003 \003(\tR\007sowKeys\022\022\n\004data\030\004 \001(\014R\004" +
-      "data\"T\n\021SowDeleteResponse\022#\n\rdeleted_cou" +
-      "nt\030\001 \001(\004R\014deletedCount\022\032\n\010bookmark\030\002 \001(\004" +
-      "R\010bookmark\"\023\n\021ListTopicsRequest\"y\n\007Histo" +
-      "ry\0221\n\006window\030\001 \001(\0132\031.google.protobuf.Dur" +
-      "ationR\006window\022;\n\013granularity\030\002 \001(\0132\031.goo" +
-      "gle.protobuf.DurationR\013granularity\"\325\002\n\tT" +
-      "opicInfo\022\022\n\004name\030\001 \001(\tR\004name\022\'\n\004kind\030\002 \001" +
-      "(\0162\023.sowdb.v1.TopicKindR\004kind\022\020\n\003key\030\003 \003" +
-      "(\tR\003key\0224\n\ndurability\030\004 \001(\0162\024.sowdb.v1.D" +
-      "urabilityR\ndurability\022+\n\007history\030\005 \001(\0132\021" +
-      ".sowdb.v1.HistoryR\007history\022!\n\014record_cou" +
-      "nt\030\006 \001(\004R\013recordCount\022\030\n\007indexes\030\007 \003(\tR\007" +
-      "indexes\022\036\n\nunderlying\030\010 \001(\tR\nunderlying\022" +
-      "9\n\nexpiration\030\t \001(\0132\031.google.protobuf.Du" +
-      "rationR\nexpiration\"A\n\022ListTopicsResponse" +
-      "\022+\n\006topics\030\001 \003(\0132\023.sowdb.v1.TopicInfoR\006t" +
-      "opics*m\n\tOofReason\022\032\n\026OOF_REASON_UNSPECI" +
-      "FIED\020\000\022\026\n\022OOF_REASON_DELETED\020\001\022\026\n\022OOF_RE" +
-      "ASON_EXPIRED\020\002\022\024\n\020OOF_REASON_MATCH\020\003*j\n\t" +
-      "TopicKind\022\032\n\026TOPIC_KIND_UNSPECIFIED\020\000\022\022\n" +
-      "\016TOPIC_KIND_SOW\020\001\022\023\n\017TOPIC_KIND_VIEW\020\002\022\030" +
-      "\n\024TOPIC_KIND_CONFLATED\020\003*]\n\nDurability\022\032" +
-      "\n\026DURABILITY_UNSPECIFIED\020\000\022\031\n\025DURABILITY" +
-      "_PERSISTENT\020\001\022\030\n\024DURABILITY_TRANSIENT\020\0022" +
-      "\233\004\n\nSowService\022B\n\007Publish\022\030.sowdb.v1.Pub" +
-      "lishRequest\032\031.sowdb.v1.PublishResponse(\001" +
-      "0\001\0224\n\003Sow\022\024.sowdb.v1.SowRequest\032\025.sowdb." +
-      "v1.SowResponse0\001\022X\n\017SowAndSubscribe\022 .so" +
-      "wdb.v1.SowAndSubscribeRequest\032!.sowdb.v1" +
-      ".SowAndSubscribeResponse0\001\022F\n\tSubscribe\022" +
-      "\032.sowdb.v1.SubscribeRequest\032\033.sowdb.v1.S" +
-      "ubscribeResponse0\001\022b\n\023ReplaceSubscriptio" +
-      "n\022$.sowdb.v1.ReplaceSubscriptionRequest\032" +
-      "%.sowdb.v1.ReplaceSubscriptionResponse\022D" +
-      "\n\tSowDelete\022\032.sowdb.v1.SowDeleteRequest\032" +
-      "\033.sowdb.v1.SowDeleteResponse\022G\n\nListTopi" +
-      "cs\022\033.sowdb.v1.ListTopicsRequest\032\034.sowdb." +
-      "v1.ListTopicsResponseBX\n\013io.sowdb.v1B\010So" +
-      "wProtoP\001\242\002\003SXX\252\002\010Sowdb.V1\312\002\010Sowdb\\V1\342\002\024S" +
-      "owdb\\V1\\GPBMetadata\352\002\tSowdb::V1b\006proto3"
+      "\025\n\006sub_id\030\003 \001(\tR\005subId\"\271\003\n\027SowAndSubscri" +
+      "beResponse\0226\n\nsubscribed\030\001 \001(\0132\024.sowdb.v" +
+      "1.SubscribedH\000R\nsubscribed\0227\n\013group_begi" +
+      "n\030\002 \001(\0132\024.sowdb.v1.GroupBeginH\000R\ngroupBe" +
+      "gin\0221\n\007records\030\003 \001(\0132\025.sowdb.v1.RecordBa" +
+      "tchH\000R\007records\0221\n\tgroup_end\030\004 \001(\0132\022.sowd" +
+      "b.v1.GroupEndH\000R\010groupEnd\0221\n\007publish\030\005 \001" +
+      "(\0132\025.sowdb.v1.RecordBatchH\000R\007publish\022!\n\003" +
+      "oof\030\006 \001(\0132\r.sowdb.v1.OofH\000R\003oof\0223\n\tcompl" +
+      "eted\030\010 \001(\0132\023.sowdb.v1.CompletedH\000R\tcompl" +
+      "eted\0223\n\theartbeat\030\t \001(\0132\023.sowdb.v1.Heart" +
+      "beatH\000R\theartbeatB\007\n\005event\"\254\001\n\020Subscribe" +
+      "Request\022\024\n\005topic\030\001 \001(\tR\005topic\022\026\n\006filter\030" +
+      "\002 \001(\tR\006filter\022\032\n\010bookmark\030\003 \001(\tR\010bookmar" +
+      "k\0227\n\007options\030\004 \001(\0132\035.sowdb.v1.Subscripti" +
+      "onOptionsR\007options\022\025\n\006sub_id\030\005 \001(\tR\005subI" +
+      "d\"\303\002\n\021SubscribeResponse\0226\n\nsubscribed\030\001 " +
+      "\001(\0132\024.sowdb.v1.SubscribedH\000R\nsubscribed\022" +
+      "1\n\007publish\030\005 \001(\0132\025.sowdb.v1.RecordBatchH" +
+      "\000R\007publish\022!\n\003oof\030\006 \001(\0132\r.sowdb.v1.OofH\000" +
+      "R\003oof\022-\n\007deleted\030\007 \001(\0132\021.sowdb.v1.Delete" +
+      "dH\000R\007deleted\0223\n\tcompleted\030\010 \001(\0132\023.sowdb." +
+      "v1.CompletedH\000R\tcompleted\0223\n\theartbeat\030\t" +
+      " \001(\0132\023.sowdb.v1.HeartbeatH\000R\theartbeatB\007" +
+      "\n\005event\"\235\002\n\032ReplaceSubscriptionRequest\022\025" +
+      "\n\006sub_id\030\001 \001(\tR\005subId\022\026\n\006filter\030\002 \001(\tR\006f" +
+      "ilter\0227\n\007options\030\003 \001(\0132\035.sowdb.v1.Subscr" +
+      "iptionOptionsR\007options\022\031\n\010order_by\030\004 \001(\t" +
+      "R\007orderBy\022\030\n\005top_n\030\005 \001(\rH\000R\004topN\210\001\001\022\032\n\006s" +
+      "kip_n\030\006 \001(\rH\001R\005skipN\210\001\001\022\"\n\nbatch_size\030\007 " +
+      "\001(\rH\002R\tbatchSize\210\001\001B\010\n\006_top_nB\t\n\007_skip_n" +
+      "B\r\n\013_batch_size\"9\n\033ReplaceSubscriptionRe" +
+      "sponse\022\032\n\010bookmark\030\001 \001(\004R\010bookmark\"o\n\020So" +
+      "wDeleteRequest\022\024\n\005topic\030\001 \001(\tR\005topic\022\026\n\006" +
+      "filter\030\002 \001(\tR\006filter\022\031\n\010sow_keys\030\003 \003(\tR\007" +
+      "sowKeys\022\022\n\004data\030\004 \001(\014R\004data\"T\n\021SowDelete" +
+      "Response\022#\n\rdeleted_count\030\001 \001(\004R\014deleted" +
+      "Count\022\032\n\010bookmark\030\002 \001(\004R\010bookmark\"\023\n\021Lis" +
+      "tTopicsRequest\"y\n\007History\0221\n\006window\030\001 \001(" +
+      "\0132\031.google.protobuf.DurationR\006window\022;\n\013" +
+      "granularity\030\002 \001(\0132\031.google.protobuf.Dura" +
+      "tionR\013granularity\"\325\002\n\tTopicInfo\022\022\n\004name\030" +
+      "\001 \001(\tR\004name\022\'\n\004kind\030\002 \001(\0162\023.sowdb.v1.Top" +
+      "icKindR\004kind\022\020\n\003key\030\003 \003(\tR\003key\0224\n\ndurabi" +
+      "lity\030\004 \001(\0162\024.sowdb.v1.DurabilityR\ndurabi" +
+      "lity\022+\n\007history\030\005 \001(\0132\021.sowdb.v1.History" +
+      "R\007history\022!\n\014record_count\030\006 \001(\004R\013recordC" +
+      "ount\022\030\n\007indexes\030\007 \003(\tR\007indexes\022\036\n\nunderl" +
+      "ying\030\010 \001(\tR\nunderlying\0229\n\nexpiration\030\t \001" +
+      "(\0132\031.google.protobuf.DurationR\nexpiratio" +
+      "n\"A\n\022ListTopicsResponse\022+\n\006topics\030\001 \003(\0132" +
+      "\023.sowdb.v1.TopicInfoR\006topics*m\n\tOofReaso" +
+      "n\022\032\n\026OOF_REASON_UNSPECIFIED\020\000\022\026\n\022OOF_REA" +
+      "SON_DELETED\020\001\022\026\n\022OOF_REASON_EXPIRED\020\002\022\024\n" +
+      "\020OOF_REASON_MATCH\020\003*b\n\014RecordLayout\022\035\n\031R" +
+      "ECORD_LAYOUT_UNSPECIFIED\020\000\022\031\n\025RECORD_LAY" +
+      "OUT_RECORDS\020\001\022\030\n\024RECORD_LAYOUT_PACKED\020\002*" +
+      "j\n\tTopicKind\022\032\n\026TOPIC_KIND_UNSPECIFIED\020\000" +
+      "\022\022\n\016TOPIC_KIND_SOW\020\001\022\023\n\017TOPIC_KIND_VIEW\020" +
+      "\002\022\030\n\024TOPIC_KIND_CONFLATED\020\003*]\n\nDurabilit" +
+      "y\022\032\n\026DURABILITY_UNSPECIFIED\020\000\022\031\n\025DURABIL" +
+      "ITY_PERSISTENT\020\001\022\030\n\024DURABILITY_TRANSIENT" +
+      "\020\0022\233\004\n\nSowService\022B\n\007Publish\022\030.sowdb.v1." +
+      "PublishRequest\032\031.sowdb.v1.PublishRespons" +
+      "e(\0010\001\0224\n\003Sow\022\024.sowdb.v1.SowRequest\032\025.sow" +
+      "db.v1.SowResponse0\001\022X\n\017SowAndSubscribe\022 " +
+      ".sowdb.v1.SowAndSubscribeRequest\032!.sowdb" +
+      ".v1.SowAndSubscribeResponse0\001\022F\n\tSubscri" +
+      "be\022\032.sowdb.v1.SubscribeRequest\032\033.sowdb.v" +
+      "1.SubscribeResponse0\001\022b\n\023ReplaceSubscrip" +
+      "tion\022$.sowdb.v1.ReplaceSubscriptionReque" +
+      "st\032%.sowdb.v1.ReplaceSubscriptionRespons" +
+      "e\022D\n\tSowDelete\022\032.sowdb.v1.SowDeleteReque" +
+      "st\032\033.sowdb.v1.SowDeleteResponse\022G\n\nListT" +
+      "opics\022\033.sowdb.v1.ListTopicsRequest\032\034.sow" +
+      "db.v1.ListTopicsResponseBX\n\013io.sowdb.v1B" +
+      "\010SowProtoP\001\242\002\003SXX\252\002\010Sowdb.V1\312\002\010Sowdb\\V1\342" +
+      "\002\024Sowdb\\V1\\GPBMetadata\352\002\tSowdb::V1b\006prot" +
+      "o3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -360,117 +376,123 @@ public final class SowProto extends com.google.protobuf.GeneratedFile {
     internal_static_sowdb_v1_RecordBatch_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sowdb_v1_RecordBatch_descriptor,
-        new java.lang.String[] { "Records", });
-    internal_static_sowdb_v1_Oof_descriptor =
+        new java.lang.String[] { "Records", "Packed", });
+    internal_static_sowdb_v1_PackedRecords_descriptor =
       getDescriptor().getMessageType(8);
+    internal_static_sowdb_v1_PackedRecords_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_sowdb_v1_PackedRecords_descriptor,
+        new java.lang.String[] { "Topics", "TopicIndexes", "Bookmarks", "TimestampsUs", "SowKeys", "Data", });
+    internal_static_sowdb_v1_Oof_descriptor =
+      getDescriptor().getMessageType(9);
     internal_static_sowdb_v1_Oof_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sowdb_v1_Oof_descriptor,
         new java.lang.String[] { "Record", "Reason", });
     internal_static_sowdb_v1_Deleted_descriptor =
-      getDescriptor().getMessageType(9);
+      getDescriptor().getMessageType(10);
     internal_static_sowdb_v1_Deleted_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sowdb_v1_Deleted_descriptor,
         new java.lang.String[] { "Records", });
     internal_static_sowdb_v1_Completed_descriptor =
-      getDescriptor().getMessageType(10);
+      getDescriptor().getMessageType(11);
     internal_static_sowdb_v1_Completed_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sowdb_v1_Completed_descriptor,
         new java.lang.String[] { "Bookmark", });
     internal_static_sowdb_v1_Heartbeat_descriptor =
-      getDescriptor().getMessageType(11);
+      getDescriptor().getMessageType(12);
     internal_static_sowdb_v1_Heartbeat_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sowdb_v1_Heartbeat_descriptor,
         new java.lang.String[] { "Bookmark", });
     internal_static_sowdb_v1_SowRequest_descriptor =
-      getDescriptor().getMessageType(12);
+      getDescriptor().getMessageType(13);
     internal_static_sowdb_v1_SowRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sowdb_v1_SowRequest_descriptor,
-        new java.lang.String[] { "Topic", "Filter", "SowKeys", "QueryId", "OrderBy", "TopN", "SkipN", "BatchSize", "Bookmark", "Grouping", "Projection", "Select", });
+        new java.lang.String[] { "Topic", "Filter", "SowKeys", "QueryId", "OrderBy", "TopN", "SkipN", "BatchSize", "Bookmark", "Grouping", "Projection", "Select", "RecordLayout", });
     internal_static_sowdb_v1_SowResponse_descriptor =
-      getDescriptor().getMessageType(13);
+      getDescriptor().getMessageType(14);
     internal_static_sowdb_v1_SowResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sowdb_v1_SowResponse_descriptor,
         new java.lang.String[] { "GroupBegin", "Records", "GroupEnd", "Event", });
     internal_static_sowdb_v1_SubscriptionOptions_descriptor =
-      getDescriptor().getMessageType(14);
+      getDescriptor().getMessageType(15);
     internal_static_sowdb_v1_SubscriptionOptions_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sowdb_v1_SubscriptionOptions_descriptor,
         new java.lang.String[] { "Oof", "Delta", "NoEmpties", "SendKeys", "Conflation", "ConflationKey", });
     internal_static_sowdb_v1_SowAndSubscribeRequest_descriptor =
-      getDescriptor().getMessageType(15);
+      getDescriptor().getMessageType(16);
     internal_static_sowdb_v1_SowAndSubscribeRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sowdb_v1_SowAndSubscribeRequest_descriptor,
         new java.lang.String[] { "Query", "Options", "SubId", });
     internal_static_sowdb_v1_SowAndSubscribeResponse_descriptor =
-      getDescriptor().getMessageType(16);
+      getDescriptor().getMessageType(17);
     internal_static_sowdb_v1_SowAndSubscribeResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sowdb_v1_SowAndSubscribeResponse_descriptor,
         new java.lang.String[] { "Subscribed", "GroupBegin", "Records", "GroupEnd", "Publish", "Oof", "Completed", "Heartbeat", "Event", });
     internal_static_sowdb_v1_SubscribeRequest_descriptor =
-      getDescriptor().getMessageType(17);
+      getDescriptor().getMessageType(18);
     internal_static_sowdb_v1_SubscribeRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sowdb_v1_SubscribeRequest_descriptor,
         new java.lang.String[] { "Topic", "Filter", "Bookmark", "Options", "SubId", });
     internal_static_sowdb_v1_SubscribeResponse_descriptor =
-      getDescriptor().getMessageType(18);
+      getDescriptor().getMessageType(19);
     internal_static_sowdb_v1_SubscribeResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sowdb_v1_SubscribeResponse_descriptor,
         new java.lang.String[] { "Subscribed", "Publish", "Oof", "Deleted", "Completed", "Heartbeat", "Event", });
     internal_static_sowdb_v1_ReplaceSubscriptionRequest_descriptor =
-      getDescriptor().getMessageType(19);
+      getDescriptor().getMessageType(20);
     internal_static_sowdb_v1_ReplaceSubscriptionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sowdb_v1_ReplaceSubscriptionRequest_descriptor,
         new java.lang.String[] { "SubId", "Filter", "Options", "OrderBy", "TopN", "SkipN", "BatchSize", });
     internal_static_sowdb_v1_ReplaceSubscriptionResponse_descriptor =
-      getDescriptor().getMessageType(20);
+      getDescriptor().getMessageType(21);
     internal_static_sowdb_v1_ReplaceSubscriptionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sowdb_v1_ReplaceSubscriptionResponse_descriptor,
         new java.lang.String[] { "Bookmark", });
     internal_static_sowdb_v1_SowDeleteRequest_descriptor =
-      getDescriptor().getMessageType(21);
+      getDescriptor().getMessageType(22);
     internal_static_sowdb_v1_SowDeleteRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sowdb_v1_SowDeleteRequest_descriptor,
         new java.lang.String[] { "Topic", "Filter", "SowKeys", "Data", });
     internal_static_sowdb_v1_SowDeleteResponse_descriptor =
-      getDescriptor().getMessageType(22);
+      getDescriptor().getMessageType(23);
     internal_static_sowdb_v1_SowDeleteResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sowdb_v1_SowDeleteResponse_descriptor,
         new java.lang.String[] { "DeletedCount", "Bookmark", });
     internal_static_sowdb_v1_ListTopicsRequest_descriptor =
-      getDescriptor().getMessageType(23);
+      getDescriptor().getMessageType(24);
     internal_static_sowdb_v1_ListTopicsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sowdb_v1_ListTopicsRequest_descriptor,
         new java.lang.String[] { });
     internal_static_sowdb_v1_History_descriptor =
-      getDescriptor().getMessageType(24);
+      getDescriptor().getMessageType(25);
     internal_static_sowdb_v1_History_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sowdb_v1_History_descriptor,
         new java.lang.String[] { "Window", "Granularity", });
     internal_static_sowdb_v1_TopicInfo_descriptor =
-      getDescriptor().getMessageType(25);
+      getDescriptor().getMessageType(26);
     internal_static_sowdb_v1_TopicInfo_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sowdb_v1_TopicInfo_descriptor,
         new java.lang.String[] { "Name", "Kind", "Key", "Durability", "History", "RecordCount", "Indexes", "Underlying", "Expiration", });
     internal_static_sowdb_v1_ListTopicsResponse_descriptor =
-      getDescriptor().getMessageType(26);
+      getDescriptor().getMessageType(27);
     internal_static_sowdb_v1_ListTopicsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_sowdb_v1_ListTopicsResponse_descriptor,

@@ -44,6 +44,7 @@ private static final long serialVersionUID = 0L;
     projection_ =
         com.google.protobuf.LazyStringArrayList.emptyList();
     select_ = "";
+    recordLayout_ = 0;
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -587,6 +588,34 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int RECORD_LAYOUT_FIELD_NUMBER = 13;
+  private int recordLayout_ = 0;
+  /**
+   * <pre>
+   * How the record batches of the results carry their records (for SowAndSubscribe, those of
+   * its query part); unset: one Record message per record.
+   * </pre>
+   *
+   * <code>.sowdb.v1.RecordLayout record_layout = 13 [json_name = "recordLayout"];</code>
+   * @return The enum numeric value on the wire for recordLayout.
+   */
+  @java.lang.Override public int getRecordLayoutValue() {
+    return recordLayout_;
+  }
+  /**
+   * <pre>
+   * How the record batches of the results carry their records (for SowAndSubscribe, those of
+   * its query part); unset: one Record message per record.
+   * </pre>
+   *
+   * <code>.sowdb.v1.RecordLayout record_layout = 13 [json_name = "recordLayout"];</code>
+   * @return The recordLayout.
+   */
+  @java.lang.Override public io.sowdb.v1.RecordLayout getRecordLayout() {
+    io.sowdb.v1.RecordLayout result = io.sowdb.v1.RecordLayout.forNumber(recordLayout_);
+    return result == null ? io.sowdb.v1.RecordLayout.UNRECOGNIZED : result;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -636,6 +665,9 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(select_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 12, select_);
+    }
+    if (recordLayout_ != io.sowdb.v1.RecordLayout.RECORD_LAYOUT_UNSPECIFIED.getNumber()) {
+      output.writeEnum(13, recordLayout_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -695,6 +727,10 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(select_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(12, select_);
     }
+    if (recordLayout_ != io.sowdb.v1.RecordLayout.RECORD_LAYOUT_UNSPECIFIED.getNumber()) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeEnumSize(13, recordLayout_);
+    }
     return size;
   }
   @java.lang.Override
@@ -752,6 +788,7 @@ private static final long serialVersionUID = 0L;
         .equals(other.getProjectionList())) return false;
     if (!getSelect()
         .equals(other.getSelect())) return false;
+    if (recordLayout_ != other.recordLayout_) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -799,6 +836,8 @@ private static final long serialVersionUID = 0L;
     }
     hash = (37 * hash) + SELECT_FIELD_NUMBER;
     hash = (53 * hash) + getSelect().hashCode();
+    hash = (37 * hash) + RECORD_LAYOUT_FIELD_NUMBER;
+    hash = (53 * hash) + recordLayout_;
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -949,6 +988,7 @@ private static final long serialVersionUID = 0L;
       projection_ =
           com.google.protobuf.LazyStringArrayList.emptyList();
       select_ = "";
+      recordLayout_ = 0;
       return this;
     }
 
@@ -1024,6 +1064,9 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00000800) != 0)) {
         result.select_ = select_;
+      }
+      if (((from_bitField0_ & 0x00001000) != 0)) {
+        result.recordLayout_ = recordLayout_;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -1109,6 +1152,9 @@ private static final long serialVersionUID = 0L;
         bitField0_ |= 0x00000800;
         onChanged();
       }
+      if (other.recordLayout_ != 0) {
+        setRecordLayoutValue(other.getRecordLayoutValue());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -1193,6 +1239,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000800;
               break;
             } // case 98
+            case 104: {
+              recordLayout_ = input.readEnum();
+              bitField0_ |= 0x00001000;
+              break;
+            } // case 104
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2367,6 +2418,83 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       select_ = value;
       bitField0_ |= 0x00000800;
+      onChanged();
+      return this;
+    }
+
+    private int recordLayout_ = 0;
+    /**
+     * <pre>
+     * How the record batches of the results carry their records (for SowAndSubscribe, those of
+     * its query part); unset: one Record message per record.
+     * </pre>
+     *
+     * <code>.sowdb.v1.RecordLayout record_layout = 13 [json_name = "recordLayout"];</code>
+     * @return The enum numeric value on the wire for recordLayout.
+     */
+    @java.lang.Override public int getRecordLayoutValue() {
+      return recordLayout_;
+    }
+    /**
+     * <pre>
+     * How the record batches of the results carry their records (for SowAndSubscribe, those of
+     * its query part); unset: one Record message per record.
+     * </pre>
+     *
+     * <code>.sowdb.v1.RecordLayout record_layout = 13 [json_name = "recordLayout"];</code>
+     * @param value The enum numeric value on the wire for recordLayout to set.
+     * @return This builder for chaining.
+     */
+    public Builder setRecordLayoutValue(int value) {
+      recordLayout_ = value;
+      bitField0_ |= 0x00001000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * How the record batches of the results carry their records (for SowAndSubscribe, those of
+     * its query part); unset: one Record message per record.
+     * </pre>
+     *
+     * <code>.sowdb.v1.RecordLayout record_layout = 13 [json_name = "recordLayout"];</code>
+     * @return The recordLayout.
+     */
+    @java.lang.Override
+    public io.sowdb.v1.RecordLayout getRecordLayout() {
+      io.sowdb.v1.RecordLayout result = io.sowdb.v1.RecordLayout.forNumber(recordLayout_);
+      return result == null ? io.sowdb.v1.RecordLayout.UNRECOGNIZED : result;
+    }
+    /**
+     * <pre>
+     * How the record batches of the results carry their records (for SowAndSubscribe, those of
+     * its query part); unset: one Record message per record.
+     * </pre>
+     *
+     * <code>.sowdb.v1.RecordLayout record_layout = 13 [json_name = "recordLayout"];</code>
+     * @param value The recordLayout to set.
+     * @throws IllegalArgumentException if UNRECOGNIZED is provided.
+     * @return This builder for chaining.
+     */
+    public Builder setRecordLayout(io.sowdb.v1.RecordLayout value) {
+      java.util.Objects.requireNonNull(value);
+      bitField0_ |= 0x00001000;
+      recordLayout_ = value.getNumber();
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * How the record batches of the results carry their records (for SowAndSubscribe, those of
+     * its query part); unset: one Record message per record.
+     * </pre>
+     *
+     * <code>.sowdb.v1.RecordLayout record_layout = 13 [json_name = "recordLayout"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearRecordLayout() {
+      bitField0_ = (bitField0_ & ~0x00001000);
+      recordLayout_ = 0;
       onChanged();
       return this;
     }

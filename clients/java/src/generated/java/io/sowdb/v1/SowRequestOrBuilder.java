@@ -309,4 +309,25 @@ public interface SowRequestOrBuilder extends
    */
   com.google.protobuf.ByteString
       getSelectBytes();
+
+  /**
+   * <pre>
+   * How the record batches of the results carry their records (for SowAndSubscribe, those of
+   * its query part); unset: one Record message per record.
+   * </pre>
+   *
+   * <code>.sowdb.v1.RecordLayout record_layout = 13 [json_name = "recordLayout"];</code>
+   * @return The enum numeric value on the wire for recordLayout.
+   */
+  int getRecordLayoutValue();
+  /**
+   * <pre>
+   * How the record batches of the results carry their records (for SowAndSubscribe, those of
+   * its query part); unset: one Record message per record.
+   * </pre>
+   *
+   * <code>.sowdb.v1.RecordLayout record_layout = 13 [json_name = "recordLayout"];</code>
+   * @return The recordLayout.
+   */
+  io.sowdb.v1.RecordLayout getRecordLayout();
 }

@@ -151,7 +151,7 @@ public enum TopicKind
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return io.sowdb.v1.SowProto.getDescriptor().getEnumType(1);
+    return io.sowdb.v1.SowProto.getDescriptor().getEnumType(2);
   }
 
   private static final TopicKind[] VALUES = values();
