@@ -54,6 +54,23 @@ def test_one_block_cache_of_block_cache_bytes_for_every_family(tmp_path: Path) -
         store.close()
 
 
+def test_scans_leave_the_block_cache_to_point_reads(tmp_path: Path) -> None:
+    """Start-up's load scans every record once: its blocks stay out of the cache (after a
+    restart they filled it for nothing, issue 39); a point read still caches its block."""
+    store = _store(tmp_path, block_cache_bytes=3 * MIB)
+    try:
+        current = store.db.family("current")
+        for i in range(4000):
+            current[i.to_bytes(8, "big")] = b"y" * 1000
+        store.db.flush("current")
+        assert sum(1 for _ in store.db.scan("current", b"")) == 4000
+        assert (current.property_int_value("rocksdb.block-cache-usage") or 0) < 64 * 1024
+        assert current[(7).to_bytes(8, "big")] == b"y" * 1000
+        assert (current.property_int_value("rocksdb.block-cache-usage") or 0) > 0
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize(
     ("setting", "value", "says"),
     [
