@@ -55,7 +55,7 @@ what hash indexes are for). The codes fit :data:`CODE` exactly."""
 CODE = np.int16
 """A string's code in a column: 2 bytes a slot, not 4 (a million records' two string columns
 held 8 MB of codes, issue 39); :data:`MAX_STRINGS` stays below its limit."""
-assert MAX_STRINGS <= np.iinfo(CODE).max
+assert np.iinfo(CODE).max >= MAX_STRINGS
 BUILD_STEP = 8192
 """Records one build step fills (a few milliseconds of the event loop)."""
 WIDE = 0.5

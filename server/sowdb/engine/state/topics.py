@@ -16,7 +16,7 @@ from pathlib import Path
 from sowdb.config import Config, TopicConfig, ViewConfig, is_regex_topic
 from sowdb.engine.state.arena_topic import ArenaTopic, new_arena_root
 from sowdb.engine.state.derived import ConflatedTopic, Derived, View, derived_order
-from sowdb.engine.state.heap import release_free_memory
+from sowdb.engine.state.heap import map_large_allocations, release_free_memory
 from sowdb.engine.state.joins import JoinedView
 from sowdb.engine.state.sow_topic import SowTopic
 from sowdb.errors import FailedPrecondition, InvalidArgument
@@ -49,6 +49,7 @@ class Topics:
             directory of their own each); default a new directory on the RAM file system,
             removed by :meth:`close`.
         """
+        map_large_allocations()  # the topics' columns and scans free large blocks (state.heap)
         self.config = config
         self.arena_root: Path | None = None
         self.sow: dict[str, SowTopic]
