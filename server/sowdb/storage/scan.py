@@ -16,7 +16,7 @@ def _scan_options() -> ReadOptions:
     blocks point reads come back to, and after a restart held the whole cache (8 MB, ~8 B a
     record at a million records) for nothing (issue 39)."""
     opts = ReadOptions()
-    opts.fill_cache(False)
+    opts.fill_cache(False)  # type: ignore[call-arg]  # the stub leaves out its argument (a bool)
     return opts
 
 
