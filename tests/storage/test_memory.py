@@ -38,6 +38,25 @@ def test_write_buffers_stay_within_memtable_bytes(tmp_path: Path) -> None:
         store.close()
 
 
+def test_the_journal_buffers_an_eighth_of_memtable_bytes(tmp_path: Path) -> None:
+    """The journal's keys ascend: its buffer is flushed at 1/8 of ``memtable_bytes`` (4 MiB of
+    the default 32), where the current records' keeps half (issue 39)."""
+    store = _store(tmp_path)
+    try:
+        value = b"x" * 1000
+        for family in ("journal", "current"):
+            view = store.db.family(family)
+            for i in range(6000):  # ~6 MB each
+                view[i.to_bytes(8, "big")] = value
+        journal, current = (
+            store.db.family(f).property_int_value("rocksdb.cur-size-active-mem-table") or 0
+            for f in ("journal", "current")
+        )
+        assert journal <= 4 * MIB < 5 * MIB < current
+    finally:
+        store.close()
+
+
 def test_one_block_cache_of_block_cache_bytes_for_every_family(tmp_path: Path) -> None:
     """Reading one family fills the cache that every family reports: one cache, not one each."""
     store = _store(tmp_path, block_cache_bytes=3 * MIB)
@@ -50,6 +69,23 @@ def test_one_block_cache_of_block_cache_bytes_for_every_family(tmp_path: Path) -
         assert current.property_int_value("rocksdb.block-cache-capacity") == 3 * MIB
         used = journal.property_int_value("rocksdb.block-cache-usage") or 0
         assert MIB < used <= 3 * MIB
+    finally:
+        store.close()
+
+
+def test_scans_leave_the_block_cache_to_point_reads(tmp_path: Path) -> None:
+    """Start-up's load scans every record once: its blocks stay out of the cache (after a
+    restart they filled it for nothing, issue 39); a point read still caches its block."""
+    store = _store(tmp_path, block_cache_bytes=3 * MIB)
+    try:
+        current = store.db.family("current")
+        for i in range(4000):
+            current[i.to_bytes(8, "big")] = b"y" * 1000
+        store.db.flush("current")
+        assert sum(1 for _ in store.db.scan("current", b"")) == 4000
+        assert (current.property_int_value("rocksdb.block-cache-usage") or 0) < 64 * 1024
+        assert current[(7).to_bytes(8, "big")] == b"y" * 1000
+        assert (current.property_int_value("rocksdb.block-cache-usage") or 0) > 0
     finally:
         store.close()
 

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -300,3 +301,26 @@ async def test_candidates_the_columns_decide_exactly_are_settled(
         assert sorted(planned) == sorted(scanned)
     finally:
         engine.close()
+
+
+def test_string_codes_are_two_bytes_and_exact_up_to_max_strings() -> None:
+    """A column codes its strings in 2 bytes a slot (issue 39: 4 held 8 MB at a million
+    records), and every one of :data:`MAX_STRINGS` distinct strings keeps a code of its own:
+    each string's comparison still selects exactly its slots."""
+    n = cols.MAX_STRINGS + 10
+    texts = [f"s{i:05d}" for i in range(n)]
+    recs = {str(i): StoredRecord("t", str(i), {"s": texts[i]}, b"{}", i, 0) for i in range(n)}
+    columns = Columns(recs)
+    probe = compile_filter(f"/s = '{texts[-1]}'")
+    columns.want(probe.comparisons[0])
+    while columns.building:
+        columns.build_step()
+    column = columns.by_path["/s"]
+    assert column.code.itemsize == 2
+    beyond = {str(i) for i in np.flatnonzero(column.kind[:n] == cols.OTHER).tolist()}
+    assert len(beyond) == 10  # past the dictionary: always candidates
+    coded = sorted((code, i) for i, code in enumerate(column.code[:n].tolist()) if str(i) not in beyond)
+    for code, i in (coded[0], coded[1], coded[255], coded[256], coded[-1]):
+        f = compile_filter(f"/s = '{texts[i]}'")
+        got = {r.sow_key for r in columns.candidates(f.comparisons, n) or []}
+        assert got == {str(i)} | beyond, code

@@ -23,7 +23,7 @@ import orjson
 from sowdb.config import Config
 from sowdb.engine.bookmarks import last_seq_at_or_before
 from sowdb.engine.records import StoredRecord
-from sowdb.engine.state import ExpiryQueue, SowTopic, Tombstone
+from sowdb.engine.state import ExpiryQueue, SowTopic, Tombstone, release_free_memory
 from sowdb.errors import DataLoss
 from sowdb.storage import Store
 from sowdb.storage import keys as k
@@ -264,6 +264,7 @@ def load_state(store: Store, config: Config, topics: dict[str, SowTopic], expiry
     for topic in topics.values():
         if topic.history is not None:
             topic.history.sort_queue()
+    release_free_memory()  # the records and documents made to load them, dropped (state.heap)
 
 
 def _restore_history(store: Store, topic: SowTopic) -> None:

@@ -13,6 +13,7 @@ from sowdb.engine.state.arena_topic import ArenaTopic
 from sowdb.engine.state.columns import Columns, settled, worth_columns
 from sowdb.engine.state.derived import View
 from sowdb.engine.state.expiry import ExpiryQueue
+from sowdb.engine.state.heap import release_free_memory
 from sowdb.engine.state.history import Tombstone, version_at
 from sowdb.engine.state.indexes import index_terms
 from sowdb.engine.state.restricted_joins import RestrictedJoins
@@ -35,6 +36,7 @@ __all__ = [
     "compile_topic_pattern",
     "index_terms",
     "key_fields_of",
+    "release_free_memory",
     "settled",
     "version_at",
     "worth_columns",

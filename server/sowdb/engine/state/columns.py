@@ -51,7 +51,11 @@ MAX_COLUMNS = 8
 """Columns per topic; wanting another drops the one least recently used."""
 MAX_STRINGS = 4096
 """Distinct strings a column codes; strings beyond are ``OTHER`` (high-cardinality fields are
-what hash indexes are for)."""
+what hash indexes are for). The codes fit :data:`CODE` exactly."""
+CODE = np.int16
+"""A string's code in a column: 2 bytes a slot, not 4 (a million records' two string columns
+held 8 MB of codes, issue 39); :data:`MAX_STRINGS` stays below its limit."""
+assert np.iinfo(CODE).max >= MAX_STRINGS
 BUILD_STEP = 8192
 """Records one build step fills (a few milliseconds of the event loop)."""
 WIDE = 0.5
@@ -60,6 +64,7 @@ gather would cost more than it saves)."""
 
 _EXACT = 2**53
 _GROWTH = 1.5
+_NUMBERS = frozenset((int, float))
 _BELOW_STRINGS = frozenset(("<", "<=", "!="))
 """The ops TRUE of every number against a string that is not a number (it sorts above them)."""
 
@@ -80,7 +85,7 @@ class Column:
         self._top = steps[0] if len(steps) == 1 and isinstance(steps[0], str) else None
         self.kind = np.zeros(capacity, np.int8)
         self.num = np.zeros(capacity, np.float64)
-        self.code = np.zeros(capacity, np.int32)
+        self.code = np.zeros(capacity, CODE)
         self.codes: dict[str, int] = {}
         self.texts: list[str] = []
         self.filled = 0  # slots below this have been filled by the build
@@ -97,7 +102,7 @@ class Column:
             extra = capacity - n
             self.kind = np.concatenate((self.kind, np.zeros(extra, np.int8)))
             self.num = np.concatenate((self.num, np.zeros(extra, np.float64)))
-            self.code = np.concatenate((self.code, np.zeros(extra, np.int32)))
+            self.code = np.concatenate((self.code, np.zeros(extra, CODE)))
 
     def values(self, recs: Sequence[StoredRecord]) -> list[Any]:
         return self.values_in(_documents(recs))
@@ -109,10 +114,12 @@ class Column:
         return [get_path(d, steps) for d in docs]
 
     def set(self, slots: list[int], values: list[Any]) -> None:
-        """Fill ``slots`` with ``values`` in a few vector writes: a run of ints (the usual
-        publish batch) or of strings directly, anything else classified value by value."""
+        """Fill ``slots`` with ``values`` in a few vector writes: a run of numbers (ints within
+        ±2^53, floats: the usual publish batch) or of strings directly, anything else classified
+        value by value (which also writes ``code``: a column of numbers leaves its codes'
+        pages untouched, so they cost no memory)."""
         types = set(map(type, values))
-        if types == {int} and min(values) > -_EXACT and max(values) < _EXACT:
+        if types and types <= _NUMBERS and (int not in types or (min(values) > -_EXACT and max(values) < _EXACT)):
             self.kind[slots] = NUM
             self.num[slots] = values
         elif types == {str}:

@@ -16,6 +16,7 @@ from pathlib import Path
 from sowdb.config import Config, TopicConfig, ViewConfig, is_regex_topic
 from sowdb.engine.state.arena_topic import ArenaTopic, new_arena_root
 from sowdb.engine.state.derived import ConflatedTopic, Derived, View, derived_order
+from sowdb.engine.state.heap import map_large_allocations, release_free_memory
 from sowdb.engine.state.joins import JoinedView
 from sowdb.engine.state.sow_topic import SowTopic
 from sowdb.errors import FailedPrecondition, InvalidArgument
@@ -48,6 +49,7 @@ class Topics:
             directory of their own each); default a new directory on the RAM file system,
             removed by :meth:`close`.
         """
+        map_large_allocations()  # the topics' columns and scans free large blocks (state.heap)
         self.config = config
         self.arena_root: Path | None = None
         self.sow: dict[str, SowTopic]
@@ -119,8 +121,13 @@ class Topics:
 
     def build_columns(self) -> bool:
         """A step of building the columns queries wanted (:mod:`sowdb.engine.state.columns`), one
-        topic's worth; True while more steps remain."""
-        return any(topic.build_columns() for topic in self.sow.values())
+        topic's worth; True while more steps remain. When the last step is done, the memory
+        the build and the scans before it freed goes back to the system (:mod:`.heap`)."""
+        building = any(t.columns is not None and t.columns.building for t in self.sow.values())
+        more = any(topic.build_columns() for topic in self.sow.values())
+        if building and not more:
+            release_free_memory()
+        return more
 
     def get(self, name: str) -> SowTopic | None:
         return self.sow.get(name)
