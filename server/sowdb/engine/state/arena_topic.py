@@ -251,15 +251,6 @@ class ArenaTopic(SowTopic):
             return self.history.tombstones.get(sow_key)
         return None
 
-    def heads(self) -> list[StoredRecord]:
-        out = list(self.store.snapshot())
-        if self.history is not None:
-            past = self._past
-            for rec in out:
-                rec.prev = past.get(rec.sow_key)
-            out.extend(self.history.tombstones.values())
-        return out
-
     def heads_at(self, seq: int, timestamp_us: int, flt: CompiledFilter | None = None) -> AsOfHeads:
         """The chains a historical query at (``seq``, ``timestamp_us``) walks back, in two parts.
         A current record written at or before the point was current then too: those stay slots,
