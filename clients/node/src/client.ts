@@ -264,9 +264,9 @@ export class SowdbClient {
     return new Subscription<T>(
       () =>
         this.subscription<T>(
-          (c, bookmark, subId) =>
+          (c, bookmark, subId, attempt) =>
             c.rpc.sowAndSubscribe(bookmark === undefined ? req : { ...req, query: { ...req.query!, bookmark }, subId }, {
-              signal,
+              signal: attempt,
               timeoutMs: opts.timeoutMs,
             }),
           { query: true, resumable: resumes, bookmark: undefined, subId: req.subId },
@@ -287,9 +287,9 @@ export class SowdbClient {
     return new Subscription<T>(
       () =>
         this.subscription<T>(
-          (c, bookmark, subId) =>
+          (c, bookmark, subId, attempt) =>
             c.rpc.subscribe(bookmark === undefined ? req : { ...req, bookmark, subId }, {
-              signal,
+              signal: attempt,
               timeoutMs: opts.timeoutMs,
             }),
           { query: false, resumable: true, bookmark: req.bookmark || undefined, subId: req.subId },
@@ -446,7 +446,7 @@ export class SowdbClient {
   private async *subscription<T>(open: Opener, plan: ResumePlan, signal: AbortSignal): AsyncGenerator<SowEvent<T>> {
     if (!this.nodes.cluster) {
       const c = this.nodes.channels[0]!;
-      for await (const resp of open(c, undefined, plan.subId)) {
+      for await (const resp of open(c, undefined, plan.subId, signal)) {
         const event = eventFromPb<T>(resp);
         if (event !== undefined) yield event;
       }

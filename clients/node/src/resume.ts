@@ -28,11 +28,14 @@ import type { SowRecord } from "./types.js";
 import { type FailoverSettings, gaveUp, isFailover } from "./failover.js";
 import { type Channel, type Nodes, pause } from "./nodes.js";
 
-/** Opens the stream on `channel`; `bookmark` set: placed again from there (a resume). */
+/** Opens the stream on `channel`; `bookmark` set: placed again from there (a resume). The call
+ * must end when `signal` aborts: it is how a stream the SDK leaves (a node found behind) is
+ * cancelled, since leaving a Connect stream's loop does not cancel its call. */
 export type Opener = (
   channel: Channel,
   bookmark: string | undefined,
   subId: string,
+  signal: AbortSignal,
 ) => AsyncIterable<SowAndSubscribeResponse | SubscribeResponse>;
 
 /** How a subscription is resumed. */
@@ -69,9 +72,14 @@ export async function* resumable<T>(
   let resumed = false;
   let deadline = 0; // of the current resume
   for (;;) {
+    // each stream has its own signal, aborted when it is left: a stream the SDK abandons (its
+    // node is behind) would otherwise stay open, and hold its sub_id on the node it is retried on
+    const attempt = new AbortController();
+    const ended = () => attempt.abort(signal.reason);
+    signal.addEventListener("abort", ended, { once: true });
     try {
       const at: string | undefined = !resumed ? plan.bookmark : verify ? (delivered - 1n).toString() : from;
-      const stream: AsyncIterable<SowAndSubscribeResponse | SubscribeResponse> = open(channel, at, subId);
+      const stream: AsyncIterable<SowAndSubscribeResponse | SubscribeResponse> = open(channel, at, subId, attempt.signal);
       for await (const resp of stream) {
         const event: SowEvent<T> | undefined = eventFromPb<T>(resp);
         if (event === undefined) continue;
@@ -126,6 +134,7 @@ export async function* resumable<T>(
       }
       return;
     } catch (err) {
+      attempt.abort(); // before any pause: the node has that long to drop it
       const e = toSowdbError(err);
       const behindHere = resumed && (e.reason === BEHIND || (e.code === "INVALID_ARGUMENT" && AFTER_LATEST.test(e.message)));
       if (signal.aborted || !(isFailover(e) || behindHere) || !plan.resumable) throw e;
@@ -138,6 +147,9 @@ export async function* resumable<T>(
       channel = await resumeOn(nodes, failover, signal, delivered, e, deadline);
       resumed = yielded && from !== undefined;
       verify = resumed && delivered > 0n;
+    } finally {
+      signal.removeEventListener("abort", ended);
+      attempt.abort();
     }
   }
 }
