@@ -25,7 +25,7 @@ import { addressList } from "./address.js";
 import { SowdbError, toSowdbError } from "./errors.js";
 import { type SowEvent, eventFromPb } from "./events.js";
 import { type FailoverSettings, onPrimary, onReader } from "./failover.js";
-import { type Channel, Nodes } from "./nodes.js";
+import { type Channel, Nodes, linked } from "./nodes.js";
 import { Producers, publish } from "./publish.js";
 import { type Opener, type ResumePlan, resumable } from "./resume.js";
 import { SowResult, Subscription } from "./streams.js";
@@ -514,15 +514,6 @@ function primaryReads(): Interceptor {
     if (PRIMARY_READS.has(req.method.name)) req.header.set("sowdb-read-from", "primary");
     return next(req);
   };
-}
-
-/** An AbortController that also aborts when `parent` does. */
-function linked(parent: AbortSignal | undefined): AbortController {
-  const c = new AbortController();
-  if (parent === undefined) return c;
-  if (parent.aborted) c.abort(parent.reason);
-  else parent.addEventListener("abort", () => c.abort(parent.reason), { once: true, signal: c.signal });
-  return c;
 }
 
 const KINDS: Record<number, TopicInfo["kind"]> = {

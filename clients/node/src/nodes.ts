@@ -223,3 +223,14 @@ export function pause(ms: number, signal?: AbortSignal): Promise<void> {
     }
   });
 }
+
+/** An AbortController that also aborts when `parent` does. Leaving a `for await` loop over a
+ * Connect stream does not cancel its call: a stream the SDK gives up on early is opened with
+ * one of these, aborted when it is left. */
+export function linked(parent: AbortSignal | undefined): AbortController {
+  const c = new AbortController();
+  if (parent === undefined) return c;
+  if (parent.aborted) c.abort(parent.reason);
+  else parent.addEventListener("abort", () => c.abort(parent.reason), { once: true, signal: c.signal });
+  return c;
+}

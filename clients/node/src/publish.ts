@@ -21,7 +21,7 @@ import {
 } from "./gen/sowdb/v1/sow_pb.js";
 import { PublishError, type SowdbError, fromStatus, toSowdbError } from "./errors.js";
 import { type FailoverSettings, failedOn, gaveUp, isFailover } from "./failover.js";
-import { type Nodes, pause } from "./nodes.js";
+import { type Nodes, linked, pause } from "./nodes.js";
 import { DEFAULT_PUBLISH_BATCH, type PublishAck, type PublishItem, type PublishOptions, publishMessage } from "./types.js";
 
 /** One J-4 producer while a publish holds it: its id and the next sequence number. */
@@ -227,8 +227,9 @@ export async function publish(
   try {
     for (;;) {
       const channel = await nodes.findPrimary(signal, deadline, true);
+      const attempt = linked(signal); // aborted when left: a refusal to fail over from ends the call
       try {
-        for await (const resp of channel.rpc.publish(feed.requests(), { signal, timeoutMs: opts.timeoutMs })) {
+        for await (const resp of channel.rpc.publish(feed.requests(), { signal: attempt.signal, timeoutMs: opts.timeoutMs })) {
           if (refused !== undefined) continue; // after a refusal: nothing more counts
           const size = feed.sent[feed.answered]?.size ?? 0;
           if (resp.error !== undefined) {
@@ -248,11 +249,14 @@ export async function publish(
         }
         break;
       } catch (err) {
+        attempt.abort(); // before the pause: a stream left open would go on taking requests
         const e = toSowdbError(err);
         if (!nodes.cluster || signal.aborted || feed.inputError !== undefined || !isFailover(e)) throw e;
         failedOn(nodes, channel, e);
         if (Date.now() >= deadline) throw gaveUp(`publish to ${topic}`, failover.timeoutMs, e);
         await pause(RETRY_PAUSE_MS, signal);
+      } finally {
+        attempt.abort();
       }
     }
   } catch (err) {

@@ -26,7 +26,7 @@ import { SowdbError, toSowdbError } from "./errors.js";
 import { type SowEvent, eventFromPb } from "./events.js";
 import type { SowRecord } from "./types.js";
 import { type FailoverSettings, gaveUp, isFailover } from "./failover.js";
-import { type Channel, type Nodes, pause } from "./nodes.js";
+import { type Channel, type Nodes, linked, pause } from "./nodes.js";
 
 /** Opens the stream on `channel`; `bookmark` set: placed again from there (a resume). The call
  * must end when `signal` aborts: it is how a stream the SDK leaves (a node found behind) is
@@ -74,9 +74,7 @@ export async function* resumable<T>(
   for (;;) {
     // each stream has its own signal, aborted when it is left: a stream the SDK abandons (its
     // node is behind) would otherwise stay open, and hold its sub_id on the node it is retried on
-    const attempt = new AbortController();
-    const ended = () => attempt.abort(signal.reason);
-    signal.addEventListener("abort", ended, { once: true });
+    const attempt = linked(signal);
     try {
       const at: string | undefined = !resumed ? plan.bookmark : verify ? (delivered - 1n).toString() : from;
       const stream: AsyncIterable<SowAndSubscribeResponse | SubscribeResponse> = open(channel, at, subId, attempt.signal);
@@ -148,7 +146,6 @@ export async function* resumable<T>(
       resumed = yielded && from !== undefined;
       verify = resumed && delivered > 0n;
     } finally {
-      signal.removeEventListener("abort", ended);
       attempt.abort();
     }
   }
