@@ -19,13 +19,15 @@ and the writer takes its lean path (``SowTopic.put_docs``).
 The garbage collector's passes run inside whichever store's call crosses its threshold, and a
 full pass scans both stores' objects (the objects' records are most of them): each phase also
 prints the collector's CPU time counted to each store, and the ratio without it (``less gc``),
-which is what a process holding one store would not pay for the other's objects. ``--split``
+which is what a process holding one store would not pay for the other's objects. ``--history``
+gives the topic a history (``history = { window = "1d" }``, as ``make bench-history``'s), so
+that each version is kept in its key's chain. ``--split``
 runs each store's engine in a process of its own, still publishing batch by batch in turns, so
 that nothing process-wide is shared: the collector, the ring of recent documents
 (``records._recent``), the stamps.
 
 Usage: ``python tools/bench/bench_store_publish.py [--orders 100000] [--batch 100] [--rounds 3]
-[--followed view|subscriber] [--split]``.
+[--followed view|subscriber] [--history] [--split]``.
 """
 
 from __future__ import annotations
@@ -92,11 +94,12 @@ class _Collector:
 class _Publisher:
     """One store's engine on its own data directory, publishing the batches it is told to."""
 
-    def __init__(self, store: str, data_dir: str, followed: str, collector: _Collector) -> None:
+    def __init__(self, store: str, data_dir: str, followed: str, collector: _Collector, history: bool = False) -> None:
         self.store, self.collector = store, collector
         views = VIEW if followed == "view" else {}
+        topics = {"topic": [{**TOPICS["topic"][0], "history": {"window": "1d"}}]} if history else TOPICS
         config = config_from_dict(
-            {**TOPICS, **views, "server": {"data_dir": data_dir, "record_store": store}}, source="<bench>"
+            {**topics, **views, "server": {"data_dir": data_dir, "record_store": store}}, source="<bench>"
         )
         self.engine = Engine.open(config, Store(data_dir))
         self.sub: Subscription | None = None
@@ -134,10 +137,10 @@ class _Publisher:
         self.engine.close()
 
 
-def _serve(conn: Connection, store: str, data_dir: str, followed: str) -> None:
+def _serve(conn: Connection, store: str, data_dir: str, followed: str, history: bool) -> None:
     """A :class:`_Publisher` in a process of its own (``--split``), driven over ``conn``."""
     collector = _Collector()
-    publisher = _Publisher(store, data_dir, followed, collector)
+    publisher = _Publisher(store, data_dir, followed, collector, history)
     while True:
         call, *args = conn.recv()
         if call == "close":
@@ -150,9 +153,9 @@ def _serve(conn: Connection, store: str, data_dir: str, followed: str) -> None:
 class _Remote:
     """The same calls as :class:`_Publisher`'s, answered by one in a child process."""
 
-    def __init__(self, store: str, data_dir: str, followed: str) -> None:
+    def __init__(self, store: str, data_dir: str, followed: str, history: bool) -> None:
         self.conn, child = multiprocessing.Pipe()
-        self.process = multiprocessing.Process(target=_serve, args=(child, store, data_dir, followed))
+        self.process = multiprocessing.Process(target=_serve, args=(child, store, data_dir, followed, history))
         self.process.start()
 
     def __getattr__(self, call: str) -> Callable[..., Any]:
@@ -163,7 +166,9 @@ class _Remote:
         return remote
 
 
-def _round(orders: list[bytes], batch: int, followed: str = "none", split: bool = False) -> dict[str, float]:
+def _round(
+    orders: list[bytes], batch: int, followed: str = "none", split: bool = False, history: bool = False
+) -> dict[str, float]:
     """One round on fresh engines: ``phase`` -> arena/objects of messages per CPU-second."""
     phases = {
         "insert": orders,
@@ -175,9 +180,9 @@ def _round(orders: list[bytes], batch: int, followed: str = "none", split: bool 
     with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
         dirs = dict(zip(STORES, (one, two), strict=True))
         sides: dict[str, Any] = {
-            store: _Remote(store, dirs[store], followed)
+            store: _Remote(store, dirs[store], followed, history)
             if split
-            else _Publisher(store, dirs[store], followed, collector)
+            else _Publisher(store, dirs[store], followed, collector, history)
             for store in STORES
         }
         try:
@@ -215,13 +220,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--followed", choices=FOLLOWED, default="none", help="what follows the topic")
     parser.add_argument("--split", action="store_true", help="each store in a process of its own")
+    parser.add_argument("--history", action="store_true", help="the topic keeps its versions (history)")
     args = parser.parse_args()
     orders = _orders(args.orders)
     rounds = []
     for n in range(args.rounds):
         where = "a process each" if args.split else "one process"
-        print(f"round {n + 1}: {args.orders:,} orders, {args.batch} a publish, followed by: {args.followed}, {where}")
-        rounds.append(_round(orders, args.batch, args.followed, args.split))
+        kept = ", with history" if args.history else ""
+        print(
+            f"round {n + 1}: {args.orders:,} orders, {args.batch} a publish,"
+            f" followed by: {args.followed}, {where}{kept}"
+        )
+        rounds.append(_round(orders, args.batch, args.followed, args.split, args.history))
     for phase in rounds[0]:
         values = [r[phase] for r in rounds]
         print(f"median {phase:12} arena/objects {statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})")

@@ -1,5 +1,5 @@
 """A topic in an arena against the same topic as objects (issue 39): random publishes (keys
-repeated within a batch), deletes, history, compactions and snapshots taken earlier; after every
+repeated within a batch), deletes, history and its trims, compactions and snapshots taken earlier; after every
 step every read path of the state layer answers alike: point reads, the records, a snapshot
 taken before (still what it was), the hash index, the columns, the point lookup and the
 version chains of the history (walked back to random points)."""
@@ -111,6 +111,17 @@ class TopicMachine(RuleBasedStateMachine):
         a = self.arena.remove(key, self.bookmark, self.now)
         o = self.objects.remove(key, self.bookmark, self.now)
         assert (a and (a.raw, a.bookmark)) == (o and (o.raw, o.bookmark))
+
+    @rule(back=st.integers(0, 12_000), limit=st.integers(1, 4))
+    def trim(self, back: int, limit: int) -> None:
+        """H-1's trim below a cutoff, a few entries at a time: the chains behind the current
+        versions lose the same versions in both, and a later update links the chain as trimmed
+        (the arena keeps the current versions a publish made: a stale chain behind one would
+        bring a trimmed version back)."""
+        if self.arena.history is None:
+            return
+        cutoff = self.now - back
+        assert self.arena.trim_history(cutoff, limit) == self.objects.trim_history(cutoff, limit)
 
     @rule()
     def compact(self) -> None:
