@@ -41,7 +41,10 @@ RUNS = {
         ["publish -> receive", "point lookup", "floor-stream", "floor-stream3", "targets (issue 29)"],
     ),
     "bench_arena.py": (["--records", "2000"], ["RSS growth", "chunked", "point read"]),
-    "bench_store_publish.py": (["--orders", "2000", "--rounds", "1"], ["insert", "update again", "median"]),
+    "bench_store_publish.py": (
+        ["--orders", "2000", "--rounds", "1", "--history"],
+        ["with history", "insert", "update again", "median"],
+    ),
     "bench_store_server.py": (["--orders", "2000", "--rounds", "1"], ["round 1", "median", "arena/objects"]),
     "bench_queries.py": (["--orders", "2000", "--rounds", "1"], ["round 1", "range ms", "point ms", "arena/objects"]),
     "bench_expr.py": (["--messages", "2000", "--rounds", "1", "--compiles", "20"], ["eval", "compile"]),
