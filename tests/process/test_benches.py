@@ -46,7 +46,10 @@ RUNS = {
         ["with history", "insert", "update again", "median"],
     ),
     "bench_store_server.py": (["--orders", "2000", "--rounds", "1"], ["round 1", "median", "arena/objects"]),
-    "bench_queries.py": (["--orders", "2000", "--rounds", "1"], ["round 1", "range ms", "point ms", "arena/objects"]),
+    "bench_queries.py": (
+        ["--orders", "2000", "--rounds", "1", "--floor"],
+        ["round 1", "range ms", "point ms", "indexed floor ms", "arena/objects"],
+    ),
     "bench_expr.py": (["--messages", "2000", "--rounds", "1", "--compiles", "20"], ["eval", "compile"]),
     "bench_memory.py": (["--records", "2000"], ["after loading", "after the peer queries", "after a restart"]),
     "bench_replication.py": (["--quick"], ["sync/alone", "failover", "lag", "spread/primary"]),

@@ -17,7 +17,13 @@ ratios to the first mode:
 Queries: the 3 % range ``/price > 190 AND /side = 'B'``, the indexed ``/symbol = 'SYM42'``, the
 unindexed ``/trader = 't42'`` and the point lookup ``/orderId = 777``.
 
-Usage: ``python tools/bench/bench_queries.py [--orders 1000000] [--rounds 3] [--baseline DIR]``
+``--floor`` adds the transport's floor for each query (``floor.py``): its answer's frames, taken
+from the server as they were sent, replayed by a bare ``grpc.aio`` server and decoded by the
+client as the SDK decodes them (``records_of``), the same repetitions right after the server's.
+What a query costs beyond it is the server's own work on the records (issue 39: the indexed
+query beside PostgreSQL).
+
+Usage: ``python tools/bench/bench_queries.py [--orders 1000000] [--rounds 3] [--baseline DIR] [--floor]``
 (``make bench-queries``).
 """
 
@@ -32,10 +38,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import grpc
 from alternating import Figures, alternate, print_medians  # sibling scripts, not a package
 from bench_server import BENCH_CONFIG_TOML, _cpu_seconds, _orders, _settle, _start
+from floor import REPLAY, floor_server
 
+from sowdb_api.v1 import sow_pb2 as pb
 from sowdb_client import Client
+from sowdb_client.types import records_of
 
 QUERIES = (  # (figure, filter, repetitions)
     ("range ms", "/price > 190 AND /side = 'B'", 5),
@@ -56,7 +66,35 @@ def _config(directory: Path, store: str | None) -> Path:
     return config
 
 
-def measure(mode: str, orders: list[bytes], baseline: str | None) -> Figures:
+def _floor(target: str, repetitions: dict[str, int]) -> dict[str, float]:
+    """Each query's frames taken from ``target`` as sent, then replayed by the floor's server
+    and decoded as the SDK does: the median ms of each filter's repetitions."""
+    with grpc.insecure_channel(target) as channel:
+        raw = channel.unary_stream(
+            "/sowdb.v1.SowService/Sow", request_serializer=pb.SowRequest.SerializeToString, response_deserializer=None
+        )
+        replays = {
+            flt.encode(): list(
+                raw(pb.SowRequest(topic="orders", filter=flt, batch_size=100, record_layout=pb.RECORD_LAYOUT_PACKED))
+            )
+            for flt in repetitions
+        }
+    out: dict[str, float] = {}
+    with floor_server(replays=replays) as (_, floor), grpc.insecure_channel(floor) as channel:
+        call = channel.unary_stream(REPLAY, request_serializer=None, response_deserializer=pb.SowResponse.FromString)
+        for flt, reps in repetitions.items():
+            times = []
+            for _ in range(reps):
+                start = time.perf_counter()
+                for resp in call(flt.encode()):
+                    if resp.HasField("records"):
+                        records_of(resp.records)
+                times.append(time.perf_counter() - start)
+            out[flt] = statistics.median(times) * 1000
+    return out
+
+
+def measure(mode: str, orders: list[bytes], baseline: str | None, floor: bool = False) -> Figures:
     """One round of ``mode``: load, settle, warm each query once, then time them."""
     env = None
     if mode == "base":
@@ -83,6 +121,10 @@ def measure(mode: str, orders: list[bytes], baseline: str | None) -> Figures:
                         times.append(time.perf_counter() - start)
                     out[figure] = statistics.median(times) * 1000
                     out[f"{figure.split()[0]} server CPU ms"] = (_cpu_seconds(proc.pid) - cpu) / repetitions * 1000
+                if floor:
+                    floors = _floor(target, {flt: reps for _, flt, reps in QUERIES})
+                    for figure, flt, _ in QUERIES:
+                        out[f"{figure.split()[0]} floor ms"] = floors[flt]
                 return out
         finally:
             proc.terminate()
@@ -95,10 +137,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--baseline", help="a checkout (server/ and clients/python) run as mode 'base'")
     parser.add_argument("--modes", default="", help="comma-separated (default: base if --baseline, objects, arena)")
+    parser.add_argument(
+        "--floor", action="store_true", help="each query's frames replayed by a bare grpc.aio server too"
+    )
     args = parser.parse_args()
     modes = args.modes.split(",") if args.modes else [*(["base"] if args.baseline else []), "objects", "arena"]
     orders = _orders(args.orders)
-    runs = alternate(modes, args.rounds, lambda mode: measure(mode, orders, args.baseline))
+    runs = alternate(modes, args.rounds, lambda mode: measure(mode, orders, args.baseline, args.floor))
     med = print_medians(runs, f"{len(orders):,} orders, medians of {args.rounds} rounds")
     if "objects" in med and "arena" in med:
         arena, objects = med["arena"], med["objects"]  # a tiny run's CPU can be 0 ticks: no ratio then

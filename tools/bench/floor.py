@@ -12,7 +12,9 @@ bytes, no protobuf and no engine:
 - ``/floor.Lookup/Stream`` (unary-stream): one record, one response, like a point lookup;
 - ``/floor.Lookup/Stream3`` (unary-stream): the same in three responses (an empty one, the
   record, an empty one), as sowdb's Sow sends ``group_begin``, the records, ``group_end``;
-- ``/floor.Lookup/Unary`` (unary): the same record as a unary call.
+- ``/floor.Lookup/Unary`` (unary): the same record as a unary call;
+- ``/floor.Replay/Frames`` (unary-stream): the frames given for the request's bytes, as they
+  are (``bench_queries.py --floor`` replays the very frames a query's answer was made of).
 
 Used by ``bench_latency.py``; ``python tools/bench/floor.py`` serves until interrupted and prints
 its address.
@@ -34,6 +36,7 @@ RELAY_SUBSCRIBE = "/floor.Relay/Subscribe"
 LOOKUP_STREAM = "/floor.Lookup/Stream"
 LOOKUP_UNARY = "/floor.Lookup/Unary"
 LOOKUP_STREAM3 = "/floor.Lookup/Stream3"
+REPLAY = "/floor.Replay/Frames"
 
 _SPAWN = multiprocessing.get_context("spawn")
 
@@ -68,8 +71,12 @@ class _Relay:
             self.queues.remove(entry)
 
 
-async def _serve(record: bytes, started: Any) -> None:
+async def _serve(record: bytes, replays: dict[bytes, list[bytes]], started: Any) -> None:
     relay = _Relay()
+
+    async def replay(request: bytes, context: Any) -> AsyncIterator[bytes]:
+        for frame in replays.get(request, ()):
+            yield frame
 
     async def lookup_stream(request: bytes, context: Any) -> AsyncIterator[bytes]:
         yield record
@@ -92,8 +99,10 @@ async def _serve(record: bytes, started: Any) -> None:
             "Stream3": grpc.unary_stream_rpc_method_handler(lookup_stream3),
             "Unary": grpc.unary_unary_rpc_method_handler(lookup_unary),
         },
+        "floor.Replay": {"Frames": grpc.unary_stream_rpc_method_handler(replay)},
     }
-    server = grpc.aio.server()
+    limit = [("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
+    server = grpc.aio.server(options=limit)
     server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(n, m) for n, m in handlers.items()])
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
@@ -101,16 +110,17 @@ async def _serve(record: bytes, started: Any) -> None:
     await server.wait_for_termination()
 
 
-def _run(record: bytes, started: Any) -> None:
-    asyncio.run(_serve(record, started))
+def _run(record: bytes, replays: dict[bytes, list[bytes]], started: Any) -> None:
+    asyncio.run(_serve(record, replays, started))
 
 
 @contextmanager
-def floor_server(record: bytes = b"") -> Iterator[tuple[Any, str]]:
-    """The floor's server in its own process, ``record`` what its lookups return; (process,
-    target). Stopped on leaving."""
+def floor_server(record: bytes = b"", replays: dict[bytes, list[bytes]] | None = None) -> Iterator[tuple[Any, str]]:
+    """The floor's server in its own process, ``record`` what its lookups return and
+    ``replays`` what ``/floor.Replay/Frames`` sends for each request; (process, target).
+    Stopped on leaving."""
     started: Any = _SPAWN.Queue()
-    proc = _SPAWN.Process(target=_run, args=(record, started), daemon=True)
+    proc = _SPAWN.Process(target=_run, args=(record, replays or {}, started), daemon=True)
     proc.start()
     try:
         yield proc, started.get(timeout=60)
