@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import grpc
@@ -70,7 +71,7 @@ def _floor(target: str, repetitions: dict[str, int]) -> dict[str, float]:
     """Each query's frames taken from ``target`` as sent, then replayed by the floor's server
     and decoded as the SDK does: the median ms of each filter's repetitions."""
     with grpc.insecure_channel(target) as channel:
-        raw = channel.unary_stream(
+        raw: Any = channel.unary_stream(
             "/sowdb.v1.SowService/Sow", request_serializer=pb.SowRequest.SerializeToString, response_deserializer=None
         )
         replays = {
@@ -81,7 +82,9 @@ def _floor(target: str, repetitions: dict[str, int]) -> dict[str, float]:
         }
     out: dict[str, float] = {}
     with floor_server(replays=replays) as (_, floor), grpc.insecure_channel(floor) as channel:
-        call = channel.unary_stream(REPLAY, request_serializer=None, response_deserializer=pb.SowResponse.FromString)
+        call: Any = channel.unary_stream(
+            REPLAY, request_serializer=None, response_deserializer=pb.SowResponse.FromString
+        )
         for flt, reps in repetitions.items():
             times = []
             for _ in range(reps):

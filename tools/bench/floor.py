@@ -89,7 +89,7 @@ async def _serve(record: bytes, replays: dict[bytes, list[bytes]], started: Any)
     async def lookup_unary(request: bytes, context: Any) -> bytes:
         return record
 
-    handlers = {
+    handlers: dict[str, dict[str, Any]] = {
         "floor.Relay": {
             "Publish": grpc.stream_stream_rpc_method_handler(relay.publish),
             "Subscribe": grpc.unary_stream_rpc_method_handler(relay.subscribe),
