@@ -50,6 +50,13 @@ class Derived:
         """Whether some underlying records do not count (a filter or a SowKey list)."""
         return self.filter is not None or self.sow_keys is not None
 
+    def reads_olds(self, topic: str) -> bool:
+        """Whether :meth:`apply` reads the versions that changes of ``topic`` replaced
+        (``Change.old`` of an update): a store that makes them from its own form makes them
+        only when something reads them (:meth:`FanOut.olds_wanted
+        <sowdb.engine.write.fanout.FanOut.olds_wanted>`). A view retracts the old version."""
+        return True
+
     def _matches(self, rec: StoredRecord | None) -> bool:
         if rec is None or (self.sow_keys is not None and rec.sow_key not in self.sow_keys):
             return False
@@ -202,6 +209,9 @@ class ConflatedTopic(Derived):
     each key that changed (and matches the optional filter)."""
 
     kind = "conflated"
+
+    def reads_olds(self, topic: str) -> bool:
+        return False  # it keeps the latest version of each key
 
     def __init__(self, name: str, underlying: str, interval_s: float, filter: str = "") -> None:
         super().__init__(name, underlying, filter)

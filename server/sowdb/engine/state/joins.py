@@ -96,6 +96,12 @@ class JoinedView(View):
     def selective(self) -> bool:
         return True  # never View's in-place batch: a joined row is not an underlying record
 
+    def reads_olds(self, topic: str) -> bool:
+        """Not for the anchor topic: :attr:`anchors` holds each anchor's current version, which
+        stands for a change's ``old`` where the store did not make it (a copy under row
+        filters, :attr:`sides`, sees an anchor's versions through its filter: it reads them)."""
+        return topic != self.topics[0] or bool(self.sides)
+
     def load_from(self, topics: Mapping[str, SowTopic], now_us: int) -> None:
         """Start from the state of every joined topic: the others first, then the anchors, so
         that each anchor's rows are built once."""
@@ -129,6 +135,8 @@ class JoinedView(View):
         for c in changes:
             old, new = c.old, c.new
             if is_anchor:
+                if old is None and (current := self.anchors.get(c.sow_key)) is not None:
+                    old = current[0]  # the version it replaced, not made by the store (reads_olds)
                 if (
                     old is not None
                     and new is not None
@@ -199,11 +207,11 @@ class JoinedView(View):
         joined: dict[str, Any] = {}  # the joined row being evaluated, one dict for the run
         done = 0
         for c in changes:
-            old, new = c.old, c.new
-            if old is None or new is None:
+            new = c.new
+            if new is None:
                 break
-            entry = entry_of(c.sow_key)
-            if entry is None or len(entry) != 2:
+            entry = entry_of(c.sow_key)  # entry[0]: the current version (c.old, made or not)
+            if entry is None or len(entry) != 2 or entry[0] is None:
                 break
             row = entry[1]
             gkey, others, added, values = row

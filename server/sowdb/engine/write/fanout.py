@@ -41,15 +41,16 @@ class FanOut:
         """Whether anything that follows ``topic`` reads the versions a publish replaced (a store
         that makes them from its own form, :meth:`ArenaTopic.put_followed
         <sowdb.engine.state.arena_topic.ArenaTopic.put_followed>`, makes them only then): a
-        derived topic other than a conflated one (a view retracts the old version), reader
+        derived topic that reads them (a view retracts the old version), reader
         processes (the feed carries both), a shut gate (what it holds goes to whoever is there
         when it opens), or a subscription that sends deltas (D-2) or sees rows under an
         entitlement (an oof then carries the version last seen, A-2). A plain subscription, a
-        live page and a conflated topic read only the new versions."""
+        live page, a conflated topic and a joined view's anchor topic read only the new
+        versions (:meth:`Derived.reads_olds <sowdb.engine.state.derived.Derived.reads_olds>`)."""
         hub = self.hub
         if hub.gate.shut or hub.followed_elsewhere():
             return True
-        if any(d.kind != "conflated" for d in self.topics.downstream.get(topic, ())):
+        if any(d.reads_olds(topic) for d in self.topics.downstream.get(topic, ())):
             return True
         subs = hub.subs
         return len(subs) > SUBS_ASKED or any(s.options.delta or not s.access.unrestricted for s in subs.values())
